@@ -1,0 +1,66 @@
+"""Options that reach every stage: time zones, year and boot-time anchors."""
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import UsageError
+
+
+def local_zone_name() -> str:
+    """The machine's IANA zone name (TZ, /etc/timezone, /etc/localtime link), else UTC."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz and _valid_zone(tz):
+        return tz
+    try:
+        name = Path("/etc/timezone").read_text().strip()
+        if _valid_zone(name):
+            return name
+    except OSError:
+        pass
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            name = target.split("zoneinfo/", 1)[1]
+            if _valid_zone(name):
+                return name
+    except OSError:
+        pass
+    return "UTC"
+
+
+def _valid_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+        return True
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+
+
+def check_zone(name: str) -> str:
+    if not _valid_zone(name):
+        raise UsageError(f"--tz {name}: unknown time zone, use an IANA name such as Europe/Berlin or UTC")
+    return name
+
+
+@dataclass
+class Options:
+    tz: str = field(default_factory=local_zone_name)
+    tz_from_user: bool = False
+    tz_overrides: dict[str, str] = field(default_factory=dict)  # file name or glob -> zone
+    year: int | None = None
+    boot_time: datetime | None = None   # aware, UTC
+    start: datetime | None = None       # clock anchor for untimed sources, aware
+    year_from_mtime: bool = True
+
+    def tz_for(self, path: str) -> str:
+        """The zone of clocks without one in this file: a per-file override, else --tz."""
+        base = os.path.basename(path)
+        for pattern, zone in self.tz_overrides.items():
+            if fnmatch.fnmatch(base, pattern) or fnmatch.fnmatch(path, pattern) or path.endswith("/" + pattern):
+                return zone
+        return self.tz

@@ -1,0 +1,41 @@
+"""Shared test helpers: where the real-world snippets are, and parsing a file through the registry."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from forensics import parsers
+from forensics.options import Options
+from forensics.sources import Source
+
+ROOT = Path(__file__).resolve().parent.parent
+# ../shared/realworld beside the checkout (CI lays a copy of shared/ there too)
+REALWORLD = Path(os.environ.get("GPU_FORENSICS_REALWORLD", ROOT.parent / "shared" / "realworld"))
+SAMPLE_LOGS = ROOT / "sample_logs"
+
+
+def realworld(name: str) -> Path:
+    p = REALWORLD / name
+    if not p.exists():
+        pytest.skip(f"{p} is not here (../shared/realworld missing)")
+    return p
+
+
+def parse_file(path: Path | str, opts: Options | None = None, expect: str | None = None):
+    """Claim and parse one file the way `report` does; returns (module, Parsed).
+    With `expect`, asserts which parser claims it."""
+    opts = opts or Options(tz="UTC")
+    src = Source.open(Path(path), str(path))
+    module, reason = parsers.claim(src.head())
+    if expect is not None:
+        assert module is not None, f"{path}: nobody claimed it ({reason})"
+        assert module.NAME == expect, f"{path}: claimed by {module.NAME} ({reason}), expected {expect}"
+    assert module is not None, reason
+    return module, module.parse(src, opts)
+
+
+@pytest.fixture
+def utc_opts() -> Options:
+    return Options(tz="UTC")
