@@ -1,0 +1,248 @@
+"""Command line. Thin: parses options, calls the pipeline, turns errors into messages and exit codes.
+
+Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or above --fail-on;
+2 = usage error, or no input could be read at all.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from . import __version__
+from .errors import ForensicsError, UsageError
+from .options import Options, check_zone
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Forensics of GPU memory leaks: read a job's logs, find where memory began to grow and why, "
+    "write one self-contained HTML incident report.",
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class FailOn(str, Enum):
+    leak = "leak"
+    oom = "oom"
+    any = "any"
+    never = "never"
+
+
+def _parse_time(value: str | None, flag: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{flag} {value}: not an ISO-8601 time, write e.g. 2026-11-30T03:04:05Z or 2026-11-30T04:04:05+01:00")
+    if t.tzinfo is None:
+        raise UsageError(f"{flag} {value}: no zone given, add one (e.g. Z for UTC or +01:00)")
+    return t.astimezone(timezone.utc)
+
+
+def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None) -> Options:
+    opts = Options()
+    for item in tz or []:
+        if "=" in item:
+            pattern, zone = item.rsplit("=", 1)
+            opts.tz_overrides[pattern] = check_zone(zone)
+        else:
+            opts.tz = check_zone(item)
+            opts.tz_from_user = True
+    if year is not None and not (1970 <= year <= 2200):
+        raise UsageError(f"--year {year}: not a plausible year, give the four-digit year of the syslog lines")
+    opts.year = year
+    opts.boot_time = _parse_time(boot_time, "--boot-time")
+    opts.start = _parse_time(start, "--start")
+    return opts
+
+
+def should_fail(analysis, fail_on: FailOn) -> bool:
+    kinds = {f.kind for f in analysis.findings}
+    if fail_on is FailOn.never:
+        return False
+    if fail_on is FailOn.oom:
+        return bool(kinds & {"oom_kill", "gpu_oom"})
+    if fail_on is FailOn.leak:
+        return analysis.verdict == "leak" or bool(kinds & {"leak", "oom_kill", "gpu_oom"})
+    return any(f.severity in ("warning", "critical") for f in analysis.findings)
+
+
+def _progress():
+    """A per-file progress callback on stderr when it is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    prog = Progress(SpinnerColumn(), TextColumn("reading {task.description}"), TimeElapsedColumn(), console=err, transient=True)
+    task = prog.add_task("", total=None)
+    return prog, (lambda path: prog.update(task, description=path))
+
+
+def _print_problems(bundle) -> None:
+    for msg in bundle.problems:
+        err.print(msg, markup=False)
+
+
+def _print_summary(bundle, analysis) -> None:
+    from .units import human
+
+    err.print(f"verdict: [bold]{analysis.verdict}[/bold] — {analysis.verdict_reason or ''}", markup=True)
+    for f in analysis.findings[:20]:
+        err.print(f"  {f.severity:8} {f.kind:17} {f.summary}", markup=False)
+    if len(analysis.findings) > 20:
+        err.print(f"  … and {len(analysis.findings) - 20} more findings (see the report)", markup=False)
+    read = sum(1 for i in bundle.inputs if i.format and not i.error)
+    skipped_files = sum(1 for i in bundle.inputs if not i.format and not i.error)
+    failed = sum(1 for i in bundle.inputs if i.error)
+    err.print(f"inputs: {read} read, {skipped_files} not recognized, {failed} unreadable; "
+              f"{sum(i.skipped for i in bundle.inputs)} lines skipped", markup=False)
+    del human
+
+
+def _write(dest: str, text: str) -> None:
+    from .report import write_atomic
+
+    if dest == "-":
+        sys.stdout.write(text)
+        if not text.endswith("\n"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+    else:
+        write_atomic(Path(dest), text)
+
+
+@app.command()
+def report(
+    paths: Annotated[list[str], typer.Argument(help="Log files or folders (read recursively).")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="HTML report file (default report.html; '' for none).")] = "report.html",
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the JSON summary to FILE, or - for stdout.")] = None,
+    md_out: Annotated[Optional[str], typer.Option("--md", help="Write the Markdown summary to FILE, or - for stdout.")] = None,
+    tz: Annotated[Optional[list[str]], typer.Option("--tz", help="Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed). Repeatable.")] = None,
+    boot_time: Annotated[Optional[str], typer.Option("--boot-time", help="Boot time (ISO-8601 with zone) for dmesg uptime stamps.")] = None,
+    year: Annotated[Optional[int], typer.Option("--year", help="Year of syslog lines that carry none (default: from the file's mtime).")] = None,
+    start: Annotated[Optional[str], typer.Option("--start", help="Clock time (ISO-8601 with zone) of the first sample of untimed logs.")] = None,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
+) -> None:
+    """Analyze logs and write the incident report (HTML, and optionally JSON and Markdown)."""
+    from . import pipeline, report as rep
+
+    opts = build_options(tz, year, boot_time, start)
+    prog, cb = _progress()
+    if prog:
+        with prog:
+            bundle, analysis = pipeline.run(paths, opts, progress=cb)
+    else:
+        bundle, analysis = pipeline.run(paths, opts)
+    _print_problems(bundle)
+    if not any(i.format for i in bundle.inputs):
+        why = "every input failed" if bundle.inputs and all(i.error for i in bundle.inputs) else "no file was recognized"
+        err.print(f"{', '.join(paths)}: nothing to analyze, {why}, "
+                  "pass the job's log files (nvidia-smi CSV, kern.log, training log, sanitizer output); "
+                  "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
+        raise typer.Exit(EXIT_USAGE)
+    ctx = rep.build_context(bundle, analysis, opts)
+    if output:
+        _write(output, rep.render_html(ctx))
+        err.print(f"report: {output}", markup=False)
+    if md_out:
+        _write(md_out, rep.render_markdown(ctx))
+    if json_out:
+        _write(json_out, json.dumps(rep.summary(bundle, analysis), indent=2, ensure_ascii=False) + "\n")
+    _print_summary(bundle, analysis)
+    raise typer.Exit(EXIT_FINDINGS if should_fail(analysis, fail_on) else EXIT_OK)
+
+
+@app.command()
+def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")]) -> None:
+    """Show which parser claims each file, and why (or why none does)."""
+    from . import parsers
+    from .errors import InputError
+    from .sources import Source, discover
+
+    found = discover(paths)
+    out = Console(highlight=False, soft_wrap=True)
+    for e in found.problems:
+        out.print(f"{e.path}\t-\t{e}", markup=False)
+    for shown, why in found.ignored:
+        out.print(f"{shown}\t-\t{why}", markup=False)
+    for real, shown in found.files:
+        try:
+            src = Source.open(real, shown)
+            module, reason = parsers.claim(src.head())
+        except InputError as e:
+            out.print(f"{shown}\t-\t{e}", markup=False)
+            continue
+        extra = []
+        if src.compression:
+            extra.append(src.compression)
+        if src.wrapper:
+            extra.append(f"wrapper: {src.wrapper.describe()}")
+        suffix = f" ({'; '.join(extra)})" if extra else ""
+        out.print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}", markup=False)
+
+
+@app.command()
+def timeline(
+    paths: Annotated[list[str], typer.Argument(help="Log files or folders.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="aligned.parquet or aligned.csv")],
+    tz: Annotated[Optional[list[str]], typer.Option("--tz")] = None,
+    boot_time: Annotated[Optional[str], typer.Option("--boot-time")] = None,
+    year: Annotated[Optional[int], typer.Option("--year")] = None,
+    start: Annotated[Optional[str], typer.Option("--start")] = None,
+) -> None:
+    """Write the normalized, aligned samples and events tables for your own analysis."""
+    from . import ingest, timeline as tl
+
+    if not output.endswith((".parquet", ".csv")):
+        raise UsageError(f"-o {output}: unknown table format, end the name in .parquet or .csv")
+    opts = build_options(tz, year, boot_time, start)
+    bundle = tl.align(ingest.load(paths, opts), opts)
+    _print_problems(bundle)
+    written = tl.write_aligned(bundle, Path(output))
+    for p in written or [output]:
+        err.print(f"wrote {p}", markup=False)
+
+
+def version_callback(value: bool):
+    if value:
+        print(f"gpu-forensics {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False):
+    pass
+
+
+def main() -> None:
+    try:
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except ForensicsError as e:
+        err.print(f"error: {e}", markup=False)
+        sys.exit(EXIT_USAGE)
+    except Exception as e:  # click usage errors and the like
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(EXIT_USAGE)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

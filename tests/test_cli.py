@@ -1,0 +1,164 @@
+"""The CLI end to end on a small incident folder written here (all four kinds of input)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "forensics", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=120)
+
+
+def write_incident(folder: Path) -> Path:
+    """GPU 0 leaks 64 MiB per sample from sample 60 on, GPU 1 is flat; the job is OOM-killed at the end."""
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = datetime(2026, 11, 30, 3, 0, 0)
+    rows = ["timestamp, index, name, memory.total [MiB], memory.used [MiB]"]
+    for i in range(240):
+        t = (t0 + timedelta(seconds=i)).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        used0 = 20000 + (64 * (i - 60) if i >= 60 else 0) + (i * 7) % 5
+        rows.append(f"{t}, 0, NVIDIA H200, 143771 MiB, {used0} MiB")
+        rows.append(f"{t}, 1, NVIDIA H200, 143771 MiB, {30000 + (i * 3) % 4} MiB")
+    (folder / "gpu.csv").write_text("\n".join(rows) + "\n")
+    lines = []
+    for s in range(240):
+        t = (t0 + timedelta(seconds=s)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        alloc = 18000 + (64 * (s - 60) if s >= 60 else 0)
+        lines.append(f"{t} INFO train: [step {s}] allocated: {alloc:.2f} MB, cached: {alloc + 2048:.2f} MB")
+    (folder / "train.log").write_text("\n".join(lines) + "\n")
+    (folder / "kern.log").write_text(
+        "2026-11-30T03:04:01.100000+00:00 gpuhost kernel: python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0\n"
+        "2026-11-30T03:04:01.200000+00:00 gpuhost kernel: oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/job,task_memcg=/job,task=python3,pid=4242,uid=0\n"
+        "2026-11-30T03:04:01.300000+00:00 gpuhost kernel: Memory cgroup out of memory: Killed process 4242 (python3) total-vm:53312244kB, anon-rss:31451456kB, file-rss:74816kB, shmem-rss:12296kB, UID:0 pgtables:69000kB oom_score_adj:0\n"
+    )
+    (folder / "sanitizer.txt").write_text(
+        "========= COMPUTE-SANITIZER\n"
+        "========= Leaked 1,048,576 bytes at 0x7f0000000000\n"
+        "=========     Saved host backtrace up to driver entry point at allocation time\n"
+        "=========         Host Frame: cudaMalloc [0x527bb] in leaky\n"
+        "=========         Host Frame: make_buffer(int) [0x89bb] in leaky\n"
+        "=========         Host Frame: main [0x8a00] in leaky\n"
+        "========= \n"
+        "========= LEAK SUMMARY: 1048576 bytes leaked in 1 allocations\n"
+        "========= ERROR SUMMARY: 1 error\n"
+    )
+    (folder / "notes.bin").write_bytes(b"\x00\x01\x02" * 100)
+    (folder / "README.txt").write_text("this job ran the nightly fine-tune\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory) -> Path:
+    return write_incident(tmp_path_factory.mktemp("job") / "job-1")
+
+
+@pytest.fixture(scope="module")
+def reported(incident, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    res = run_cli("report", str(incident), "-o", str(out / "r.html"), "--json", str(out / "s.json"),
+                  "--md", str(out / "s.md"), "--tz", "UTC")
+    return res, out
+
+
+def test_report_exit_code_and_outputs(reported):
+    res, out = reported
+    assert res.returncode == 0, res.stderr
+    assert (out / "r.html").stat().st_size > 1000
+    assert (out / "s.md").read_text().strip()
+
+
+def test_json_summary_contract(reported):
+    _, out = reported
+    s = json.loads((out / "s.json").read_text())
+    assert s["tool"] == "gpu-forensics"
+    assert s["verdict"] == "leak"
+    assert set(s) >= {"tool", "version", "verdict", "inputs", "findings"}
+    for i in s["inputs"]:
+        assert set(i) >= {"path", "format", "lines", "records", "skipped", "start", "end", "error"}
+    kinds = {f["kind"] for f in s["findings"]}
+    assert {"leak", "oom_kill", "sanitizer_leak"} <= kinds
+    for f in s["findings"]:
+        assert set(f) >= {"kind", "severity", "summary", "gpu", "pid", "series", "pattern", "start", "end",
+                          "start_index", "rate_bytes_per_hour", "rate_bytes_per_step", "growth_bytes", "bytes",
+                          "evidence"}
+        assert f["severity"] in ("critical", "warning", "info")
+        assert f["evidence"], f"finding without evidence: {f['summary']}"
+        for e in f["evidence"]:
+            assert set(e) == {"path", "line", "text"} and e["line"] >= 1
+    leak = next(f for f in s["findings"] if f["kind"] == "leak" and f["gpu"] == "0")
+    assert leak["pattern"] == "linear"
+    # 64 MiB per second from 03:01:00
+    assert abs(leak["rate_bytes_per_hour"] - 64 * MiB * 3600) / (64 * MiB * 3600) < 0.05
+    onset = datetime.fromisoformat(leak["start"].replace("Z", "+00:00"))
+    assert abs((onset.replace(tzinfo=None) - datetime(2026, 11, 30, 3, 1, 0)).total_seconds()) <= 6
+    assert leak["start"].endswith("Z")
+    kill = next(f for f in s["findings"] if f["kind"] == "oom_kill")
+    assert kill["pid"] == 4242
+    formats = {Path(i["path"]).name: i["format"] for i in s["inputs"]}
+    assert formats["gpu.csv"] == "nvidia-smi-csv"
+    assert formats["kern.log"] == "kernel-log"
+    assert formats["sanitizer.txt"] == "compute-sanitizer"
+    assert formats["README.txt"] is None  # listed as skipped, not an error
+    binary = next(i for i in s["inputs"] if i["path"].endswith("notes.bin"))
+    assert binary["error"] and "binary" in binary["error"]
+
+
+def test_html_is_self_contained(reported):
+    _, out = reported
+    html = (out / "r.html").read_text()
+    # nothing loaded from outside: no src/href to another place, no @import, no url() to a remote
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?!#|data:)[a-z]+:""", html, re.I)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?!#|data:|javascript:)[^"'\s>]+\.(?:js|css|png|svg|woff2?)""", html, re.I)
+    assert "@import" not in html
+    assert not re.search(r"url\(\s*['\"]?(?:https?:)?//", html)
+    assert "<svg" in html
+
+
+def test_fail_on_leak_exits_1(incident, tmp_path):
+    res = run_cli("report", str(incident), "-o", str(tmp_path / "r.html"), "--fail-on", "leak", "--tz", "UTC")
+    assert res.returncode == 1, res.stderr
+
+
+def test_json_to_stdout(incident, tmp_path):
+    res = run_cli("report", str(incident), "-o", "", "--json", "-", "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["verdict"] == "leak"
+
+
+def test_missing_path_is_usage_error(tmp_path):
+    res = run_cli("report", str(tmp_path / "nope"), "-o", str(tmp_path / "r.html"))
+    assert res.returncode == 2
+    assert "no such file or folder" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_zone_is_usage_error(incident, tmp_path):
+    res = run_cli("report", str(incident), "-o", str(tmp_path / "r.html"), "--tz", "Mars/Olympus")
+    assert res.returncode == 2
+    assert "unknown time zone" in res.stderr
+
+
+def test_sniff_names_each_parser(incident):
+    res = run_cli("sniff", str(incident))
+    assert res.returncode == 0, res.stderr
+    table = {Path(line.split("\t")[0]).name: line.split("\t")[1] for line in res.stdout.splitlines() if "\t" in line}
+    assert table["gpu.csv"] == "nvidia-smi-csv"
+    assert table["train.log"] == "step-markers"
+    assert table["README.txt"] == "-"
+    assert table["notes.bin"] == "-"
+
+
+def test_timeline_writes_tables(incident, tmp_path):
+    res = run_cli("timeline", str(incident), "-o", str(tmp_path / "aligned.parquet"), "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    assert list(tmp_path.glob("aligned*.parquet"))
