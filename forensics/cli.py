@@ -213,6 +213,116 @@ def timeline(
         err.print(f"wrote {p}", markup=False)
 
 
+class Reports(str, Enum):
+    all = "all"
+    critical = "critical"
+    warning = "warning"
+    info = "info"
+    none = "none"
+
+
+class Engine(str, Enum):
+    local = "local"
+    dask = "dask"
+
+
+@app.command()
+def scan(
+    archive: Annotated[str, typer.Argument(help="Folder of job folders (rotated, compressed logs welcome).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output folder (index.html, summary.csv/.parquet, jobs/).")] = "scan-out",
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (default: all cores).")] = 0,
+    depth: Annotated[Optional[int], typer.Option("--depth", help="Jobs are the folders exactly this deep below ARCHIVE.")] = None,
+    job_pattern: Annotated[Optional[str], typer.Option("--job-pattern", help="Regex on folder names that marks a job folder.")] = None,
+    reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or those with findings at or above a severity.")] = Reports.all,
+    tz: Annotated[Optional[list[str]], typer.Option("--tz")] = None,
+    year: Annotated[Optional[int], typer.Option("--year")] = None,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
+    force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs did not change.")] = False,
+    engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (with --engine dask).")] = None,
+) -> None:
+    """Scan an archive of job folders: a report per job, an index page, and a summary table.
+
+    Exit 0 when every job was read and none reaches --fail-on; 1 when a job reaches --fail-on or a job
+    could not be read at all (it is listed with its reason); 2 on usage errors."""
+    import os
+    import re as _re
+
+    from . import scan as sc
+
+    if job_pattern:
+        try:
+            _re.compile(job_pattern)
+        except _re.error as e:
+            raise UsageError(f"--job-pattern {job_pattern}: not a valid regular expression ({e})")
+    opts = build_options(tz, year, None, None)
+    cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
+                        reports=reports.value, workers=workers or os.cpu_count() or 1, opts=opts, force=force)
+    client = None
+    if engine is Engine.dask:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise UsageError("--engine dask needs the optional extra: pip install 'gpu-forensics[dask]'")
+        client = Client(scheduler) if scheduler else Client(n_workers=cfg.workers, threads_per_worker=1)
+    try:
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[rate]:.1f} jobs/s"), TimeRemainingColumn(), console=err) as prog:
+                task = prog.add_task("scan", total=None, rate=0.0)
+                import time as _t
+
+                t0 = _t.perf_counter()
+
+                def cb(done, total, row):
+                    el = max(_t.perf_counter() - t0, 1e-6)
+                    prog.update(task, completed=done, total=total, rate=done / el)
+
+                result = sc.run_scan(cfg, cb, executor=engine.value if client else "process")
+        else:
+            result = sc.run_scan(cfg, None, executor="dask" if client else "process")
+    finally:
+        if client is not None:
+            client.close()
+    _print_scan_table(result, output)
+    failed = result.failed
+    hit = any(_row_reaches(r, fail_on) for r in result.rows)
+    raise typer.Exit(EXIT_FINDINGS if (hit or failed) else EXIT_OK)
+
+
+def _row_reaches(row: dict, fail_on: FailOn) -> bool:
+    if fail_on is FailOn.never or row.get("status") != "ok":
+        return False
+    if fail_on is FailOn.oom:
+        return bool(row.get("oom_kills") or row.get("gpu_ooms"))
+    if fail_on is FailOn.leak:
+        return row.get("verdict") == "leak" or bool(row.get("oom_kills") or row.get("gpu_ooms"))
+    return row.get("severity") in ("warning", "critical")
+
+
+def _print_scan_table(result, output: str) -> None:
+    from rich.table import Table
+
+    counts: dict[str, int] = {}
+    for r in result.rows:
+        key = r.get("verdict") if r.get("status") == "ok" else "failed"
+        counts[key or "failed"] = counts.get(key or "failed", 0) + 1
+    t = Table(title=f"{len(result.rows)} jobs in {result.seconds:.1f} s "
+                    f"({result.analyzed} analyzed, {result.reused} unchanged and reused)")
+    t.add_column("verdict")
+    t.add_column("jobs", justify="right")
+    for k in ("leak", "cache_growth", "inconclusive", "no_leak", "failed"):
+        if counts.get(k):
+            t.add_row(k, str(counts[k]))
+    err.print(t)
+    for r in result.rows:
+        if r.get("status") == "failed":
+            err.print(f"failed: {r.get('error')}", markup=False)
+    err.print(f"index: {Path(output) / 'index.html'}", markup=False)
+
+
 def version_callback(value: bool):
     if value:
         print(f"gpu-forensics {__version__}")

@@ -1,0 +1,452 @@
+"""Batch scans of job archives: one folder per job, each analyzed exactly as `report` would.
+
+Outputs under OUT_DIR: `jobs/<job-id>/report.html` (+ `summary.json`, the job's JSON summary, which
+also records the job's content fingerprint), `index.html` (one self-contained page), `summary.csv` and
+`summary.parquet` (one row per job). Every file is written atomically (temp file + rename), so an
+interrupted scan -- even `kill -9` -- leaves no half-written file; a rerun skips jobs whose content
+fingerprint is unchanged and redoes the rest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import polars as pl
+
+from . import __version__
+from .errors import UsageError
+from .findings import SEVERITY_RANK
+from .options import Options
+from .sources import _SKIP_SUFFIXES
+
+STATE_NAME = "summary.json"
+VERDICT_RANK = {"leak": 4, "cache_growth": 2, "inconclusive": 1, "no_leak": 0}
+
+SUMMARY_SCHEMA = {
+    "job": pl.String, "path": pl.String, "status": pl.String, "verdict": pl.String,
+    "severity": pl.String, "severity_rank": pl.Int64, "worst_finding": pl.String,
+    "onset": pl.String, "rate_bytes_per_hour": pl.Float64, "peak_bytes": pl.Int64,
+    "oom_kills": pl.Int64, "gpu_ooms": pl.Int64, "xids": pl.Int64, "findings": pl.Int64,
+    "inputs": pl.Int64, "input_errors": pl.Int64, "skipped_lines": pl.Int64, "error": pl.String,
+    "report": pl.String, "fingerprint": pl.String, "seconds": pl.Float64,
+}
+
+
+@dataclass
+class ScanConfig:
+    archive: Path
+    out_dir: Path
+    depth: int | None = None              # jobs are the folders exactly this deep below the archive
+    job_pattern: str | None = None        # regex on the folder name that marks a job
+    reports: str = "all"                  # "all" | "critical" | "warning" | "info" | "none": per-job HTML for these
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    opts: Options = field(default_factory=Options)
+    force: bool = False
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+def _is_log_name(name: str) -> bool:
+    return not name.startswith(".") and not name.lower().endswith(_SKIP_SUFFIXES)
+
+
+def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None = None) -> list[Path]:
+    """The job folders under `archive`.
+
+    Default: the top-most folders that directly hold a file (their subfolders belong to them); the
+    archive itself is a job only when it holds files and no job folder below. `depth` picks folders
+    at exactly that depth; `job_pattern` picks folders whose name matches (top-most match wins)."""
+    if not archive.is_dir():
+        raise UsageError(f"{archive}: not a folder, give the folder that holds one folder per job")
+    rx = re.compile(job_pattern) if job_pattern else None
+    jobs: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+
+    def walk(d: Path, level: int) -> None:
+        try:
+            st = d.stat()
+            key = (st.st_dev, st.st_ino)
+            if key in seen:  # link loop
+                return
+            seen.add(key)
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            if level > 0:
+                jobs.append(d)  # unreadable: still a job, so its failure is listed
+            return
+        subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
+        has_files = any(not _safe_is_dir(e) and _is_log_name(e.name) for e in entries)
+        if depth is not None:
+            if level == depth:
+                jobs.append(d)
+                return
+        elif rx is not None:
+            if level > 0 and rx.search(d.name):
+                jobs.append(d)
+                return
+        elif level > 0 and has_files:
+            jobs.append(d)
+            return
+        for s in subdirs:
+            walk(s, level + 1)
+
+    walk(archive, 0)
+    if not jobs and depth is None and rx is None:
+        try:
+            if any(e.is_file() for e in os.scandir(archive)):
+                jobs.append(archive)
+        except OSError:
+            pass
+    return jobs
+
+
+def _safe_is_dir(e: os.DirEntry) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
+
+
+def job_id(archive: Path, job: Path) -> str:
+    rel = os.path.relpath(job, archive)
+    ident = "root" if rel == "." else rel
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", ident.replace(os.sep, "__"))[:180]
+
+
+def fingerprint(job: Path) -> str:
+    """A content fingerprint of every file in the job (names and bytes) and of this tool's version."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(__version__.encode())
+    for root, dirs, files in os.walk(job):
+        dirs.sort()
+        for name in sorted(files):
+            p = Path(root) / name
+            h.update(os.path.relpath(p, job).encode("utf-8", "surrogateescape") + b"\0")
+            try:
+                with open(p, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        h.update(chunk)
+            except OSError as e:
+                h.update(f"unreadable:{e.errno}".encode())
+    return h.hexdigest()
+
+
+# -- one job (runs in a worker process) -----------------------------------------------------------
+
+def _write_atomic(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(tmp, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _want_report(reports: str, severity: str | None) -> bool:
+    if reports == "all":
+        return True
+    if reports == "none" or severity is None:
+        return False
+    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[reports]
+
+
+def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str) -> dict:
+    """Analyze one job and write its outputs; returns its summary row. Never raises."""
+    from . import pipeline, report as rep
+
+    started = time.perf_counter()
+    job_dir = Path(out_dir) / "jobs" / jid
+    row = {k: None for k in SUMMARY_SCHEMA}
+    row.update(job=jid, path=job, fingerprint=fp)
+    try:
+        bundle, analysis = pipeline.run([job], opts)
+        summary = rep.summary(bundle, analysis)
+        row.update(_row_from_summary(summary))
+        row["peak_bytes"] = _peak_bytes(bundle)
+        row["status"] = "ok" if any(i.format for i in bundle.inputs) else "failed"
+        if row["status"] == "failed":
+            reasons = [i.error for i in bundle.inputs if i.error] or ["no file in the job was recognized as a log"]
+            row["error"] = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+        if _want_report(reports, row["severity"]) and row["status"] == "ok":
+            ctx = rep.build_context(bundle, analysis, opts)
+            _write_atomic(job_dir / "report.html", rep.render_html(ctx))
+            row["report"] = f"jobs/{jid}/report.html"
+        row["sparkline"] = _sparkline_points(analysis)
+    except Exception as e:  # one bad job never stops the scan
+        row.update(status="failed", error=f"{job}: {type(e).__name__}: {e}, the job was not analyzed, "
+                   "run `gpu-forensics report` on it to see the details")
+        summary = None
+    row["seconds"] = round(time.perf_counter() - started, 3)
+    state = {"fingerprint": fp, "row": row, "summary": summary}
+    _write_atomic(job_dir / STATE_NAME, json.dumps(state, default=str))
+    return row
+
+
+def _row_from_summary(summary: dict) -> dict:
+    findings = summary["findings"]
+    worst = max(findings, key=lambda f: SEVERITY_RANK.get(f["severity"], 0)) if findings else None
+    leaks = [f for f in findings if f["kind"] == "leak"]
+    lead = max(leaks, key=lambda f: f.get("rate_bytes_per_hour") or 0) if leaks else None
+    kinds = [f["kind"] for f in findings]
+    return {
+        "verdict": summary["verdict"],
+        "severity": worst["severity"] if worst else None,
+        "severity_rank": SEVERITY_RANK.get(worst["severity"], 0) if worst else 0,
+        "worst_finding": worst["summary"] if worst else None,
+        "onset": (lead.get("start") or (f"index {lead['start_index']}" if lead.get("start_index") is not None else None)) if lead else None,
+        "rate_bytes_per_hour": lead.get("rate_bytes_per_hour") if lead else None,
+        "oom_kills": kinds.count("oom_kill"),
+        "gpu_ooms": kinds.count("gpu_oom"),
+        "xids": kinds.count("xid"),
+        "findings": len(findings),
+        "inputs": len(summary["inputs"]),
+        "input_errors": sum(1 for i in summary["inputs"] if i.get("error")),
+        "skipped_lines": sum(i.get("skipped") or 0 for i in summary["inputs"]),
+    }
+
+
+def _peak_bytes(bundle) -> int | None:
+    """The highest GPU memory reading: nvidia-smi's per-GPU use when logged, else the framework's."""
+    s = bundle.samples
+    for series in ("memory.used", "process.used", "reserved", "allocated"):
+        sub = s.filter(pl.col("series") == series)["bytes"]
+        if sub.len() and sub.max() is not None:
+            return int(sub.max())
+    return None
+
+
+def _sparkline_points(analysis, n: int = 48) -> list[float]:
+    """The memory curve of the job's most telling series, reduced to n values for a sparkline."""
+    best = None
+    for s in getattr(analysis, "series", []) or []:
+        pts = getattr(s, "points", None) or []
+        if not pts:
+            continue
+        rank = 2 if getattr(s, "classification", "") in ("linear_growth", "staircase") else 1
+        if best is None or rank > best[0]:
+            best = (rank, pts)
+    if best is None:
+        return []
+    ys = [p[1] if isinstance(p, (list, tuple)) else p for p in best[1]]
+    ys = [float(y) for y in ys if y is not None]
+    if len(ys) <= n:
+        return ys
+    step = len(ys) / n
+    return [max(ys[int(i * step): max(int((i + 1) * step), int(i * step) + 1)]) for i in range(n)]
+
+
+# -- the scan --------------------------------------------------------------------------------------
+
+@dataclass
+class ScanResult:
+    rows: list[dict]
+    reused: int
+    analyzed: int
+    failed: int
+    seconds: float
+
+
+def _load_state(out_dir: Path, jid: str) -> dict | None:
+    p = out_dir / "jobs" / jid / STATE_NAME
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _clean_stale_temps(out_dir: Path) -> None:
+    """Temp files of an interrupted scan (they were never renamed into place)."""
+    if not out_dir.exists():
+        return
+    for p in out_dir.rglob(".*.tmp-*"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def _check_out_dir(cfg: ScanConfig) -> None:
+    arch, out = cfg.archive.resolve(), cfg.out_dir.resolve()
+    if out == arch:
+        raise UsageError(f"-o {cfg.out_dir}: the output folder is the archive itself, choose another folder")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], None] | None = None,
+             executor: str = "process") -> ScanResult:
+    """Scan every job of the archive; returns the rows (one per job) in job order."""
+    _check_out_dir(cfg)
+    _clean_stale_temps(cfg.out_dir)
+    started = time.perf_counter()
+    jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern)
+    out_resolved = cfg.out_dir.resolve()
+    jobs = [j for j in jobs if not str(j.resolve()).startswith(str(out_resolved))]
+    ids = [job_id(cfg.archive, j) for j in jobs]
+    rows: dict[str, dict] = {}
+    todo: list[tuple[Path, str, str]] = []
+    for job, jid in zip(jobs, ids):
+        fp = fingerprint(job)
+        state = None if cfg.force else _load_state(cfg.out_dir, jid)
+        if state and state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
+            row = dict(state["row"])
+            row["reused"] = True
+            rows[jid] = row
+        else:
+            todo.append((job, jid, fp))
+    done = len(rows)
+    total = len(jobs)
+    if on_progress:
+        on_progress(done, total, None)
+    for row in _execute(cfg, todo, executor):
+        rows[row["job"]] = row
+        done += 1
+        if on_progress:
+            on_progress(done, total, row)
+    ordered = [rows[j] for j in ids if j in rows]
+    write_outputs(cfg.out_dir, ordered)
+    return ScanResult(rows=ordered, reused=total - len(todo), analyzed=len(todo),
+                      failed=sum(1 for r in ordered if r["status"] == "failed"),
+                      seconds=time.perf_counter() - started)
+
+
+def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str]], executor: str) -> Iterator[dict]:
+    args = [(str(job), jid, str(cfg.out_dir), cfg.opts, cfg.reports, fp) for job, jid, fp in todo]
+    if not args:
+        return
+    if executor == "dask":
+        yield from _execute_dask(args)
+        return
+    if cfg.workers <= 1 or len(args) == 1:
+        for a in args:
+            yield process_job(*a)
+        return
+    import multiprocessing as mp
+
+    # spawn, not fork: polars' thread pool does not survive a fork
+    ctx = mp.get_context("forkserver") if hasattr(os, "fork") else mp.get_context("spawn")
+    # bounded in flight: memory stays flat whatever the archive's size
+    limit = cfg.workers * 4
+    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+        pending: set[Future] = set()
+        it = iter(args)
+        for a in it:
+            pending.add(pool.submit(process_job, *a))
+            if len(pending) >= limit:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    yield _result_or_failure(f)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                yield _result_or_failure(f)
+
+
+def _result_or_failure(f: Future) -> dict:
+    try:
+        return f.result()
+    except Exception as e:  # a worker died (e.g. killed by the OOM killer)
+        row = {k: None for k in SUMMARY_SCHEMA}
+        row.update(job="?", status="failed", error=f"worker failed: {type(e).__name__}: {e}")
+        return row
+
+
+def _execute_dask(args: list[tuple]) -> Iterator[dict]:
+    """Run the jobs on the current Dask client (distributed engine); the archive and output folder
+    must be on a path every worker sees."""
+    try:
+        from dask.distributed import as_completed, get_client
+    except ImportError:
+        raise UsageError("--engine dask needs the optional extra: pip install 'gpu-forensics[dask]'")
+    try:
+        client = get_client()
+    except ValueError:
+        raise UsageError("--engine dask: no Dask client; pass --scheduler ADDRESS or start a cluster first")
+    futures = [client.submit(process_job, *a, pure=False) for a in args]
+    for fut in as_completed(futures):
+        try:
+            yield fut.result()
+        except Exception as e:
+            row = {k: None for k in SUMMARY_SCHEMA}
+            row.update(job="?", status="failed", error=f"dask task failed: {type(e).__name__}: {e}")
+            yield row
+
+
+# -- outputs ---------------------------------------------------------------------------------------
+
+def sort_rows(rows: Iterable[dict]) -> list[dict]:
+    """Most severe first: failures, then by severity, verdict, rate."""
+    def key(r):
+        return (
+            -(r.get("severity_rank") or 0),
+            -VERDICT_RANK.get(r.get("verdict") or "", 0),
+            -(r.get("rate_bytes_per_hour") or 0.0),
+            r.get("job") or "",
+        )
+    return sorted(rows, key=key)
+
+
+def summary_frame(rows: list[dict]) -> pl.DataFrame:
+    data = {k: [r.get(k) for r in rows] for k in SUMMARY_SCHEMA}
+    return pl.DataFrame(data, schema=SUMMARY_SCHEMA)
+
+
+def write_outputs(out_dir: Path, rows: list[dict]) -> None:
+    ordered = sort_rows(rows)
+    df = summary_frame(ordered)
+    tmp_csv = out_dir / f".summary.csv.tmp-{os.getpid()}"
+    df.write_csv(tmp_csv)
+    os.replace(tmp_csv, out_dir / "summary.csv")
+    tmp_pq = out_dir / f".summary.parquet.tmp-{os.getpid()}"
+    df.write_parquet(tmp_pq)
+    os.replace(tmp_pq, out_dir / "summary.parquet")
+    _write_atomic(out_dir / "index.html", render_index(ordered))
+
+
+def _template_env():
+    import jinja2
+
+    here = Path(__file__).resolve().parent
+    dirs = [d for d in (here / "templates", here.parent / "templates") if d.is_dir()]
+    return jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def _spark_svg(values: list[float], w: int = 120, h: int = 24) -> str:
+    """A tiny inline SVG polyline (numbers only, so nothing to escape)."""
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    pts = " ".join(f"{i * (w - 2) / (len(values) - 1) + 1:.1f},{h - 1 - (v - lo) / span * (h - 2):.1f}"
+                   for i, v in enumerate(values))
+    return (f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" aria-hidden="true">'
+            f'<polyline fill="none" stroke="currentColor" stroke-width="1.2" points="{pts}"/></svg>')
+
+
+def render_index(rows: list[dict]) -> str:
+    from markupsafe import Markup
+
+    from .units import human
+
+    view = []
+    for r in rows:
+        v = dict(r)
+        v["spark_svg"] = Markup(_spark_svg(r.get("sparkline") or []))
+        v["rate_text"] = (human(r["rate_bytes_per_hour"]) + "/h") if r.get("rate_bytes_per_hour") else ""
+        v["peak_text"] = human(r["peak_bytes"]) if r.get("peak_bytes") else ""
+        view.append(v)
+    counts: dict[str, int] = {}
+    for r in rows:
+        key = r.get("verdict") if r.get("status") == "ok" else "failed"
+        counts[key or "failed"] = counts.get(key or "failed", 0) + 1
+    return _template_env().get_template("scan_index.html.j2").render(
+        rows=view, counts=counts, version=__version__, total=len(rows))

@@ -1,0 +1,137 @@
+"""Batch scans: job discovery, outputs, failure isolation, resumable reruns, kill -9, Dask local mode."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from forensics import scan as sc
+from forensics.options import Options
+from test_cli import write_incident
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def healthy_job(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["index, memory.used [MiB], memory.total [MiB]"]
+    for i in range(200):
+        rows.append(f"0, {40000 + (i * 13) % 9} MiB, 143771 MiB")
+    (folder / "gpu.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def broken_job(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "core.bin").write_bytes(os.urandom(4096).replace(b"\n", b"\x00") + b"\x00" * 512)
+    good = gzip.compress(b"kernel: Out of memory: Killed process 1 (x)\n" * 1000)
+    (folder / "kern.log.2.gz").write_bytes(good[: len(good) // 2])  # truncated archive
+    return folder
+
+
+@pytest.fixture
+def archive(tmp_path) -> Path:
+    arch = tmp_path / "archive"
+    write_incident(arch / "2026-11" / "job-101")
+    healthy_job(arch / "2026-11" / "job-102")
+    broken_job(arch / "2026-12" / "job-103")
+    return arch
+
+
+def cfg_for(archive: Path, out: Path, **kw) -> sc.ScanConfig:
+    return sc.ScanConfig(archive=archive, out_dir=out, opts=Options(tz="UTC"), workers=kw.pop("workers", 1), **kw)
+
+
+def test_find_jobs_default_depth_and_pattern(archive):
+    names = [p.name for p in sc.find_jobs(archive)]
+    assert names == ["job-101", "job-102", "job-103"]
+    assert [p.name for p in sc.find_jobs(archive, depth=1)] == ["2026-11", "2026-12"]
+    assert [p.name for p in sc.find_jobs(archive, job_pattern=r"job-10[12]")] == ["job-101", "job-102"]
+
+
+def test_scan_outputs_and_failure_isolation(archive, tmp_path):
+    out = tmp_path / "out"
+    res = sc.run_scan(cfg_for(archive, out, workers=2))
+    assert len(res.rows) == 3 and res.analyzed == 3 and res.reused == 0
+    by_job = {r["job"]: r for r in res.rows}
+    assert by_job["2026-11__job-101"]["verdict"] == "leak"
+    assert by_job["2026-11__job-101"]["oom_kills"] >= 1
+    assert by_job["2026-11__job-102"]["verdict"] in ("no_leak", "inconclusive")
+    bad = by_job["2026-12__job-103"]
+    assert bad["status"] == "failed" and bad["error"]
+    df = pl.read_csv(out / "summary.csv")
+    assert df.height == 3
+    assert df["job"][0] == "2026-11__job-101"  # most severe first
+    assert pl.read_parquet(out / "summary.parquet").height == 3
+    index = (out / "index.html").read_text()
+    assert "job-103" in index and "jobs/2026-11__job-101/report.html" in index
+    assert (out / "jobs" / "2026-11__job-101" / "report.html").exists()
+
+
+def test_rerun_skips_unchanged_and_redoes_changed(archive, tmp_path):
+    out = tmp_path / "out"
+    sc.run_scan(cfg_for(archive, out))
+    again = sc.run_scan(cfg_for(archive, out))
+    assert again.reused == 3 and again.analyzed == 0
+    csv = archive / "2026-11" / "job-102" / "gpu.csv"
+    csv.write_text(csv.read_text() + "0, 40001 MiB, 143771 MiB\n")
+    third = sc.run_scan(cfg_for(archive, out))
+    assert third.analyzed == 1 and third.reused == 2
+
+
+def test_reports_only_for_findings(archive, tmp_path):
+    out = tmp_path / "out"
+    sc.run_scan(cfg_for(archive, out, reports="critical"))
+    assert (out / "jobs" / "2026-11__job-101" / "report.html").exists()
+    assert not (out / "jobs" / "2026-11__job-102" / "report.html").exists()
+
+
+def test_kill_9_leaves_nothing_half_written_and_resumes(tmp_path):
+    arch = tmp_path / "archive"
+    for i in range(40):
+        write_incident(arch / f"job-{i:03d}")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "scan", str(arch), "-o", str(out), "-j", "2", "--tz", "UTC"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(out.glob("jobs/*/summary.json"))) < 3:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = list(out.glob("jobs/*/summary.json"))
+    assert 0 < len(done_before) < 40, "the scan finished or never started before the kill"
+    for p in done_before:
+        json.loads(p.read_text())  # every state file that exists is whole
+    for p in out.glob("jobs/*/report.html"):
+        assert p.read_text().rstrip().endswith("</html>")
+    res = sc.run_scan(cfg_for(arch, out, workers=2))
+    assert len(res.rows) == 40 and res.reused >= len(done_before) - 2
+    assert not list(out.rglob(".*.tmp-*"))
+
+
+def test_cli_scan_exit_codes(archive, tmp_path):
+    res = subprocess.run([sys.executable, "-m", "forensics", "scan", str(archive), "-o", str(tmp_path / "o"), "-j", "1",
+                          "--tz", "UTC"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 1, res.stderr  # one job could not be read
+    assert "job-103" in res.stderr
+    healthy = tmp_path / "ok"
+    healthy_job(healthy / "a")
+    res = subprocess.run([sys.executable, "-m", "forensics", "scan", str(healthy), "-o", str(tmp_path / "o2"), "-j", "1",
+                          "--fail-on", "leak", "--tz", "UTC"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+
+
+def test_dask_local_mode(archive, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None):
+        res = sc.run_scan(cfg_for(archive, tmp_path / "out"), executor="dask")
+    assert {r["job"] for r in res.rows} == {"2026-11__job-101", "2026-11__job-102", "2026-12__job-103"}
+    assert (tmp_path / "out" / "index.html").exists()

@@ -1,0 +1,46 @@
+"""The built wheel carries the templates: install it into a fresh virtual environment and render a report
+from a folder outside the repository (so the repo's own templates/ cannot be found)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_cli import write_incident
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_wheel_renders_report(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is needed to copy the tree")
+    dist = tmp_path / "dist"
+    # --no-isolation: build with the hatchling already installed (no download)
+    res = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    wheel = next(dist.glob("gpu_forensics-*.whl"))
+    venv = tmp_path / "venv"
+    # the environment's dependencies are reused; the package itself comes only from the wheel
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    res = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    where = subprocess.run([str(py), "-c", "import forensics, pathlib; p = pathlib.Path(forensics.__file__).parent; "
+                            "print(p); print((p / 'templates').is_dir())"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    pkg_dir, has_templates = where.stdout.split()
+    assert str(venv) in pkg_dir, f"imported from {pkg_dir}, not the wheel"
+    assert has_templates == "True"
+    job = write_incident(tmp_path / "job")
+    res = subprocess.run([str(venv / "bin" / "gpu-forensics"), "report", str(job), "-o", "r.html", "--json", "s.json",
+                          "--tz", "UTC"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "<svg" in (tmp_path / "r.html").read_text()
+    assert json.loads((tmp_path / "s.json").read_text())["verdict"] == "leak"
