@@ -170,7 +170,13 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from .sources import Source, discover
 
     found = discover(paths)
-    out = Console(highlight=False, soft_wrap=True)
+
+    class _Plain:  # tab-separated lines, so the output can be cut/awk'ed (rich would expand tabs)
+        @staticmethod
+        def print(text: str, markup: bool = False) -> None:
+            print(text)
+
+    out = _Plain()
     for e in found.problems:
         out.print(f"{e.path}\t-\t{e}", markup=False)
     for shown, why in found.ignored:

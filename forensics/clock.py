@@ -4,10 +4,22 @@ Policy (design.md, Timeline rules): everything is UTC inside; a clock without a 
 file's zone (`Options.tz_for`); a syslog clock without a year gets its year from `--year` or from the
 file's modification time for its last line, walking backwards across Dec->Jan; dmesg uptime stamps stay
 in the `uptime` column until the timeline anchors them to a boot time.
+
+Hook for parsers of yearless syslog (kern.log, messages, journalctl `short`):
+
+    guess = syslog_years(month, day, mtime=src.mtime, year=opts.year, zone=opts.tz_for(src.path))
+    ... build the naive datetime with guess.years, then localize(naive, zone) ...
+    Parsed(clock="wall-yearless", meta={"year_from": guess.how}, notes=guess.notes)
+
+Rotated sets (kern.log.2.gz, kern.log.1, kern.log) are made to continue each other by the timeline
+after ingest (`timeline.continue_rotated_sets`), so a parser only ever looks at its own file.
 """
 from __future__ import annotations
 
+import calendar
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
 
 import polars as pl
 
@@ -20,34 +32,54 @@ MONTHS = {
     "janv": 1, "févr": 2, "fevr": 2, "mars": 3, "avr": 4, "juin": 6, "juil": 7, "août": 8, "aout": 8,
     "sept": 9, "déc": 12,
     "ene": 1, "abr": 4, "ago": 8, "dic": 12, "set": 9, "out": 10, "gen": 1, "mag": 5, "giu": 6, "lug": 7,
-    "ott": 10, "fev": 2, "dez.": 12, "mrt": 3, "mei": 5,
+    "ott": 10, "fev": 2, "mrt": 3, "mei": 5,
 }
+
+UTC_NAMES = ("UTC", "Etc/UTC", "Z", "GMT", "Etc/GMT")
+
+# A local clock that steps back by more than this inside a DST fold has entered the fold's second pass;
+# smaller steps are jitter between writers appending to one file.
+_FOLD_STEP_BACK = pl.duration(seconds=60)
+# Longer than any DST gap (Samoa skipped a whole day in 2011): far enough back to read the old offset.
+_BEFORE_GAP = pl.duration(hours=25)
 
 
 def localize(naive: pl.Expr, zone: str) -> pl.Expr:
-    """A naive local Datetime column in `zone` -> Datetime[us, UTC]. In the DST fold the earlier
-    instant is taken; a wall time that does not exist (spring-forward gap) is shifted forward by the
-    gap, as clocks that were not yet adjusted write it."""
-    if zone in ("UTC", "Etc/UTC", "Z"):
-        return naive.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-    return (
-        naive.cast(pl.Datetime("us"))
-        .dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
-        .fill_null(
-            (naive.cast(pl.Datetime("us")) + pl.duration(hours=1)).dt.replace_time_zone(
-                zone, ambiguous="earliest", non_existent="null"
-            )
-        )
-        .dt.convert_time_zone("UTC")
-    )
+    """A naive local Datetime column in `zone` -> Datetime[us, UTC].
+
+    DST fold (the repeated hour in autumn): rows are read in file order; a row in the fold is the
+    earlier instant until the local clock has stepped back inside the fold on that day, after which
+    fold rows are the later instant (02:50 CEST, then 02:05 CET). A log that starts inside the second
+    pass cannot be told apart and gets the earlier instant.
+    DST gap (the skipped hour in spring): a wall time that does not exist was written by a clock not yet
+    adjusted, so it is read with the offset in force before the gap (02:30 on 2024-03-31 in Berlin is
+    02:30 CET = 01:30 UTC).
+    Use it in a frame whose rows are in file order (the fold rule looks at the order)."""
+    n = naive.cast(pl.Datetime("us"))
+    if zone in UTC_NAMES:
+        return n.dt.replace_time_zone("UTC")
+    earliest = n.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
+    latest = n.dt.replace_time_zone(zone, ambiguous="latest", non_existent="null")
+    in_fold = (earliest != latest).fill_null(False)
+    day = n.dt.date()
+    seen_before = n.cum_max().shift(1).over(day)
+    stepped_back = in_fold & (n < seen_before - _FOLD_STEP_BACK).fill_null(False)
+    second_pass = in_fold & stepped_back.cast(pl.Int32).cum_max().over(day).cast(pl.Boolean)
+    resolved = pl.when(second_pass).then(latest).otherwise(earliest)
+    before_gap = (n - _BEFORE_GAP).dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null") + _BEFORE_GAP
+    return resolved.fill_null(before_gap).dt.convert_time_zone("UTC")
 
 
 def parse_offset_datetime(text: pl.Expr) -> pl.Expr:
-    """ISO-8601 with an offset (`+02:00`, `+0200`, `Z`; a comma or dot before the fraction) -> UTC."""
+    """ISO-8601 with an offset (`+02:00`, `+0200`, `+02`, `Z`; `T` or a space between date and time;
+    a comma or dot before the fraction; up to nanoseconds) -> UTC. Anything else -> null."""
     norm = (
-        text.str.replace(r",(\d)", r".$1")
+        text.str.strip_chars()
+        .str.replace(r"^(\d{4}-\d\d-\d\d) ", "${1}T")
+        .str.replace(r",(\d)", r".$1")
+        .str.replace(r"[zZ]$", "+00:00")
         .str.replace(r"([+-]\d\d)(\d\d)$", r"$1:$2")
-        .str.replace(r"Z$", "+00:00")
+        .str.replace(r"([+-]\d\d)$", r"$1:00")
         .str.replace(r"(\.\d{6})\d+", r"$1")  # nanoseconds (Talos) -> microseconds
     )
     return norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
@@ -57,25 +89,103 @@ def month_number(name: pl.Expr) -> pl.Expr:
     return name.str.to_lowercase().str.strip_chars(".").replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
 
 
-def infer_years(month: pl.Series, anchor_year: int, anchor_month: int | None = None) -> pl.Series:
-    """Years for a yearless month sequence that ends near the anchor (the file's mtime).
+_DAYS_BEFORE_MONTH = {m: sum(calendar.mdays[1:m]) for m in range(1, 13)}  # non-leap: close enough to order
 
-    Walking backwards from the last line, the year drops by one each time the month increases
-    (a Dec line before a Jan line belongs to the year before). If the last line's month is after the
-    anchor's month, the log ended in the previous year (a file copied in January).
+
+def _day_of_year(month: pl.Series, day: pl.Series | None) -> pl.Series:
+    """Day of the year of (month, day); without days, the month's first day."""
+    before = month.cast(pl.Int32).replace_strict(_DAYS_BEFORE_MONTH, default=None, return_dtype=pl.Int32)
+    return before + (day.cast(pl.Int32).fill_null(1) if day is not None else 1)
+
+
+def infer_years(month: pl.Series, anchor_year: int, anchor_month: int | None = None, *,
+                day: pl.Series | None = None, anchor_day: int | None = None) -> pl.Series:
+    """Years for a yearless (month[, day]) sequence in file order that ends near the anchor.
+
+    Walking backwards from the last line, the year drops by one each time the date goes backwards by
+    more than a day going forwards (Dec 31 -> Jan 1); a line a few seconds out of order at a month
+    boundary (Mar 1 then Feb 28) is not a New Year. If the last line's date is after the anchor's
+    (more than a day, to absorb time zones), the log ended in the previous year (a file copied in
+    January). With `day`, a 29 February that falls in a non-leap year moves the whole walk back to the
+    nearest earlier years that make every 29 February valid (use `syslog_years` to learn about it).
     """
-    m = month.cast(pl.Int32)
-    if m.len() == 0:
-        return pl.Series(month.name, [], dtype=pl.Int32)
-    filled = m.fill_null(strategy="forward").fill_null(strategy="backward")
-    rev = filled.reverse()
-    # a rollover going backwards: month increases compared with the next (later) line
-    prev = rev.shift(1)
-    drops = ((rev > prev) & ((rev - prev) > 0)).fill_null(False).cast(pl.Int32).cum_sum()
-    last_month = filled[-1]
-    base = anchor_year - (1 if (anchor_month is not None and last_month is not None and last_month > anchor_month) else 0)
-    years = (pl.lit(base) - drops).alias("year") if False else (base - drops)
-    return years.reverse().cast(pl.Int32).alias("year")
+    return _walk_years(month, day, anchor_year, anchor_month, anchor_day)[0]
+
+
+def _walk_years(month: pl.Series, day: pl.Series | None, anchor_year: int, anchor_month: int | None,
+                anchor_day: int | None) -> tuple[pl.Series, int, int]:
+    """(years, New Years crossed, years moved back for 29 February)."""
+    name = month.name
+    if month.len() == 0:
+        return pl.Series(name, [], dtype=pl.Int32), 0, 0
+    key = _day_of_year(month, day).fill_null(strategy="forward").fill_null(strategy="backward")
+    if key.null_count() == key.len():
+        return pl.Series(name, [anchor_year] * month.len(), dtype=pl.Int32), 0, 0
+    # going forwards, a step back of more than a day in (month, day) is a New Year
+    new_year = (key < key.shift(1) - 1).fill_null(False).cast(pl.Int32)
+    # years after each line = number of New Years between it and the last line
+    later_new_years = new_year.reverse().cum_sum().reverse() - new_year
+    base = anchor_year
+    if anchor_month is not None:
+        if day is not None and anchor_day is not None:
+            ended_after_anchor = key[-1] > _DAYS_BEFORE_MONTH[anchor_month] + anchor_day + 1
+        else:
+            ended_after_anchor = key[-1] > _DAYS_BEFORE_MONTH[anchor_month] + 1
+        if ended_after_anchor:
+            base -= 1
+    years = (base - later_new_years).cast(pl.Int32)
+    crossed = int(new_year.sum())
+    back = 0
+    if day is not None:
+        feb29 = ((month.cast(pl.Int32) == 2) & (day.cast(pl.Int32) == 29)).fill_null(False)
+        if feb29.any():
+            leap_years = years.filter(feb29).unique().to_list()
+            for k in range(0, 29):
+                if all(calendar.isleap(y - k) for y in leap_years):
+                    back = k
+                    break
+            else:
+                back = -1
+            if back > 0:
+                years = years - back
+    return years.alias("year"), crossed, back
+
+
+@dataclass
+class YearGuess:
+    years: pl.Series                    # Int32, one per input row
+    how: str                            # for InputInfo.anchor: where the year came from
+    notes: list[str] = field(default_factory=list)
+
+
+def syslog_years(month: pl.Series, day: pl.Series | None = None, *, mtime: float | None = None,
+                 year: int | None = None, zone: str = "UTC") -> YearGuess:
+    """Years for a yearless syslog in file order: `year` (--year) is the year of the last line, else the
+    file's mtime (read in `zone`) dates the last line; see `infer_years` for the walk."""
+    notes: list[str] = []
+    if year is not None:
+        years, crossed, back = _walk_years(month, day, year, None, None)
+        how = f"syslog year from --year {year} (the year of the last line)"
+    else:
+        if mtime is None:
+            stamp = datetime.now(timezone.utc)
+            source = "today's date (no file time known)"
+        else:
+            stamp = datetime.fromtimestamp(mtime, tz=timezone.utc)
+            source = "file mtime"
+        local = stamp.astimezone(ZoneInfo("UTC") if zone in UTC_NAMES else ZoneInfo(zone))
+        years, crossed, back = _walk_years(month, day, local.year, local.month, local.day)
+        how = f"syslog year from {source} {local.date().isoformat()}"
+    if crossed:
+        how += f", {crossed} New Year{'s' if crossed > 1 else ''} crossed going back"
+    if back > 0:
+        notes.append(f"29 February cannot fall in the year the walk gave; years moved back by {back} "
+                     "to the nearest leap year (pass --year if that is wrong)")
+        how += f", moved back {back} year{'s' if back > 1 else ''} for 29 February"
+    elif back < 0:
+        notes.append("29 February lines fall in non-leap years whatever the year: the years are unreliable, "
+                     "pass --year")
+    return YearGuess(years=years.alias("year"), how=how, notes=notes)
 
 
 def mtime_anchor(mtime: float) -> tuple[int, int]:

@@ -1,8 +1,19 @@
 """Line wrappers that other programs put around log lines, detected on a file's first lines and
 stripped from all of them before any parser sees them (formats.md §6).
 
-Each wrapper is a prefix regex; a wrapper is chosen only when it fits most non-blank head lines, so a
-format whose own lines happen to start like a wrapper (a CSV row starting with a number) is not cut.
+Each wrapper is a prefix regex (written so that Python's `re`, used on the head, and polars' regex,
+used on every line, read it the same); a wrapper is chosen only when it fits most non-blank head lines,
+so a format whose own lines happen to start like a wrapper is not cut: a CSV row starting with a number
+has no `N:` after it, and `grep -n` line numbers must also increase down the file; an RFC3339 syslog
+stamp has six decimals and an offset, a GitHub Actions stamp seven and `Z`. Two wrappers can be
+stacked (CI indentation around `grep -n` output, GitHub Actions around docker compose).
+
+JSON-per-line exports are unwrapped to the field that holds the log line. For a kernel message
+(`_TRANSPORT` "kernel" in a `journalctl -o json` export, or a Cloud Logging `textPayload` that starts
+with a dmesg `[uptime]` stamp), the record's own clock would be lost that way, so the line is rebuilt in
+the shape `journalctl -o short-iso-precise` prints (`2024-01-15T18:10:29.123456+00:00 host kernel:
+[ 1234.567890] msg`), which the kernel-log parser reads with both clocks. Other messages (a training
+job's stdout) stay bare, as their own parsers expect.
 """
 from __future__ import annotations
 
@@ -22,34 +33,112 @@ class Wrapper:
         return self.name
 
 
+GREP_N = "grep -n line numbers"
+CI_INDENT = "CI indentation (two spaces)"
+MARKDOWN = "Markdown quote"
+
 # Order matters: the first that fits wins.
 WRAPPERS: tuple[Wrapper, ...] = (
     Wrapper("Cloud Logging JSON (textPayload)", r"", json_field="textPayload"),
     Wrapper("journalctl JSON export (MESSAGE)", r"", json_field="MESSAGE"),
+    Wrapper("docker json-file log (log)", r"", json_field="log"),
     Wrapper("GitHub Actions timestamp", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z "),
+    Wrapper("Kubernetes CRI log prefix", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "),
     Wrapper("Metaflow task prefix", r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[[^\]]*\(pid \d+\)\] \[[0-9a-f-]+\] "),
     Wrapper("docker compose service prefix", r"^[A-Za-z0-9][A-Za-z0-9_.-]*\s+\| "),
-    Wrapper("grep -n line numbers", r"^\s*\d+[:-](?!\d)"),
-    Wrapper("Markdown quote", r"^> ?"),
+    Wrapper(GREP_N, r"^\s*\d+[:-]"),
+    Wrapper(MARKDOWN, r"^> ?"),
+    Wrapper(CI_INDENT, r"^  "),
 )
 
-_JSON_LINE = re.compile(r'^\s*\{.*"(textPayload|MESSAGE)"\s*:')
+_JSON_LINE = re.compile(r'^\s*\{.*"(textPayload|MESSAGE|log)"\s*:')
+# Lines that are not content: the provenance line of realworld/ snippets and paste separators.
+_JUNK = re.compile(r"^\s*# source:|^\s*-{3,}.*-{3,}\s*$|^--$")
+# After a grep -n prefix, text that continues a number instead (12:34:56, 2024-01-15) means no grep.
+_GREP_NUM = re.compile(r"^\s*(\d+)[:-]")
+_LOOKS_LIKE_TIME = re.compile(r"^\s*(?:\d{1,2}:\d\d:\d\d|\d{4}-\d\d-\d\d)")
+_MIN_SHARE = 0.8
+_MIN_SHARE_INDENT = 0.9
+# Markdown escapes a paste picks up (`\#`, `\_`); only undone inside a Markdown quote.
+_MD_ESCAPE = r"\\([#*_\[\]`>])"
+
+
+def _fits(w: Wrapper, lines: list[str]) -> bool:
+    n = len(lines)
+    if w.json_field:
+        hits = sum(1 for ln in lines if _JSON_LINE.match(ln) and f'"{w.json_field}"' in ln)
+        return hits >= max(1, _MIN_SHARE * n)
+    rx = re.compile(w.prefix)
+    hit_lines = [ln for ln in lines if rx.match(ln)]
+    if w.name == GREP_N:
+        return _grep_fits(hit_lines, n)
+    if w.name == CI_INDENT:
+        # everything indented alike, and not all of it deeper (a code block is not a CI log)
+        return n >= 2 and len(hit_lines) >= _MIN_SHARE_INDENT * n and any(not ln.startswith("   ") for ln in hit_lines)
+    return len(hit_lines) >= max(2, _MIN_SHARE * n) or (n == 1 and len(hit_lines) == 1)
+
+
+def _grep_fits(hit_lines: list[str], n: int) -> bool:
+    """grep -n: most lines, numbers going up, and what follows is not the rest of a time or date."""
+    if len(hit_lines) < max(2, _MIN_SHARE * n):
+        return False
+    nums = []
+    for ln in hit_lines:
+        if _LOOKS_LIKE_TIME.match(ln):
+            return False
+        nums.append(int(_GREP_NUM.match(ln).group(1)))
+    return all(b > a for a, b in zip(nums, nums[1:]))
+
+
+def _detect_one(lines: list[str], skip: set[str]) -> Wrapper | None:
+    for w in WRAPPERS:
+        if w.name not in skip and _fits(w, lines):
+            return w
+    return None
 
 
 def detect(head: list[str]) -> Wrapper | None:
-    """The wrapper that fits at least 80% of the non-blank head lines (and at least 2 of them)."""
-    lines = [ln for ln in head if ln.strip()][:200]
-    if len(lines) < 1:
+    """The wrapper (or a stack of two) that fits the non-blank head lines."""
+    lines = [ln for ln in head if ln.strip() and not _JUNK.match(ln)][:200]
+    if not lines:
         return None
-    for w in WRAPPERS:
-        if w.json_field:
-            hits = sum(1 for ln in lines if _JSON_LINE.match(ln) and f'"{w.json_field}"' in ln)
-        else:
-            rx = re.compile(w.prefix)
-            hits = sum(1 for ln in lines if rx.match(ln))
-        if hits >= max(2, 0.8 * len(lines)) or (len(lines) == 1 and hits == 1 and w.name != "grep -n line numbers"):
-            return w
-    return None
+    first = _detect_one(lines, set())
+    if first is None or first.json_field:
+        return first
+    rx = re.compile(first.prefix)
+    inner = [rx.sub("", ln, count=1) for ln in lines]
+    second = _detect_one([ln for ln in inner if ln.strip()], {first.name, *[w.name for w in WRAPPERS if w.json_field]})
+    if second is None:
+        return first
+    return Wrapper(f"{first.name} + {second.name}", first.prefix + second.prefix.removeprefix("^"))
+
+
+def _dmesg_uptime(micros: pl.Expr) -> pl.Expr:
+    """µs since boot -> the kernel's own `[%5lu.%06lu] ` stamp."""
+    secs = (micros // 1_000_000).cast(pl.String).str.pad_start(5)
+    frac = (micros % 1_000_000).cast(pl.String).str.zfill(6)
+    return pl.concat_str([pl.lit("["), secs, pl.lit("."), frac, pl.lit("] ")])
+
+
+def _json_expr(w: Wrapper, out: pl.Expr) -> pl.Expr:
+    extracted = out.str.json_path_match(f"$.{w.json_field}")
+    # textPayload / log often carry the kernel's own "\r\n"; the JSON decoder turned it into CR/LF
+    extracted = extracted.str.strip_chars_end("\r\n")
+    if w.json_field == "MESSAGE":
+        when_us = out.str.json_path_match("$.__REALTIME_TIMESTAMP").cast(pl.Int64, strict=False)
+        mono = out.str.json_path_match("$._SOURCE_MONOTONIC_TIMESTAMP").cast(pl.Int64, strict=False)
+        host = out.str.json_path_match("$._HOSTNAME").fill_null("localhost")
+        stamp = pl.from_epoch(when_us, "us").dt.strftime("%Y-%m-%dT%H:%M:%S%.6f")
+        kernel_line = pl.concat_str([stamp, pl.lit("+00:00 "), host, pl.lit(" kernel: "),
+                                     _dmesg_uptime(mono).fill_null(""), extracted])
+        is_kernel = (out.str.json_path_match("$._TRANSPORT") == "kernel") & when_us.is_not_null()
+        extracted = pl.when(is_kernel.fill_null(False)).then(kernel_line).otherwise(extracted)
+    elif w.json_field == "textPayload":
+        stamp = out.str.json_path_match("$.timestamp")
+        dmesg_like = extracted.str.contains(r"^\s*\[\s*\d+\.\d{6}\]")
+        extracted = (pl.when(dmesg_like.fill_null(False) & stamp.is_not_null())
+                     .then(pl.concat_str([stamp, pl.lit(" "), extracted])).otherwise(extracted))
+    return pl.when(extracted.is_not_null()).then(extracted).otherwise(out)
 
 
 def strip_expr(w: Wrapper | None, text: pl.Expr) -> pl.Expr:
@@ -58,11 +147,11 @@ def strip_expr(w: Wrapper | None, text: pl.Expr) -> pl.Expr:
     if w is None:
         return out
     if w.json_field:
-        extracted = out.str.json_path_match(f"$.{w.json_field}")
-        # textPayload often carries the kernel's own "\r\n"; the JSON decoder turned it into CR/LF
-        extracted = extracted.str.strip_chars_end("\r\n")
-        return pl.when(extracted.is_not_null()).then(extracted).otherwise(out)
-    return out.str.replace(w.prefix, "")
+        return _json_expr(w, out)
+    out = out.str.replace(w.prefix, "")
+    if MARKDOWN in w.name:
+        out = out.str.replace_all(_MD_ESCAPE, "${1}")
+    return out
 
 
 def strip_lines(w: Wrapper | None, lines: list[str]) -> list[str]:

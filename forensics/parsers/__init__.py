@@ -22,7 +22,14 @@ from types import ModuleType
 # Specific before generic. The order is tested: every sample is claimed by its own parser and by
 # no earlier one.
 _ORDER: list[str] = [
+    "nvsmi_query", "nvsmi_table", "nvsmi_dmon", "nvsmi_apps", "nvsmi_csv",
     # each engineer adds their modules here once they import cleanly; specific before generic
+    "xid", "kernel",  # xid: files mostly of NVRM lines; kernel: dmesg/syslog/journal (nvsmi_* go before)
+    "sanitizer_xml", "sanitizer",
+    "deepspeed", "megatron", "hf_trainer",
+    "torch_memsummary",  # before torch_oom: a summary file often also holds the OOM (found by its scan)
+    "torch_oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
+    "stepmem",  # tolerant generic scanner of printed memory lines: keep it LAST
 ]
 
 PARSERS: list[ModuleType] = [importlib.import_module(f"{__name__}.{name}") for name in _ORDER]

@@ -1,0 +1,135 @@
+"""Batch-scan benchmark: builds archives of N jobs of realistic size and times `scan` on them.
+
+    python bench/batch.py                 # 250, 500 and 1000 jobs, all cores
+    python bench/batch.py --jobs 1000 --workers 2
+
+Jobs are made from the recorded incidents in sample_logs/ (copied as they are) and from seeded
+synthetic ones (a few MB each: 1 Hz nvidia-smi CSV for several GPUs over hours, a training log with
+step markers, a kern.log). Job files are hard links of a small set of distinct templates so the
+archive costs little disk, but every job is fingerprinted, parsed, analyzed and reported on its own.
+Prints one table: jobs, seconds, jobs/s, MB/s, peak memory of the main process and of the largest worker.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from forensics import scan as sc  # noqa: E402
+from forensics.options import Options  # noqa: E402
+
+
+def synthetic_job(folder: Path, seed: int) -> None:
+    """One job of a few MB: GPU CSV (1 Hz, 4 GPUs, ~2.5 h), a step log, a kern.log; some leak."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = datetime(2026, 11, 1) + timedelta(hours=seed)
+    n = 9000
+    leak_gpu = rng.randrange(4) if seed % 3 else None
+    onset = rng.randrange(n // 4, n // 2)
+    rate = rng.choice([2, 5, 20])  # MiB per second
+    lines = ["timestamp, index, name, memory.total [MiB], memory.used [MiB]"]
+    for i in range(n):
+        ts = (t0 + timedelta(seconds=i)).strftime("%Y/%m/%d %H:%M:%S.") + f"{rng.randrange(1000):03d}"
+        for g in range(4):
+            used = 30000 + g * 1000 + rng.randrange(64)
+            if g == leak_gpu and i >= onset:
+                used += rate * (i - onset)
+            lines.append(f"{ts}, {g}, NVIDIA H200, 143771 MiB, {min(used, 143771)} MiB")
+    (folder / "gpu.csv").write_text("\n".join(lines) + "\n")
+    steps = []
+    for s in range(n // 3):
+        ts = (t0 + timedelta(seconds=3 * s)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        alloc = 20000 + (rate * 3 * (3 * s - onset) if leak_gpu == 0 and 3 * s >= onset else 0) + rng.random()
+        steps.append(f"{ts} INFO train: [step {s}] allocated: {alloc:.2f} MB, cached: {alloc + 4096:.2f} MB")
+    (folder / "train.log").write_text("\n".join(steps) + "\n")
+    kern = []
+    for i in range(2000):
+        ts = (t0 + timedelta(seconds=4 * i)).strftime("%b %d %H:%M:%S")
+        kern.append(f"{ts} gpuhost kernel: [{4 * i + 100:>5}.{rng.randrange(10**6):06d}] eth0: link is up, 100 Gbps full duplex")
+    if leak_gpu is not None and seed % 2:
+        ts = (t0 + timedelta(seconds=n)).strftime("%b %d %H:%M:%S")
+        kern.append(f"{ts} gpuhost kernel: [{n + 100:>5}.000001] Out of memory: Killed process 4242 (python3) "
+                    "total-vm:53312244kB, anon-rss:31451456kB, file-rss:74816kB, shmem-rss:12296kB, UID:0 pgtables:690kB oom_score_adj:0")
+    (folder / "kern.log").write_text("\n".join(kern) + "\n")
+
+
+def build_archive(root: Path, jobs: int, templates: list[Path]) -> int:
+    """`jobs` job folders made of hard links to the templates; returns total bytes."""
+    total = 0
+    for j in range(jobs):
+        tpl = templates[j % len(templates)]
+        dest = root / f"2026-11-{1 + j % 28:02d}" / f"job-{j:05d}"
+        for f in tpl.rglob("*"):
+            if f.is_file() and f.name != "README.md":
+                target = dest / f.relative_to(tpl)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(f, target)
+                except OSError:
+                    shutil.copy2(f, target)
+                total += f.stat().st_size
+    return total
+
+
+def templates(work: Path, n_synthetic: int) -> list[Path]:
+    out = []
+    for i in range(n_synthetic):
+        d = work / "tpl" / f"synthetic-{i}"
+        synthetic_job(d, seed=i + 1)
+        out.append(d)
+    samples = ROOT / "sample_logs"
+    if samples.is_dir():
+        out.extend(sorted(p for p in samples.iterdir() if p.is_dir() and (p / "README.md").exists()))
+    return out
+
+
+def peak_rss_mb(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, nargs="*", default=[250, 500, 1000])
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--synthetic", type=int, default=12, help="distinct synthetic job templates")
+    ap.add_argument("--keep", action="store_true", help="keep the archive folder")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gf-batch-"))
+    try:
+        tpls = templates(work, args.synthetic)
+        rows = []
+        for n in args.jobs:
+            arch = work / f"archive-{n}"
+            size = build_archive(arch, n, tpls)
+            out = work / f"out-{n}"
+            cfg = sc.ScanConfig(archive=arch, out_dir=out, opts=Options(tz="UTC"), workers=args.workers)
+            t = time.perf_counter()
+            res = sc.run_scan(cfg)
+            dt = time.perf_counter() - t
+            rows.append((n, dt, n / dt, size / dt / 1e6, size / n / 1e6, res.failed))
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(arch, ignore_errors=True)
+        print(f"\nbatch scan, {args.workers} workers, {len(tpls)} distinct job templates")
+        print(f"{'jobs':>6} {'MB/job':>7} {'seconds':>8} {'jobs/s':>7} {'MB/s':>7} {'failed':>6}")
+        for n, dt, jps, mbs, mbj, failed in rows:
+            print(f"{n:>6} {mbj:>7.2f} {dt:>8.1f} {jps:>7.1f} {mbs:>7.1f} {failed:>6}")
+        print(f"peak memory: main process {peak_rss_mb(resource.RUSAGE_SELF):.0f} MB, "
+              f"largest worker {peak_rss_mb(resource.RUSAGE_CHILDREN):.0f} MB")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,535 @@
+"""Detection: every memory series classified, leaks measured, events turned into findings, one verdict.
+
+`analyze(bundle, opts)` is the stage interface. The numbers of one series are worked out in
+detect_series.py; events, residual processes and slowdowns in detect_events.py; this module groups
+series by GPU (one leak finding per GPU), tells a leak from caching-allocator growth, links findings
+(the leak that led to an OOM), and picks the verdict. Thresholds and their reasons: docs/detection.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+
+from . import detect_events
+from .detect_series import MIN_POINTS, SeriesFit, analyze_xy
+from .findings import SEVERITY_RANK, Evidence, Finding
+from .units import human
+
+DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
+LEAK_CLASSES = ("linear_growth", "staircase")
+# series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
+LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", "host.rss")
+FRAMEWORK_SERIES = ("allocated", "reserved")
+DEVICE_SERIES = ("memory.used", "process.used")
+# which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
+EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4}
+KIND_ORDER = {"leak": 0, "gpu_oom": 1, "oom_kill": 2, "residual_process": 3, "cache_growth": 4,
+              "slowdown": 5, "xid": 6, "sanitizer_leak": 7}
+
+
+@dataclass
+class SeriesResult:
+    """One memory series as the report draws it: plain data only."""
+    key: tuple                       # (source, host, gpu, pid, series, label)
+    source: str | None
+    host: str | None
+    gpu: str | None
+    pid: int | None
+    series: str
+    label: str | None
+    n: int
+    x_kind: str                      # time | step | index
+    classification: str              # flat | linear_growth | staircase | sawtooth | warmup_plateau | decline | release | too_short
+    reason: str = ""
+    # (start_x, end_x, kind, slope): x as datetime for time, else step or index; slope in slope_unit
+    segments: list[tuple] = field(default_factory=list)
+    change_points: list = field(default_factory=list)
+    onset: object = None             # datetime | int | None (start of the leak)
+    points: list[tuple] = field(default_factory=list)   # (x, bytes), at most DRAW_POINTS
+    capacity: int | None = None      # total_bytes when known
+    slope_unit: str = "bytes/hour"   # bytes/hour | bytes/step | bytes/sample
+    first_x: object = None
+    last_x: object = None
+    release_at: object = None        # x where the memory was released at the end (process death, job end)
+    peak_bytes: int | None = None
+    level_bytes: int | None = None   # median while the job held memory
+    noise_bytes: float | None = None
+    growth_bytes: int | None = None  # growth that did not fall back
+    leak: dict | None = None         # pattern, onset, rate_bytes_per_hour, rate_bytes_per_step, growth_bytes, confidence
+
+
+@dataclass
+class Analysis:
+    verdict: str                     # leak | no_leak | cache_growth | inconclusive
+    verdict_reason: str
+    findings: list[Finding] = field(default_factory=list)
+    series: list[SeriesResult] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------
+# one series
+
+@dataclass
+class _Series:
+    """A series with its raw arrays kept for evidence and linking (not part of the result)."""
+    result: SeriesResult
+    fit: SeriesFit
+    x: np.ndarray                    # float: seconds since t0, or step, or index
+    y: np.ndarray
+    lines: np.ndarray
+    steps: np.ndarray | None         # step numbers aligned with x (float, nan when unknown)
+    t0: datetime | None
+
+    def to_x(self, v: float | None):
+        """An x value as the report shows it (datetime, or int step/index)."""
+        if v is None:
+            return None
+        if self.result.x_kind == "time":
+            return self.t0 + timedelta(seconds=float(v))
+        return int(round(v))
+
+    def nearest(self, v: float) -> int:
+        i = int(np.searchsorted(self.x, v))
+        return min(max(i, 0), self.x.size - 1)
+
+    def per_hour(self) -> float:
+        return 3600.0 if self.result.x_kind == "time" else 1.0
+
+
+def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
+    """Time when (nearly) every row has it; else the step; else the order within the source."""
+    n = df.height
+    if df["time"].null_count() <= 0.1 * n:
+        return "time", df.filter(pl.col("time").is_not_null()).sort(["time", "seq", "line"], nulls_last=True)
+    if df["step"].null_count() <= 0.1 * n:
+        return "step", df.filter(pl.col("step").is_not_null()).sort(["step", "seq", "line"], nulls_last=True)
+    order = "seq" if df["seq"].null_count() == 0 else "line"
+    return "index", df.sort([order], nulls_last=True)
+
+
+def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
+    source, host, gpu, pid, series, label = key
+    df = df.filter(pl.col("bytes").is_not_null())
+    kind, df = _pick_x(df) if df.height else ("index", df)
+    t0 = None
+    if kind == "time" and df.height:
+        us = df["time"].dt.epoch("us").to_numpy().astype(np.int64)
+        t0 = datetime.fromtimestamp(int(us[0]) // 1_000_000, tz=timezone.utc) + timedelta(microseconds=int(us[0]) % 1_000_000)
+        x = (us - us[0]).astype(np.float64) / 1e6
+    elif kind == "step":
+        x = df["step"].to_numpy().astype(np.float64)
+    else:
+        col = "seq" if df["seq"].null_count() == 0 else "line"
+        x = df[col].fill_null(0).to_numpy().astype(np.float64) if df.height else np.zeros(0)
+        if x.size and (np.diff(x) <= 0).any():
+            x = np.arange(x.size, dtype=np.float64)
+    y = df["bytes"].to_numpy().astype(np.float64)
+    lines = df["line"].fill_null(0).to_numpy()
+    steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None
+    fit = analyze_xy(x, y)
+    cap = df["total_bytes"].max() if df.height else None
+    res = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
+                       n=df.height, x_kind=kind, classification=fit.classification, reason=fit.reason,
+                       capacity=int(cap) if cap is not None else None,
+                       slope_unit={"time": "bytes/hour", "step": "bytes/step"}.get(kind, "bytes/sample"))
+    s = _Series(res, fit, x, y, lines, steps, t0)
+    _fill_result(s)
+    return s
+
+
+def _fill_result(s: _Series) -> None:
+    r, fit = s.result, s.fit
+    if s.x.size:
+        r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
+        r.points = _draw_points(s)
+    per = s.per_hour()
+    r.segments = [(s.to_x(g.x0), s.to_x(g.x1), g.kind, g.slope * per) for g in fit.segments]
+    if fit.release_x is not None:
+        r.segments.append((s.to_x(fit.release_x), r.last_x, "release", None))
+    r.change_points = [s.to_x(c) for c in fit.change_points]
+    r.release_at = s.to_x(fit.release_x)
+    if fit.classification != "too_short" and s.y.size:
+        r.peak_bytes = int(fit.peak)
+        r.level_bytes = int(fit.level)
+        r.noise_bytes = float(fit.noise)
+        r.growth_bytes = int(max(fit.persistent_growth, 0.0))
+    if fit.leak is not None:
+        lk = fit.leak
+        r.onset = s.to_x(lk.onset)
+        rate_h = lk.rate * 3600.0 if r.x_kind == "time" else None
+        r.leak = {"pattern": lk.pattern, "onset": r.onset, "rate_bytes_per_hour": rate_h,
+                  "rate_bytes_per_step": _rate_per_step(s), "growth_bytes": int(lk.growth),
+                  "confidence": lk.confidence}
+
+
+def _rate_per_step(s: _Series) -> float | None:
+    lk = s.fit.leak
+    if lk is None:
+        return None
+    if s.result.x_kind == "step":
+        return lk.rate
+    if s.steps is None:
+        return None
+    sel = (s.x >= lk.onset) & (s.x <= lk.end) & np.isfinite(s.steps)
+    if sel.sum() < 2:
+        return None
+    xs, st = s.x[sel], s.steps[sel]
+    dstep, dx = st[-1] - st[0], xs[-1] - xs[0]
+    if dstep <= 0 or dx <= 0:
+        return None
+    return lk.rate * dx / dstep
+
+
+def _draw_points(s: _Series) -> list[tuple]:
+    x, y = s.x, s.y
+    if x.size > DRAW_POINTS:
+        from tsdownsample import MinMaxLTTBDownsampler
+        xs = x if np.all(np.diff(x) >= 0) else np.sort(x)
+        idx = MinMaxLTTBDownsampler().downsample(xs, y, n_out=DRAW_POINTS)
+        x, y = xs[idx], y[idx]
+    if s.result.x_kind == "time":
+        return [(s.t0 + timedelta(seconds=float(a)), int(b)) for a, b in zip(x, y)]
+    return [(int(round(a)), int(b)) for a, b in zip(x, y)]
+
+
+def series_frames(samples: pl.DataFrame):
+    """(key, frame) per series: per source, host, GPU, process, series name and label."""
+    if samples.height == 0:
+        return []
+    keys = ["source", "host", "gpu", "pid", "series", "label"]
+    parts = samples.partition_by(keys, as_dict=True, maintain_order=True)
+    return [(tuple(k), df) for k, df in parts.items() if k[4] is not None]
+
+
+# ----------------------------------------------------------------------------------------------
+# evidence
+
+def render_sample(s: _Series, i: int) -> str:
+    r = s.result
+    where = []
+    if r.gpu is not None:
+        where.append(f"GPU {r.gpu}")
+    if r.pid is not None:
+        where.append(f"pid {r.pid}")
+    if r.label:
+        where.append(r.label)
+    at = s.to_x(float(s.x[i]))
+    at_s = at.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(at, datetime) else f"{'step' if r.x_kind == 'step' else 'sample'} {at}"
+    return f"{r.series} = {human(s.y[i])}" + (f" ({', '.join(where)})" if where else "") + f" at {at_s}"
+
+
+def sample_evidence(s: _Series, i: int) -> Evidence:
+    return Evidence(path=s.result.source or "?", line=int(s.lines[i]), text=render_sample(s, i))
+
+
+def _leak_evidence(s: _Series) -> list[Evidence]:
+    lk = s.fit.leak
+    i0 = s.nearest(lk.onset)
+    body_end = s.nearest(lk.end)
+    peak = int(np.argmax(s.y[i0: body_end + 1])) + i0 if body_end >= i0 else body_end
+    out = [sample_evidence(s, i0)]
+    for j in (peak, body_end):
+        if j != i0 and all(e.line != int(s.lines[j]) for e in out):
+            out.append(sample_evidence(s, j))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# leaks, grouped per GPU
+
+def _fmt_rate(rate_h: float | None, rate_step: float | None) -> str:
+    parts = []
+    if rate_h is not None:
+        parts.append(f"{human(rate_h)}/h")
+    if rate_step is not None:
+        parts.append(f"{human(rate_step)}/step")
+    return " (".join(parts) + (")" if len(parts) == 2 else "")
+
+
+def _fmt_dur(hours: float) -> str:
+    if hours < 1 / 60:
+        return f"{hours * 3600:.0f} s"
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    if hours < 48:
+        return f"{hours:.1f} h"
+    return f"{hours / 24:.1f} days"
+
+
+def _where(gpu: str | None, host: str | None) -> str:
+    w = f"GPU {gpu}" if gpu is not None else "GPU memory"
+    return w + (f" on {host}" if host else "")
+
+
+def _group_key(s: _Series) -> tuple:
+    r = s.result
+    if r.series == "host.rss":
+        return (r.host, "host")
+    return (r.host, r.gpu)
+
+
+def _merge_unplaced(groups: dict) -> dict:
+    """Framework series without a GPU join the one GPU group they can belong to."""
+    placed = {k: v for k, v in groups.items() if k[1] is not None}
+    for k, members in groups.items():
+        if k[1] is not None:
+            continue
+        cands = [g for g in placed if g[1] != "host" and (k[0] is None or g[0] in (None, k[0]))]
+        if len(cands) == 1:
+            placed[cands[0]] = placed[cands[0]] + members
+        else:
+            placed[k] = members
+    return placed
+
+
+def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Series]) -> Finding:
+    members = sorted(members, key=lambda s: (EVIDENCE_ORDER.get(s.result.series, 9), -s.fit.leak.growth))
+    primary = members[0]
+    r = primary.result
+    timed = next((s for s in members if s.result.x_kind == "time"), None)
+    lk = primary.fit.leak
+    rate_h = next((s.result.leak["rate_bytes_per_hour"] for s in members if s.result.leak["rate_bytes_per_hour"] is not None), None)
+    rate_step = next((s.result.leak["rate_bytes_per_step"] for s in members if s.result.leak["rate_bytes_per_step"] is not None), None)
+    proc = [s for s in members if s.result.series == "process.used" and s.result.pid is not None]
+    pid = max(proc, key=lambda s: s.fit.leak.growth).result.pid if proc else r.pid
+    gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
+    host = next((s.result.host for s in members if s.result.host is not None), None)
+    f = Finding(kind="leak", severity="warning", summary="", gpu=gpu, pid=pid, series=r.series,
+                pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(primary.fit.peak),
+                confidence=max(s.fit.leak.confidence for s in members), source=r.source)
+    f.rate_bytes_per_hour = rate_h
+    f.rate_bytes_per_step = rate_step
+    if timed is not None:
+        f.start = timed.to_x(timed.fit.leak.onset)
+        f.end = timed.to_x(timed.fit.leak.end)
+    if r.x_kind != "time":
+        f.start_index = primary.to_x(lk.onset)
+    if r.x_kind == "index":
+        f.detail["rate_bytes_per_sample"] = lk.rate
+    # projection: the device's own series when there is one (it sees every allocator), else the primary
+    proj = next((s for s in members if s.result.series == "memory.used"), None) or timed or primary
+    plk = proj.fit.leak
+    cap = capacity or proj.result.capacity
+    if cap:
+        remaining = cap - plk.end_level
+        f.detail["capacity_bytes"] = int(cap)
+        if proj.result.x_kind == "time" and plk.rate > 0:
+            hours = max(remaining, 0.0) / (plk.rate * 3600.0)
+            f.exhaust_in_hours = hours
+            f.exhaust_at = proj.to_x(plk.end) + timedelta(hours=hours)
+            duration_h = (proj.x[-1] - proj.x[0]) / 3600.0
+            f.detail["log_hours"] = duration_h
+            if hours <= duration_h:
+                f.severity = "critical"
+        elif plk.rate > 0:
+            n_steps = max(remaining, 0.0) / plk.rate
+            f.detail["exhaust_in_" + ("steps" if proj.result.x_kind == "step" else "samples")] = n_steps
+            if n_steps <= proj.x[-1] - proj.x[0]:
+                f.severity = "critical"
+    f.detail["series"] = [
+        {"series": s.result.series, "source": s.result.source, "pid": s.result.pid, "label": s.result.label,
+         "pattern": s.fit.leak.pattern, "growth_bytes": int(s.fit.leak.growth),
+         "rate_bytes_per_hour": s.result.leak["rate_bytes_per_hour"],
+         "rate_bytes_per_step": s.result.leak["rate_bytes_per_step"], "onset": s.result.onset,
+         "classification": s.result.classification}
+        for s in members]
+    f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
+    for s in members[:3]:
+        f.evidence.extend(_leak_evidence(s))
+    where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
+    how = "linearly" if lk.pattern == "linear" else f"in {len(lk.steps)} steps"
+    since = (f" since {f.start.strftime('%Y-%m-%d %H:%M:%S')} UTC" if f.start is not None
+             else f" since {'step' if r.x_kind == 'step' else 'sample'} {f.start_index}")
+    rate_txt = _fmt_rate(rate_h, rate_step)
+    f.summary = (f"{where} ({r.series}) grows {how} at {rate_txt}{since}, +{human(lk.growth)} so far"
+                 + (f", in pid {pid}" if pid is not None else "") + ", and does not fall back.")
+    f.causes, f.checks = _leak_causes(f, members, device)
+    return f
+
+
+def _leak_causes(f: Finding, members: list[_Series], device: list[_Series]) -> tuple[list[str], list[str]]:
+    causes, checks = [], []
+    names = {s.result.series for s in members}
+    if "host.rss" in names:
+        causes.append("Host memory grows: DataLoader workers with pin_memory=True keep pinned buffers "
+                      "(each worker and its pinned batches add up), or Python objects kept across steps.")
+        checks.append("Try pin_memory=False or fewer num_workers; watch each worker's RSS (ps -o rss); "
+                      "check the kernel OOM-killer lines for the killed process.")
+        return causes, checks
+    alloc = next((s for s in members if s.result.series == "allocated"), None)
+    if f.pattern == "linear":
+        causes.append("Growth every iteration: tensors kept alive across steps, e.g. `total_loss += loss` "
+                      "instead of `total_loss += loss.item()`, or outputs/losses appended to a list "
+                      "with their autograd graph.")
+        checks.append("Search the training loop for accumulators of tensors; use .item() or .detach(); "
+                      "take torch.cuda.memory._record_memory_history() snapshots two steps apart and diff them.")
+    else:
+        causes.append("A step up at a regular interval (each epoch or evaluation): an optimizer, LR "
+                      "scheduler, model copy or per-epoch object re-created and still referenced.")
+        checks.append("Create optimizers and schedulers once, outside the epoch loop; look for objects "
+                      "stored per epoch (lists of models, metrics holding tensors); compare "
+                      "torch.cuda.memory_summary() at two epoch boundaries.")
+    if alloc is None and "reserved" in names and "memory.used" not in names:
+        causes.append("Only the reserved (cached) memory is known: part of this may be the caching "
+                      "allocator rather than live tensors.")
+        checks.append("Log torch.cuda.memory_allocated() next to memory_reserved() to tell them apart.")
+    if "process.used" in names and f.pid is not None:
+        checks.append(f"nvidia-smi --query-compute-apps=pid,used_memory --format=csv shows pid {f.pid} growing.")
+    return causes, checks
+
+
+def _cache_finding(reserved: _Series, alloc: _Series | None, device: _Series | None) -> Finding:
+    grow = reserved if reserved.fit.leak is not None else device
+    lk = grow.fit.leak
+    r = grow.result
+    f = Finding(kind="cache_growth", severity="info", summary="", gpu=r.gpu, pid=r.pid, series=r.series,
+                pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(grow.fit.peak), source=r.source,
+                confidence=lk.confidence)
+    f.rate_bytes_per_hour = r.leak["rate_bytes_per_hour"]
+    f.rate_bytes_per_step = r.leak["rate_bytes_per_step"]
+    if r.x_kind == "time":
+        f.start, f.end = grow.to_x(lk.onset), grow.to_x(lk.end)
+    else:
+        f.start_index = grow.to_x(lk.onset)
+    f.evidence.extend(_leak_evidence(grow))
+    flat_txt = ""
+    if alloc is not None:
+        f.evidence.append(sample_evidence(alloc, 0))
+        f.evidence.append(sample_evidence(alloc, alloc.x.size - 1))
+        flat_txt = (f" while allocated memory stays {alloc.result.classification.replace('_', ' ')} "
+                    f"(about {human(alloc.fit.level)})")
+    f.summary = (f"{_where(r.gpu, r.host)}: {r.series} grows by {human(lk.growth)}{flat_txt}: the caching "
+                 "allocator holds freed blocks, which is not a leak.")
+    f.causes = ["The caching allocator keeps freed blocks reserved for reuse; varying tensor shapes "
+                "fragment its segments so reserved memory creeps up while live tensors do not."]
+    f.checks = ["Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation.",
+                "Compare torch.cuda.memory_allocated() with memory_reserved(); call "
+                "torch.cuda.empty_cache() only to confirm, not as a fix."]
+    return f
+
+
+def _outside_allocator_note(f: Finding) -> None:
+    f.causes.insert(0, "The device's memory grows while PyTorch's own allocated and reserved counts stay "
+                       "flat: the growth is outside the caching allocator (another process, NCCL or cuDNN "
+                       "workspaces, CUDA graphs, a native extension's cudaMalloc).")
+    f.checks.insert(0, "Compare nvidia-smi per-process memory with torch.cuda.memory_reserved(); list "
+                       "other processes on the GPU; run the native code under compute-sanitizer --leak-check full.")
+
+
+def _growing(s: _Series) -> bool:
+    return s.fit.leak is not None
+
+
+def _settled(s: _Series) -> bool:
+    """Known and not growing (enough data to say so)."""
+    return s.fit.classification not in LEAK_CLASSES and s.fit.classification != "too_short"
+
+
+def _gpu_findings(all_series: list[_Series]) -> tuple[list[Finding], list[Finding]]:
+    """Leak and cache-growth findings: one leak per GPU."""
+    leaks_by_group: dict[tuple, list[_Series]] = {}
+    cache: list[Finding] = []
+    eligible = [s for s in all_series if s.result.series in LEAK_SERIES]
+    # framework pairs: allocated and reserved from the same source and process
+    fw: dict[tuple, dict[str, _Series]] = {}
+    for s in eligible:
+        r = s.result
+        if r.series in FRAMEWORK_SERIES:
+            fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label), {})[r.series] = s
+    excluded = set()
+    for pair in fw.values():
+        a, res = pair.get("allocated"), pair.get("reserved")
+        if res is not None and _growing(res) and a is not None and _settled(a):
+            cache.append(_cache_finding(res, a, None))
+            excluded.add(id(res))
+    allocs = [s for s in eligible if s.result.series == "allocated"]
+    reserveds = [s for s in eligible if s.result.series == "reserved"]
+    for s in eligible:
+        if id(s) in excluded or not _growing(s):
+            continue
+        leaks_by_group.setdefault(_group_key(s), []).append(s)
+    groups = _merge_unplaced(leaks_by_group)
+    leaks = []
+    device_all = [s for s in all_series if s.result.series in DEVICE_SERIES]
+    for (host, gpu), members in groups.items():
+        names = {m.result.series for m in members}
+        # device memory grows but the framework's allocated count (same GPU or unplaced) stays flat
+        if not names & set(FRAMEWORK_SERIES) and gpu != "host":
+            fa = [a for a in allocs if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))]
+            fr = [a for a in reserveds if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))]
+            if fa and all(_settled(a) for a in fa):
+                dev = next((m for m in members if m.result.series == "memory.used"), members[0])
+                if fr and all(_settled(a) for a in fr):
+                    f = _leak_finding(members, _capacity(device_all, host, gpu), device_all)
+                    _outside_allocator_note(f)
+                    leaks.append(f)
+                else:
+                    cache.append(_cache_finding(dev, fa[0], dev))
+                continue
+        leaks.append(_leak_finding(members, _capacity(device_all, host, gpu), device_all))
+    return leaks, cache
+
+
+def _capacity(device: list[_Series], host, gpu) -> int | None:
+    caps = [s.result.capacity for s in device if s.result.capacity and s.result.gpu == gpu
+            and (host is None or s.result.host in (None, host))]
+    return max(caps) if caps else None
+
+
+# ----------------------------------------------------------------------------------------------
+# the verdict
+
+def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
+    leaks = [f for f in findings if f.kind == "leak"]
+    if leaks:
+        lead = sorted(leaks, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))[0]
+        more = f" ({len(leaks) - 1} more leak finding{'s' if len(leaks) > 2 else ''})" if len(leaks) > 1 else ""
+        return "leak", lead.summary[:-1] + more + "."
+    san = [f for f in findings if f.kind == "sanitizer_leak" and f.severity != "info"]
+    if san:
+        total = sum(f.bytes or 0 for f in san)
+        return "leak", (f"compute-sanitizer reports allocations never freed at {len(san)} site"
+                        f"{'s' if len(san) > 1 else ''} ({human(total)} in all).")
+    cache = [f for f in findings if f.kind == "cache_growth"]
+    if cache:
+        return "cache_growth", cache[0].summary
+    usable = [s for s in series if s.result.series in LEAK_SERIES and s.fit.classification != "too_short"]
+    if usable:
+        classes = sorted({s.fit.classification.replace("_", " ") for s in usable})
+        ooms = [f for f in findings if f.kind in ("gpu_oom", "oom_kill")]
+        tail = (" The out-of-memory came from a footprint that was too large, not from growth."
+                if ooms else "")
+        return "no_leak", (f"{len(usable)} memory series show no growth that persists "
+                           f"({', '.join(classes)}).{tail}")
+    short = [s for s in series if s.fit.classification == "too_short"]
+    if short:
+        most = max(s.result.n for s in short)
+        return "inconclusive", (f"Too little data: the longest memory series has {most} usable samples, "
+                                f"at least {MIN_POINTS} are needed to see a trend.")
+    if n_events:
+        return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "
+                                "cannot be measured.")
+    return "inconclusive", "No memory readings and no events were found in the inputs."
+
+
+# ----------------------------------------------------------------------------------------------
+# the stage
+
+def analyze(bundle, opts=None) -> Analysis:
+    samples = bundle.samples
+    events = bundle.events
+    series = [_analyze_series(k, df) for k, df in series_frames(samples)]
+    leaks, cache = _gpu_findings(series)
+    findings: list[Finding] = leaks + cache
+    findings.extend(detect_events.event_findings(events))
+    findings.extend(detect_events.residual_findings(series, events))
+    findings.extend(detect_events.slowdown_findings(series, samples))
+    detect_events.link(findings)
+    findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
+                                 f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
+    verdict, reason = _verdict(series, findings, events.height)
+    return Analysis(verdict=verdict, verdict_reason=reason, findings=findings,
+                    series=[s.result for s in series])

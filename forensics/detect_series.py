@@ -1,0 +1,680 @@
+"""One series, numbers only: bound it, find its change points, classify it, and measure a leak.
+
+Everything here works on two float arrays, `x` (seconds since the series' first sample, or step, or
+sample index) and `y` (bytes), sorted by x. The thresholds are explained in docs/detection.md; every
+noise-relative one is in units of the series' own noise, estimated robustly (MAD of first differences).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import ruptures as rpt
+from ruptures.base import BaseCost
+
+MIN_POINTS = 8            # fewer samples than this cannot show a trend: "too_short"
+MAX_BUCKETS = 500         # change-point search runs on at most this many bucket means
+MIN_SEGMENT = 3           # buckets; a single spiky bucket cannot become a segment
+PENALTY_PER_CHANGE = 4.0  # times ln(buckets), in units of the bucket noise variance
+EVENT_SIGMAS = 3.0        # a segment's rise or fall must exceed this many bucket-noise sigmas
+JUMP_SIGMAS = 4.0         # a jump between segments must exceed this many bucket-noise sigmas
+LEAK_Z = 8.0              # a leak's slope must be this many standard errors above zero ...
+LEAK_SIGMAS = 3.0         # ... its total growth must exceed this many bucket-noise sigmas ...
+LEAK_MIN_FRACTION = 0.01  # ... and this fraction of the series' typical level ...
+LEAK_MIN_QUANTA = 3.0     # ... and this many resolution steps of the source (1 MiB for nvidia-smi)
+OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
+TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration
+STAIR_TAIL_FACTOR = 1.5     # a staircase is still growing when its last step is this recent (x interval)
+STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
+SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
+DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
+QUANTUM_MIN_MOVING = 0.05  # a resolution is read only when at least this share of readings change
+SPIKE_SIGMAS = 6.0        # a sample this far from its running median of 5 is a spike ...
+SPIKE_MIN_FRACTION = 0.002  # ... when also this share of the level away
+RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
+RELEASE_DROP = 0.4        # ... by at least this share of the range, in a few samples,
+RELEASE_NOISE_SIGMAS = 10.0  # ... and by at least this many sample-noise sigmas
+
+
+@dataclass
+class Segment:
+    i0: int            # bucket index range [i0, i1)
+    i1: int
+    x0: float
+    x1: float
+    slope: float       # bytes per x unit
+    y0: float          # fitted value at x0
+    y1: float          # fitted value at x1
+    kind: str = "flat"  # flat | growth | decline | release
+
+
+@dataclass
+class Leak:
+    pattern: str               # linear | step
+    onset: float               # x
+    end: float                 # x of the last sample of the growing part
+    rate: float                # bytes per x unit
+    growth: float              # bytes grown from onset to end
+    start_level: float
+    end_level: float
+    confidence: float
+    steps: list[float] = field(default_factory=list)   # x of each step (staircase)
+    z: float = 0.0             # growth in noise sigmas
+
+
+@dataclass
+class SeriesFit:
+    classification: str        # flat | linear_growth | staircase | sawtooth | warmup_plateau | decline | release | too_short
+    reason: str
+    n: int
+    segments: list[Segment] = field(default_factory=list)
+    change_points: list[float] = field(default_factory=list)
+    leak: Leak | None = None
+    release_x: float | None = None     # x of the first sample after a terminal release (process death, job end)
+    start_x: float | None = None       # x of the first sample after idle lead-in (job start)
+    end_x: float | None = None         # last x of the analyzed body
+    noise: float = 0.0                 # per-sample noise (bytes)
+    bucket_noise: float = 0.0
+    level: float = 0.0                 # median of the body
+    peak: float = 0.0
+    persistent_growth: float = 0.0     # growth that did not fall back, over the whole body
+    oscillating: bool = False
+
+
+# ----------------------------------------------------------------------------------------------
+# small numeric helpers
+
+def _mad_sigma(d: np.ndarray) -> float:
+    """Robust standard deviation of first differences, scaled to one sample's noise.
+
+    When more than half of the differences are equal (a quantized ramp: 1, 2, 1, 1, 2 MiB) the MAD is 0;
+    the mean absolute deviation of the middle 98% then stands in."""
+    if d.size == 0:
+        return 0.0
+    med = np.median(d)
+    dev = np.abs(d - med)
+    mad = float(np.median(dev))
+    if mad == 0.0:
+        dev = np.sort(dev)[: max(1, int(0.98 * dev.size))]
+        mad = float(dev.mean()) / 1.2533 * 0.6745   # mean abs deviation -> MAD for a normal law
+    return float(1.4826 * mad / math.sqrt(2.0))
+
+
+def _sample_diffs(y: np.ndarray, cap: int = 1_000_000) -> np.ndarray:
+    d = np.diff(y)
+    if d.size > cap:
+        d = d[:: d.size // cap + 1]
+    return d
+
+
+def _quantum(d: np.ndarray) -> float:
+    """The source's resolution (e.g. 1 MiB for nvidia-smi) when readings move on a lattice: many of
+    them change, and every change is a multiple of the smallest one. 0 otherwise (a noise-free
+    staircase moves rarely, and its steps are not a resolution)."""
+    nz = np.abs(d[d != 0])
+    if nz.size < max(3, QUANTUM_MIN_MOVING * d.size):
+        return 0.0
+    q = float(nz.min())
+    sub = nz if nz.size <= 10_000 else nz[:: nz.size // 10_000 + 1]
+    r = sub / q
+    return q if float(np.abs(r - np.round(r)).max()) < 0.02 else 0.0
+
+
+def _median5(y: np.ndarray) -> np.ndarray:
+    """Running median of 5 (ends kept), vectorized with a min/max network: O(n), no sort."""
+    if y.size < 5:
+        return y.copy()
+    a, b, c, d, e = (y[k: y.size - 4 + k] for k in range(5))
+    lo = np.maximum(np.minimum(a, b), np.minimum(d, e))
+    hi = np.minimum(np.maximum(a, b), np.maximum(d, e))
+    m = np.maximum(np.minimum(c, lo), np.minimum(np.maximum(c, lo), hi))
+    out = y.copy()
+    out[2:-2] = m
+    return out
+
+
+def despike(y: np.ndarray, sigma: float, quantum: float) -> np.ndarray:
+    """Replace one- and two-sample spikes (another process touching the GPU for a moment, a glitch)
+    by the running median; a level that lasts three samples or more is kept."""
+    med = _median5(y)
+    thr = max(SPIKE_SIGMAS * sigma, 3.0 * quantum, SPIKE_MIN_FRACTION * float(np.median(np.abs(y))))
+    out = np.where(np.abs(y - med) > thr, med, y)
+    return out
+
+
+def _buckets(x: np.ndarray, y: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal-count bucket means (x, y) and each bucket's first raw index; identity when small."""
+    n = x.size
+    if n <= m:
+        return x.copy(), y.copy(), np.arange(n + 1)
+    edges = np.linspace(0, n, m + 1).round().astype(np.int64)
+    cx = np.concatenate([[0.0], np.cumsum(x - x[0])])
+    cy = np.concatenate([[0.0], np.cumsum(y - y[0])])
+    cnt = np.diff(edges).astype(float)
+    xb = np.diff(cx[edges]) / cnt + x[0]
+    yb = np.diff(cy[edges]) / cnt + y[0]
+    return xb, yb, edges
+
+
+def line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope and intercept (intercept at x=0)."""
+    if x.size < 2:
+        return 0.0, float(y.mean()) if y.size else 0.0
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    if sxx <= 0:
+        return 0.0, float(ym)
+    b = float(((x - xm) * (y - ym)).sum() / sxx)
+    return b, float(ym - b * xm)
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray, max_points: int = 300) -> float:
+    """Median of pairwise slopes (robust to spikes), on an even subsample for bounded cost."""
+    if x.size < 2:
+        return 0.0
+    if x.size > max_points:
+        idx = np.linspace(0, x.size - 1, max_points).round().astype(np.int64)
+        x, y = x[idx], y[idx]
+    i, j = np.triu_indices(x.size, k=1)
+    dx = x[j] - x[i]
+    ok = dx > 0
+    if not ok.any():
+        return 0.0
+    return float(np.median((y[j] - y[i])[ok] / dx[ok]))
+
+
+class _LinearCost(BaseCost):
+    """Residual sum of squares of one straight line per segment, O(1) per segment via prefix sums.
+
+    A mean-shift cost (ruptures' l2 / linear kernel) cuts a ramp into a staircase of dozens of pieces;
+    a line per segment keeps a ramp one piece, so a change point means the slope or level changed.
+    The signal is (x, y) scaled to about [0, 1]; the cost is returned in units of the noise variance.
+    """
+    model = "linear_prefix"
+    min_size = MIN_SEGMENT
+
+    def __init__(self, scale: float = 1.0):
+        self.scale = scale   # (range / sigma)^2: turns scaled SSE into noise-variance units
+
+    def fit(self, signal):
+        signal = np.asarray(signal, dtype=float)
+        self.signal = signal
+        x, y = signal[:, 0], signal[:, 1]
+
+        def pre(a):
+            return np.concatenate([[0.0], np.cumsum(a)]).tolist()
+        self._s = (pre(np.ones_like(x)), pre(x), pre(y), pre(x * x), pre(x * y), pre(y * y))
+        return self
+
+    def error(self, start, end):
+        s1, sx, sy, sxx, sxy, syy = (s[end] - s[start] for s in self._s)
+        if s1 <= 0:
+            return 0.0
+        vx = sxx - sx * sx / s1
+        cxy = sxy - sx * sy / s1
+        vy = syy - sy * sy / s1
+        sse = vy - (cxy * cxy / vx if vx > 1e-18 else 0.0)
+        return max(sse, 0.0) * self.scale
+
+
+def _segment_cost(cost: _LinearCost, a: int, b: int) -> float:
+    return cost.error(a, b)
+
+
+def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
+    """Bucket indexes where a piecewise-linear fit changes (ends of segments, last = len).
+
+    ruptures' binary segmentation with the linear cost, then a bottom-up merge pass that removes any
+    change point worth less than the penalty (binary segmentation is greedy)."""
+    n = xb.size
+    if n < 2 * MIN_SEGMENT:
+        return [n]
+    xr = float(xb[-1] - xb[0]) or 1.0
+    y0 = float(yb.min())
+    yr = float(yb.max() - y0)
+    if yr <= 0:
+        return [n]
+    sigma = max(sigma, yr * 1e-6)   # keeps prefix sums numerically meaningful
+    signal = np.column_stack([(xb - xb[0]) / xr, (yb - y0) / yr])
+    cost = _LinearCost(scale=(yr / sigma) ** 2)
+    pen = PENALTY_PER_CHANGE * math.log(max(n, 3))
+    algo = rpt.Binseg(custom_cost=cost, min_size=MIN_SEGMENT, jump=1).fit(signal)
+    try:
+        bkps = algo.predict(pen=pen)
+    except Exception:   # ruptures refuses when no admissible split exists
+        bkps = [n]
+    bkps = sorted(set(int(b) for b in bkps if 0 < b <= n) | {n})
+    # bottom-up: merge the cheapest adjacent pair while the merge costs less than the penalty
+    while len(bkps) > 1:
+        starts = [0] + bkps[:-1]
+        best, best_i = None, -1
+        for i in range(len(bkps) - 1):
+            a, m, b = starts[i], bkps[i], bkps[i + 1]
+            gain = cost.error(a, b) - cost.error(a, m) - cost.error(m, b)
+            if best is None or gain < best:
+                best, best_i = gain, i
+        if best is None or best >= pen:
+            break
+        del bkps[best_i]
+    return bkps
+
+
+def _segments(xb: np.ndarray, yb: np.ndarray, bkps: list[int]) -> list[Segment]:
+    segs = []
+    start = 0
+    for end in bkps:
+        xs, ys = xb[start:end], yb[start:end]
+        b, a = line_fit(xs, ys)
+        x0, x1 = float(xs[0]), float(xs[-1])
+        segs.append(Segment(start, end, x0, x1, b, a + b * x0, a + b * x1))
+        start = end
+    return segs
+
+
+def _fitted(xb: np.ndarray, segs: list[Segment]) -> np.ndarray:
+    f = np.empty_like(xb)
+    for s in segs:
+        f[s.i0:s.i1] = s.y0 + s.slope * (xb[s.i0:s.i1] - s.x0)
+    return f
+
+
+# ----------------------------------------------------------------------------------------------
+# start and end of the job inside the series
+
+def _range(y: np.ndarray) -> tuple[float, float]:
+    ys = y if y.size <= 200_000 else y[:: y.size // 200_000 + 1]
+    lo, hi = np.quantile(ys, [0.005, 0.995])
+    return float(lo), float(hi)
+
+
+def terminal_release(y: np.ndarray) -> int | None:
+    """Index of the first sample of a final sharp fall that never recovers (process death, OOM kill,
+    job end), or None. The growth before it is what counts; the fall itself is not a decline."""
+    n = y.size
+    if n < MIN_POINTS:
+        return None
+    lo, hi = _range(y)
+    rng = hi - lo
+    if rng <= 0:
+        return None
+    thr = lo + RELEASE_FRACTION * rng
+    above = np.nonzero(y > thr)[0]
+    if above.size == 0:
+        return None
+    last = int(above[-1])
+    if last >= n - 1:
+        return None
+    before = float(np.median(y[max(0, last - 2): last + 1]))
+    after = float(np.median(y[last + 1: last + 4]))
+    if before - after < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * _mad_sigma(_sample_diffs(y))):
+        return None
+    return last + 1
+
+
+def idle_lead_in(y: np.ndarray) -> int:
+    """Index of the first sample after an idle lead-in (GPU near empty before the job allocated)."""
+    n = y.size
+    if n < MIN_POINTS:
+        return 0
+    lo, hi = _range(y)
+    rng = hi - lo
+    if rng <= 0:
+        return 0
+    thr = lo + RELEASE_FRACTION * rng
+    above = np.nonzero(y > thr)[0]
+    if above.size == 0 or above[0] == 0:
+        return 0
+    first = int(above[0])
+    body_level = float(np.median(y[first:]))
+    before = float(np.median(y[max(0, first - 3): first]))
+    after = float(np.median(y[first: first + 3]))
+    if (after - before < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * _mad_sigma(_sample_diffs(y)))
+            or before > 0.1 * body_level):
+        return 0
+    return first
+
+
+# ----------------------------------------------------------------------------------------------
+# the analysis
+
+def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.all():
+        x, y = x[ok], y[ok]
+    n = int(x.size)
+    if n < MIN_POINTS:
+        return SeriesFit("too_short", f"only {n} samples (at least {MIN_POINTS} are needed to see a trend)", n)
+    if x[-1] <= x[0]:
+        return SeriesFit("too_short", "all samples share one time or index", n)
+
+    rel = terminal_release(y)
+    hi_end = rel if rel is not None else n
+    start = idle_lead_in(y[:hi_end])
+    bx, by = x[start:hi_end], y[start:hi_end]
+    fit = SeriesFit("flat", "", n)
+    fit.release_x = float(x[rel]) if rel is not None else None
+    fit.start_x = float(x[start]) if start else None
+    if bx.size < MIN_POINTS or bx[-1] <= bx[0]:
+        fit.classification = "too_short" if rel is None else "release"
+        fit.reason = (f"only {bx.size} samples before memory was released" if rel is not None
+                      else f"only {bx.size} samples while the job held memory")
+        return fit
+
+    sigma = _mad_sigma(_sample_diffs(by))
+    by = despike(by, sigma, 0.0)
+    # the resolution is read after despiking: a lone spike's jump is not the source's resolution
+    quantum = _quantum(_sample_diffs(by))
+    level = float(np.median(np.abs(by)))
+    xb, yb, edges = _buckets(bx, by, MAX_BUCKETS)
+    per_bucket = max(1.0, bx.size / xb.size)
+    sigma_b = max(_mad_sigma(np.diff(yb)), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
+                  1e-6 * level, 1.0)
+    fit.noise, fit.bucket_noise, fit.level = sigma, sigma_b, level
+    fit.peak = float(by.max())
+    fit.end_x = float(bx[-1])
+
+    bkps = change_points(xb, yb, sigma_b)
+    segs = _segments(xb, yb, bkps)
+    f = _fitted(xb, segs)
+    event = EVENT_SIGMAS * sigma_b
+    for s in segs:
+        rise = s.y1 - s.y0
+        s.kind = "growth" if rise >= event else "decline" if rise <= -event else "flat"
+    fit.segments = segs
+    fit.change_points = [float(xb[b]) for b in bkps[:-1]]
+
+    # A sawtooth: repeated falls that are followed by recoveries. Growth is then judged on the floor.
+    fall_min = max(event, OSCILLATION_MIN_FRACTION * level)
+    troughs = _troughs(xb, f, segs, fall_min)
+    fit.oscillating = len(troughs) >= 2
+    end_i = xb.size
+    if fit.oscillating:
+        end_i = troughs[-1] + 1   # the last tooth is unfinished: its rise says nothing yet
+    # growth that does not fall back: the future minimum of the fitted curve
+    env = np.minimum.accumulate(f[:end_i][::-1])[::-1]
+    fit.persistent_growth = float(env[-1] - env[0])
+    leak_min = max(LEAK_SIGMAS * sigma_b, LEAK_MIN_FRACTION * level, LEAK_MIN_QUANTA * quantum)
+
+    leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, fit.oscillating, troughs, bx, by)
+    duration = float(bx[-1] - bx[0])
+    if leak is not None:
+        fit.leak = leak
+        fit.classification = "staircase" if leak.pattern == "step" else "linear_growth"
+        fit.reason = "memory grows and does not fall back"
+        return fit
+
+    total_change = float(f[-1] - f[0])
+    if fit.oscillating:
+        fit.classification = "sawtooth"
+        fit.reason = f"{len(troughs)} falls back to a steady floor"
+    elif fit.persistent_growth >= leak_min:
+        fit.classification = "warmup_plateau"
+        fit.reason = "memory grew, then stayed level"
+    elif total_change <= -leak_min:
+        sharp = any(s.kind == "decline" and (s.x1 - s.x0) <= 0.02 * duration for s in segs) or _has_drop(segs, leak_min)
+        fit.classification = "release" if sharp else "decline"
+        fit.reason = "memory was freed" if sharp else "memory declines"
+    elif fit.release_x is not None:
+        fit.classification = "release"
+        fit.reason = "memory stayed level, then was freed"
+    else:
+        fit.classification = "flat"
+        fit.reason = "memory stays level"
+    return fit
+
+
+def _has_drop(segs: list[Segment], size: float) -> bool:
+    return any(b.y0 - a.y1 <= -size for a, b in zip(segs, segs[1:]))
+
+
+def _troughs(xb, f, segs: list[Segment], fall_min: float) -> list[int]:
+    """Bucket indexes of the bottoms after each significant fall that is followed by a recovery."""
+    falls = []   # (index of the bottom, depth)
+    for k, s in enumerate(segs):
+        if k > 0:
+            jump = s.y0 - segs[k - 1].y1
+            if jump <= -fall_min:
+                falls.append(s.i0)
+        if s.y1 - s.y0 <= -fall_min:
+            falls.append(s.i1 - 1)
+    out = []
+    for i in sorted(set(falls)):
+        # recovered: the curve comes back up by at least half of a fall afterwards
+        if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= 0.5 * fall_min:
+            out.append(i)
+    return out
+
+
+def _find_leak(xb, yb, env, sigma_b, leak_min, oscillating, troughs, bx, by) -> Leak | None:
+    """The growing part at the end of the envelope: a ramp that is still rising, or a staircase whose
+    steps keep coming. Returns None when growth stopped long enough ago (warm-up, one-off allocation)."""
+    n = env.size
+    if n < 2 * MIN_SEGMENT or env[-1] - env[0] < leak_min:
+        return None
+    duration = float(bx[-1] - bx[0])
+    bkps = change_points(xb, env, sigma_b)
+    segs = _segments(xb, env, bkps)
+    event = EVENT_SIGMAS * sigma_b
+    # growth events: a jump into a segment, or a segment's own rise
+    events = []   # (x_start, x_end, rise, kind, segment index)
+    for k, s in enumerate(segs):
+        if k > 0:
+            jump = s.y0 - segs[k - 1].y1
+            if jump >= JUMP_SIGMAS * sigma_b:
+                events.append((segs[k - 1].x1, s.x0, jump, "jump", k))
+        rise = s.y1 - s.y0
+        if rise >= event:
+            short = (s.i1 - s.i0) <= MIN_SEGMENT + 1 and (s.x1 - s.x0) <= 0.02 * duration
+            events.append((s.x0, s.x1, rise, "jump" if short else "ramp", k))
+    if not events:
+        return None
+    events = _merge_close(events, xb, duration)
+    end_x = float(xb[-1])
+    last = events[-1]
+    if oscillating:
+        return _sawtooth_leak(xb, env, troughs, leak_min, sigma_b, duration)
+    if last[3] == "ramp" and end_x - last[1] <= TAIL_QUIET_FRACTION * duration:
+        return _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration)
+    return _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
+
+
+def _merge_close(events: list[tuple], xb, duration) -> list[tuple]:
+    """One step seen as a jump, a short steep segment and another jump (a step inside a bucket)
+    becomes one event."""
+    near = max(3.0 * float(np.median(np.diff(xb))), 0.005 * duration) if xb.size > 1 else 0.0
+    out = [events[0]]
+    for e in events[1:]:
+        p = out[-1]
+        if e[0] - p[1] <= near and (p[3] == "jump" or e[3] == "jump"):
+            kind = "ramp" if (e[1] - p[0]) > 0.05 * duration else "jump"
+            out[-1] = (p[0], e[1], p[2] + e[2], kind, e[4])
+        else:
+            out.append(e)
+    return out
+
+
+def _confidence(z: float, z_min: float, extra: float = 1.0) -> float:
+    """0..1 from the evidence in standard errors: 0.5 at the detection threshold z_min, 0.89 at twice
+    it, 0.98 at three times; times a shape factor below 1 for weaker patterns."""
+    c = 1.0 - 0.5 * math.exp(-1.5 * (z / z_min - 1.0))
+    return round(max(0.05, min(0.99, c * extra)), 2)
+
+
+def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None:
+    ramps = [e for e in events if e[3] == "ramp"]
+    last = ramps[-1]
+    k_last = last[4]
+    slope_last = segs[k_last].slope
+    if slope_last <= 0:
+        return None
+    first_k = k_last
+    # walk back over contiguous growing segments whose slope is similar (one linear growth)
+    k = k_last - 1
+    while k >= 0:
+        s = segs[k]
+        jump = segs[k + 1].y0 - s.y1
+        if s.slope <= 0 or abs(jump) >= JUMP_SIGMAS * sigma_b:
+            break
+        ratio = s.slope / slope_last
+        if not (1 / SIMILAR_SLOPE <= ratio <= SIMILAR_SLOPE):
+            break
+        first_k = k
+        k -= 1
+    i0 = segs[first_k].i0
+    # still settling? a ramp whose slope keeps falling is a warm-up, not a leak
+    if _decelerating(xb[i0:], yb[i0:], sigma_b):
+        return None
+    onset = _refine_onset(xb, yb, segs, first_k)
+    sel = xb >= onset
+    if sel.sum() < 3:
+        sel = np.arange(xb.size) >= i0
+    rate = theil_sen(xb[sel], yb[sel])
+    if rate <= 0:
+        return None
+    end = float(xb[-1])
+    growth = rate * (end - onset)
+    n_ramp = int(sel.sum())
+    # the slope's standard error on n_ramp evenly spread buckets is sigma_b * sqrt(12 / n) / span
+    z = growth / (sigma_b * math.sqrt(12.0 / max(n_ramp, 2)))
+    if growth < leak_min or z < LEAK_Z:
+        return None
+    start_level = float(yb[sel][:3].mean()) if sel.sum() >= 3 else float(yb[i0])
+    return Leak("linear", onset, end, rate, growth, start_level, start_level + growth,
+                _confidence(z, LEAK_Z), z=z)
+
+
+def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
+    """True when a quadratic fits the ramp clearly better and its end slope is a small share of the
+    mean slope: the curve of a warm-up approaching its plateau."""
+    if x.size < 8:
+        return False
+    u = (x - x[0]) / ((x[-1] - x[0]) or 1.0)
+    A = np.column_stack([np.ones_like(u), u, u * u])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    sse_q = float(((A @ coef - y) ** 2).sum())
+    b, a = line_fit(u, y)
+    sse_l = float(((a + b * u - y) ** 2).sum())
+    if (sse_l - sse_q) / (sigma_b ** 2) < PENALTY_PER_CHANGE * math.log(max(x.size, 3)):
+        return False
+    mean_slope = coef[1] + coef[2]          # (y(1) - y(0)) of the quadratic
+    end_slope = coef[1] + 2 * coef[2]
+    return mean_slope > 0 and end_slope < DECELERATION * mean_slope
+
+
+def _refine_onset(xb, yb, segs, first_k) -> float:
+    """Where the growth starts, to better than a bucket: a continuous hinge fitted on the buckets
+    from the previous segment's start to the end (previous trend + a slope change at t0)."""
+    s = segs[first_k]
+    if first_k == 0:
+        return float(xb[0])
+    prev = segs[first_k - 1]
+    lo_i = prev.i0
+    x = xb[lo_i:]
+    y = yb[lo_i:]
+    span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
+    span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
+    cands = np.linspace(span_lo, span_hi, 120)
+    best, best_t = None, s.x0
+    for t0 in cands:
+        h = np.maximum(0.0, x - t0)
+        A = np.column_stack([np.ones_like(x), x - x[0], h])
+        coef, res, *_ = np.linalg.lstsq(A, y, rcond=None)
+        sse = float(((A @ coef - y) ** 2).sum())
+        if best is None or sse < best:
+            best, best_t = sse, float(t0)
+    return best_t
+
+
+def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | None:
+    """Repeated steps up, the last one recent compared with the spacing of the steps."""
+    # a steep short rise counts as a step too (a step spread over a few buckets)
+    steps = [e for e in events if e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration]
+    if len(steps) < 2:
+        return None
+    xs = [0.5 * (e[0] + e[1]) for e in steps]
+    hs = [e[2] for e in steps]
+    # walk back while the steps stay alike: regular spacing (a long quiet gap ends the staircase)
+    # and similar heights (a one-off allocation or warm-up is not one of the steps)
+    run = [len(steps) - 1]
+    for k in range(len(steps) - 2, -1, -1):
+        gap = xs[run[-1]] - xs[k]
+        intervals = [xs[run[i]] - xs[run[i + 1]] for i in range(len(run) - 1)]
+        typical = float(np.median(intervals)) if intervals else gap
+        if intervals and gap > 2.0 * typical:
+            break
+        h_typ = float(np.median([hs[i] for i in run]))
+        if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
+            break
+        run.append(k)
+    run = sorted(run)
+    if len(run) < 2:
+        return None
+    sx = [xs[k] for k in run]
+    sh = [hs[k] for k in run]
+    interval = float(np.median(np.diff(sx)))
+    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * interval + 0.01 * duration:
+        return None
+    growth = float(sum(sh))
+    if growth < leak_min:
+        return None
+    rate = float(sum(sh[1:]) / (sx[-1] - sx[0])) if sx[-1] > sx[0] else growth / max(end_x - sx[0], 1e-9)
+    onset = _refine_step(xb, yb, sx[0], interval)
+    pre = yb[xb < onset]
+    start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
+    z = growth / sigma_b
+    regular = 1.0 if len(run) >= 3 else 0.85
+    return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
+                _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
+
+
+def _refine_step(xb, yb, x_step, interval) -> float:
+    """Where the first step happens: the split that best separates two levels near it."""
+    lo, hi = x_step - 0.5 * interval, x_step + 0.5 * interval
+    sel = np.nonzero((xb >= lo) & (xb <= hi))[0]
+    if sel.size < 4:
+        return x_step
+    y = yb[sel]
+    best, best_k = None, None
+    for k in range(1, y.size):
+        sse = float(((y[:k] - y[:k].mean()) ** 2).sum() + ((y[k:] - y[k:].mean()) ** 2).sum())
+        if best is None or sse < best:
+            best, best_k = sse, k
+    return float(0.5 * (xb[sel[best_k - 1]] + xb[sel[best_k]]))
+
+
+def _sawtooth_leak(xb, env, troughs, leak_min, sigma_b, duration) -> Leak | None:
+    """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak."""
+    # the series' start is a floor point too (the envelope there is the lowest later floor)
+    tx = np.concatenate([[xb[0]], xb[troughs]])
+    ty = np.concatenate([[env[0]], env[troughs]])
+    if tx.size < 3:
+        return None
+    # the floor's own run: from the last trough back while it keeps rising
+    rate = theil_sen(tx, ty)
+    if rate <= 0:
+        return None
+    # onset: a hinge on the troughs (floor level, then rising)
+    best, onset = None, float(tx[0])
+    for j in range(0, tx.size - 2):
+        h = np.maximum(0.0, tx - tx[j])
+        A = np.column_stack([np.ones_like(tx), h])
+        coef, *_ = np.linalg.lstsq(A, ty, rcond=None)
+        sse = float(((A @ coef - ty) ** 2).sum())
+        if best is None or sse < best * 0.999:
+            best, onset = sse, float(tx[j])
+    sel = tx >= onset
+    rate = theil_sen(tx[sel], ty[sel]) if sel.sum() >= 3 else rate
+    growth = rate * float(tx[-1] - onset)
+    if rate <= 0 or growth < leak_min:
+        return None
+    start_level = float(ty[sel][0])
+    b, a = line_fit(tx[sel], ty[sel])
+    resid = float(np.sqrt(np.mean((ty[sel] - (a + b * tx[sel])) ** 2))) if sel.sum() > 2 else 0.0
+    z = growth / (max(resid, sigma_b) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
+    if z < LEAK_Z:
+        return None
+    return Leak("linear", onset, float(tx[-1]), rate, growth, start_level, start_level + growth,
+                _confidence(z, LEAK_Z, 0.9), z=z)

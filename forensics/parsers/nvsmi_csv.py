@@ -1,0 +1,449 @@
+"""`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] [-l N]` logs (formats.md §1.1).
+
+Column-wise over the whole file: each line is either a header (or a `--query-gpu=` command line,
+which names the columns of the rows under it), a data row of the current column map, or something
+to skip and count. Rows are keyed on index / uuid / bus id, never on their position. A file without
+a header gets its columns from the shapes of its cells.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .. import clock
+from ..options import Options
+from ..schema import Parsed, events_frame, samples_frame
+from ..sources import Source
+from . import nvsmi_common as C
+
+NAME = "nvidia-smi-csv"
+
+ALIASES = {
+    "gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_uuid": "uuid", "gpu_serial": "serial",
+    "clocks.gr": "clocks.current.graphics", "clocks.mem": "clocks.current.memory",
+    "clocks.sm": "clocks.current.sm", "clocks.video": "clocks.current.video",
+}
+ROLES = ("timestamp", "index", "uuid", "pci.bus_id", "name", "memory.used", "memory.total", "memory.free",
+         "memory.reserved")
+MEMORY = ("memory.used", "memory.total", "memory.free", "memory.reserved")
+
+# Headerless layouts documented in formats.md §1.1 (cell shapes -> column names). "ph" cells
+# ([N/A], ...) fit any shape.
+KNOWN_LAYOUTS: list[tuple[str, list[set[str]], list[str]]] = [
+    ("the NVIDIA-documented query used by OmniOpt's gpu_usage_*.csv",
+     [{"ts"}, {"gpuname", "text"}, {"bus"}, {"version", "float"}, {"pstate"}, {"int"}, {"int"}, {"int"},
+      {"pct"}, {"pct"}, {"mib"}, {"mib"}, {"mib"}],
+     ["timestamp", "name", "pci.bus_id", "driver_version", "pstate", "pcie.link.gen.max",
+      "pcie.link.gen.current", "temperature.gpu", "utilization.gpu", "utilization.memory", "memory.total",
+      "memory.free", "memory.used"]),
+    ("index, name, driver_version, memory.total, memory.used, memory.free",
+     [{"int"}, {"gpuname", "text"}, {"version", "float"}, {"mib"}, {"mib"}, {"mib"}],
+     ["index", "name", "driver_version", "memory.total", "memory.used", "memory.free"]),
+    ("name, memory.total, memory.used, memory.free, driver_version, temperature.gpu, power.draw, power.limit",
+     [{"gpuname", "text"}, {"mib"}, {"mib"}, {"mib"}, {"version", "float"}, {"int"}, {"watt"}, {"watt"}],
+     ["name", "memory.total", "memory.used", "memory.free", "driver_version", "temperature.gpu", "power.draw",
+      "power.limit"]),
+    ("index, uuid, name, temperature.gpu, utilization.gpu, memory.used, memory.total, power.draw, clocks",
+     [{"int"}, {"uuid"}, {"gpuname", "text"}, {"int"}, {"pct"}, {"mib"}, {"mib"}, {"watt"}, {"mhz"}, {"mhz"}],
+     ["index", "uuid", "name", "temperature.gpu", "utilization.gpu", "memory.used", "memory.total", "power.draw",
+      "clocks.current.sm", "clocks.current.memory"]),
+    ("name, fan.speed, memory.total, memory.used, utilization.gpu, temperature.gpu, power.draw, clocks",
+     [{"gpuname", "text"}, {"pct"}, {"mib"}, {"mib"}, {"pct"}, {"int"}, {"watt"}, {"mhz"}, {"mhz"}],
+     ["name", "fan.speed", "memory.total", "memory.used", "utilization.gpu", "temperature.gpu", "power.draw",
+      "clocks.current.graphics", "clocks.current.memory"]),
+]
+
+
+@dataclass
+class ColumnMap:
+    ncols: int
+    roles: dict[str, int] = field(default_factory=dict)       # role -> position
+    units: dict[str, str | None] = field(default_factory=dict)  # role -> unit from the header brackets
+    origin: str = ""
+
+    def pattern(self) -> str:
+        wanted = set(self.roles.values())
+        cells = [f"(?<c{i}>[^,]*)" if i in wanted else "[^,]*" for i in range(self.ncols)]
+        return "^" + ", ".join(cells) + "$"
+
+
+def sniff(head: list[str]) -> str | None:
+    return C.sniff_for(NAME, head)
+
+
+def map_from_names(names: list[tuple[str, str | None]], origin: str) -> ColumnMap:
+    m = ColumnMap(ncols=len(names), origin=origin)
+    for i, (name, unit) in enumerate(names):
+        name = ALIASES.get(name, name)
+        if name in ROLES and name not in m.roles:
+            m.roles[name] = i
+            m.units[name] = unit
+    return m
+
+
+# -- headerless: columns from the cell shapes --------------------------------------------------------
+
+def _mib(cell: str) -> float | None:
+    m = re.fullmatch(C.MEM_VALUE_RE, cell.strip())
+    if not m or not m.group(2):
+        return None
+    from ..units import to_bytes
+
+    return to_bytes(m.group(1), m.group(2))
+
+
+def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
+    """A column map for headerless rows, from the shapes of their cells; and notes saying what was
+    assumed. None when the rows are not --query-gpu rows."""
+    rows = [C.strip_row(t).split(", ") for t in texts if ", " in t]
+    rows = [r for r in rows if C.is_gpu_row([C.cell_kind(c) for c in r])][:200]
+    if not rows:
+        return None, []
+    ncols = Counter(len(r) for r in rows).most_common(1)[0][0]
+    rows = [r for r in rows if len(r) == ncols]
+    kinds = []
+    for i in range(ncols):
+        col = [C.cell_kind(r[i]) for r in rows]
+        real = [k for k in col if k != "ph"]
+        kinds.append(Counter(real).most_common(1)[0][0] if real else "ph")
+    origin = "no header: columns inferred from the cell shapes"
+    for desc, shape, names in KNOWN_LAYOUTS:
+        if len(shape) == ncols and all(k == "ph" or k in s for k, s in zip(kinds, shape)):
+            m = map_from_names([(n, None) for n in names], f"no header: the layout of {desc}")
+            return m, [f"no header: the columns were read as {desc} (formats.md §1.1), from the cell shapes"]
+    m = ColumnMap(ncols=ncols, origin=origin)
+    described = []
+
+    def take(role: str, kind: str, positions=None) -> None:
+        for i, k in enumerate(kinds):
+            if k == kind and (positions is None or i in positions) and role not in m.roles:
+                m.roles[role] = i
+                described.append(f"{i + 1}={role}")
+
+    take("timestamp", "ts")
+    take("index", "int", {1 if kinds[0] == "ts" else 0})
+    take("uuid", "uuid")
+    take("pci.bus_id", "bus")
+    take("name", "gpuname")
+    notes = []
+    mib_cols = [i for i, k in enumerate(kinds) if k == "mib"]
+    key_col = next((m.roles[r] for r in ("index", "uuid", "pci.bus_id") if r in m.roles), None)
+    values = {i: [_mib(r[i]) for r in rows] for i in mib_cols}
+    keys = [r[key_col] if key_col is not None else "" for r in rows]
+
+    def constant_per_gpu(i: int) -> bool:
+        seen: dict[str, float] = {}
+        for k, v in zip(keys, values[i]):
+            if v is None:
+                continue
+            if seen.setdefault(k, v) != v:
+                return False
+        return True
+
+    def dominates(i: int) -> bool:
+        return all(
+            all(a is None or b is None or a >= b for a, b in zip(values[i], values[j])) for j in mib_cols if j != i
+        )
+
+    totals = [i for i in mib_cols if constant_per_gpu(i) and dominates(i)] if len(mib_cols) > 1 else []
+    total = totals[0] if len(totals) == 1 else None
+    if total is not None:
+        m.roles["memory.total"] = total
+        described.append(f"{total + 1}=memory.total")
+    rest = [i for i in mib_cols if i != total]
+    if len(mib_cols) == 1:
+        m.roles["memory.used"] = mib_cols[0]
+        described.append(f"{mib_cols[0] + 1}=memory.used")
+        notes.append(f"no header: the only MiB column ({mib_cols[0] + 1}) was taken as memory.used (assumed)")
+    elif total is not None and len(rest) == 1:
+        m.roles["memory.used"] = rest[0]
+        described.append(f"{rest[0] + 1}=memory.used")
+        notes.append(f"no header: of the two MiB columns, column {total + 1} is constant and the larger, so it was "
+                     f"taken as memory.total and column {rest[0] + 1} as memory.used (assumed; memory.free would "
+                     "look the same)")
+    elif mib_cols:
+        notes.append(f"no header: cannot tell which of the MiB columns {', '.join(str(i + 1) for i in rest)} is "
+                     "memory.used, so no memory samples were emitted; log with the header (drop `noheader`)")
+    m.origin = origin
+    notes.insert(0, "no header: columns inferred from the cell shapes: " + ", ".join(described))
+    return m, notes
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+def parse(src: Source, opts: Options) -> Parsed:
+    return parse_lines(src.frame(), src.path, opts)
+
+
+def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | None], int | None]:
+    """Header and `--query-gpu=` command lines -> (frame of line, start: map id), the maps by id
+    (None: a foreign section, e.g. a compute-apps header), and the line of the first gpu header."""
+    cand = df.filter(pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True))
+    ids: dict[str, int] = {}
+    maps: dict[int, ColumnMap | None] = {}
+    first_header = None
+    by_text: dict[str, ColumnMap | None | bool] = {}
+    out_lines, out_ids = [], []
+    for line, raw in cand.select("line", "text").iter_rows():
+        t = raw.strip()
+        if t not in by_text:
+            kind = C.header_kind(t)
+            if kind == "gpu":
+                by_text[t] = map_from_names(C.header_names(t), f"header at line {line}")
+            elif kind == "apps":
+                by_text[t] = None
+            elif re.match(C.PROMPT_RE, t) and C.query_list(t, "gpu"):
+                names = [(n, None) for n in C.query_list(t, "gpu")]
+                by_text[t] = map_from_names(names, f"the command at line {line}")
+            elif re.match(C.PROMPT_RE, t) and C.query_list(t, "apps"):
+                by_text[t] = None
+            else:
+                by_text[t] = False
+        got = by_text[t]
+        if got is False:
+            continue
+        if t not in ids:
+            ids[t] = len(ids) + 1
+            maps[ids[t]] = got
+        if first_header is None and got is not None and C.header_kind(t) == "gpu":
+            first_header = line
+        out_lines.append(line)
+        out_ids.append(ids[t])
+    starts = pl.DataFrame({"line": out_lines, "start": out_ids}, schema={"line": pl.Int64, "start": pl.Int32})
+    return starts, maps, first_header
+
+
+def _is_uuid(v: str) -> str | None:
+    v = v.strip()
+    return v if re.fullmatch(C.UUID_RE, v) else None
+
+
+def _is_index(v: str) -> str | None:
+    v = v.strip()
+    return str(int(v)) if re.fullmatch(r"\d{1,4}", v) else None
+
+
+def _is_name(v: str) -> str | None:
+    v = v.strip()
+    return None if not v or re.fullmatch(C.PLACEHOLDER_RE, v) else v
+
+
+CHUNK_ROWS = 2_000_000
+_BAD_SCHEMA = {"line": pl.Int64, "text": pl.String, "reason": pl.String}
+_ROW_SCHEMA = {"line": pl.Int64, "time": pl.Datetime("us", "UTC"), "gpu": pl.String, "series": pl.String,
+               "bytes": pl.Int64, "ph": pl.Boolean, "total_bytes": pl.Int64}
+_ID_SCHEMA = {"gpu": pl.String, "index": pl.String, "uuid": pl.String, "bus": pl.String, "name": pl.String,
+              "total_bytes": pl.Int64}
+
+
+def _nulls(n: int, dtype) -> pl.Series:
+    return pl.repeat(None, n, dtype=dtype, eager=True)
+
+
+def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Rows of one column map -> (readings, GPU ids seen, rows that do not fit), in chunks so that
+    the split cells of a month-long log never sit in memory all at once."""
+    if not m.roles:
+        return (pl.DataFrame(schema=_ROW_SCHEMA), pl.DataFrame(schema=_ID_SCHEMA),
+                rows.select("line", "text").with_columns(pl.lit("row without memory columns").alias("reason")))
+    outs, ids, bads = [], [], []
+    for off in range(0, rows.height, CHUNK_ROWS):
+        o, i, b = _read_chunk(rows.slice(off, CHUNK_ROWS), m, zone)
+        outs.append(o)
+        ids.append(i)
+        bads.append(b)
+    ids_df = pl.concat(ids).group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(
+        pl.col("total_bytes").max())
+    return pl.concat(outs), ids_df, pl.concat(bads)
+
+
+def _read_chunk(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Column-wise: one regex pass splits the cells; ids are checked once per distinct value; memory
+    cells take a fast path for the plain `N MiB`; times are localized once per distinct minute."""
+    r = m.roles
+    pattern = r"^\s*(?://+\s*)?" + m.pattern()[1:-1] + r"\s*$"
+    df = rows.select("line", "text", pl.col("text").str.extract_groups(pattern).alias("g")).unnest("g")
+    fits = df[f"c{next(iter(r.values()))}"].is_not_null()
+    bad = [df.filter(~fits).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))]
+    if not fits.all():
+        df = df.filter(fits)
+    n = df.height
+    cols = {"line": df["line"]}
+    if "timestamp" in r:
+        naive = df[f"c{r['timestamp']}"].str.strip_chars().str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f",
+                                                                       strict=False)
+        cols["time"] = C.localize_series(naive, zone)
+    else:
+        cols["time"] = _nulls(n, pl.Datetime("us", "UTC"))
+    cols["index"] = C.map_unique(df[f"c{r['index']}"], _is_index) if "index" in r else _nulls(n, pl.String)
+    cols["uuid"] = C.map_unique(df[f"c{r['uuid']}"], _is_uuid) if "uuid" in r else _nulls(n, pl.String)
+    cols["bus"] = C.map_unique(df[f"c{r['pci.bus_id']}"], C.norm_bus) if "pci.bus_id" in r else _nulls(n, pl.String)
+    cols["name"] = C.map_unique(df[f"c{r['name']}"], _is_name) if "name" in r else _nulls(n, pl.String)
+    value_role = "memory.used" if "memory.used" in r else ("memory.free" if "memory.free" in r else None)
+    if value_role:
+        cells = df[f"c{r[value_role]}"]
+        cols["bytes"] = C.mem_bytes(cells, m.units.get(value_role) or "MiB")
+        cols["ph"] = C.placeholder_mask(cells, cols["bytes"])
+    else:
+        cols["bytes"] = _nulls(n, pl.Int64)
+        cols["ph"] = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    if "memory.total" in r:
+        cols["total_bytes"] = C.mem_bytes(df[f"c{r['memory.total']}"], m.units.get("memory.total") or "MiB")
+    else:
+        cols["total_bytes"] = _nulls(n, pl.Int64)
+    res = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
+    id_cols = [c for c, role in (("index", "index"), ("uuid", "uuid"), ("bus", "pci.bus_id")) if role in r]
+    # without an index/uuid/bus column the GPU name is the only key (resolved for the whole file later)
+    res = res.with_columns(pl.coalesce([pl.col(c) for c in id_cols] or [pl.col("name")]).alias("gpu"),
+                           pl.lit(value_role, dtype=pl.String).alias("series"))
+    # a row counts when its memory cell holds a number or a placeholder; anything else is garbage
+    ok = (pl.col("bytes").is_not_null() | pl.col("ph")) if value_role else pl.lit(True)
+    if "timestamp" in r:
+        ok = ok & pl.col("time").is_not_null()
+    bad_rows = res.filter(~ok)
+    if bad_rows.height:
+        reason = pl.when(pl.col("time").is_null() & pl.lit("timestamp" in r)).then(pl.lit("unreadable timestamp")) \
+            .otherwise(pl.lit("row does not fit the columns"))
+        bad.append(bad_rows.select("line", reason.alias("reason")).join(df.select("line", "text"), on="line"))
+        res = res.filter(ok)
+    ids = res.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
+    return (res.select(list(_ROW_SCHEMA)), ids.select(list(_ID_SCHEMA)),
+            pl.concat([b.select(list(_BAD_SCHEMA)).cast(_BAD_SCHEMA) for b in bad]))
+
+
+def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False) -> Parsed:
+    p = Parsed()
+    zone = opts.tz_for(path)
+    df = df.select("line", "text")
+    starts, maps, first_header = _start_lines(df)
+    if starts.height:
+        df = df.join(starts, on="line", how="left", maintain_order="left").with_columns(
+            pl.col("start").forward_fill().fill_null(0).alias("map"))
+        body = df.filter(pl.col("start").is_null())
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.Int32).alias("start"), pl.lit(0, dtype=pl.Int32).alias("map"))
+        body = df
+
+    # rows before any header: columns from the cell shapes
+    lead = body.filter(pl.col("map") == 0) if starts.height else body
+    if lead.height:
+        candidates = lead.head(2000).filter(pl.col("text").str.contains(", ", literal=True)).head(400)["text"].to_list()
+        maps[0], notes = infer_map(candidates)
+        p.notes.extend(notes)
+    parts, id_parts, rest_parts = [], [], []
+    groups = body.partition_by("map", as_dict=True, maintain_order=True) if starts.height else {(0,): body}
+    for key, part in groups.items():
+        mid = key[0] if isinstance(key, tuple) else key
+        m = maps.get(mid)
+        if m is None:
+            reason = "compute-apps section" if mid else "unrecognized line"
+            rest_parts.append(part.select("line", "text").with_columns(pl.lit(reason).alias("reason")))
+            continue
+        good, ids, bad = _read_rows(part, m, zone)
+        parts.append(good)
+        id_parts.append(ids)
+        rest_parts.append(bad)
+    del body, groups
+    rows = pl.concat(parts) if parts else pl.DataFrame(schema=_ROW_SCHEMA)
+    if len(parts) > 1:
+        rows = rows.sort("line")
+    ids = pl.concat(id_parts) if id_parts else pl.DataFrame(schema=_ID_SCHEMA)
+    rest = pl.concat(rest_parts) if rest_parts else pl.DataFrame(schema=_BAD_SCHEMA)
+
+    # repeated headers and command lines are counted; the first header is the file's own
+    for line, t in df.filter(pl.col("start").is_not_null() & (pl.col("line") != (first_header or -1))) \
+            .select("line", "text").iter_rows():
+        p.skipped.add("repeated header" if C.header_kind(t.strip()) == "gpu" else "shell prompt", line)
+    del df
+
+    rest, errors = C.classify_rest(rest)
+    p.skipped.add_lines("driver error", errors["line"])
+
+    if rows.height:
+        no_id = ids["index"].null_count() == ids.height and ids["uuid"].null_count() == ids.height \
+            and ids["bus"].null_count() == ids.height
+        if no_id and ids["name"].drop_nulls().n_unique() > 1:
+            p.notes.append("no index, uuid or pci.bus_id column: GPUs are told apart by their names")
+        elif no_id:
+            rows = rows.with_columns(pl.lit(None, dtype=pl.String).alias("gpu"))
+            ids = ids.with_columns(pl.lit(None, dtype=pl.String).alias("gpu"))
+            p.notes.append("no index, uuid or pci.bus_id column: all rows are taken as one GPU")
+    timed = rows.height > 0 and rows["time"].null_count() < rows.height
+    if not timed and rows.height:
+        rows, rest, used_dates = _time_from_date_lines(rows, rest, zone)
+        if used_dates:
+            timed = True
+            p.notes.append(f"no timestamp column: times taken from the {used_dates} `date` lines between the rows")
+    # sample number: a new sample starts when a GPU repeats
+    rows = rows.with_columns(pl.int_range(1, pl.len() + 1).over(pl.col("gpu").fill_null("")).cum_max().alias("seq"))
+    p.clock = "wall-assumed" if timed else "none"
+    if not timed and rows.height:
+        p.notes.append("no timestamp column: rows are ordered by sample number (a new sample starts when a GPU repeats)")
+
+    out = rows.filter(pl.col("series").is_not_null() & (pl.col("bytes").is_not_null() | pl.col("ph")))
+    p.samples = samples_frame(out.select("time", "seq", "line", "gpu", "series", "bytes", "total_bytes"))
+    if out.height and out["bytes"].null_count() == out.height:
+        p.notes.append("memory is a placeholder such as [N/A] on every row (a unified-memory GPU such as GB10 "
+                       "reports none): no memory readings")
+    if rows.height and (rows["series"] == "memory.free").any():
+        p.notes.append("no memory.used column: memory.free is given as series memory.free")
+    if rows.height and rows["series"].null_count() == rows.height:
+        p.notes.append("no memory column in this query: GPU rows were read but give no memory samples")
+
+    if errors.height:
+        ev_time = None
+        if timed:
+            errors = errors.sort("line").join_asof(rows.select("line", pl.col("time").alias("prev_time")),
+                                                   on="line", strategy="backward")
+            ev_time = pl.col("prev_time")
+        p.events = C.driver_error_events(errors, ev_time)
+
+    _meta(p, ids)
+    return C.finish(p, rest, path, opts, NAME, nested)
+
+
+def _time_from_date_lines(rows: pl.DataFrame, rest: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """A shell loop that runs `date` before each query gives an untimed CSV its clock."""
+    dates = rest.filter(pl.col("reason") == "date line").with_columns(
+        pl.col("text").str.strip_chars().alias("d")
+    ).with_columns(
+        pl.col("d").str.extract(r" ([A-Z]{2,5}) \d{4}$", 1).alias("zone"),
+        C.asctime_expr(pl.col("d").str.replace(r" [A-Z]{2,5}( \d{4})$", "$1")).alias("naive"),
+    ).filter(pl.col("naive").is_not_null())
+    if dates.height == 0:
+        return rows, rest, 0
+    utc_named = pl.col("zone").is_in(["UTC", "GMT", "Z"])
+    dates = dates.with_columns(
+        pl.when(utc_named).then(pl.col("naive").dt.replace_time_zone("UTC"))
+        .otherwise(clock.localize(pl.col("naive"), zone)).alias("dtime")
+    )
+    rows = rows.drop("time").join_asof(dates.select("line", pl.col("dtime").alias("time")).sort("line"),
+                                       on="line", strategy="backward")
+    rest = rest.filter(~pl.col("line").is_in(dates["line"].implode()))
+    return rows, rest, dates.height
+
+
+def _meta(p: Parsed, ids: pl.DataFrame) -> None:
+    if ids.height == 0:
+        return
+    gpus = ids.group_by("gpu", maintain_order=True).agg(
+        pl.col("index").drop_nulls().first(), pl.col("name").drop_nulls().first(),
+        pl.col("uuid").drop_nulls().first(), pl.col("bus").drop_nulls().first(),
+        pl.col("total_bytes").drop_nulls().max(),
+    )
+    p.meta["gpus"] = [
+        {"gpu": g, "index": i, "name": n, "uuid": u, "bus_id": b, "total_bytes": tb}
+        for g, i, n, u, b, tb in gpus.iter_rows()
+        if any(x is not None for x in (g, n, tb))
+    ]
+    gpu_map = {}
+    for g in p.meta["gpus"]:
+        if g["index"] is not None:
+            for k in ("uuid", "bus_id"):
+                if g[k]:
+                    gpu_map[g[k]] = g["index"]
+    if gpu_map:
+        p.meta["gpu_map"] = gpu_map

@@ -1,0 +1,1593 @@
+"""The incident report: first a plain-data context (unit- and golden-tested), then HTML, Markdown, JSON.
+
+`build_context` does all the work of choosing, downsampling and formatting; its result holds only
+str/int/float/bool/list/dict/None, so it can be compared with a golden file. `render_html` and
+`render_markdown` only lay that data out. Every piece of log text reaches the HTML through jinja2 with
+autoescape on (also inside SVG), and the one JSON block in a <script> tag has `<`, `>` and `&` escaped.
+
+Size is bounded whatever the input: series are drawn from a fixed number of min/max buckets (never
+the raw rows), and every list (charts, findings, evidence, events, sanitizer stacks, inputs,
+problems) is capped, with the rest summarized as counts.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections import Counter, defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jinja2
+import polars as pl
+from markupsafe import Markup
+
+import forensics
+
+from .findings import SEVERITY_RANK, iso, summary_json
+from .units import human
+
+# ---- limits: they keep the report small on the worst day -------------------------------------------
+PLOT_BUCKETS = 250          # min/max buckets per series across a chart's width
+PROCESS_BUCKETS = 120       # process charts are drawn smaller
+MARKER_COLUMNS = 120        # events closer than 1/120 of the width merge into one marker
+ZOOM_BUCKETS = 200
+SPARK_CELLS = 32            # characters in a Markdown sparkline
+MAX_GPU_CHARTS = 16
+MAX_PROCESS_CHARTS = 12
+MAX_OTHER_CHARTS = 8
+MAX_SERIES_PER_CHART = 8
+MAX_MARKERS_PER_CHART = 24  # per GPU chart; process charts and close-ups get fewer
+MAX_MARKERS_PROCESS = 10
+MAX_MARKERS_ZOOM = 16
+MAX_FINDINGS = 30
+MAX_EVIDENCE = 6
+MAX_EVENT_ROWS = 80
+MAX_TABLE_ROWS = 20         # OOM kills, CUDA OOMs, Xid groups
+MAX_SANITIZER_GROUPS = 30
+MAX_FRAMES = 16
+MAX_INPUT_ROWS = 100
+MAX_PROBLEMS = 100
+MAX_TEXT = 400              # characters of one quoted log line
+MAX_DETAIL_ITEMS = 14
+EMBED_FINDINGS = 20
+EMBED_EVIDENCE = 2          # evidence lines per finding in the JSON embedded in the HTML
+EMBED_INPUTS = 50
+
+SERIES_KEY = ("source", "host", "gpu", "pid", "series", "label")
+
+VERDICT_LABELS = {
+    "leak": ("Memory leak", "critical"),
+    "cache_growth": ("Allocator cache growth, not a leak", "warning"),
+    "no_leak": ("No leak found", "ok"),
+    "inconclusive": ("Inconclusive", "neutral"),
+}
+
+SERIES_COLORS = {
+    "memory.used": "#1f6fb4",
+    "process.used": "#7b4fb3",
+    "allocated": "#2e9a3a",
+    "reserved": "#e07b10",
+    "max_allocated": "#8fcf8f",
+    "max_reserved": "#f5b971",
+    "host.rss": "#8c5a3c",
+}
+FALLBACK_COLORS = ("#1f6fb4", "#e07b10", "#2e9a3a", "#c0392b", "#7b4fb3", "#8c5a3c", "#d45fa8", "#5f6b73",
+                   "#a8a81a", "#16a3b8")
+
+EVENT_STYLE = {
+    # kind: (label, colour, drawn on charts)
+    "oom_kill": ("OOM kill", "#c0392b", True),
+    "oom_invoked": ("OOM killer invoked", "#e8897f", True),
+    "oom_reaped": ("OOM reaped", "#e8897f", False),
+    "gpu_oom": ("CUDA out of memory", "#d4237a", True),
+    "xid": ("Xid", "#6d4c41", True),
+    "driver_error": ("driver error", "#6d4c41", True),
+    "marker": ("marker", "#5f6b73", True),
+    "process_start": ("process start", "#16a3b8", True),
+    "process_gone": ("process gone", "#a8a81a", True),
+    "sanitizer_leak": ("sanitizer leak", "#7b4fb3", False),
+    "sanitizer_summary": ("sanitizer summary", "#7b4fb3", False),
+    "sanitizer_error": ("sanitizer error", "#7b4fb3", True),
+}
+FATAL_KINDS = ("oom_kill", "gpu_oom")
+# Xid codes after which a job is gone (fallen off the bus, double-bit ECC, contained/uncontained ECC,
+# GSP/RM errors that need a reset)
+FATAL_XIDS = {48, 62, 64, 74, 79, 92, 94, 95, 119, 120, 140}
+
+# Library modules in a host backtrace: frames from these are not where the user allocated.
+_LIB_FRAME = re.compile(
+    r"libcuda|libcudart|nvcuda|libcublas|libcudnn|libnccl|libtorch|libc10|libcaffe2|_C\.(?:cpython|so)|"
+    r"libpython|python3?(?:\.\d+)?$|ld-linux|libc\.so|libstdc\+\+|cudart_static|libcupy|cupy_backends|"
+    r"\bcuMem|\bcudaMalloc|\bcudaHostAlloc|\bcuMemHostAlloc|\bcudaMallocManaged", re.IGNORECASE)
+
+
+# ---- small helpers ---------------------------------------------------------------------------------
+
+def _get(obj, *names, default=None):
+    """Attribute or key by the first name that exists (the analysis is duck-typed)."""
+    for name in names:
+        if isinstance(obj, dict):
+            if name in obj:
+                return obj[name]
+        elif hasattr(obj, name):
+            return getattr(obj, name)
+    return default
+
+
+def _clip(text, limit: int = MAX_TEXT) -> str:
+    if text is None:
+        return ""
+    # one line always: the HTML is written with its indentation stripped, which is safe only so
+    text = str(text).replace("\r", "").replace("\x00", "").replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _plain(value):
+    """Any value -> plain data (str/int/float/bool/list/dict/None)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _plain(value.item())
+    return str(value)
+
+
+def _natural(text) -> tuple:
+    """Sort "2" before "10", numbers before names."""
+    text = "" if text is None else str(text)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p)
+
+
+def _base(path: str | None) -> str:
+    return os.path.basename(path or "") or (path or "")
+
+
+def _rate(n: float | None, per: str) -> str | None:
+    if n is None:
+        return None
+    return f"{human(n)}/{per}"
+
+
+def _duration(hours: float | None) -> str | None:
+    if hours is None or not math.isfinite(hours):
+        return None
+    if hours < 0:
+        return "already past"
+    minutes = hours * 60
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
+    if minutes < 90:
+        return f"{minutes:.0f} min"
+    if hours < 48:
+        h = int(hours)
+        return f"{h} h {round((hours - h) * 60):02d} min"
+    return f"{hours / 24:.1f} days"
+
+
+def _json_detail(text) -> dict:
+    if not text:
+        return {}
+    try:
+        d = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+class _Clock:
+    """Formats instants in the user's zone and in UTC."""
+
+    def __init__(self, zone: str):
+        try:
+            self.zone = ZoneInfo(zone)
+            self.name = zone
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            self.zone, self.name = ZoneInfo("UTC"), "UTC"
+        self.is_utc = self.name in ("UTC", "Etc/UTC", "Z", "Etc/Zulu", "Zulu", "GMT", "Etc/GMT")
+
+    def when(self, t) -> dict | None:
+        if t is None:
+            return None
+        if isinstance(t, (int, float)):
+            t = datetime.fromtimestamp(t, timezone.utc)
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        t = t.astimezone(timezone.utc)
+        local = t.astimezone(self.zone)
+        return {
+            "iso": iso(t),
+            "local": local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or self.name),
+            "utc": t.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        }
+
+    def offset(self, t: datetime | None = None) -> str:
+        t = t or datetime.now(timezone.utc)
+        off = t.astimezone(self.zone).utcoffset() or timedelta(0)
+        minutes = int(off.total_seconds() // 60)
+        sign = "+" if minutes >= 0 else "-"
+        return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+    def span(self, a, b) -> dict | None:
+        """`2024-06-01 10:00:00 → 15:59:50 CEST` (the date once when both ends share it), and in UTC."""
+        if a is None or b is None:
+            return None
+
+        def as_utc(t):
+            if isinstance(t, (int, float)):
+                return datetime.fromtimestamp(t, timezone.utc)
+            return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+        a, b = as_utc(a), as_utc(b)
+
+        def fmt(x, y, zone_label_x, zone_label_y):
+            left = x.strftime("%Y-%m-%d %H:%M:%S")
+            right = y.strftime("%H:%M:%S") if x.date() == y.date() else y.strftime("%Y-%m-%d %H:%M:%S")
+            if zone_label_x != zone_label_y:
+                return f"{left} {zone_label_x} → {right} {zone_label_y}"
+            return f"{left} → {right} {zone_label_x}"
+
+        la, lb = a.astimezone(self.zone), b.astimezone(self.zone)
+        return {"local": fmt(la, lb, la.tzname() or self.name, lb.tzname() or self.name),
+                "utc": None if self.is_utc else fmt(a, b, "UTC", "UTC")}
+
+
+def _epoch(t) -> float | None:
+    if t is None:
+        return None
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        return round(t.timestamp(), 3)
+    if isinstance(t, (int, float)):
+        return float(t)
+    return None
+
+
+# ---- the series table and downsampling ------------------------------------------------------------
+
+def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index."""
+    keys = list(SERIES_KEY)
+    s = samples.filter(pl.col("bytes").is_not_null())
+    if s.is_empty():
+        return s.with_columns(pl.lit(0).alias("sid"), pl.lit(0.0).alias("x")), pl.DataFrame()
+    # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
+    flags = s.group_by(keys).agg(
+        (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
+        (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step"),
+    ).with_columns(
+        pl.when(pl.col("has_time")).then(pl.lit("time"))
+        .when(pl.col("has_step")).then(pl.lit("step"))
+        .otherwise(pl.lit("index")).alias("xkind")
+    ).sort(keys, nulls_last=False).with_row_index("sid").with_columns(pl.col("sid").cast(pl.Int64))
+    rows = s.join(flags.select(keys + ["sid", "xkind"]), on=keys, how="inner", nulls_equal=True)
+    rows = rows.with_columns(
+        pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
+        .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
+        .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
+    ).filter(pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
+    stats = rows.group_by("sid").agg(
+        pl.len().alias("n"),
+        pl.col("x").min().alias("x0"),
+        pl.col("x").max().alias("x1"),
+        pl.col("y").min().alias("low"),
+        pl.col("y").max().alias("peak"),
+        pl.col("y").sort_by("x").first().alias("first"),
+        pl.col("y").sort_by("x").last().alias("last"),
+        pl.col("total_bytes").max().alias("capacity"),
+    )
+    table = flags.join(stats, on="sid", how="inner").sort("sid")
+    return rows.select("sid", "x", "y"), table
+
+
+def _envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> dict[int, list]:
+    """Min/max per bucket for each series id in `ranges` (sid -> (x0, x1)): the points to draw, in x
+    order, in runs split where data is missing for a while."""
+    if not ranges:
+        return {}
+    rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
+                        "hi": [r[1] for r in ranges.values()]},
+                       schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    part = rows.join(rng, on="sid", how="inner").filter(
+        (pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
+    if part.is_empty():
+        return {}
+    width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
+    part = part.with_columns(
+        ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+    )
+    agg = part.group_by("sid", "b").agg(
+        pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
+        pl.col("y").min().alias("ymin"),
+        pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
+        pl.col("y").max().alias("ymax"),
+    ).sort("sid", "b")
+    out: dict[int, list] = {}
+    for sid, grp in agg.group_by("sid", maintain_order=True):
+        sid = sid[0] if isinstance(sid, tuple) else sid
+        bs = grp["b"].to_list()
+        pts_by_bucket = []
+        for b, xa, ya, xb, yb in zip(bs, grp["xmin"], grp["ymin"], grp["xmax"], grp["ymax"]):
+            pair = sorted({(xa, ya), (xb, yb)})
+            pts_by_bucket.append((b, pair))
+        # a gap wider than a few typical gaps means no data there: do not draw a line across it
+        gaps = sorted(b2 - b1 for (b1, _), (b2, _) in zip(pts_by_bucket, pts_by_bucket[1:]))
+        typical = gaps[len(gaps) // 2] if gaps else 1
+        limit = max(4, 5 * typical)
+        runs, run, prev_b = [], [], None
+        for b, pair in pts_by_bucket:
+            if prev_b is not None and b - prev_b > limit:
+                runs.append(run)
+                run = []
+            run.extend(pair)
+            prev_b = b
+        runs.append(run)
+        out[sid] = [_thin(r) for r in runs if r]
+    return out
+
+
+def _thin(points: list) -> list:
+    """Drop points in the middle of a flat stretch (same y before and after): a flat line needs two."""
+    if len(points) <= 2:
+        return [[_xround(x), int(y)] for x, y in points]
+    keep = [points[0]]
+    for i in range(1, len(points) - 1):
+        if not (points[i - 1][1] == points[i][1] == points[i + 1][1]):
+            keep.append(points[i])
+    keep.append(points[-1])
+    return [[_xround(x), int(y)] for x, y in keep]
+
+
+def _xround(x: float):
+    return int(x) if float(x).is_integer() else round(float(x), 3)
+
+
+def _sparkline(runs: list, lo: float, hi: float, ceiling: float) -> str:
+    """The line sampled at SPARK_CELLS cell centres (max of the points in a cell, else the line between
+    its neighbours), drawn with ▁..█ on a 0..ceiling scale; cells without data are spaces."""
+    blocks = "▁▂▃▄▅▆▇█"
+    cells: list[float | None] = [None] * SPARK_CELLS
+    span = (hi - lo) or 1.0
+
+    def cell(x):
+        return min(SPARK_CELLS - 1, max(0, int((x - lo) / span * SPARK_CELLS)))
+
+    for run in runs:
+        for (xa, ya), (xb, yb) in zip(run, run[1:]):
+            for c in range(cell(xa) + 1, cell(xb)):
+                xc = lo + (c + 0.5) / SPARK_CELLS * span
+                y = ya + (yb - ya) * (xc - xa) / ((xb - xa) or 1)
+                cells[c] = y if cells[c] is None else max(cells[c], y)
+        for x, y in run:
+            c = cell(x)
+            cells[c] = y if cells[c] is None else max(cells[c], y)
+    if ceiling <= 0:
+        ceiling = max((c for c in cells if c is not None), default=1) or 1
+    out = []
+    for c in cells:
+        if c is None:
+            out.append(" ")
+        else:
+            out.append(blocks[min(7, max(0, int(c / ceiling * 7.999)))])
+    return "".join(out).rstrip()
+
+
+# ---- charts ----------------------------------------------------------------------------------------
+
+def _chart_group(row: dict) -> tuple:
+    if row["pid"] is not None:
+        return ("process", row["host"], row["pid"])
+    if row["gpu"] is not None:
+        return ("gpu", row["host"], row["gpu"])
+    return ("source", row["host"], row["source"])
+
+
+def _series_results(analysis) -> dict[tuple, object]:
+    """The detector's per-series results keyed like our series (source, host, gpu, pid, series, label)."""
+    out = {}
+    for sr in _get(analysis, "series", default=None) or []:
+        key = _get(sr, "key")
+        if isinstance(key, dict):
+            k = tuple(key.get(n) for n in SERIES_KEY)
+        elif isinstance(key, (tuple, list)) and len(key) == len(SERIES_KEY):
+            k = tuple(key)
+        elif key is not None and all(hasattr(key, n) for n in SERIES_KEY):
+            k = tuple(getattr(key, n) for n in SERIES_KEY)
+        else:
+            k = tuple(_get(sr, n) for n in SERIES_KEY)
+        out[k] = sr
+    return out
+
+
+def _x_of(value, xkind: str) -> float | None:
+    """A change point / onset as given by the detector -> our x (epoch s, step or index)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return _epoch(value) if xkind == "time" else None
+    if isinstance(value, dict):
+        return _x_of(_get(value, "time" if xkind == "time" else "x", "index", "step", "x"), xkind)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    for name in ("time", "x", "index", "step"):
+        if hasattr(value, name):
+            return _x_of(getattr(value, name), xkind)
+    return None
+
+
+def _series_name(row: dict, chart_kind: str) -> str:
+    name = row["series"] or "memory"
+    if chart_kind == "process" and row["gpu"] is not None:
+        name += f" on GPU {row['gpu']}"
+    return name
+
+
+def _chart_title(kind: str, host, ident, labels: list[str], xkind: str, multi_host: bool) -> str:
+    where = f" on {host}" if multi_host and host else ""
+    if kind == "gpu":
+        title = f"GPU {ident}{where}"
+    elif kind == "process":
+        names = ", ".join(sorted({x for x in labels if x}))[:80]
+        title = f"Process {ident}" + (f" ({names})" if names else "") + where
+    else:
+        title = f"{_base(ident)}{where}"
+    if xkind == "step":
+        title += ", by step (no clock)"
+    elif xkind == "index":
+        title += ", by sample number (no clock)"
+    return title
+
+
+def _events_for_charts(events: pl.DataFrame) -> list[dict]:
+    drawn = [k for k, v in EVENT_STYLE.items() if v[2]]
+    ev = events.filter(pl.col("time").is_not_null() & pl.col("kind").is_in(drawn))
+    if ev.is_empty():
+        return []
+    ev = ev.with_columns((pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6).alias("x")).sort("x")
+    return ev.select("x", "kind", "pid", "process", "gpu", "bytes", "detail", "text", "source", "line").to_dicts()
+
+
+def _event_label(e: dict) -> str:
+    kind = e.get("kind") or "event"
+    label = EVENT_STYLE.get(kind, (kind,))[0]
+    d = _json_detail(e.get("detail"))
+    if kind == "xid" and d.get("code") is not None:
+        label = f"Xid {d.get('code')}" + (f": {d['meaning']}" if d.get("meaning") else "")
+    elif kind == "marker" and (d.get("label") or d.get("name")):
+        label = f"marker: {d.get('label') or d.get('name')}"
+    who = []
+    if e.get("process"):
+        who.append(str(e["process"]))
+    if e.get("pid") is not None:
+        who.append(f"pid {e['pid']}")
+    if e.get("gpu") is not None and kind in ("gpu_oom", "xid", "driver_error"):
+        who.append(f"GPU {e['gpu']}")
+    if who:
+        label += " (" + ", ".join(who) + ")"
+    if e.get("bytes") is not None and kind in ("gpu_oom",):
+        label += f", tried to allocate {human(e['bytes'])}"
+    return _clip(label, 160)
+
+
+def _markers(evs: list[dict], lo: float, hi: float, clock: _Clock, buckets: int,
+             cap: int = MAX_MARKERS_PER_CHART) -> tuple[list, dict]:
+    """Events in [lo, hi] as chart markers, merged per pixel column and kind; plus counts per kind."""
+    span = (hi - lo) or 1.0
+    merged: dict[tuple, dict] = {}
+    counts: Counter = Counter()
+    for e in evs:
+        if e["x"] < lo or e["x"] > hi:
+            continue
+        counts[e["kind"]] += 1
+        col = int((e["x"] - lo) / span * buckets)
+        key = (col, e["kind"])
+        m = merged.get(key)
+        if m is None:
+            w = clock.when(e["x"])
+            merged[key] = {
+                "x": round(e["x"], 3), "kind": e["kind"], "count": 1, "label": _event_label(e),
+                "when": w["local"] if w else None,
+                "where": f"{e['source']}:{e['line']}" if e.get("line") is not None else (e.get("source") or ""),
+                # the log line only where it matters most (the events table has all of them)
+                "text": _clip(e.get("text"), 120) if e["kind"] in FATAL_KINDS or e["kind"] == "xid" else "",
+                "fatal": e["kind"] in FATAL_KINDS,
+            }
+        else:
+            m["count"] += 1
+    # the rarest, most serious kinds survive the cap first
+    order = sorted(merged.values(), key=lambda m: (not m["fatal"], m["kind"] == "marker", m["x"]))
+    kept = sorted(order[:cap], key=lambda m: m["x"])
+    return kept, dict(sorted(counts.items()))
+
+
+def _event_applies(e: dict, chart: dict, pid_gpus: dict) -> bool:
+    """Events of a GPU go on its charts; an event of a process without a GPU goes on the GPUs that
+    process was seen on (else on every GPU); host-wide ones go everywhere."""
+    if chart["kind"] == "gpu":
+        if e["gpu"] is None and e["pid"] is not None and e["pid"] in pid_gpus:
+            return chart["gpu"] in pid_gpus[e["pid"]]
+        return e["gpu"] is None or e["gpu"] == chart["gpu"]
+    if chart["kind"] == "process":  # its own events, and the job's markers
+        return e["pid"] == chart["pid"] or (e["pid"] is None and e["gpu"] is None and e["kind"] == "marker")
+    return e["source"] == chart["source"] or (e["gpu"] is None and e["pid"] is None)
+
+
+def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
+    """Charts per GPU, per process and per untied source; also returns the omitted ones and the row data
+    that zoom panels need."""
+    rows, table = _series_table(bundle.samples)
+    if table.is_empty():
+        return [], [], {"rows": rows, "charts": {}}
+    multi_host = table["host"].n_unique() > 1
+    results = _series_results(analysis)
+    findings = list(_get(analysis, "findings", default=None) or [])
+    gpu_capacity: dict[tuple, int] = {}
+    for r in table.filter(pl.col("series") == "memory.used").iter_rows(named=True):
+        if r["capacity"]:
+            k = (r["host"], r["gpu"])
+            gpu_capacity[k] = max(gpu_capacity.get(k, 0), r["capacity"])
+
+    pid_gpus: dict[int, set] = defaultdict(set)
+    for r in table.filter(pl.col("pid").is_not_null() & pl.col("gpu").is_not_null()).iter_rows(named=True):
+        pid_gpus[r["pid"]].add(r["gpu"])
+    groups: dict[tuple, dict] = {}
+    for r in table.iter_rows(named=True):
+        kind, host, ident = _chart_group(r)
+        cid = (kind, host, ident, r["xkind"])
+        g = groups.setdefault(cid, {"kind": kind, "host": host, "ident": ident, "xkind": r["xkind"],
+                                    "series": [], "gpus": set(), "labels": [], "sources": set()})
+        g["series"].append(r)
+        g["sources"].add(r["source"])
+        if r["gpu"] is not None:
+            g["gpus"].add(r["gpu"])
+        if r["label"]:
+            g["labels"].append(r["label"])
+
+    def mentioned(g) -> bool:
+        probe = {"kind": g["kind"], "pid": g["ident"], "gpu": g["ident"], "source": g["ident"],
+                 "series": [{"series": s["series"]} for s in g["series"]]}
+        return any(_finding_on_chart(f, probe) for f in findings)
+
+    def rank(g):
+        return (not mentioned(g), {"time": 0, "step": 1, "index": 2}[g["xkind"]],
+                -max(s["peak"] or 0 for s in g["series"]))
+
+    by_kind = defaultdict(list)
+    for g in groups.values():
+        by_kind[g["kind"]].append(g)
+    chosen, omitted = [], []
+    limits = {"gpu": MAX_GPU_CHARTS, "process": MAX_PROCESS_CHARTS, "source": MAX_OTHER_CHARTS}
+    for kind in ("gpu", "process", "source"):
+        gs = sorted(by_kind.get(kind, []), key=rank)
+        keep = gs[: limits[kind]]
+        if kind == "gpu":  # GPUs read best in index order
+            keep.sort(key=lambda g: (_natural(g["host"]), _natural(g["ident"]), g["xkind"]))
+        chosen.extend(keep)
+        for g in gs[limits[kind]:]:
+            omitted.append({
+                "kind": kind, "title": _chart_title(kind, g["host"], g["ident"], g["labels"], g["xkind"], multi_host),
+                "peak": human(max(s["peak"] or 0 for s in g["series"])),
+            })
+
+    events = _events_for_charts(bundle.events)
+    charts, raw = [], {}
+    for n, g in enumerate(chosen, start=1):
+        series = sorted(g["series"], key=lambda s: (
+            not any((f.series == s["series"]) for f in findings), -(s["peak"] or 0)))[:MAX_SERIES_PER_CHART]
+        series.sort(key=lambda s: (list(SERIES_COLORS).index(s["series"]) if s["series"] in SERIES_COLORS else 99,
+                                   _natural(s["gpu"]), _natural(s["source"])))
+        lo = min(s["x0"] for s in series)
+        hi = max(s["x1"] for s in series)
+        chart = {
+            "id": f"chart{n}", "kind": g["kind"], "host": g["host"], "xkind": g["xkind"],
+            "gpu": g["ident"] if g["kind"] == "gpu" else None,
+            "pid": g["ident"] if g["kind"] == "process" else None,
+            "source": g["ident"] if g["kind"] == "source" else None,
+            "gpus": sorted(g["gpus"], key=_natural),
+            "title": _chart_title(g["kind"], g["host"], g["ident"], g["labels"], g["xkind"], multi_host),
+        }
+        # events just past the data (the kill usually comes after the last sample) widen the range
+        if g["xkind"] == "time":
+            margin = max((hi - lo) * 0.1, 120.0)
+            near = [e for e in events if lo - margin <= e["x"] <= hi + margin and _event_applies(e, chart, pid_gpus)]
+            if near:
+                lo, hi = min(lo, near[0]["x"]), max(hi, near[-1]["x"])
+        else:
+            near = []
+        chart.update({"x0": _xround(lo), "x1": _xround(hi)})
+        capacity = max((s["capacity"] or 0 for s in series), default=0) or None
+        if capacity is None and g["kind"] == "process":
+            capacity = max((gpu_capacity.get((g["host"], gp), 0) for gp in g["gpus"]), default=0) or None
+        peak = max(s["peak"] or 0 for s in series)
+        chart["capacity"] = capacity
+        chart["capacity_drawn"] = bool(capacity and (g["kind"] == "gpu" or peak >= 0.25 * capacity))
+        chart["_series_rows"] = series
+        chart["_events"] = near
+        charts.append(chart)
+
+    # one vectorized pass for all series of all charts
+    env = _envelopes(rows, {s["sid"]: (c["x0"], c["x1"]) for c in charts if c["kind"] != "process"
+                            for s in c["_series_rows"]}, PLOT_BUCKETS)
+    env.update(_envelopes(rows, {s["sid"]: (c["x0"], c["x1"]) for c in charts if c["kind"] == "process"
+                                 for s in c["_series_rows"]}, PROCESS_BUCKETS))
+    for c in charts:
+        c["series"] = _series_ctx(c, env, results, findings)
+        c["y_min"] = 0
+        c["y_max"] = max([s["peak"] for s in c["series"]] + ([c["capacity"]] if c["capacity_drawn"] else []) + [1])
+        c["markers"], c["event_counts"] = _markers(
+            c["_events"], c["x0"], c["x1"], clock, MARKER_COLUMNS,
+            MAX_MARKERS_PROCESS if c["kind"] == "process" else MAX_MARKERS_PER_CHART)
+        c["onsets"] = _onsets(c, findings, results, clock)
+        c["change_points"] = sorted({cp for s in c["series"] for cp in s["change_points"]})
+        main = c["series"][0] if c["series"] else None
+        ceiling = c["capacity"] if c["capacity_drawn"] else c["y_max"]
+        c["sparkline"] = _sparkline(main["runs"], c["x0"], c["x1"], ceiling) if main else ""
+        c["range"] = _range_text(c["x0"], c["x1"], c["xkind"], clock)
+        raw[c["id"]] = {"sids": [s["sid"] for s in c["_series_rows"]], "events": c["_events"],
+                        "series_rows": c["_series_rows"]}
+    for c in charts:
+        del c["_series_rows"], c["_events"]
+    return charts, omitted, {"rows": rows, "charts": raw}
+
+
+def _series_ctx(chart: dict, env: dict, results: dict, findings: list) -> list[dict]:
+    out = []
+    names = [_series_name(s, chart["kind"]) for s in chart["_series_rows"]]
+    dup = {n for n in names if names.count(n) > 1}
+    used_colors: set = set()
+    for s, name in zip(chart["_series_rows"], names):
+        if name in dup:
+            extra = s["label"] if s["label"] and chart["kind"] != "process" else _base(s["source"])
+            name = f"{name} ({extra})"
+        color = SERIES_COLORS.get(s["series"])
+        if color is None or color in used_colors:
+            color = next((c for c in FALLBACK_COLORS if c not in used_colors), FALLBACK_COLORS[0])
+        used_colors.add(color)
+        key = tuple(s[k] for k in SERIES_KEY)
+        sr = results.get(key)
+        cps = []
+        onset = None
+        classification = None
+        if sr is not None:
+            classification = _get(sr, "classification", "pattern", "kind")
+            cps = [x for x in (_x_of(v, chart["xkind"]) for v in (_get(sr, "change_points", "changepoints", default=None) or [])) if x is not None]
+            onset = _x_of(_get(sr, "onset"), chart["xkind"])
+        out.append({
+            "sid": s["sid"], "name": name, "series": s["series"], "source": s["source"], "gpu": s["gpu"],
+            "pid": s["pid"], "label": s["label"], "color": color,
+            "dashed": bool(s["series"] and s["series"].startswith("max_")),
+            "n": s["n"], "first": s["first"], "last": s["last"], "low": s["low"], "peak": s["peak"],
+            "summary": f"{human(s['first'])} → {human(s['last'])}, peak {human(s['peak'])}",
+            "classification": str(classification).replace("_", " ") if classification else None,
+            "change_points": [_xround(x) for x in cps],
+            "onset": _xround(onset) if onset is not None else None,
+            "runs": env.get(s["sid"], []),
+        })
+    return out
+
+
+def _finding_on_chart(f, chart: dict) -> bool:
+    """Does this finding speak about what this chart draws?"""
+    if chart["kind"] == "process":
+        return f.pid is not None and f.pid == chart["pid"]
+    if chart["kind"] == "gpu":
+        return f.gpu is not None and f.gpu == chart["gpu"]
+    names = {s["series"] for s in chart.get("series", [])}
+    return f.series in names and (f.source == chart["source"] or (f.gpu is None and f.pid is None))
+
+
+def _onsets(chart: dict, findings: list, results: dict, clock: _Clock) -> list[dict]:
+    """Onset lines: where the detector says each drawn series started to grow; for a chart without
+    any, the start of the leak / cache-growth findings about it."""
+    out, seen = [], set()
+    cache = {(f.source, f.series) for f in findings if f.kind == "cache_growth"}
+
+    def add(x, label, kind, series):
+        if x is None or not (chart["x0"] <= x <= chart["x1"]) or round(x, 3) in seen:
+            return
+        seen.add(round(x, 3))
+        out.append({"x": _xround(x), "label": label, "kind": kind, "series": series})
+
+    for s in chart["series"]:
+        is_cache = (s["source"], s["series"]) in cache
+        add(s["onset"], "cache growth starts" if is_cache else "onset", "cache_growth" if is_cache else "leak",
+            s["series"])
+    if not out:
+        for f in findings:
+            if f.kind in ("leak", "cache_growth") and _finding_on_chart(f, chart):
+                x = _epoch(f.start) if chart["xkind"] == "time" else (
+                    float(f.start_index) if f.start_index is not None else None)
+                add(x, "onset" if f.kind == "leak" else "cache growth starts", f.kind, f.series)
+    return sorted(out, key=lambda o: o["x"])
+
+
+def _range_text(x0: float, x1: float, xkind: str, clock: _Clock) -> str:
+    if xkind == "time":
+        sp = clock.span(x0, x1)
+        return sp["local"] + (f" ({sp['utc']})" if sp["utc"] else "")
+    unit = "step" if xkind == "step" else "sample"
+    return f"{unit} {_xround(x0)} → {_xround(x1)}"
+
+
+def _zooms(primary: dict | None, charts: list, raw: dict, clock: _Clock, analysis) -> list[dict]:
+    """Two close-ups of the chart the verdict is about: around the onset, and the end."""
+    if primary is None or not charts:
+        return []
+    chart = next((c for c in charts if c["id"] == primary.get("chart_id")), None)
+    if chart is None:
+        return []
+    span = chart["x1"] - chart["x0"]
+    if span <= 0:
+        return []
+    windows = []
+    onset = primary.get("onset_x")
+    if onset is not None:
+        half = span * 0.08
+        windows.append(("onset", "Around the onset", max(chart["x0"], onset - half), min(chart["x1"], onset + half)))
+    if onset is not None or primary.get("fatal"):
+        windows.append(("end", "The end", chart["x1"] - span * 0.12, chart["x1"]))
+    info = raw["charts"][chart["id"]]
+    results = _series_results(analysis)
+    findings = list(_get(analysis, "findings", default=None) or [])
+    out = []
+    for n, (what, title, lo, hi) in enumerate(windows, start=1):
+        if hi <= lo:
+            continue
+        env = _envelopes(raw["rows"], {sid: (lo, hi) for sid in info["sids"]}, ZOOM_BUCKETS)
+        if sum(len(p) for runs in env.values() for p in runs) < 2:
+            continue
+        z = {k: chart[k] for k in ("kind", "host", "xkind", "gpu", "pid", "source", "gpus", "capacity", "capacity_drawn")}
+        z.update({"id": f"{chart['id']}-{what}", "title": f"{title}: {chart['title']}", "x0": _xround(lo),
+                  "x1": _xround(hi), "zoom": what})
+        z["_series_rows"] = info["series_rows"]
+        z["series"] = _series_ctx(z, env, results, findings)
+        del z["_series_rows"]
+        for s in z["series"]:
+            s["change_points"] = [x for x in s["change_points"] if lo <= x <= hi]
+            s["onset"] = s["onset"] if s["onset"] is not None and lo <= s["onset"] <= hi else None
+        # a close-up is about the shape: its y axis spans the data, not 0..capacity; capacity joins in
+        # only when it is near
+        ys = [p[1] for s in z["series"] for r in s["runs"] for p in r]
+        y_lo, y_hi = min(ys), max(ys)
+        near = chart["capacity_drawn"] and chart["capacity"] - y_hi <= max(y_hi - y_lo, 0.1 * y_hi)
+        if near:
+            y_hi = chart["capacity"]
+        pad = max((y_hi - y_lo) * 0.08, 0.01 * y_hi, 1 << 20)
+        z["capacity_drawn"] = bool(near)
+        z["y_min"] = int(max(0, y_lo - pad))
+        z["y_max"] = int(y_hi + pad)
+        z["markers"], z["event_counts"] = _markers(info["events"], lo, hi, clock, MARKER_COLUMNS, MAX_MARKERS_ZOOM)
+        z["onsets"] = [o for o in chart["onsets"] if lo <= o["x"] <= hi]
+        z["change_points"] = sorted({cp for s in z["series"] for cp in s["change_points"]})
+        z["sparkline"] = ""
+        z["range"] = _range_text(lo, hi, chart["xkind"], clock)
+        out.append(z)
+    return out
+
+
+# ---- findings, events, sanitizer, inputs -----------------------------------------------------------
+
+def _detail_value(key: str, v, clock: _Clock) -> str | int | None:
+    """A finding's extra number for people; nested records (the detector's per-series list) are left
+    to the JSON summary."""
+    if isinstance(v, datetime):
+        w = clock.when(v)
+        return w["local"] if w else None
+    v = _plain(v)
+    if v is None or isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v)):
+        return None
+    if isinstance(v, list):
+        if not v:
+            return None
+        return _clip(", ".join(str(x) for x in v[:6]) + (f" (+{len(v) - 6})" if len(v) > 6 else ""), 200)
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        if "bytes" in key or key.endswith("_rss"):
+            return human(v)
+        if key.endswith("hours"):
+            return _duration(v)
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return v
+    return _clip(v, 200)
+
+
+def _finding_ctx(f, clock: _Clock) -> dict:
+    facts = []
+    where = []
+    if f.gpu is not None:
+        where.append(f"GPU {f.gpu}")
+    if f.pid is not None:
+        where.append(f"pid {f.pid}")
+    if f.series:
+        where.append(f.series)
+    if where:
+        facts.append(["Where", ", ".join(where)])
+    if f.pattern:
+        facts.append(["Pattern", f.pattern])
+    start = clock.when(f.start)
+    if start:
+        facts.append(["Start", start["local"] + ("" if clock.is_utc else f" ({start['utc']})")])
+    elif f.start_index is not None:
+        facts.append(["Start", f"step/sample {f.start_index}"])
+    end = clock.when(f.end)
+    if end:
+        facts.append(["End", end["local"] + ("" if clock.is_utc else f" ({end['utc']})")])
+    if f.rate_bytes_per_hour is not None:
+        facts.append(["Rate", _rate(f.rate_bytes_per_hour, "h")])
+    if f.rate_bytes_per_step is not None:
+        facts.append(["Rate per step", _rate(f.rate_bytes_per_step, "step")])
+    if f.growth_bytes is not None:
+        facts.append(["Growth", human(f.growth_bytes)])
+    if f.bytes is not None:
+        facts.append(["Bytes", human(f.bytes)])
+    if f.exhaust_in_hours is not None or f.exhaust_at is not None:
+        text = _duration(f.exhaust_in_hours) or ""
+        at = clock.when(f.exhaust_at)
+        if at:
+            text = (text + " — " if text else "") + at["local"]
+        facts.append(["Memory runs out", text])
+    if f.confidence is not None:
+        facts.append(["Confidence", f"{f.confidence:.0%}" if f.confidence <= 1 else str(f.confidence)])
+    details = []
+    for k, v in (f.detail or {}).items():
+        v = _detail_value(str(k), v, clock)
+        if v is not None:
+            details.append([str(k), v])
+        if len(details) >= MAX_DETAIL_ITEMS:
+            break
+    evidence = [{"path": e.path, "line": e.line, "text": _clip(e.text)} for e in f.evidence[:MAX_EVIDENCE]]
+    return {
+        "kind": f.kind, "severity": f.severity, "summary": _clip(f.summary, 600), "facts": facts,
+        "details": details, "evidence": evidence, "evidence_more": max(0, len(f.evidence) - MAX_EVIDENCE),
+        "causes": [_clip(c, 300) for c in f.causes[:10]], "checks": [_clip(c, 300) for c in f.checks[:10]],
+        "related": [_clip(c, 300) for c in f.related[:10]],
+    }
+
+
+def _events_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
+    if events.is_empty():
+        return {"total": 0, "by_kind": [], "rows": [], "omitted": 0, "untimed": 0}
+    by_kind = events.group_by("kind").agg(
+        pl.len().alias("count"), pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
+    ).sort("count", "kind", descending=[True, False])
+    kinds = []
+    for r in by_kind.iter_rows(named=True):
+        f, l = clock.when(r["first"]), clock.when(r["last"])
+        kinds.append({"kind": r["kind"], "label": EVENT_STYLE.get(r["kind"], (r["kind"],))[0], "count": r["count"],
+                      "first": f["local"] if f else None, "last": l["local"] if l else None})
+    # sanitizer leak records get their own section; here the timeline of things that happened
+    timeline_events = events.filter(~pl.col("kind").is_in(["sanitizer_leak"]))
+    ordered = timeline_events.with_row_index("_i").sort(["time", "_i"], nulls_last=True).head(MAX_EVENT_ROWS)
+    rows = []
+    for e in ordered.iter_rows(named=True):
+        w = clock.when(e["time"])
+        rows.append({"kind": e["kind"], "label": _event_label(e), "when": w, "path": e["source"], "line": e["line"],
+                     "text": _clip(e["text"])})
+    return {"total": events.height, "by_kind": kinds, "rows": rows,
+            "omitted": max(0, timeline_events.height - len(rows)),
+            "untimed": int(events["time"].null_count())}
+
+
+def _frame_text(frame) -> str:
+    if isinstance(frame, dict):
+        sym = frame.get("symbol") or frame.get("function") or frame.get("name") or ""
+        mod = frame.get("module") or frame.get("file") or frame.get("filename") or ""
+        line = frame.get("line")
+        text = sym or "?"
+        if mod:
+            text += f" in {mod}" + (f":{line}" if line is not None else "")
+        return _clip(text, 300)
+    return _clip(frame, 300)
+
+
+def _is_user_frame(frame) -> bool:
+    if isinstance(frame, dict) and "user" in frame:
+        return bool(frame["user"])
+    return not _LIB_FRAME.search(_frame_text(frame))
+
+
+def _sanitizer_ctx(events: pl.DataFrame) -> dict | None:
+    leaks = events.filter(pl.col("kind") == "sanitizer_leak")
+    if leaks.is_empty():
+        return None
+    leaks = leaks.with_columns(
+        pl.col("detail").str.json_path_match("$.frames").fill_null("[]").alias("_frames"),
+        pl.col("detail").str.json_path_match("$.allocator_cache_at_exit").fill_null("false").alias("_cache"),
+    )
+    groups = leaks.with_row_index("_i").group_by("_frames", "_cache").agg(
+        pl.len().alias("count"),
+        pl.col("bytes").sum().alias("bytes"),
+        pl.col("bytes").null_count().alias("unknown_bytes"),
+        pl.col("detail").sort_by("_i").first().alias("detail"),
+        pl.col("source").sort_by("_i").first().alias("path"),
+        pl.col("line").sort_by("_i").first().alias("line"),
+        pl.col("text").sort_by("_i").first().alias("text"),
+        pl.col("_i").min().alias("_first"),
+    ).with_columns((pl.col("_cache") == "true").alias("expected"))
+    groups = groups.sort(["expected", "bytes", "count", "_first"], descending=[False, True, True, False],
+                         nulls_last=True)
+    out = []
+    for g in groups.head(MAX_SANITIZER_GROUPS).iter_rows(named=True):
+        d = _json_detail(g["detail"])
+        try:
+            frames = json.loads(g["_frames"])
+        except ValueError:
+            frames = []
+        if not isinstance(frames, list):
+            frames = []
+        user = [_frame_text(fr) for fr in frames if _is_user_frame(fr)]
+        lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
+        site = d.get("site_label") or d.get("site") or (user[0] if user else (lib[0] if lib else None))
+        out.append({
+            "site": _clip(site, 300) if site else "(no backtrace)",
+            "count": g["count"], "bytes": g["bytes"], "bytes_text": human(g["bytes"]) if g["bytes"] is not None else "—",
+            "expected": bool(g["expected"]),
+            "user_frames": user[:MAX_FRAMES], "library_frames": lib[:MAX_FRAMES],
+            "frames_more": max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
+            "evidence": {"path": g["path"], "line": g["line"], "text": _clip(g["text"])},
+        })
+    total = leaks["bytes"].sum()
+    expected = leaks.filter(pl.col("_cache") == "true")
+    return {
+        "groups": out, "groups_omitted": max(0, groups.height - len(out)),
+        "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
+        "expected_allocations": expected.height, "expected_bytes_text": human(expected["bytes"].sum()) if expected.height else None,
+    }
+
+
+_OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",
+             "scope", "constraint", "memcg", "task_memcg", "oom_memcg", "cpuset", "nodemask", "global_oom")
+
+
+def _oom_kills_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
+    kills = events.filter(pl.col("kind") == "oom_kill").sort("time", nulls_last=True)
+    rows = []
+    for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
+        d = _json_detail(e["detail"])
+        facts = []
+        for k in list(_OOM_KEYS) + [k for k in d if k not in _OOM_KEYS]:
+            if k not in d or d[k] is None or k in ("pid", "process", "victim"):
+                continue
+            v = d[k]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and (k.endswith("rss") or k in ("total_vm", "pgtables")):
+                v = human(v)
+            facts.append([k, _clip(_plain(v) if not isinstance(v, (dict, list)) else json.dumps(v), 200)])
+            if len(facts) >= MAX_DETAIL_ITEMS:
+                break
+        rows.append({"when": clock.when(e["time"]), "pid": e["pid"], "process": _clip(e["process"], 120),
+                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
+                     "path": e["source"], "line": e["line"], "text": _clip(e["text"])})
+    return {"rows": rows, "total": kills.height, "omitted": max(0, kills.height - len(rows))}
+
+
+def _gpu_ooms_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
+    ooms = events.filter(pl.col("kind") == "gpu_oom").sort("time", nulls_last=True)
+    rows = []
+    for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
+        d = _json_detail(e["detail"])
+        facts = []
+        for k, v in d.items():
+            if v is None or isinstance(v, (dict, list)):
+                continue
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and ("bytes" in k or k in (
+                    "total", "free", "allocated", "reserved", "in_use", "capacity", "requested", "tried")):
+                v = human(v)
+            facts.append([k, _clip(_plain(v), 200)])
+            if len(facts) >= MAX_DETAIL_ITEMS:
+                break
+        rows.append({"when": clock.when(e["time"]), "gpu": e["gpu"], "pid": e["pid"],
+                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
+                     "path": e["source"], "line": e["line"], "text": _clip(e["text"])})
+    return {"rows": rows, "total": ooms.height, "omitted": max(0, ooms.height - len(rows))}
+
+
+def _xids_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
+    xids = events.filter(pl.col("kind") == "xid")
+    if xids.is_empty():
+        return {"groups": [], "total": 0, "omitted": 0}
+    xids = xids.with_row_index("_i").with_columns(
+        pl.col("detail").str.json_path_match("$.code").alias("_code"),
+        pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
+    )
+    groups = xids.group_by("gpu", "_code").agg(
+        pl.len().alias("count"),
+        pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
+        pl.col("_meaning").drop_nulls().first().alias("meaning"),
+        pl.col("pid").drop_nulls().unique().sort().head(5).alias("pids"),
+        pl.col("process").drop_nulls().unique().sort().head(5).alias("processes"),
+        pl.col("source").sort_by("_i").first().alias("path"),
+        pl.col("line").sort_by("_i").first().alias("line"),
+        pl.col("text").sort_by("_i").first().alias("text"),
+        pl.col("_i").min().alias("_first"),
+    ).sort("_first")
+    out = []
+    for g in groups.head(MAX_TABLE_ROWS).iter_rows(named=True):
+        code = g["_code"]
+        try:
+            fatal = int(code) in FATAL_XIDS
+        except (TypeError, ValueError):
+            fatal = False
+        out.append({"gpu": g["gpu"], "code": code, "meaning": _clip(g["meaning"], 300) if g["meaning"] else None,
+                    "count": g["count"], "first": clock.when(g["first"]), "last": clock.when(g["last"]),
+                    "pids": g["pids"], "processes": [_clip(p, 80) for p in g["processes"]], "fatal": fatal,
+                    "path": g["path"], "line": g["line"], "text": _clip(g["text"])})
+    return {"groups": out, "total": xids.height, "omitted": max(0, groups.height - len(out))}
+
+
+def _inputs_ctx(inputs: list, clock: _Clock) -> dict:
+    rows = []
+    for i in inputs[:MAX_INPUT_ROWS]:
+        s, e = clock.when(i.start), clock.when(i.end)
+        reasons = []
+        for reason, n in sorted((i.skip_reasons or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
+            ex = (getattr(i, "skip_examples", None) or {}).get(reason) or []
+            reasons.append({"reason": _clip(reason, 200), "count": n, "examples": list(ex)[:5]})
+        rows.append({
+            "path": i.path, "format": i.format, "reason": _clip(i.reason, 200), "lines": i.lines,
+            "records": i.records, "skipped": i.skipped, "skip_reasons": reasons,
+            "start": s, "end": e, "range": clock.span(i.start, i.end), "clock": i.clock, "anchor": _clip(i.anchor, 300) if i.anchor else None,
+            "compression": i.compression, "wrapper": _clip(i.wrapper, 200) if i.wrapper else None,
+            "notes": [_clip(n, 300) for n in (i.notes or [])[:10]], "error": _clip(i.error, 600) if i.error else None,
+            "used": bool(i.format) and not i.error,
+        })
+    return {
+        "rows": rows, "omitted": max(0, len(inputs) - len(rows)),
+        "total": len(inputs),
+        "lines": sum(i.lines for i in inputs), "records": sum(i.records for i in inputs),
+        "skipped": sum(i.skipped for i in inputs),
+        "unreadable": sum(1 for i in inputs if i.error),
+        "unrecognized": sum(1 for i in inputs if not i.format and not i.error),
+    }
+
+
+# ---- the verdict banner ----------------------------------------------------------------------------
+
+def _same_text(a: str | None, b: str | None) -> bool:
+    """The detector's verdict reason often is the lead finding's sentence (plus a count): say it once."""
+    if not a or not b:
+        return False
+    a, b = a.strip().rstrip("."), b.strip().rstrip(".")
+    return a in b or b in a
+
+
+def _top_finding(findings: list):
+    def score(f):
+        kind_rank = {"leak": 0, "cache_growth": 1}.get(f.kind, 2)
+        return (kind_rank, -SEVERITY_RANK.get(f.severity, 0), -(f.confidence or 0), -(f.rate_bytes_per_hour or 0))
+    ranked = sorted(findings, key=score)
+    return ranked[0] if ranked else None
+
+
+def _chart_for(f, charts: list) -> dict | None:
+    """The chart that shows a finding best: the one drawing its own series, else its GPU, else its process."""
+    if f is None:
+        return None
+
+    def draws(c):
+        return any(s["series"] == f.series for s in c["series"])
+
+    for pred in (
+        lambda c: _finding_on_chart(f, c) and draws(c) and (c["kind"] != "process" or f.series == "process.used"),
+        lambda c: f.gpu is not None and c["kind"] == "gpu" and c["gpu"] == f.gpu,
+        lambda c: _finding_on_chart(f, c),
+        lambda c: draws(c),
+    ):
+        for c in charts:
+            if pred(c):
+                return c
+    return None
+
+
+def _fatal_event(events: pl.DataFrame, clock: _Clock) -> dict | None:
+    """What ended the job: the first OOM kill or CUDA OOM (else a fatal Xid), with its evidence."""
+    cand = events.filter(pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
+    if cand.is_empty():
+        xids = events.filter(pl.col("kind") == "xid").with_columns(
+            pl.col("detail").str.json_path_match("$.code").cast(pl.Int64, strict=False).alias("_code"))
+        cand = xids.filter(pl.col("_code").is_in(list(FATAL_XIDS))).drop("_code").with_row_index("_i")
+    if cand.is_empty():
+        return None
+    e = cand.sort(["time", "_i"], nulls_last=True).row(0, named=True)
+    return {"label": _event_label(e), "when": clock.when(e["time"]), "path": e["source"], "line": e["line"],
+            "text": _clip(e["text"]), "kind": e["kind"], "count": cand.height}
+
+
+def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> tuple[dict, dict | None]:
+    code = _get(analysis, "verdict", default="inconclusive") or "inconclusive"
+    label, tone = VERDICT_LABELS.get(code, (str(code), "neutral"))
+    findings = list(_get(analysis, "findings", default=None) or [])
+    top = _top_finding(findings)
+    if top is not None and top.kind not in ("leak", "cache_growth"):
+        top_growth = None
+    else:
+        top_growth = top
+    chart = _chart_for(top_growth, charts) or (charts[0] if charts else None)
+    numbers = []
+    primary = None
+    if top_growth is not None:
+        start = clock.when(top_growth.start)
+        if start:
+            numbers.append({"label": "Onset", "value": start["local"], "sub": None if clock.is_utc else start["utc"]})
+        elif top_growth.start_index is not None:
+            numbers.append({"label": "Onset", "value": f"step/sample {top_growth.start_index}", "sub": "no clock in this log"})
+        rate = _rate(top_growth.rate_bytes_per_hour, "h")
+        per_step = _rate(top_growth.rate_bytes_per_step, "step")
+        if rate or per_step:
+            numbers.append({"label": "Growth rate", "value": rate or per_step, "sub": per_step if rate else None})
+    if chart is not None:
+        main = max(chart["series"], key=lambda s: s["peak"] or 0) if chart["series"] else None
+        if main is not None:
+            sub = chart["title"]
+            if chart["capacity"]:
+                sub = f"of {human(chart['capacity'])} ({main['peak'] / chart['capacity']:.0%}), {chart['title']}"
+            numbers.append({"label": "Peak", "value": human(main["peak"]), "sub": sub})
+    fatal = _fatal_event(bundle.events, clock)
+    if top_growth is not None and (top_growth.exhaust_in_hours is not None or top_growth.exhaust_at is not None):
+        at = clock.when(top_growth.exhaust_at)
+        numbers.append({"label": "Time to exhaustion", "value": _duration(top_growth.exhaust_in_hours) or (at["local"] if at else "—"),
+                        "sub": at["local"] if at and top_growth.exhaust_in_hours is not None else None})
+    elif fatal is not None:
+        numbers.append({"label": "Time to exhaustion", "value": "reached",
+                        "sub": fatal["when"]["local"] if fatal["when"] else "memory ran out (see below)"})
+    if fatal is not None:
+        numbers.append({"label": "What ended the job", "value": fatal["label"],
+                        "sub": f"{fatal['path']}:{fatal['line']}" if fatal["line"] is not None else fatal["path"]})
+    elif not empty:
+        numbers.append({"label": "What ended the job", "value": "nothing fatal found",
+                        "sub": "no OOM kill, CUDA OOM or fatal Xid in these logs"})
+    if chart is not None:
+        onset_x = None
+        if top_growth is not None:
+            onset_x = _epoch(top_growth.start) if chart["xkind"] == "time" else (
+                float(top_growth.start_index) if top_growth.start_index is not None else None)
+        if onset_x is None:
+            onset_x = next((o["x"] for o in chart["onsets"]), None)
+        primary = {"chart_id": chart["id"], "onset_x": onset_x, "fatal": fatal is not None}
+    reason = _get(analysis, "verdict_reason", default=None)
+    verdict = {"code": code, "label": label, "tone": "empty" if empty else tone,
+               "reason": _clip(reason, 800) if reason else None, "numbers": numbers,
+               "top_finding": _clip(top.summary, 600) if top is not None and not _same_text(top.summary, reason) else None,
+               "fatal": fatal}
+    return verdict, primary
+
+
+# ---- the context -----------------------------------------------------------------------------------
+
+def build_context(bundle, analysis, opts) -> dict:
+    """Everything the HTML and Markdown show, as plain data."""
+    zone = getattr(opts, "tz", None) or "UTC"
+    clock = _Clock(zone)
+    samples, events = bundle.samples, bundle.events
+    empty = samples.is_empty() and events.is_empty()
+    charts, omitted, raw = _build_charts(bundle, analysis, clock)
+    verdict, primary = _verdict_ctx(analysis, bundle, charts, clock, empty)
+    zooms = _zooms(primary, charts, raw, clock, analysis)
+    findings = list(_get(analysis, "findings", default=None) or [])
+    order = sorted(range(len(findings)), key=lambda i: (-SEVERITY_RANK.get(findings[i].severity, 0), i))
+    shown = [findings[i] for i in order[:MAX_FINDINGS]]
+    rest = Counter((findings[i].kind, findings[i].severity) for i in order[MAX_FINDINGS:])
+    inputs = _inputs_ctx(bundle.inputs, clock)
+    untimed_series = sum(1 for c in charts if c["xkind"] != "time")
+    now = datetime.now(timezone.utc)
+    # the zone's offset when the data starts (not today's, which may differ by DST)
+    starts = [t for t in (samples["time"].min() if samples.height else None,
+                          events["time"].min() if events.height else None) if t is not None]
+    data_start = min(starts) if starts else None
+    clock_notes = [
+        f"Times are shown in {clock.name}"
+        + (f" ({clock.offset(data_start)} when the data starts)" if data_start else "")
+        + ("" if clock.is_utc else " and in UTC")
+        + (", the zone you gave with --tz." if getattr(opts, "tz_from_user", False)
+           else ", this machine's zone; logs without a zone were read in it too (change with --tz)."),
+        "Sizes printed as MB/GB in logs are read as MiB/GiB (2^20/2^30 bytes), as nvidia-smi, DeepSpeed, "
+        "Megatron and the HF Trainer mean them; a print() that meant 10^6 is off by at most 7.4%.",
+    ]
+    if untimed_series:
+        clock_notes.append(f"{untimed_series} chart(s) come from logs without a clock and are drawn by step or "
+                           "sample number; events cannot be placed on them.")
+    clock_notes.extend(_clip(f"{i.path}: clock {i.clock}, {i.anchor}", 300)
+                       for i in bundle.inputs if i.anchor and i.clock not in ("wall", "none"))
+    empty_reasons = []
+    if empty:
+        if not bundle.inputs:
+            empty_reasons.append("No input files were given or found.")
+        for i in bundle.inputs[:MAX_INPUT_ROWS]:
+            if i.error:
+                empty_reasons.append(_clip(i.error, 400))
+            elif not i.format:
+                empty_reasons.append(_clip(f"{i.path}: {i.reason or 'not recognized'}", 400))
+            else:
+                empty_reasons.append(_clip(f"{i.path}: read as {i.format}, but no memory readings or events "
+                                           f"were found ({i.skipped} lines skipped)", 400))
+    ctx = {
+        "tool": "gpu-forensics",
+        "version": forensics.__version__,
+        "generated_at": iso(now.replace(microsecond=0)),
+        "title": f"GPU memory report: {verdict['label']}" if not empty else "GPU memory report: nothing readable",
+        "zone": {"name": clock.name, "is_utc": clock.is_utc, "from_user": bool(getattr(opts, "tz_from_user", False)),
+                 "offset": clock.offset(data_start) if data_start else None},
+        "clock_notes": clock_notes,
+        "empty": empty,
+        "empty_reasons": empty_reasons,
+        "verdict": verdict,
+        "counts": {"inputs": len(bundle.inputs), "samples": samples.height, "events": events.height,
+                   "findings": len(findings), "series": sum(len(c["series"]) for c in charts)},
+        "charts": charts,
+        "charts_omitted": omitted,
+        "zooms": zooms,
+        "findings": [_finding_ctx(f, clock) for f in shown],
+        "findings_omitted": [{"kind": k, "severity": s, "count": n} for (k, s), n in sorted(rest.items())],
+        "sanitizer": _sanitizer_ctx(events),
+        "oom_kills": _oom_kills_ctx(events, clock),
+        "gpu_ooms": _gpu_ooms_ctx(events, clock),
+        "xids": _xids_ctx(events, clock),
+        "events": _events_ctx(events, clock),
+        "inputs": inputs,
+        "problems": [_clip(p, 600) for p in bundle.problems[:MAX_PROBLEMS]],
+        "problems_omitted": max(0, len(bundle.problems) - MAX_PROBLEMS),
+        "summary": _embedded_summary(bundle, analysis),
+    }
+    return ctx
+
+
+def _embedded_summary(bundle, analysis) -> dict:
+    """The JSON summary embedded in the HTML for machines, with findings capped to keep the file small."""
+    s = summary(bundle, analysis)
+    if len(s["findings"]) > EMBED_FINDINGS:
+        s["findings_omitted"] = len(s["findings"]) - EMBED_FINDINGS
+        s["findings"] = sorted(s["findings"], key=lambda f: -SEVERITY_RANK.get(f["severity"], 0))[:EMBED_FINDINGS]
+    for f in s["findings"]:
+        if len(f["evidence"]) > EMBED_EVIDENCE:
+            f["evidence_omitted"] = len(f["evidence"]) - EMBED_EVIDENCE
+            f["evidence"] = f["evidence"][:EMBED_EVIDENCE]
+        for e in f["evidence"]:
+            e["text"] = _clip(e["text"], 200)
+    if len(s["inputs"]) > EMBED_INPUTS:
+        s["inputs_omitted"] = len(s["inputs"]) - EMBED_INPUTS
+        s["inputs"] = s["inputs"][:EMBED_INPUTS]
+    return _plain(s)
+
+
+def summary(bundle, analysis) -> dict:
+    """The JSON summary, exactly as design.md fixes it."""
+    return summary_json(
+        forensics.__version__,
+        _get(analysis, "verdict", default="inconclusive") or "inconclusive",
+        bundle.inputs,
+        list(_get(analysis, "findings", default=None) or []),
+        _get(analysis, "verdict_reason", default=None),
+    )
+
+
+# ---- HTML ------------------------------------------------------------------------------------------
+
+def template_dirs() -> list[Path]:
+    """Where the templates are: inside the installed package first, then the checkout's templates/."""
+    pkg = Path(forensics.__file__).resolve().parent
+    dirs = [pkg / "templates", pkg.parent / "templates"]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in template_dirs()]),
+        autoescape=True,  # every file, whatever its name: log text is hostile
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["human"] = human
+    env.filters["num"] = lambda n: "—" if n is None else f"{n:,}"
+    return env
+
+
+def script_json(data) -> str:
+    """JSON safe inside <script type="application/json">: no `</`, `<!--`, `&` or line separators."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+# chart geometry (SVG user units; the SVG scales to the page width)
+_W = 960
+_MARGIN = {"left": 70, "right": 16, "top": 22, "bottom": 44}
+
+
+def _y_unit(y_max: float) -> tuple[str, int]:
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if y_max >= factor:
+            return unit, factor
+    return "B", 1
+
+
+def _nice_step(span: float, target: int) -> float:
+    raw = span / max(1, target)
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+_TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+               86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400, 91 * 86400, 182 * 86400, 364 * 86400]
+
+
+def _time_ticks(x0: float, x1: float, clock: _Clock, target: int = 7) -> list[dict]:
+    """Ticks on whole local minutes / hours / midnights, labelled in the user's zone and in UTC."""
+    span = max(x1 - x0, 1e-3)
+    step = next((s for s in _TIME_STEPS if span / s <= target), None)
+    if step is None:  # years: whole numbers of 364-day "years" keep the ticks few
+        step = _nice_step(span / (364 * 86400), target) * 364 * 86400
+    if step >= 86400:
+        # walk the local calendar so every tick is a local midnight, across DST changes too
+        days = int(round(step / 86400))
+        day = datetime.fromtimestamp(x0, clock.zone).date()
+        times = []
+        while len(times) < 40:
+            t = datetime.combine(day, datetime.min.time(), clock.zone).timestamp()
+            if t > x1 + 1e-6:
+                break
+            if t >= x0 - 1e-6:
+                times.append(t)
+            day += timedelta(days=days if times else 1)
+    else:
+        off = (datetime.fromtimestamp(x0, timezone.utc).astimezone(clock.zone).utcoffset() or timedelta(0)).total_seconds()
+        first = math.ceil((x0 + off) / step) * step - off
+        times = [first + k * step for k in range(40) if first + k * step <= x1 + 1e-6]
+    multi_day = datetime.fromtimestamp(x0, clock.zone).date() != datetime.fromtimestamp(x1, clock.zone).date()
+    fmt = "%H:%M:%S" if step < 60 else "%H:%M"
+    if step >= 86400:
+        fmt = "%Y-%m-%d"
+    elif multi_day:
+        fmt = "%m-%d " + fmt
+    # a local midnight is not a UTC midnight: day ticks say the UTC hour too
+    ufmt = "%m-%d %H:%M" if step >= 86400 else fmt
+    ticks = []
+    for t in times:
+        u = datetime.fromtimestamp(t, timezone.utc)
+        ticks.append({"x": t, "label": u.astimezone(clock.zone).strftime(fmt),
+                      "utc": None if clock.is_utc else u.strftime(ufmt) + "Z"})
+    return ticks
+
+
+def _num_ticks(x0: float, x1: float, target: int = 7) -> list[dict]:
+    span = max(x1 - x0, 1)
+    step = max(1.0, _nice_step(span, target))
+    first = math.ceil(x0 / step) * step
+    ticks, t = [], first
+    while t <= x1 + 1e-9 and len(ticks) < 40:
+        ticks.append({"x": t, "label": f"{t:,.0f}" if step >= 1 else f"{t:g}", "utc": None})
+        t += step
+    return ticks
+
+
+def _svg_model(chart: dict, clock: _Clock, height: int) -> dict:
+    """Pixel geometry of one chart for the template (all numbers, no text from logs)."""
+    left, right, top, bottom = _MARGIN["left"], _W - _MARGIN["right"], _MARGIN["top"], height - _MARGIN["bottom"]
+    x0, x1 = float(chart["x0"]), float(chart["x1"])
+    if x1 <= x0:
+        x0, x1 = x0 - 0.5, x1 + 0.5
+    y_min = float(chart.get("y_min") or 0)
+    y_max = float(chart["y_max"])
+    if y_min == 0:
+        y_max *= 1.05
+    unit, factor = _y_unit(y_max)
+
+    def px(x):
+        return round(left + (float(x) - x0) / (x1 - x0) * (right - left), 1)
+
+    def py(y):
+        return round(bottom - (float(y) - y_min) / (y_max - y_min) * (bottom - top), 1)
+
+    paths = []
+    for s in chart["series"]:
+        parts, dots = [], []
+        for run in s["runs"]:
+            if len(run) == 1:
+                dots.append({"x": px(run[0][0]), "y": py(run[0][1])})
+                continue
+            # "M x y x y ...": after a moveto, further pairs are linetos (shorter than an L each)
+            # x on whole pixels (a bucket is several wide); y to a tenth, which the hover read-out reads back
+            parts.append("M" + " ".join(f"{round(px(x))} {py(y):g}" for x, y in run))
+        paths.append({"d": "".join(parts), "dots": dots, "color": s["color"], "name": s["name"],
+                      "dashed": s["dashed"]})
+    ystep = _nice_step((y_max - y_min) / factor, 5) * factor
+    yticks = []
+    v = math.ceil(y_min / ystep) * ystep
+    while v <= y_max and len(yticks) < 12:
+        yticks.append({"y": py(v), "label": f"{v / factor:g} {unit}" if v else "0"})
+        v += ystep
+    xticks = _time_ticks(x0, x1, clock) if chart["xkind"] == "time" else _num_ticks(x0, x1)
+    for t in xticks:
+        t["px"] = px(t["x"])
+    markers = [dict(m, px=px(m["x"])) for m in chart["markers"]]
+    return {
+        "w": _W, "h": height, "left": left, "right": right, "top": top, "bottom": bottom,
+        "paths": paths, "yticks": yticks, "xticks": [t for t in xticks if left - 1 <= t["px"] <= right + 1],
+        "capacity": py(chart["capacity"]) if chart["capacity_drawn"] and chart["capacity"] else None,
+        "capacity_label": f"capacity {human(chart['capacity'])}" if chart["capacity"] else None,
+        "markers": markers,
+        "onsets": [dict(o, px=px(o["x"])) for o in chart["onsets"]],
+        "change_points": [px(x) for x in chart["change_points"]],
+        "x0": x0, "x1": x1, "y_min": y_min, "y_max": y_max, "unit": unit, "factor": factor,
+    }
+
+
+def _static(name: str) -> str:
+    for d in template_dirs():
+        p = d / name
+        if p.is_file():
+            return p.read_text(encoding="utf-8")
+    raise FileNotFoundError(name)
+
+
+def render_html(ctx: dict) -> str:
+    """One self-contained HTML file. Nothing is fetched: a CSP forbids any load, styles and the one
+    script are inline, and the script is allowed by its hash only (an injected script would not run)."""
+    clock = _Clock(ctx["zone"]["name"])
+    env = _env()
+    script = _INDENT.sub("\n", _static("report.js"))
+    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    svgs = {c["id"]: _svg_model(c, clock, 150 if c["kind"] == "process" else 260) for c in ctx["charts"]}
+    svgs.update({z["id"]: _svg_model(z, clock, 200) for z in ctx["zooms"]})
+    html = env.get_template("report.html.j2").render(
+        ctx=ctx, svgs=svgs, event_style=EVENT_STYLE,
+        script=Markup(script),
+        # our own static files and JSON escaped by script_json: trusted, not log text
+        script_hash=script_hash, css=Markup(_static("report.css")),
+        summary_json=Markup(script_json(ctx["summary"])),
+    )
+    # template indentation is a tenth of the file; no text in it spans lines (see _clip), and the
+    # script's own indentation is not hashed twice: the hash above is of the stripped script too
+    return _INDENT.sub("\n", html)
+
+
+_INDENT = re.compile(r"\n[ \t]+")
+
+
+# ---- Markdown --------------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(text) -> str:
+    """Log text as inert Markdown: one line, HTML escaped, Markdown punctuation backslash-escaped."""
+    if text is None:
+        return ""
+    text = " ".join(str(text).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _fence(lines: list[str]) -> str:
+    """A fenced block whose fence is longer than any backtick run inside it."""
+    longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + "text", *lines, fence])
+
+
+def _md_evidence(path, line, text) -> str:
+    where = f"{path}:{line}" if line is not None else (path or "")
+    return " ".join(f"{where}: {_clip(text)}".split())
+
+
+def render_markdown(ctx: dict) -> str:
+    """A Markdown summary to paste into a ticket."""
+    v = ctx["verdict"]
+    out = [f"## GPU memory report: {md_text(v['label']) if not ctx['empty'] else 'nothing readable'}", ""]
+    if ctx["empty"]:
+        out.append("No memory readings or events could be read from the inputs:")
+        out.append("")
+        out.extend(f"- {md_text(r)}" for r in ctx["empty_reasons"][:20])
+        out.append("")
+    if v["reason"]:
+        out += [f"**Verdict:** `{v['code']}`: {md_text(v['reason'])}", ""]
+    else:
+        out += [f"**Verdict:** `{v['code']}`", ""]
+    if v["numbers"]:
+        out += ["| | |", "|---|---|"]
+        for n in v["numbers"]:
+            val = md_text(n["value"]) + (f" ({md_text(n['sub'])})" if n["sub"] else "")
+            out.append(f"| {md_text(n['label'])} | {val} |")
+        out.append("")
+    sparks = [c for c in ctx["charts"] if c["sparkline"]][:MAX_GPU_CHARTS + 4]
+    if sparks:
+        out += ["### Memory over time", ""]
+        for c in sparks:
+            main = c["series"][0]
+            cap = f" of {human(c['capacity'])}" if c["capacity"] else ""
+            out.append(f"- {md_text(c['title'])}, {md_text(main['series'])}: `{c['sparkline']}` "
+                       f"{human(main['first'])} → {human(main['last'])}, peak {human(main['peak'])}{cap}")
+        out.append("")
+    if ctx["findings"]:
+        out += ["### Findings", ""]
+        for n, f in enumerate(ctx["findings"], start=1):
+            out.append(f"{n}. **{f['severity']}** `{f['kind']}`: {md_text(f['summary'])}")
+            facts = [f"{md_text(k)}: {md_text(val)}" for k, val in f["facts"] if k != "Where"]
+            if facts:
+                out.append("   " + "; ".join(facts))
+            if f["causes"]:
+                out.append("   Likely cause: " + md_text(f["causes"][0]))
+            if f["checks"]:
+                out.append("   Check: " + md_text(f["checks"][0]))
+            if f["evidence"]:
+                block = _fence([_md_evidence(e["path"], e["line"], e["text"]) for e in f["evidence"][:4]])
+                out.append("\n".join("   " + line for line in block.splitlines()))
+            out.append("")
+        for o in ctx["findings_omitted"]:
+            out.append(f"- and {o['count']} more {md_text(o['severity'])} {md_text(o['kind'])} finding(s)")
+        if ctx["findings_omitted"]:
+            out.append("")
+    fatal = v.get("fatal")
+    if fatal:
+        out += ["### What ended the job", "", md_text(fatal["label"]) + (f", {fatal['when']['local']}" if fatal["when"] else ""), "",
+                _fence([_md_evidence(fatal["path"], fatal["line"], fatal["text"])]), ""]
+    san = ctx["sanitizer"]
+    if san:
+        out += ["### compute-sanitizer leaks by allocation site", ""]
+        for g in san["groups"][:10]:
+            tag = " (expected: allocator cache at exit)" if g["expected"] else ""
+            out.append(f"- {g['bytes_text']} in {g['count']} allocation(s) at {md_text(g['site'])}{tag}")
+        out.append("")
+    ins = ctx["inputs"]
+    out += ["### Inputs", "", "| file | format | lines | records | skipped | time range |", "|---|---|---:|---:|---:|---|"]
+    for r in ins["rows"][:50]:
+        rng = r["range"]["local"] if r["range"] else ""
+        fmt = md_text(r["format"]) if r["format"] else ("**error**" if r["error"] else "not recognized")
+        out.append(f"| {md_text(r['path'])} | {fmt} | {r['lines']:,} | {r['records']:,} | {r['skipped']:,} | {md_text(rng)} |")
+    more = ins["total"] - min(50, len(ins["rows"]))
+    if more > 0:
+        out.append(f"| and {more} more | | | | | |")
+    out.append("")
+    if ctx["problems"]:
+        out += ["### Problems", ""]
+        out.extend(f"- {md_text(p)}" for p in ctx["problems"][:20])
+        extra = len(ctx["problems"]) - 20 + ctx["problems_omitted"]
+        if extra > 0:
+            out.append(f"- and {extra} more")
+        out.append("")
+    out.append("_" + md_text(" ".join(ctx["clock_notes"][:2])) + f" Generated by {ctx['tool']} {md_text(ctx['version'])}._")
+    return "\n".join(out) + "\n"
+
+
+# ---- output ----------------------------------------------------------------------------------------
+
+def write_atomic(path, text: str) -> None:
+    """Write text to path so that a reader sees the old file or the whole new one, never a part."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

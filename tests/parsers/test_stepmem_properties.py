@@ -1,0 +1,110 @@
+"""Property tests for the step-log extraction (stepmem + the framework modules it drives):
+arbitrary lines never raise, and every byte count comes from a number written in its own line."""
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forensics.options import Options
+from forensics.parsers import deepspeed, hf_trainer, megatron, stepmem
+
+# fragments of every shape the parsers read, so random lines come close to (and into) real ones
+FRAGMENTS = [
+    "allocated", "reserved", "cached", "max allocated", "max_memory_allocated", "occupied memory", ":", "=",
+    " ", "  ", ", ", " | ", "/", "MB", "MiB", "GB", "GiB", "KB", "B", "bytes", "(MB)", "(GB)", "'", "{", "}",
+    "[step 3]", "[epoch 1 step 2]", "Iter 4", "iteration 5/ 10 |", "[Rank 1]", "[0] mp: ", "\r", "-", "+",
+    "torch.cuda.memory_allocated(0) ", "torch.cuda.max_memory_reserved(1) ", "nvidia-smi GPU-1 memory (MB) ",
+    "GPU: ", "GPU=", "Free GPU ram: ", "total_memory_available (GB)", "MA ", "Max_MA ", "CA ", "Max_CA ",
+    "NV ", "CPU Virtual Memory:  used = ", "see_memory_usage] ", "[INFO] [utils.py:803:see_memory_usage] ",
+    "  train_mem_gpu_alloc_delta  =  ", "***** train metrics *****", "datetime: ", "[before training] ",
+    "2026-11-30 03:04:08,405 ", "[2026-11-30 03:04:08] ", "2026-03-29T02:30:00+01:00 ", "11/30/2026 03:04:08 ",
+    "CUDA out of memory", "N/A", "[N/A]", "nan", "inf", "1e400", "-0", "0", "7", "12.5", "1,234.5", "99999999999999999999",
+    "3.0e2", "é", "\x00", "\t",
+]
+
+_fragment = st.sampled_from(FRAGMENTS) | st.from_regex(r"-?\d{1,6}(\.\d{1,3})?", fullmatch=True)
+_number = st.sampled_from(["0", "7", "12.5", "1,234.5", "-3", "1e400", "99999999999999999999", "N/A", "3.0e2"]) \
+    | st.from_regex(r"\d{1,7}(\.\d{1,4})?", fullmatch=True)
+# shaped like a reading (prefix, key, separator, number, unit, more), with junk anywhere
+_near_reading = st.tuples(
+    st.lists(_fragment, max_size=3).map("".join),
+    st.sampled_from(["allocated", "reserved", "cached", "max allocated", "memory_allocated (GB)", "MA ",
+                     "Free GPU ram", "GPU", "occupied memory", "train_mem_gpu_alloc_delta",
+                     "torch.cuda.memory_reserved(2)", "nvidia-smi GPU-3 memory (MB)", "CPU Virtual Memory:  used"]),
+    st.sampled_from([": ", "=", " = ", " ", ":", "'': "]),
+    _number,
+    st.sampled_from(["", " MB", "MB", " GiB", " KB", " B", "/11011.5 MiB", " Max_MA 2 GB CA 3 GB Max_CA 4 GB",
+                     " | NV 5.00 GB", "MB\r GPU=1/2 MiB"]),
+    st.lists(_fragment, max_size=3).map("".join),
+).map("".join)
+line_strategy = st.one_of(
+    _near_reading,
+    st.lists(_fragment, min_size=1, max_size=14).map("".join),
+    st.text(max_size=80),
+)
+
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_FACTORS = [1 << (10 * i) for i in range(6)]
+SRC = SimpleNamespace(path="prop.log")
+
+
+def _frame(lines: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"text": lines}, schema={"text": pl.String}).with_row_index("line", offset=1).with_columns(
+        pl.col("line").cast(pl.Int64))
+
+
+def _comes_from_line(value: int, text: str) -> bool:
+    for tok in _NUMBER.findall(text):
+        try:
+            num = float(tok.replace(",", ""))
+        except ValueError:
+            continue
+        if any(abs(num * f - value) <= 1 for f in _FACTORS):
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(line_strategy, min_size=1, max_size=12))
+def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
+    for module in (stepmem, deepspeed, megatron, hf_trainer):
+        module.sniff(lines)
+    # the frame a Source gives never holds "\n" inside a line
+    lines = [ln.replace("\n", " ") for ln in lines]
+    parsed = stepmem.extract_all(_frame(lines), SRC, Options(tz="Europe/Berlin"))
+    for row in parsed.samples.iter_rows(named=True):
+        text = lines[row["line"] - 1]
+        assert _comes_from_line(row["bytes"], text), (row, text)
+        if row["total_bytes"] is not None:
+            assert _comes_from_line(row["total_bytes"], text), (row, text)
+        assert row["series"]
+    assert parsed.clock in ("wall", "wall-assumed", "none")
+    assert all(parsed.samples["bytes"].is_not_null())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    key=st.sampled_from(["allocated", "reserved", "cached", "max allocated", "max reserved", "Max_Memory_Allocated"]),
+    num=st.decimals(min_value=0, max_value=10 ** 6, places=2, allow_nan=False, allow_infinity=False),
+    unit=st.sampled_from(["MB", "MiB", "GB", "GiB", "KB", "B", "bytes"]),
+    sep=st.sampled_from([": ", "=", ":", " = ", " :"]),
+    prefix=st.sampled_from(["", "[after forward] ", "2026-11-30 03:04:08,405 INFO train: [step 5] ",
+                            "[2026-11-30 03:04:08] ", "epoch 2 | "]),
+)
+def test_spine_reading_is_exact(key, num, unit, sep, prefix):
+    line = f"{prefix}{key}{sep}{num} {unit}"
+    parsed = stepmem.extract_all(_frame([line]), SRC, Options(tz="UTC"))
+    factor = {"MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30, "KB": 1 << 10, "B": 1, "bytes": 1}[unit]
+    assert parsed.samples.height == 1, line
+    row = parsed.samples.row(0, named=True)
+    assert abs(row["bytes"] - float(num) * factor) <= 1
+    want = {"allocated": "allocated", "reserved": "reserved", "cached": "reserved", "max allocated": "max_allocated",
+            "max reserved": "max_reserved", "Max_Memory_Allocated": "max_allocated"}[key]
+    assert row["series"] == want
+    if "step 5" in prefix:
+        assert row["step"] == 5
+    assert (row["time"] is None) == ("2026" not in prefix)
