@@ -62,15 +62,16 @@ class Case:
 # ----------------------------------------------------------------------------------------------
 # signal shapes (x in seconds or index; all return bytes as float)
 
-def _grid(rng, timed=True):
+def _grid(rng, timed=True, min_points=80):
     """(x, interval, duration) with 0.25 s..60 s sampling and minutes..weeks of duration."""
     interval = float(np.exp(rng.uniform(np.log(0.25), np.log(60))))
     duration = float(np.exp(rng.uniform(np.log(600), np.log(14 * 86400))))
     n = duration / interval
     if n > MAX_POINTS:
         interval = duration / MAX_POINTS
-    if n < 80:
-        duration = 80 * interval
+    if n < min_points:
+        interval = max(0.25, duration / min_points)
+        duration = max(duration, min_points * interval)
     n = int(duration / interval)
     x = np.arange(n) * interval
     # real loggers jitter a little
@@ -131,7 +132,9 @@ def _leak_linear(rng, x, dur, base, cap, noise, below_noise=False):
     t0 = x[0] + dur * (rng.uniform(0, 0.6) if rng.uniform() < 0.8 else 0.0)
     headroom = cap - base
     if below_noise:
-        grow = base * max(noise, 0.01) * rng.uniform(0.8, 2.0)
+        # below the per-sample noise, yet long enough for the slope to stand out (>= 20 standard errors)
+        # and above the documented floor of 1% of the level
+        grow = base * max(noise * rng.uniform(0.8, 2.0), 0.015)
     else:
         grow = min(headroom * 0.9, base * float(np.exp(rng.uniform(np.log(0.04), np.log(1.5)))))
     rate = grow / (x[-1] - t0)
@@ -211,7 +214,8 @@ def _frame(x, ys: dict, timed: bool, series="memory.used", source="nvsmi.csv", c
 
 def make_case(rng, idx: int, family: str) -> Case:
     timed = family not in ("untimed_leak", "untimed_healthy")
-    x, interval, dur = _grid(rng, timed)
+    # a leak below the per-sample noise needs many samples for its slope to stand out
+    x, interval, dur = _grid(rng, timed, 20_000 if family == "leak_below_noise" else 80)
     cap = int(rng.choice([16, 24, 40, 80, 141])) * GiB
     n_gpu = int(rng.choice([1, 1, 2, 4, 8]))
     noise = float(rng.choice([0.0, 0.001, 0.005, 0.02]))

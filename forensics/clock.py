@@ -176,6 +176,8 @@ def syslog_years(month: pl.Series, day: pl.Series | None = None, *, mtime: float
         local = stamp.astimezone(ZoneInfo("UTC") if zone in UTC_NAMES else ZoneInfo(zone))
         years, crossed, back = _walk_years(month, day, local.year, local.month, local.day)
         how = f"syslog year from {source} {local.date().isoformat()}"
+    if years.len():
+        how += f": last line in {years[-1]}"
     if crossed:
         how += f", {crossed} New Year{'s' if crossed > 1 else ''} crossed going back"
     if back > 0:

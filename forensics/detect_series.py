@@ -27,6 +27,8 @@ OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exce
 TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration
 STAIR_TAIL_FACTOR = 1.5     # a staircase is still growing when its last step is this recent (x interval)
 STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
+FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
+NEW_HIGH_SHARE = 0.5      # ... and at least this share of a leak's growth lies above all earlier levels
 SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
 DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
 QUANTUM_MIN_MOVING = 0.05  # a resolution is read only when at least this share of readings change
@@ -388,7 +390,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
 
     # A sawtooth: repeated falls that are followed by recoveries. Growth is then judged on the floor.
     fall_min = max(event, OSCILLATION_MIN_FRACTION * level)
-    troughs = _troughs(xb, f, segs, fall_min)
+    troughs, depths = _troughs(xb, f, segs, fall_min)
     fit.oscillating = len(troughs) >= 2
     end_i = xb.size
     if fit.oscillating:
@@ -398,7 +400,10 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.persistent_growth = float(env[-1] - env[0])
     leak_min = max(LEAK_SIGMAS * sigma_b, LEAK_MIN_FRACTION * level, LEAK_MIN_QUANTA * quantum)
 
-    leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, fit.oscillating, troughs, bx, by)
+    floor = _raw_floor(bx, by, edges, troughs, depths) if fit.oscillating else None
+    leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, floor, bx, by)
+    if leak is not None and floor is None and not _new_high(xb, f, leak):
+        leak = None
     duration = float(bx[-1] - bx[0])
     if leak is not None:
         fit.leak = leak
@@ -430,25 +435,44 @@ def _has_drop(segs: list[Segment], size: float) -> bool:
     return any(b.y0 - a.y1 <= -size for a, b in zip(segs, segs[1:]))
 
 
-def _troughs(xb, f, segs: list[Segment], fall_min: float) -> list[int]:
-    """Bucket indexes of the bottoms after each significant fall that is followed by a recovery."""
-    falls = []   # (index of the bottom, depth)
+def _troughs(xb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], list[float]]:
+    """Bucket indexes of the bottoms after each significant fall that is followed by a recovery,
+    and the depth of each fall."""
+    falls: dict[int, float] = {}
     for k, s in enumerate(segs):
         if k > 0:
             jump = s.y0 - segs[k - 1].y1
             if jump <= -fall_min:
-                falls.append(s.i0)
+                falls[s.i0] = -jump
         if s.y1 - s.y0 <= -fall_min:
-            falls.append(s.i1 - 1)
-    out = []
-    for i in sorted(set(falls)):
+            falls[s.i1 - 1] = s.y0 - s.y1
+    out, depths = [], []
+    for i in sorted(falls):
         # recovered: the curve comes back up by at least half of a fall afterwards
         if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= 0.5 * fall_min:
             out.append(i)
-    return out
+            depths.append(falls[i])
+    return out, depths
 
 
-def _find_leak(xb, yb, env, sigma_b, leak_min, oscillating, troughs, bx, by) -> Leak | None:
+def _raw_floor(bx, by, edges, troughs, depths):
+    """The bottom of each tooth read on the raw samples (bucket means alias a fast sawtooth, and
+    their troughs wander): (x, y) of the minimum near each trough, and the typical tooth depth."""
+    t = np.asarray(troughs)
+    half = max(1, int(0.25 * np.median(np.diff(t)))) if t.size > 1 else 1
+    xs, ys = [], []
+    m = edges.size - 1
+    for i in t:
+        lo, hi = edges[max(0, i - half)], edges[min(m, i + half + 1)]
+        if hi <= lo:
+            continue
+        j = lo + int(np.argmin(by[lo:hi]))
+        xs.append(bx[j])
+        ys.append(by[j])
+    return np.asarray(xs), np.asarray(ys), float(np.median(depths))
+
+
+def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     """The growing part at the end of the envelope: a ramp that is still rising, or a staircase whose
     steps keep coming. Returns None when growth stopped long enough ago (warm-up, one-off allocation)."""
     n = env.size
@@ -474,11 +498,20 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, oscillating, troughs, bx, by) -> 
     events = _merge_close(events, xb, duration)
     end_x = float(xb[-1])
     last = events[-1]
-    if oscillating:
-        return _sawtooth_leak(xb, env, troughs, leak_min, sigma_b, duration)
+    if floor is not None:
+        return _sawtooth_leak(float(bx[0]), floor, leak_min, sigma_b)
     if last[3] == "ramp" and end_x - last[1] <= TAIL_QUIET_FRACTION * duration:
         return _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration)
     return _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
+
+
+def _new_high(xb, f, leak: Leak) -> bool:
+    """A leak takes memory where it has not been before: at least half of its growth lies above the
+    highest level before its onset (the rising half of a slow wave is not a leak)."""
+    before = f[xb < leak.onset]
+    if before.size == 0:
+        return True
+    return float(f[-1]) - float(before.max()) >= NEW_HIGH_SHARE * leak.growth
 
 
 def _merge_close(events: list[tuple], xb, duration) -> list[tuple]:
@@ -645,36 +678,33 @@ def _refine_step(xb, yb, x_step, interval) -> float:
     return float(0.5 * (xb[sel[best_k - 1]] + xb[sel[best_k]]))
 
 
-def _sawtooth_leak(xb, env, troughs, leak_min, sigma_b, duration) -> Leak | None:
-    """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak."""
-    # the series' start is a floor point too (the envelope there is the lowest later floor)
-    tx = np.concatenate([[xb[0]], xb[troughs]])
-    ty = np.concatenate([[env[0]], env[troughs]])
+def _sawtooth_leak(x_start, floor, leak_min, sigma_b) -> Leak | None:
+    """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak. The floor
+    must rise by a good share of a tooth's depth: a wandering floor is not growth."""
+    tx, ty, depth = floor
     if tx.size < 3:
         return None
-    # the floor's own run: from the last trough back while it keeps rising
-    rate = theil_sen(tx, ty)
-    if rate <= 0:
-        return None
-    # onset: a hinge on the troughs (floor level, then rising)
-    best, onset = None, float(tx[0])
+    # onset: a hinge on the troughs (floor level, then rising); the first trough means "from the start"
+    best, onset, j_best = None, float(tx[0]), 0
     for j in range(0, tx.size - 2):
         h = np.maximum(0.0, tx - tx[j])
         A = np.column_stack([np.ones_like(tx), h])
         coef, *_ = np.linalg.lstsq(A, ty, rcond=None)
         sse = float(((A @ coef - ty) ** 2).sum())
         if best is None or sse < best * 0.999:
-            best, onset = sse, float(tx[j])
+            best, onset, j_best = sse, float(tx[j]), j
     sel = tx >= onset
-    rate = theil_sen(tx[sel], ty[sel]) if sel.sum() >= 3 else rate
+    rate = theil_sen(tx[sel], ty[sel])
     growth = rate * float(tx[-1] - onset)
-    if rate <= 0 or growth < leak_min:
+    if j_best == 0:
+        onset = x_start
+    if rate <= 0 or growth < max(leak_min, FLOOR_RISE_SHARE * depth):
         return None
-    start_level = float(ty[sel][0])
     b, a = line_fit(tx[sel], ty[sel])
-    resid = float(np.sqrt(np.mean((ty[sel] - (a + b * tx[sel])) ** 2))) if sel.sum() > 2 else 0.0
+    resid = float(np.sqrt(np.mean((ty[sel] - (a + b * tx[sel])) ** 2)))
     z = growth / (max(resid, sigma_b) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
     if z < LEAK_Z:
         return None
+    start_level = float(ty[sel][0])
     return Leak("linear", onset, float(tx[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, LEAK_Z, 0.9), z=z)

@@ -92,6 +92,8 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
         found = _scan_free_text(src, opts, set())
         if found:
             kinds = sorted({k for p in found for k in p.events["kind"].unique().to_list()})
+            if any(p.samples.height for p in found):
+                kinds.append("memory reading")
             info.format = "text"
             info.reason = "free text with " + ", ".join(kinds) + " lines"
             info.clock = found[0].clock

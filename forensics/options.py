@@ -55,6 +55,8 @@ class Options:
     year: int | None = None
     boot_time: datetime | None = None   # aware, UTC
     start: datetime | None = None       # clock anchor for untimed sources, aware
+    end: datetime | None = None         # or their last sample's time, aware (with interval)
+    interval: float | None = None       # seconds between samples of untimed sources (with start or end)
     year_from_mtime: bool = True
 
     def tz_for(self, path: str) -> str:

@@ -37,6 +37,7 @@ PLOT_BUCKETS = 250          # min/max buckets per series across a chart's width
 PROCESS_BUCKETS = 120       # process charts are drawn smaller
 MARKER_COLUMNS = 120        # events closer than 1/120 of the width merge into one marker
 ZOOM_BUCKETS = 200
+ZOOM_MIN_READINGS = 40      # close-ups only for series long enough to need them
 SPARK_CELLS = 32            # characters in a Markdown sparkline
 MAX_GPU_CHARTS = 16
 MAX_PROCESS_CHARTS = 12
@@ -468,8 +469,8 @@ def _event_label(e: dict) -> str:
     d = _json_detail(e.get("detail"))
     if kind == "xid" and d.get("code") is not None:
         label = f"Xid {d.get('code')}" + (f": {d['meaning']}" if d.get("meaning") else "")
-    elif kind == "marker" and (d.get("label") or d.get("name")):
-        label = f"marker: {d.get('label') or d.get('name')}"
+    elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):
+        label = f"marker: {d.get('label') or d.get('name') or d.get('what')}"
     who = []
     if e.get("process"):
         who.append(str(e["process"]))
@@ -574,15 +575,21 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
     limits = {"gpu": MAX_GPU_CHARTS, "process": MAX_PROCESS_CHARTS, "source": MAX_OTHER_CHARTS}
     for kind in ("gpu", "process", "source"):
         gs = sorted(by_kind.get(kind, []), key=rank)
-        keep = gs[: limits[kind]]
+        # one reading of a process (e.g. a line of the OOM killer's task table) is not a timeline; a
+        # GPU's single reading still shows how full it was
+        drawable = [g for g in gs if kind == "gpu" or max(s["n"] for s in g["series"]) >= 2]
+        keep = drawable[: limits[kind]]
         if kind == "gpu":  # GPUs read best in index order
             keep.sort(key=lambda g: (_natural(g["host"]), _natural(g["ident"]), g["xkind"]))
         chosen.extend(keep)
-        for g in gs[limits[kind]:]:
-            omitted.append({
-                "kind": kind, "title": _chart_title(kind, g["host"], g["ident"], g["labels"], g["xkind"], multi_host),
-                "peak": human(max(s["peak"] or 0 for s in g["series"])),
-            })
+        kept = {id(g) for g in keep}
+        for g in gs:
+            if id(g) not in kept:
+                omitted.append({
+                    "kind": kind, "title": _chart_title(kind, g["host"], g["ident"], g["labels"], g["xkind"], multi_host),
+                    "peak": human(max(s["peak"] or 0 for s in g["series"])),
+                    "readings": max(s["n"] for s in g["series"]),
+                })
 
     events = _events_for_charts(bundle.events)
     charts, raw = [], {}
@@ -732,7 +739,8 @@ def _zooms(primary: dict | None, charts: list, raw: dict, clock: _Clock, analysi
     if chart is None:
         return []
     span = chart["x1"] - chart["x0"]
-    if span <= 0:
+    # a short series is fully readable on its own chart: a close-up would show two points
+    if span <= 0 or max((s["n"] for s in chart["series"]), default=0) < ZOOM_MIN_READINGS:
         return []
     windows = []
     onset = primary.get("onset_x")
@@ -749,7 +757,7 @@ def _zooms(primary: dict | None, charts: list, raw: dict, clock: _Clock, analysi
         if hi <= lo:
             continue
         env = _envelopes(raw["rows"], {sid: (lo, hi) for sid in info["sids"]}, ZOOM_BUCKETS)
-        if sum(len(p) for runs in env.values() for p in runs) < 2:
+        if sum(len(p) for runs in env.values() for p in runs) < 4:
             continue
         z = {k: chart[k] for k in ("kind", "host", "xkind", "gpu", "pid", "source", "gpus", "capacity", "capacity_drawn")}
         z.update({"id": f"{chart['id']}-{what}", "title": f"{title}: {chart['title']}", "x0": _xround(lo),
@@ -782,9 +790,15 @@ def _zooms(primary: dict | None, charts: list, raw: dict, clock: _Clock, analysi
 
 # ---- findings, events, sanitizer, inputs -----------------------------------------------------------
 
+# detail keys whose numbers are byte counts (the parsers store bytes, never MiB)
+_BYTES_KEY = re.compile(r"bytes|rss|total_vm|pgtables|^(requested|total|free|allocated|reserved|cached|capacity|"
+                        r"used|limit|allowed|private_pools|memcg_usage|memcg_limit)$|"
+                        r"_(in_use|used|free|reserved|allocated|unallocated|capacity|limit|size)$")
+
+
 def _detail_value(key: str, v, clock: _Clock) -> str | int | None:
-    """A finding's extra number for people; nested records (the detector's per-series list) are left
-    to the JSON summary."""
+    """One extra fact for people; nested records (the detector's per-series list) are left to the
+    JSON summary, and empty values are not shown."""
     if isinstance(v, datetime):
         w = clock.when(v)
         return w["local"] if w else None
@@ -798,14 +812,32 @@ def _detail_value(key: str, v, clock: _Clock) -> str | int | None:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, (int, float)):
-        if "bytes" in key or key.endswith("_rss"):
+        if _BYTES_KEY.search(key):
             return human(v)
         if key.endswith("hours"):
             return _duration(v)
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
         if isinstance(v, float):
             return f"{v:.4g}"
         return v
-    return _clip(v, 200)
+    return _clip(v, 200) if v != "" else None
+
+
+def _details(d: dict, clock: _Clock, skip=(), evidence_texts=()) -> list[list]:
+    out = []
+    for k, v in d.items():
+        if k in skip:
+            continue
+        # a message that only repeats the quoted log line adds nothing
+        if isinstance(v, str) and len(v) > 40 and any(v in t for t in evidence_texts):
+            continue
+        v = _detail_value(str(k), v, clock)
+        if v is not None:
+            out.append([str(k), v])
+        if len(out) >= MAX_DETAIL_ITEMS:
+            break
+    return out
 
 
 def _finding_ctx(f, clock: _Clock) -> dict:
@@ -845,13 +877,7 @@ def _finding_ctx(f, clock: _Clock) -> dict:
         facts.append(["Memory runs out", text])
     if f.confidence is not None:
         facts.append(["Confidence", f"{f.confidence:.0%}" if f.confidence <= 1 else str(f.confidence)])
-    details = []
-    for k, v in (f.detail or {}).items():
-        v = _detail_value(str(k), v, clock)
-        if v is not None:
-            details.append([str(k), v])
-        if len(details) >= MAX_DETAIL_ITEMS:
-            break
+    details = _details(f.detail or {}, clock, evidence_texts=[e.text or "" for e in f.evidence])
     evidence = [{"path": e.path, "line": e.line, "text": _clip(e.text)} for e in f.evidence[:MAX_EVIDENCE]]
     return {
         "kind": f.kind, "severity": f.severity, "summary": _clip(f.summary, 600), "facts": facts,
@@ -886,13 +912,15 @@ def _events_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
 
 
 def _frame_text(frame) -> str:
+    """`symbol at file:line in module` (module by its base name), or the frame as given."""
     if isinstance(frame, dict):
-        sym = frame.get("symbol") or frame.get("function") or frame.get("name") or ""
-        mod = frame.get("module") or frame.get("file") or frame.get("filename") or ""
-        line = frame.get("line")
-        text = sym or "?"
-        if mod:
-            text += f" in {mod}" + (f":{line}" if line is not None else "")
+        sym = frame.get("symbol") or frame.get("function") or frame.get("name")
+        text = sym or (f"[{frame['offset']}]" if frame.get("offset") else "?")
+        src = frame.get("file") or frame.get("filename")
+        if src:
+            text += f" at {src}" + (f":{frame['line']}" if frame.get("line") is not None else "")
+        if frame.get("module"):
+            text += f" in {_base(str(frame['module']).replace(chr(92), '/'))}"
         return _clip(text, 300)
     return _clip(frame, 300)
 
@@ -908,7 +936,8 @@ def _sanitizer_ctx(events: pl.DataFrame) -> dict | None:
     if leaks.is_empty():
         return None
     leaks = leaks.with_columns(
-        pl.col("detail").str.json_path_match("$.frames").fill_null("[]").alias("_frames"),
+        pl.coalesce(pl.col("detail").str.json_path_match("$.stack"),
+                    pl.col("detail").str.json_path_match("$.frames")).fill_null("[]").alias("_frames"),
         pl.col("detail").str.json_path_match("$.allocator_cache_at_exit").fill_null("false").alias("_cache"),
     )
     groups = leaks.with_row_index("_i").group_by("_frames", "_cache").agg(
@@ -935,6 +964,8 @@ def _sanitizer_ctx(events: pl.DataFrame) -> dict | None:
         user = [_frame_text(fr) for fr in frames if _is_user_frame(fr)]
         lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
         site = d.get("site_label") or d.get("site") or (user[0] if user else (lib[0] if lib else None))
+        if isinstance(site, dict):
+            site = _frame_text(site)
         out.append({
             "site": _clip(site, 300) if site else "(no backtrace)",
             "count": g["count"], "bytes": g["bytes"], "bytes_text": human(g["bytes"]) if g["bytes"] is not None else "—",
@@ -961,16 +992,10 @@ def _oom_kills_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
     rows = []
     for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
         d = _json_detail(e["detail"])
-        facts = []
-        for k in list(_OOM_KEYS) + [k for k in d if k not in _OOM_KEYS]:
-            if k not in d or d[k] is None or k in ("pid", "process", "victim"):
-                continue
-            v = d[k]
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and (k.endswith("rss") or k in ("total_vm", "pgtables")):
-                v = human(v)
-            facts.append([k, _clip(_plain(v) if not isinstance(v, (dict, list)) else json.dumps(v), 200)])
-            if len(facts) >= MAX_DETAIL_ITEMS:
-                break
+        ordered = {k: d[k] for k in _OOM_KEYS if k in d}
+        ordered.update(d)
+        facts = _details(ordered, clock, skip=("pid", "process", "victim", "message", "host", "evidence_lines"),
+                         evidence_texts=[e["text"] or ""])
         rows.append({"when": clock.when(e["time"]), "pid": e["pid"], "process": _clip(e["process"], 120),
                      "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
                      "path": e["source"], "line": e["line"], "text": _clip(e["text"])})
@@ -981,17 +1006,7 @@ def _gpu_ooms_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
     ooms = events.filter(pl.col("kind") == "gpu_oom").sort("time", nulls_last=True)
     rows = []
     for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
-        d = _json_detail(e["detail"])
-        facts = []
-        for k, v in d.items():
-            if v is None or isinstance(v, (dict, list)):
-                continue
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and ("bytes" in k or k in (
-                    "total", "free", "allocated", "reserved", "in_use", "capacity", "requested", "tried")):
-                v = human(v)
-            facts.append([k, _clip(_plain(v), 200)])
-            if len(facts) >= MAX_DETAIL_ITEMS:
-                break
+        facts = _details(_json_detail(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])
         rows.append({"when": clock.when(e["time"]), "gpu": e["gpu"], "pid": e["pid"],
                      "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
                      "path": e["source"], "line": e["line"], "text": _clip(e["text"])})
@@ -1005,11 +1020,13 @@ def _xids_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
     xids = xids.with_row_index("_i").with_columns(
         pl.col("detail").str.json_path_match("$.code").alias("_code"),
         pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
+        pl.col("detail").str.json_path_match("$.weight").alias("_weight"),
     )
     groups = xids.group_by("gpu", "_code").agg(
         pl.len().alias("count"),
         pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
         pl.col("_meaning").drop_nulls().first().alias("meaning"),
+        pl.col("_weight").drop_nulls().first().alias("weight"),
         pl.col("pid").drop_nulls().unique().sort().head(5).alias("pids"),
         pl.col("process").drop_nulls().unique().sort().head(5).alias("processes"),
         pl.col("source").sort_by("_i").first().alias("path"),
@@ -1024,7 +1041,9 @@ def _xids_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
             fatal = int(code) in FATAL_XIDS
         except (TypeError, ValueError):
             fatal = False
+        fatal = fatal or "fallen off the bus" in (g["meaning"] or "").lower()
         out.append({"gpu": g["gpu"], "code": code, "meaning": _clip(g["meaning"], 300) if g["meaning"] else None,
+                    "weight": _clip(g["weight"], 300) if g["weight"] else None,
                     "count": g["count"], "first": clock.when(g["first"]), "last": clock.when(g["last"]),
                     "pids": g["pids"], "processes": [_clip(p, 80) for p in g["processes"]], "fatal": fatal,
                     "path": g["path"], "line": g["line"], "text": _clip(g["text"])})
@@ -1410,7 +1429,7 @@ def _svg_model(chart: dict, clock: _Clock, height: int) -> dict:
             parts.append("M" + " ".join(f"{round(px(x))} {py(y):g}" for x, y in run))
         paths.append({"d": "".join(parts), "dots": dots, "color": s["color"], "name": s["name"],
                       "dashed": s["dashed"]})
-    ystep = _nice_step((y_max - y_min) / factor, 5) * factor
+    ystep = _nice_step((y_max - y_min) / factor, max(4, min(5, (bottom - top) // 36))) * factor
     yticks = []
     v = math.ceil(y_min / ystep) * ystep
     while v <= y_max and len(yticks) < 12:

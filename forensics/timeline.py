@@ -65,6 +65,10 @@ MIN_FIT = 0.95            # 1 - mse / variance, with the values compared as they
 MIN_BRACKETED = 0.9       # share of readings between the timed readings just before and after them
 BRACKET_SLACK = 16 * MIB  # nvidia-smi rounds to MiB; allocator noise between two readings
 MIN_COVERED = 0.5         # share of the untimed readings that the timed series verifies
+COARSE_POSITIONS = 4096    # positions of the untimed series in the coarse search
+COARSE_GRID = 1 << 17      # grid points of the timed series in the coarse search
+REFINE_POINTS = 2000
+CURVE_SERIES = ("memory.used", "process.used", "allocated", "reserved")
 COMMON_INTERVALS = (0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 # a rotated file may overlap its successor by a few duplicated lines (copytruncate)
 ROTATION_OVERLAP = timedelta(hours=1)
@@ -138,10 +142,6 @@ def _spans(samples: pl.DataFrame, events: pl.DataFrame) -> dict[str, tuple[datet
     t = _times(samples, events).drop_nulls("time").group_by("source").agg(
         pl.col("time").min().alias("start"), pl.col("time").max().alias("end"))
     return {r["source"]: (r["start"], r["end"]) for r in t.iter_rows(named=True)}
-
-
-def _with_source_time(df: pl.DataFrame, paths: list[str], new_time: pl.Expr) -> pl.DataFrame:
-    return df.with_columns(pl.when(pl.col("source").is_in(paths)).then(new_time).otherwise(pl.col("time")).alias("time"))
 
 
 def _zone_reason(path: str, opts: Options) -> tuple[str, str]:
@@ -415,14 +415,13 @@ def anchor_uptime(samples, events, infos: dict[str, InputInfo], opts: Options):
         return samples, events
     boots = _segment_boots(samples, events, need)
 
-    # pairs: (source, boot, uptime, off_us, via) from the source's own lines carrying clock and uptime
+    # offsets (clock - uptime) from the source's own lines that carry both
     both = pl.concat([
         df.filter(pl.col("source").is_in(need) & pl.col("time").is_not_null() & pl.col("uptime").is_not_null())
         .select("source", "line", "uptime", "time") for df in (samples, events)
     ]).unique(["source", "line"]).join(boots, on=["source", "line"])
     own = both.select("source", "boot", "uptime", (_epoch_us() - _uptime_us()).alias("off_us"),
-                      (_epoch_us() % US == 0).alias("whole"), pl.lit(None, pl.String).alias("via"),
-                      pl.lit(True).alias("exact"))
+                      (_epoch_us() % US == 0).alias("whole"))
 
     # twins: the same message in another source that has a clock
     ev = events.with_columns(message_key(pl.col("text")).alias("key")).filter(pl.col("key").str.len_chars() > 0)
@@ -442,7 +441,7 @@ def anchor_uptime(samples, events, infos: dict[str, InputInfo], opts: Options):
     seg_info = boots.group_by("source", "boot").agg(pl.col("line").min().alias("first"), pl.col("line").max().alias("last"))
     for seg in seg_info.sort("source", "boot").iter_rows(named=True):
         src, b = seg["source"], seg["boot"]
-        anchor, pairs = _anchor_one_boot(src, b, own, twins, infos, events)
+        anchor, pairs = _anchor_one_boot(src, b, own, twins, events)
         if anchor is not None:
             anchors[(src, b)] = anchor
             if anchor.nearest and pairs is not None:
@@ -469,7 +468,7 @@ def anchor_uptime(samples, events, infos: dict[str, InputInfo], opts: Options):
     return samples, events
 
 
-def _anchor_one_boot(src: str, b: int, own: pl.DataFrame, twins: pl.DataFrame, infos, events):
+def _anchor_one_boot(src: str, b: int, own: pl.DataFrame, twins: pl.DataFrame, events: pl.DataFrame):
     """(BootAnchor or None, the pairs used when rows are placed by their nearest pair)."""
     mine = own.filter((pl.col("source") == src) & (pl.col("boot") == b))
     if mine.height:
@@ -550,8 +549,7 @@ def _uptime_anchor_text(need: list[str], seg_info: pl.DataFrame, anchors: dict, 
         info = infos.get(src)
         if info is None:
             continue
-        segs = seg_info.filter(pl.col("source") == src).sort("boot").iter_rows(named=True)
-        segs = list(segs)
+        segs = list(seg_info.filter(pl.col("source") == src).sort("boot").iter_rows(named=True))
         parts = []
         for s in segs:
             a = anchors.get((src, s["boot"]))
@@ -613,29 +611,31 @@ def match_curve(u_pos: np.ndarray, u_val: np.ndarray, t_sec: np.ndarray, t_val: 
     t_sec, first = np.unique(t_sec, return_index=True)
     t_val = t_val[first]
     u_pos = u_pos - u_pos.min()
-    stride = max(1, math.ceil((u_pos.max() + 1) / 20000))
-    keep = u_pos % stride == 0
-    pos, val = u_pos[keep] // stride, u_val[keep]
-    ref, scale = float(np.mean(val)), float(np.std(val)) or 1.0
-    n = int(pos.max()) + 1
-    U = np.zeros(n)
-    WU = np.zeros(n)
-    U[pos] = (val - ref) / scale
-    WU[pos] = 1.0
+    n_pos = int(u_pos.max()) + 1
+    ref, scale = float(np.mean(u_val)), float(np.std(u_val)) or 1.0
     v_norm = (t_val - ref) / scale
     dt_t = float(np.median(np.diff(t_sec))) if len(t_sec) > 1 else 1.0
     span = t_sec[-1] - t_sec[0]
     cands = [interval] if interval else sorted(set(COMMON_INTERVALS) | {round(dt_t, 6)})
     best = None
     for dt in cands:
+        # the coarse search works on at most a few thousand positions and ~100k grid points: both
+        # series are thinned by the same stride, the fine alignment is left to _refine
+        stride = max(1, math.ceil(n_pos / COARSE_POSITIONS), math.ceil(span / dt / COARSE_GRID))
         step = dt * stride
         m = int(span / step) + 1
-        if m < MIN_CURVE_POINTS or m > (1 << 21):
+        if m < MIN_CURVE_POINTS:
             continue
+        keep = u_pos % stride == 0
+        pos = u_pos[keep] // stride
+        n = int(pos.max()) + 1
+        U, WU = np.zeros(n), np.zeros(n)
+        U[pos] = (u_val[keep] - ref) / scale
+        WU[pos] = 1.0
         grid = t_sec[0] + np.arange(m) * step
         V = np.interp(grid, t_sec, v_norm)
-        near = np.minimum(np.abs(grid - t_sec[np.clip(np.searchsorted(t_sec, grid), 0, len(t_sec) - 1)]),
-                          np.abs(grid - t_sec[np.clip(np.searchsorted(t_sec, grid) - 1, 0, len(t_sec) - 1)]))
+        j = np.clip(np.searchsorted(t_sec, grid), 1, len(t_sec) - 1)
+        near = np.minimum(np.abs(grid - t_sec[j]), np.abs(grid - t_sec[j - 1]))
         WV = (near <= max(2 * dt_t, step)).astype(np.float64)   # no made-up values across logging gaps
         V = V * WV
         N, Suu, Svv, Suv = _sliding_sums(U, WU, V, WV)
@@ -647,10 +647,10 @@ def match_curve(u_pos: np.ndarray, u_val: np.ndarray, t_sec: np.ndarray, t_val: 
             mse = np.where(valid, np.maximum(Suu - 2 * Suv + Svv, 0) / N, np.inf)
         k = int(np.argmin(mse))
         if best is None or mse[k] < best[0]:
-            best = (float(mse[k]), dt, k, grid[0], mse)
+            best = (float(mse[k]), dt, k, grid[0], mse, n, stride)
     if best is None:
         return None, "the series do not overlap enough"
-    mse_best, dt, k, g0, mse = best
+    mse_best, dt, k, g0, mse, n, stride = best
     # unique: every lag that fits nearly as well lies next to the best one
     close = np.flatnonzero(mse <= 2 * mse_best + 1e-4)
     width = max(3, int(0.02 * n))
@@ -658,7 +658,7 @@ def match_curve(u_pos: np.ndarray, u_val: np.ndarray, t_sec: np.ndarray, t_val: 
         return None, "the curve fits several offsets equally well (not distinctive enough)"
     lag = k - (n - 1)
     t0 = g0 + lag * dt * stride
-    t0, dt = _refine(u_pos, u_val, t_sec, t_val, t0, dt)
+    t0, dt = _refine(u_pos, u_val, t_sec, t_val, t0, dt, max(2, stride))
     fit = _score(u_pos, u_val, t_sec, t_val, t0, dt)
     if fit is None:
         return None, "the series do not overlap enough"
@@ -689,16 +689,17 @@ def _score(u_pos, u_val, t_sec, t_val, t0: float, dt: float) -> CurveFit | None:
                     covered=float(inside.mean()))
 
 
-def _refine(u_pos, u_val, t_sec, t_val, t0: float, dt: float) -> tuple[float, float]:
-    """Least squares over (offset, interval) near the coarse match: loggers drift (-l 1 ticks ~1.004 s)."""
-    if len(u_pos) > 4000:
-        sel = np.linspace(0, len(u_pos) - 1, 4000).astype(int)
+def _refine(u_pos, u_val, t_sec, t_val, t0: float, dt: float, shift: float) -> tuple[float, float]:
+    """Least squares over (offset, interval) near the coarse match (within `shift` positions): loggers
+    drift (-l 1 ticks every ~1.004 s), and the coarse search saw thinned series."""
+    if len(u_pos) > REFINE_POINTS:
+        sel = np.linspace(0, len(u_pos) - 1, REFINE_POINTS).astype(int)
         u_pos, u_val = u_pos[sel], u_val[sel]
     c = float(np.median(u_pos))
     tc = t0 + c * dt
-    for rel, shift in ((0.01, 2.0), (0.0005, 0.2), (0.00005, 0.02)):
-        dts = dt * (1 + np.linspace(-rel, rel, 41))
-        tcs = tc + dt * shift * np.linspace(-1, 1, 41)
+    for rel, reach in ((0.01, shift), (0.0005, shift / 10), (0.00005, shift / 100)):
+        dts = dt * (1 + np.linspace(-rel, rel, 31))
+        tcs = tc + dt * reach * np.linspace(-1, 1, 31)
         best = (np.inf, tc, dt)
         for d in dts:
             t = tcs[:, None] + (u_pos[None, :] - c) * d
@@ -722,12 +723,12 @@ def _index_column(df: pl.DataFrame) -> pl.Expr:
 
 
 def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
-    interval = getattr(opts, "interval", None)
-    end = getattr(opts, "end", None)
+    interval, end = opts.interval, opts.end
     timed = set(_times(samples, events).drop_nulls("time")["source"].unique().to_list())
     with_uptime = set(pl.concat([samples.select("source", "uptime"), events.select("source", "uptime")])
                       .drop_nulls("uptime")["source"].unique().to_list())
-    untimed = [p for p in infos if p not in timed and p not in with_uptime]
+    has_rows = set(_times(samples, events)["source"].unique().to_list())
+    untimed = [p for p in infos if p in has_rows and p not in timed and p not in with_uptime]
     for path in untimed:
         info = infos[path]
         rows = samples.filter(pl.col("source") == path)
@@ -789,44 +790,41 @@ def _place_events_by_line(events: pl.DataFrame, samples: pl.DataFrame, path: str
 
 
 def _place_by_curve(path: str, rows: pl.DataFrame, samples: pl.DataFrame, timed: set[str], interval):
-    """Match the untimed source's memory curves against timed ones of the same series and GPU."""
+    """Match the untimed source's memory curves against timed ones of the same series, GPU and pid, the
+    most varied curve first; the first close, unique fit places the whole source."""
     rows = rows.with_columns(_index_column(rows).alias("_i")).drop_nulls("bytes")
-    ref = samples.filter(pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null() & pl.col("bytes").is_not_null())
+    ref = samples.filter(pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null()
+                         & pl.col("bytes").is_not_null() & pl.col("series").is_in(CURVE_SERIES))
     if ref.is_empty() or rows.is_empty():
         return None, ""
+    pairs = []
+    for (series, gpu, pid), part in rows.filter(pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid"):
+        same = ref.filter((pl.col("series") == series)
+                          & (pl.col("gpu") == gpu if gpu is not None else pl.lit(True))
+                          & (pl.col("pid") == pid if pid is not None else pl.col("pid").is_null()))
+        for (other, _), opart in same.group_by("source", "gpu"):
+            pairs.append((float(part["bytes"].std() or 0), series, gpu, part, other, opart))
     tried = []
-    best = None
-    for (series, gpu, pid), part in rows.group_by("series", "gpu", "pid"):
-        if series not in ("memory.used", "process.used", "allocated", "reserved"):
-            continue
+    for _, series, gpu, part, other, opart in sorted(pairs, key=lambda p: (-p[0], p[4])):
         idx = part["_i"].to_numpy()
-        step = int(np.gcd.reduce(np.diff(np.unique(idx)))) if len(np.unique(idx)) > 1 else 1
-        step = max(step, 1)
-        u_pos = (idx - idx.min()) // step
-        cands = ref.filter((pl.col("series") == series)
-                           & (pl.col("gpu") == gpu if gpu is not None else pl.lit(True))
-                           & (pl.col("pid") == pid if pid is not None else pl.col("pid").is_null()))
-        for (other, ogpu), opart in cands.group_by("source", "gpu"):
-            opart = opart.sort("time")
-            t_sec = (opart["time"].dt.epoch("us").to_numpy() / US)
-            fit, why = match_curve(u_pos, part["bytes"].to_numpy().astype(float), t_sec,
-                                   opart["bytes"].to_numpy().astype(float),
-                                   interval * step if interval else None)
-            label = f"{series} curve{' of GPU ' + str(gpu) if gpu is not None else ''}"
-            if fit is None:
-                tried.append(f"{label} vs {other}: {why}")
-                continue
-            if best is None or fit.fit > best[0].fit:
-                best = (fit, other, label, idx.min(), step)
-    if best is None:
-        why = ("no clock, and no timed source with the same curve to align it to" + (": " + "; ".join(tried[:3]) if tried else ""))
-        return None, why if tried else ""
-    fit, other, label, i_first, step = best
-    dt_index = fit.dt / step
-    t0 = fit.t0 - i_first * dt_index
-    how = (f"untimed, aligned to {other} by matching the {label} (r={fit.r:.3f}, rmse {fit.rmse / MIB:.1f} MiB "
-           f"over {fit.n} samples, {fit.bracketed:.0%} between the timed readings around them; first sample at {_iso(fit.t0 * US)}, one every {fit.dt:.4g} s)")
-    return (t0, dt_index, how), ""
+        distinct = np.unique(idx)
+        step = max(1, int(np.gcd.reduce(np.diff(distinct)))) if len(distinct) > 1 else 1
+        opart = opart.sort("time")
+        fit, why = match_curve((idx - idx.min()) // step, part["bytes"].to_numpy().astype(float),
+                               opart["time"].dt.epoch("us").to_numpy() / US, opart["bytes"].to_numpy().astype(float),
+                               interval * step if interval else None)
+        label = f"{series} curve{' of GPU ' + str(gpu) if gpu is not None else ''}"
+        if fit is None:
+            tried.append(f"{label} vs {other}: {why}")
+            continue
+        dt_index = fit.dt / step
+        how = (f"untimed, aligned to {other} by matching the {label} (r={fit.r:.3f}, rmse {fit.rmse / MIB:.1f} MiB "
+               f"over {fit.n} samples, {fit.bracketed:.0%} of them between the timed readings around them; "
+               f"first sample at {_iso(fit.t0 * US)}, one every {fit.dt:.4g} s)")
+        return (fit.t0 - idx.min() * dt_index, dt_index, how), ""
+    if not tried:
+        return None, ""
+    return None, "no clock, and no timed source with the same curve to align it to: " + "; ".join(tried[:3])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -854,14 +852,14 @@ def detect_skew(samples: pl.DataFrame, events: pl.DataFrame, infos: dict[str, In
         # report on the less trustworthy clock, as the seconds to add to it
         ra, rb = _CLOCK_RANK.get(infos[a].clock, 5), _CLOCK_RANK.get(infos[b].clock, 5)
         ref, other, add = (a, b, skew) if ra <= rb else (b, a, -skew)
-        ev = items[0]
+        incidents = len({(i["evidence"]["path"], i["evidence"]["line"]) for i in items})
         direction = "behind" if add > 0 else "ahead of"
         msg = (f"clock skew: this file's clock runs {_seconds(abs(add))} {direction} {os.path.basename(ref)} "
-               f"(±{_seconds(tol)}), judging by {len(items)} incident{'s' if len(items) > 1 else ''} seen in both "
-               f"(e.g. {ev['what']}); times are not shifted")
+               f"(±{_seconds(tol)}), judging by {incidents} incident{'s' if incidents > 1 else ''} seen in both "
+               f"(e.g. {items[0]['what']}); times are not shifted")
         whole = round(add / 900) * 900
         if abs(add) >= 900 and abs(add - whole) <= tol + 60:
-            msg += (f". A difference of {_seconds(whole)} looks like a time zone mix-up: "
+            msg += (f". A difference of {_seconds(abs(whole))} looks like a time zone mix-up: "
                     f"pass --tz {os.path.basename(other)}=ZONE with the zone this file was written in")
         info = infos[other]
         info.notes.append(msg)
@@ -1030,6 +1028,9 @@ def _atomic(target: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -96,7 +96,7 @@ def test_charts_per_gpu_and_per_process(leak):
     onset = datetime(2024, 6, 1, 10, 0, tzinfo=timezone.utc).timestamp()
     assert [o["x"] for o in gpu0["onsets"]] == [onset]
     assert gpu0["change_points"] == [onset]
-    assert gpu0["series"][0]["classification"] == "linear"
+    assert gpu0["series"][0]["classification"] == "linear growth"
     # the kill 5 s after the last sample widens the range so it is drawn
     assert gpu0["x1"] == (T0 + timedelta(hours=6, seconds=5)).timestamp()
     step = next(c for c in ctx["charts"] if c["xkind"] == "step")

@@ -232,3 +232,29 @@ def test_report_is_readable_without_javascript(browser, tmp_path):
     assert "Memory leak" in dom and "Timeline" in dom and "logs/kern.log:120" in dom
     assert dom.count("<svg") >= 4 and dom.count('class="series') >= 4
     assert browser.problems(page.as_uri()) == []
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+INCIDENTS = sorted(p for p in SAMPLES.glob("*/") if p.is_dir() and p.name != "record" and any(p.iterdir()))
+
+
+@pytest.mark.skipif(not INCIDENTS, reason="no recorded incidents under sample_logs/ yet")
+@pytest.mark.parametrize("folder", INCIDENTS, ids=[p.name for p in INCIDENTS])
+def test_sample_incident_report_in_browser(browser, folder, tmp_path):
+    """Each recorded incident: the full pipeline, the report, a browser with the network watched, a screenshot."""
+    from forensics import pipeline
+    from forensics.options import Options
+
+    opts_ = Options(tz="UTC")
+    bundle, analysis = pipeline.run([str(folder)], opts_)
+    ctx = report.build_context(bundle, analysis, opts_)
+    html = report.render_html(ctx)
+    assert len(html.encode()) < 500_000
+    page = tmp_path / "report.html"
+    page.write_text(html, encoding="utf-8")
+    browser.events.clear()
+    browser.open(page.as_uri())
+    browser.screenshot(ARTIFACTS / f"sample-{folder.name}.png")
+    assert browser.problems(page.as_uri()) == []
+    assert not ctx["empty"], ctx["empty_reasons"]
+    report.render_markdown(ctx)

@@ -30,8 +30,9 @@ def opts(tz: str = "Europe/Berlin") -> Options:
     return Options(tz=tz, tz_from_user=True)
 
 
-def _series_result(key, x, classification, change_points=(), onset=None, capacity=None):
-    return SimpleNamespace(key=key, x=x, classification=classification, segments=[],
+def _series_result(key, x_kind, classification, change_points=(), onset=None, capacity=None):
+    """The shape of detect.SeriesResult (the fields the report reads)."""
+    return SimpleNamespace(key=key, x_kind=x_kind, classification=classification, segments=[],
                            change_points=list(change_points), onset=onset, points=[], capacity=capacity)
 
 
@@ -84,19 +85,20 @@ def leak_case() -> tuple[Bundle, SimpleNamespace]:
          "text": f"Out of memory: Killed process 4242 ({XSS_NAME}) total-vm:94371840kB, anon-rss:78643200kB"},
     ]
     san = "logs/sanitizer.txt"
-    frames_user = [{"symbol": "cudaMalloc", "module": "libcudart.so.12"},
-                   {"symbol": "make_buffer(int)", "module": "train_ext.so"},
-                   {"symbol": "main", "module": "train"}]
-    frames_cache = [{"symbol": "cuMemAlloc_v2", "module": "libcuda.so.1"},
-                    {"symbol": "c10::cuda::CUDACachingAllocator::malloc", "module": "libc10_cuda.so"}]
+    # the sanitizer parser's shape: "stack" of frames with symbol, module, offset, file, line
+    frames_user = [{"symbol": "cudaMalloc", "module": "/usr/local/cuda/lib64/libcudart.so.12", "offset": "0x3dab7"},
+                   {"symbol": "make_buffer(int)", "module": "/opt/job/train_ext.so", "offset": "0x1b7"},
+                   {"symbol": "main", "module": "/opt/job/train", "offset": "0x89bb"}]
+    frames_cache = [{"symbol": "cuMemAlloc_v2", "module": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "offset": "0x2b8257"},
+                    {"symbol": "c10::cuda::CUDACachingAllocator::malloc", "module": "libc10_cuda.so", "offset": "0x10"}]
     for k in range(5):
         events.append({"source": san, "line": 40 + 6 * k, "kind": "sanitizer_leak", "bytes": 512 * MiB,
-                       "detail": json.dumps({"frames": frames_user, "site": "make_buffer(int)",
+                       "detail": json.dumps({"stack": frames_user, "site": frames_user[1],
                                              "site_label": "make_buffer(int) in train_ext.so",
                                              "allocator_cache_at_exit": False}),
                        "text": f"========= Leaked 536870912 bytes at 0x7f00{k:08x}"})
     events.append({"source": san, "line": 90, "kind": "sanitizer_leak", "bytes": 2 * GiB,
-                   "detail": json.dumps({"frames": frames_cache, "site": "c10::cuda::CUDACachingAllocator::malloc",
+                   "detail": json.dumps({"stack": frames_cache, "site": None,
                                          "site_label": XSS_NAME, "allocator_cache_at_exit": True}),
                    "text": "========= Leaked 2147483648 bytes at 0x7f0100000000"})
     events = events_frame(events)
@@ -150,10 +152,11 @@ def leak_case() -> tuple[Bundle, SimpleNamespace]:
     xid = Finding(kind="xid", severity="warning", summary="Xid 31 (GPU memory page fault) on GPU 1", gpu="1",
                   start=T0 + timedelta(hours=3), evidence=[Evidence(kern, 77, "NVRM: Xid (PCI:0000:3b:00): 31")])
     series = [
-        _series_result((smi, None, "0", None, "memory.used", None), "time", "linear",
+        _series_result((smi, None, "0", None, "memory.used", None), "time", "linear_growth",
                        change_points=[onset], onset=onset, capacity=80 * GiB),
         _series_result((smi, None, "1", None, "memory.used", None), "time", "flat", capacity=80 * GiB),
-        _series_result((train, None, None, None, "reserved", None), "step", "step", change_points=[50, 100, 150]),
+        _series_result((train, None, None, None, "reserved", None), "step", "staircase",
+                       change_points=[50, 100, 150]),
     ]
     analysis = SimpleNamespace(verdict="leak", verdict_reason="GPU 0 memory.used grows linearly and never falls back",
                                findings=[leak, proc, step, kill, sanf, xid], series=series)

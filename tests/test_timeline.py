@@ -1,7 +1,7 @@
 """The timeline: one UTC clock from sources that disagree (frames built in the fixed schemas)."""
 from __future__ import annotations
 
-import math
+import os
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -388,11 +388,15 @@ def test_unrelated_timed_curve_is_not_used():
 def test_start_and_interval_place_an_untimed_source():
     seed = InputInfo(path="seed.log", clock="none")
     rows = [{"source": "seed.log", "line": j + 1, "seq": j, "series": "allocated", "bytes": j * MIB} for j in range(10)]
-    opts = Options(tz="UTC", start=_z(2024, 5, 6, 9))
-    opts.interval = 2.0
+    opts = Options(tz="UTC", start=_z(2024, 5, 6, 9), interval=2.0)
     out = align(bundle([seed], samples=rows), opts)
     assert by_line(out.samples, "seed.log")[10] == _z(2024, 5, 6, 9, 0, 18)
     assert "--start 2024-05-06T09:00:00Z with --interval 2 s" in seed.anchor
+    # or from the last sample's time
+    seed_end = InputInfo(path="seed.log", clock="none")
+    out = align(bundle([seed_end], samples=rows), Options(tz="UTC", end=_z(2024, 5, 6, 9), interval=2.0))
+    assert by_line(out.samples, "seed.log")[1] == _z(2024, 5, 6, 8, 59, 42)
+    assert "--end" in seed_end.anchor
     # --start alone is not enough
     seed2 = InputInfo(path="seed.log", clock="none")
     out = align(bundle([seed2], samples=rows), Options(tz="UTC", start=_z(2024, 5, 6, 9)))
@@ -492,6 +496,9 @@ def test_write_aligned_parquet_one_file(tmp_path):
     assert back.filter(pl.col("table") == "samples").height == b.samples.height
     assert back["time"].dtype == pl.Datetime("us", "UTC")
     assert sorted(p.name for p in target.parent.iterdir()) == ["aligned.parquet"]  # no temp file left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask   # an ordinary file, not mkstemp's private one
     meta = pl.read_parquet_metadata(target)
     assert "dmesg.txt" in meta["gpu_forensics.inputs"]
 

@@ -12,6 +12,7 @@ import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import polars as pl
 import pytest
@@ -323,3 +324,19 @@ def test_recorded_untimed_nvidia_smi_matches_its_timed_twin_when_placed(folder):
     both = placed.sort("time").join_asof(timed, on="time", strategy="nearest").drop_nulls("ref")
     close = ((both["bytes"] - both["ref"]).abs() <= 64 * 2**20).mean()
     assert close >= 0.9, l1.anchor
+
+
+def test_nvidia_smi_through_the_dst_fold_stays_monotonic(tmp_path):
+    """Berlin, 2024-10-27: 02:00-03:00 happens twice. A 10-minute log through it, read in file order,
+    keeps ten-minute steps in UTC."""
+    need("nvidia-smi-csv")
+    first = datetime(2024, 10, 26, 23, 40, tzinfo=UTC)   # 01:40 CEST
+    rows = ["timestamp, index, memory.used [MiB], memory.total [MiB]\n"]
+    for i in range(12):
+        t = (first + timedelta(minutes=10 * i)).astimezone(ZoneInfo("Europe/Berlin"))
+        rows.append(f"{t.strftime('%Y/%m/%d %H:%M:%S')}.000, 0, {1000 + i} MiB, 81559 MiB\n")
+    (tmp_path / "gpu.csv").write_text("".join(rows))
+    opts = Options(tz="Europe/Berlin", tz_from_user=True)
+    b = align(ingest.load([str(tmp_path / "gpu.csv")], opts), opts)
+    times = b.samples.filter(pl.col("series") == "memory.used").sort("line")["time"].to_list()
+    assert times == [first + timedelta(minutes=10 * i) for i in range(12)]

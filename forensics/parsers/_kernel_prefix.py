@@ -52,7 +52,7 @@ STAGE1: tuple[tuple[str, str], ...] = (
 # families whose rest must be `host ident[pid]: msg` to count (else the stamp is not a log prefix)
 _NEEDS_HOST = {"syslog", "journal-full", "unix"}
 _HOST_IDENT = r"^(?P<pre>(?P<host>[^\s\[]\S*) (?P<ident>[^\s:\[\]]+)(?:\[\d+\])?: ?)"
-_IDENT = r"^(?P<pre>[^\s:\[\]]+(?:\[\d+\])?: ?)"
+_IDENT = r"^(?P<pre>(?P<ident>[^\s:\[\]]+)(?:\[\d+\])?: ?)"
 
 # Stage 2: the kernel's own prefix (always 6 decimals, so `[0.5]` in an app log is not one). The `[`
 # may be lost when a paste starts mid-line (kernlog_oom_14).
@@ -73,7 +73,7 @@ _TIMESTAMP_LINE = r'^\s*"?timestamp"?\s*:\s*["\']?(?P<ts>\d{4}-\d\d-\d\dT[^"\',\
 FAMILY_CLOCK = {
     "dmesg": "uptime", "dmesg-T": "wall-assumed", "dmesg-iso": "wall", "syslog-iso": "wall", "iso": "wall",
     "syslog": "wall-yearless", "journal-full": "wall-assumed", "unix": "wall", "openwrt": "wall-assumed",
-    "talos": "wall", "gce-json": "wall", "ci": "wall-assumed", "trimmed": "none",
+    "talos": "wall", "gce-json": "wall", "ci": "wall", "ci-local": "wall-assumed", "trimmed": "none",
 }
 FAMILY_DESCRIPTION = {
     "dmesg": "dmesg lines with [uptime] stamps",
@@ -88,6 +88,7 @@ FAMILY_DESCRIPTION = {
     "talos": "talosctl dmesg lines",
     "gce-json": "Cloud Logging export with kernel textPayload",
     "ci": "CI-stamped lines",
+    "ci-local": "CI-stamped lines without a zone",
     "trimmed": "user-trimmed 'kernel:' lines",
 }
 # Prefix families that mark a system log on their own (sniffing); `iso`/`ci` need kernel content.
@@ -98,13 +99,18 @@ PAGE_BYTES = 4096
 
 @dataclass
 class Decoded:
-    records: pl.DataFrame          # line, text, msg, time, uptime, host, family
+    records: pl.DataFrame          # line, text, msg, time, uptime, host, ident, family
     clock: str = "none"
     skipped: Skipped = field(default_factory=Skipped)
     notes: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     # most records carry a prefix: a record without one is odd (counted by the parsers if unused)
     mostly_stamped: bool = False
+
+    def kernel_records(self) -> pl.DataFrame:
+        """Records the kernel wrote: a syslog line tagged by another program (dockerd, a job's own
+        logger echoing an Xid) does not count as the kernel saying it."""
+        return self.records.filter(pl.col("ident").is_null() | pl.col("ident").is_in(["kernel", "kern"]))
 
     def unused_unstamped(self, used_lines: set[int]) -> list[int]:
         if not self.mostly_stamped:
@@ -191,6 +197,7 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
         .then(pl.when(iso_comma).then(pl.lit("dmesg-iso"))
               .when(hi_msg.is_not_null()).then(pl.lit("syslog-iso"))
               .otherwise(pl.lit("iso")))
+        .when((pl.col("s1") == "ci") & pl.col("zone").is_null()).then(pl.lit("ci-local"))
         .otherwise(pl.col("s1")).alias("s1"),
         pl.when(pl.col("s1").is_in(["syslog", "journal-full", "unix"]) | ((pl.col("s1") == "iso") & ~iso_comma))
         .then(pl.col("_hi").struct.field("host")).otherwise(pl.col("s1host")).alias("host"),
@@ -199,6 +206,9 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("s1") == "openwrt").then(pl.coalesce(id_msg, pl.col("rest")))
         .when(pl.col("s1").is_not_null()).then(pl.col("rest"))
         .otherwise(pl.col("t")).alias("after1"),
+        # the program that logged the line (syslog tag): only `kernel` lines carry kernel facts
+        pl.when(hi_msg.is_not_null() & ~iso_comma.fill_null(False)).then(pl.col("_hi").struct.field("ident"))
+        .when(pl.col("s1") == "openwrt").then(pl.col("_id").struct.field("ident")).alias("ident"),
     )
     df = df.drop("_hi", "_id").with_columns(pl.col("after1").str.extract_groups(STAGE2).alias("_s2"))
     s2 = pl.col("_s2")
@@ -220,7 +230,7 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
 def _pair_payload_timestamps(df: pl.DataFrame) -> pl.DataFrame:
     """Give each textPayload line the `timestamp` of its own log entry: the one after it when the
     export puts `timestamp` after `textPayload` (gcloud sorts keys), else the one before it."""
-    is_payload = pl.col("s1") == "gce-json"
+    is_payload = (pl.col("s1") == "gce-json").fill_null(False)
     df = df.with_columns(is_payload.cast(pl.Int64).cum_sum().alias("_pk"))
     first_payload = df.filter(is_payload)["line"].min()
     first_ts = df.filter(pl.col("ts_line").is_not_null())["line"].min()
@@ -236,7 +246,7 @@ def _pair_payload_timestamps(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(is_payload).then(pl.col("ts_pair")).otherwise(None).alias("ts_pair")).drop("_pk")
 
 
-_KEEP = ["s1", "family", "host", "iso", "ciso", "zone", "mon", "day", "hms", "year", "date", "epoch",
+_KEEP = ["s1", "family", "host", "ident", "iso", "ciso", "zone", "mon", "day", "hms", "year", "date", "epoch",
          "ts_pair", "uptime"]
 
 
@@ -320,13 +330,13 @@ def compute_times(rec: pl.DataFrame, opts: Options, path: str,
         pl.when(fam.is_in(["dmesg-T", "openwrt", "syslog"])).then(_naive(_ymd(year, pl.col("_month"), pl.col("day")), pl.col("hms")))
         .when((fam == "journal-full") & ~pl.col("zone").is_in(["UTC", "GMT", "+0000"]) & ~pl.col("zone").str.contains(r"^[+-]\d{4}$"))
         .then(_naive(pl.col("date"), pl.col("hms")))
-        .when((fam == "ci") & pl.col("zone").is_null())
+        .when(fam == "ci-local")
         .then(pl.col("ciso").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
               .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
     )
     aware = (
         pl.when(fam.is_in(["dmesg-iso", "syslog-iso", "iso", "talos"])).then(clock.parse_offset_datetime(pl.col("iso")))
-        .when((fam == "ci") & pl.col("zone").is_not_null())
+        .when(fam == "ci")
         .then(clock.parse_offset_datetime(pl.col("ciso").str.replace(" ", "T", literal=True) + pl.col("zone")))
         .when(fam == "journal-full").then(
             pl.when(pl.col("zone").str.contains(r"^[+-]\d{4}$"))
@@ -341,7 +351,7 @@ def compute_times(rec: pl.DataFrame, opts: Options, path: str,
     rec = rec.with_columns(local_naive.alias("_naive"), aware.cast(UTC_TIME).alias("_aware"))
     rec = rec.with_columns(
         pl.coalesce(pl.col("_aware"), clock.localize(pl.col("_naive"), tz)).cast(UTC_TIME).alias("time"))
-    if rec["family"].is_in(["dmesg-T", "openwrt", "syslog", "journal-full", "ci"]).any() and rec["_naive"].is_not_null().any():
+    if rec["family"].is_in(["dmesg-T", "openwrt", "syslog", "journal-full", "ci-local"]).any() and rec["_naive"].is_not_null().any():
         notes.append(f"local times without a zone are read as {tz}")
     if rec["family"].eq("dmesg-T").any():
         notes.append("dmesg -T times are computed by dmesg from the boot time and drift after a suspend")
@@ -380,7 +390,7 @@ def decode(lines: pl.DataFrame, opts: Options, path: str, mtime: float | None, j
     boots = boot_times(rec)
     if boots:
         meta["boots"] = boots
-    return Decoded(records=rec.select("line", "text", "msg", "time", "uptime", "host", "family"),
+    return Decoded(records=rec.select("line", "text", "msg", "time", "uptime", "host", "ident", "family"),
                    clock=clock_name, skipped=skipped, notes=notes, meta=meta, mostly_stamped=mostly_stamped)
 
 

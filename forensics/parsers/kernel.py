@@ -165,19 +165,14 @@ class _Episode:
 
     def __init__(self) -> None:
         self.invoked: dict | None = None      # the oom_invoked event (dict) of this episode
-        self.invoked_index = -1
-        self.cpuset: dict | None = None
         self.task_in: dict | None = None
         self.usage: dict | None = None
         self.stats_path: str | None = None
         self.summary: dict | None = None
         self.selection: dict | None = None
-        self.first_line: int | None = None
-        self.evidence: list[int] = []
+        self.evidence: list[int] = []         # line numbers quoted by the kill event
 
     def touch(self, line: int) -> None:
-        if self.first_line is None:
-            self.first_line = line
         self.evidence.append(line)
 
 
@@ -226,7 +221,7 @@ def oom_events(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, set[i
                                                f"line; the Killed process line is not in the log ({reason_end})"))
         ep = _Episode()
 
-    for i, r in enumerate(merged):
+    for r in merged:
         msg = r["msg"]
         line = r["line"]
         if (m := _m(INVOKED_RE, msg)) and "invoked oom-killer:" in msg:
@@ -240,7 +235,7 @@ def oom_events(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, set[i
                 "host": r["host"],
             })
             events.append(ev)
-            ep.invoked, ep.invoked_index = ev, i
+            ep.invoked = ev
             ep.touch(line)
             used.add(line)
         elif m := _m(CPU_RE, msg):
@@ -250,8 +245,7 @@ def oom_events(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, set[i
                 ep.invoked["pid"] = int(m["pid"])
                 used.add(line)
         elif (m := _m(CPUSET_RE, msg)) and ep.invoked is not None:
-            ep.cpuset = {"cpuset": m["cpuset"], "mems_allowed": m["mems"]}
-            _merge_detail(ep.invoked, ep.cpuset)
+            _merge_detail(ep.invoked, {"cpuset": m["cpuset"], "mems_allowed": m["mems"]})
             used.add(line)
         elif m := _m(TASK_IN_RE, msg):
             ep.task_in = m
@@ -402,8 +396,9 @@ def sniff(head: list[str]) -> str | None:
 
 def parse_decoded(dec: kp.Decoded) -> Parsed:
     """Everything a kernel log says: OOM events, task-table samples, Xids."""
-    oom, samples, used = oom_events(dec.records)
-    xids, xid_used, unreadable = xid.xid_events(dec.records)
+    recs = dec.kernel_records()
+    oom, samples, used = oom_events(recs)
+    xids, xid_used, unreadable = xid.xid_events(recs)
     used |= xid_used
     skipped = dec.skipped
     skipped.add_lines("Xid line in an unknown shape", unreadable)
@@ -425,7 +420,7 @@ def parse(src, opts: Options) -> Parsed:
 
 def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
     dec = kp.decode(lines, opts, src.path, src.mtime, join=False)
-    oom, _, _ = oom_events(dec.records)
+    oom, _, _ = oom_events(dec.kernel_records())
     if oom.height == 0:
         return Parsed()
     return Parsed(events=oom, clock=dec.clock, notes=dec.notes)
@@ -441,28 +436,37 @@ def dedupe_events(events: pl.DataFrame) -> pl.DataFrame:
     hold the same lines after a copytruncate; a dmesg dump repeats what kern.log has).
 
     Two rows are the same event when they come from different sources and have the same kind, pid and
-    either the same wall time and evidence text, or the same uptime (µs resolution: another boot or
-    host matching it by chance is not a practical concern). The row kept is the one with a wall clock,
-    then the earliest source in input order. Repeats inside one source are real repeats and stay.
-    Rows without any clock are never merged (two hosts' trimmed pastes can be identical)."""
-    if events.height == 0:
-        return events
-    df = events.with_row_index("_i")
-    kern = df.filter(pl.col("kind").is_in(KERNEL_KINDS) & (pl.col("time").is_not_null() | pl.col("uptime").is_not_null()))
-    if kern.height == 0:
-        return events
+    either the same uptime (µs resolution: another boot or host matching it by chance is not a
+    practical concern) or the same wall time and evidence text. The row kept is the one with a wall
+    clock, then the earliest source in input order. Repeats inside one source are real repeats and
+    stay. Rows without any clock are never merged (two hosts' trimmed pastes can be identical)."""
+    return _dedupe(events, pl.col("kind").is_in(KERNEL_KINDS),
+                   [["kind", "pid", "uptime"], ["kind", "pid", "time", "text"]])
+
+
+def dedupe_samples(samples: pl.DataFrame) -> pl.DataFrame:
+    """The same for the task-table `host.rss` samples of overlapping kernel logs."""
+    return _dedupe(samples, pl.col("series") == "host.rss",
+                   [["series", "pid", "uptime", "bytes"], ["series", "pid", "time", "bytes"]])
+
+
+def _dedupe(df: pl.DataFrame, mine: pl.Expr, key_sets: list[list[str]]) -> pl.DataFrame:
+    if df.height == 0:
+        return df
+    df = df.with_row_index("_i")
+    rows = df.filter(mine & (pl.col("time").is_not_null() | pl.col("uptime").is_not_null()))
+    if rows.height == 0:
+        return df.drop("_i")
     src_order = {s: i for i, s in enumerate(df["source"].unique(maintain_order=True).to_list())}
-    kern = kern.with_columns(
+    rows = rows.with_columns(
         pl.col("source").replace_strict(src_order, default=None, return_dtype=pl.Int64).alias("_src"),
         pl.col("time").is_null().alias("_no_time"),
     ).sort(["_no_time", "_src", "_i"])
     drop: set[int] = set()
-    for keys, present in ((["kind", "pid", "uptime"], pl.col("uptime").is_not_null()),
-                          (["kind", "pid", "time", "text"], pl.col("time").is_not_null())):
-        cand = kern.filter(present & ~pl.col("_i").is_in(list(drop)))
+    for keys in key_sets:
+        clock_col = "uptime" if "uptime" in keys else "time"
+        cand = rows.filter(pl.col(clock_col).is_not_null() & ~pl.col("_i").is_in(list(drop)))
         first_src = cand.group_by(keys, maintain_order=True).agg(pl.col("_src").first().alias("_keep_src"))
         dup = cand.join(first_src, on=keys, how="left", nulls_equal=True).filter(pl.col("_src") != pl.col("_keep_src"))
         drop.update(dup["_i"].to_list())
-    if not drop:
-        return events
     return df.filter(~pl.col("_i").is_in(list(drop))).drop("_i")

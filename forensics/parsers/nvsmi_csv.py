@@ -261,44 +261,56 @@ def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFram
 
 
 def _read_chunk(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Column-wise: one regex pass splits the cells; ids are checked once per distinct value; memory
-    cells take a fast path for the plain `N MiB`; times are localized once per distinct minute."""
+    """Column-wise: one split into cells; ids are checked once per distinct value; memory cells take
+    a fast path for the plain `N MiB`; times are localized once per distinct minute."""
     r = m.roles
-    pattern = r"^\s*(?://+\s*)?" + m.pattern()[1:-1] + r"\s*$"
-    df = rows.select("line", "text", pl.col("text").str.extract_groups(pattern).alias("g")).unnest("g")
-    fits = df[f"c{next(iter(r.values()))}"].is_not_null()
-    bad = [df.filter(~fits).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))]
-    if not fits.all():
-        df = df.filter(fits)
+    n_sep = m.ncols - 1
+    cells = rows.select("line", "text", pl.col("text").str.split_exact(", ", m.ncols).alias("g")).unnest("g")
+    # exactly ncols cells: the last one present, none beyond it
+    fits = cells[f"field_{n_sep}"].is_not_null() & cells[f"field_{m.ncols}"].is_null()
+    bad = [cells.filter(~fits).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))]
+    df = cells.filter(fits) if not fits.all() else cells
+    del cells
+    first = df["field_0"]
+    if first.str.contains(r"^\s*//", literal=False).any():
+        # a row quoted in source code keeps its comment marker ("//0, GPU-...")
+        df = df.with_columns(first.str.replace(r"^\s*//+\s*", "").alias("field_0"))
     n = df.height
+
+    def cell(role: str) -> pl.Series:
+        return df[f"field_{r[role]}"]
+
     cols = {"line": df["line"]}
     if "timestamp" in r:
-        naive = df[f"c{r['timestamp']}"].str.strip_chars().str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f",
-                                                                       strict=False)
+        naive = cell("timestamp").str.strip_chars().str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f",
+                                                                 strict=False)
         cols["time"] = C.localize_series(naive, zone)
     else:
         cols["time"] = _nulls(n, pl.Datetime("us", "UTC"))
-    cols["index"] = C.map_unique(df[f"c{r['index']}"], _is_index) if "index" in r else _nulls(n, pl.String)
-    cols["uuid"] = C.map_unique(df[f"c{r['uuid']}"], _is_uuid) if "uuid" in r else _nulls(n, pl.String)
-    cols["bus"] = C.map_unique(df[f"c{r['pci.bus_id']}"], C.norm_bus) if "pci.bus_id" in r else _nulls(n, pl.String)
-    cols["name"] = C.map_unique(df[f"c{r['name']}"], _is_name) if "name" in r else _nulls(n, pl.String)
+    id_roles = [x for x in ("index", "uuid", "pci.bus_id") if x in r]
+    for role, key in (("index", "index"), ("uuid", "uuid"), ("pci.bus_id", "bus"), ("name", "name")):
+        cols[key + "_raw"] = cell(role) if role in r else _nulls(n, pl.String)
     value_role = "memory.used" if "memory.used" in r else ("memory.free" if "memory.free" in r else None)
     if value_role:
-        cells = df[f"c{r[value_role]}"]
-        cols["bytes"] = C.mem_bytes(cells, m.units.get(value_role) or "MiB")
-        cols["ph"] = C.placeholder_mask(cells, cols["bytes"])
+        cols["bytes"] = C.mem_bytes(cell(value_role), m.units.get(value_role) or "MiB")
+        cols["ph"] = C.placeholder_mask(cell(value_role), cols["bytes"])
     else:
         cols["bytes"] = _nulls(n, pl.Int64)
         cols["ph"] = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     if "memory.total" in r:
-        cols["total_bytes"] = C.mem_bytes(df[f"c{r['memory.total']}"], m.units.get("memory.total") or "MiB")
+        cols["total_bytes"] = C.mem_bytes(cell("memory.total"), m.units.get("memory.total") or "MiB")
     else:
         cols["total_bytes"] = _nulls(n, pl.Int64)
     res = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
-    id_cols = [c for c, role in (("index", "index"), ("uuid", "uuid"), ("bus", "pci.bus_id")) if role in r]
-    # without an index/uuid/bus column the GPU name is the only key (resolved for the whole file later)
-    res = res.with_columns(pl.coalesce([pl.col(c) for c in id_cols] or [pl.col("name")]).alias("gpu"),
-                           pl.lit(value_role, dtype=pl.String).alias("series"))
+    # the GPU key: the first id column, checked and normalised once per distinct value; without an
+    # index/uuid/bus column the name is the only key (resolved for the whole file later)
+    check = {"index": _is_index, "uuid": _is_uuid, "pci.bus_id": C.norm_bus}
+    if id_roles:
+        keys = [C.map_unique(res[("bus" if x == "pci.bus_id" else x) + "_raw"], check[x]) for x in id_roles]
+        gpu = keys[0] if len(keys) == 1 else pl.select(pl.coalesce(keys)).to_series()
+    else:
+        gpu = C.map_unique(res["name_raw"], _is_name)
+    res = res.with_columns(gpu.alias("gpu"), pl.lit(value_role, dtype=pl.String).alias("series"))
     # a row counts when its memory cell holds a number or a placeholder; anything else is garbage
     ok = (pl.col("bytes").is_not_null() | pl.col("ph")) if value_role else pl.lit(True)
     if "timestamp" in r:
@@ -309,7 +321,13 @@ def _read_chunk(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
             .otherwise(pl.lit("row does not fit the columns"))
         bad.append(bad_rows.select("line", reason.alias("reason")).join(df.select("line", "text"), on="line"))
         res = res.filter(ok)
-    ids = res.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
+    ids = res.group_by("gpu", "index_raw", "uuid_raw", "bus_raw", "name_raw", maintain_order=True).agg(
+        pl.col("total_bytes").max())
+    ids = ids.select(
+        "gpu",
+        C.map_unique(ids["index_raw"], _is_index).alias("index"), C.map_unique(ids["uuid_raw"], _is_uuid).alias("uuid"),
+        C.map_unique(ids["bus_raw"], C.norm_bus).alias("bus"), C.map_unique(ids["name_raw"], _is_name).alias("name"),
+        "total_bytes")
     return (res.select(list(_ROW_SCHEMA)), ids.select(list(_ID_SCHEMA)),
             pl.concat([b.select(list(_BAD_SCHEMA)).cast(_BAD_SCHEMA) for b in bad]))
 
@@ -334,7 +352,9 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         maps[0], notes = infer_map(candidates)
         p.notes.extend(notes)
     parts, id_parts, rest_parts = [], [], []
-    groups = body.partition_by("map", as_dict=True, maintain_order=True) if starts.height else {(0,): body}
+    map_ids = body["map"].unique().to_list()
+    groups = body.partition_by("map", as_dict=True, maintain_order=True) if len(map_ids) > 1 else {(map_ids[0],): body} \
+        if map_ids else {}
     for key, part in groups.items():
         mid = key[0] if isinstance(key, tuple) else key
         m = maps.get(mid)

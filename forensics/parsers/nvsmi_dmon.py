@@ -87,7 +87,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     rest = rest.with_columns(
         pl.when(pl.col("reason") == "unrecognized line").then(C.junk_reason_expr(pl.col("text")))
         .when(pl.col("reason") == "row does not fit the columns")
-        .then(pl.when(C.junk_reason_expr(pl.col("text")) == "unrecognized line").then(pl.col("reason"))
+        .then(pl.when((C.junk_reason_expr(pl.col("text")) == "unrecognized line")
+                      & pl.col("text").str.contains(r"^\s*\d")).then(pl.col("reason"))
               .otherwise(C.junk_reason_expr(pl.col("text"))))
         .otherwise(pl.col("reason")).alias("reason"))
     errors = rest.filter(pl.col("text").str.contains(C.DRIVER_ERROR_RE))
@@ -101,7 +102,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         rows = rows.with_columns(pl.int_range(1, pl.len() + 1).over(key).cum_max().alias("seq"))
         p.samples = samples_frame(rows)
         gpus = sorted({g for g in rows["gpu"].drop_nulls().to_list()}, key=lambda g: int(g) if g.isdigit() else 0)
-        p.meta["gpus"] = [{"gpu": g, "index": g} for g in gpus]
+        p.meta["gpus"] = [{"gpu": g, "index": g, "name": None, "uuid": None, "bus_id": None, "total_bytes": None}
+                          for g in gpus]
     p.clock = "wall-assumed" if timed_any else "none"
     if time_only:
         p.notes.append("the Time column has no date (dmon -o T): rows are ordered by sample number; "

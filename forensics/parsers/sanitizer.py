@@ -13,6 +13,7 @@ The tool has no clock: events carry line numbers only (clock "none").
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -24,8 +25,8 @@ from ..sources import Source
 
 NAME = "compute-sanitizer"
 
-# Tool lines: exactly nine '=' (not part of a longer rule), then end of line or whitespace.
-TOOL_LINE = r"^((?:.*?[^=])?)={9}(?:[ \t](.*))?$"
+# Tool lines: the first run of '=' in the line is exactly nine, followed by the end of the line or a
+# space (a longer rule such as pytest's banners is not one).
 SCAN_HINT = r"={9}(?:[ \t]|$)"
 
 _SNIFF = re.compile(
@@ -57,18 +58,16 @@ _PROGRAM_HIT = re.compile(
     r"^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to \"(?P<msg>[^\"]*)\" on CUDA API call to (?P<api>\w+)"
 )
 _SAVED = re.compile(r"^Saved host backtrace up to driver entry point(?: at (?P<where>.+?))?\s*$")
-_HOST_FRAME = re.compile(r"^Host Frame:\s?(?P<rest>.*)$")
-_CONTINUATION = re.compile(r"^in (?P<module>\S.*)$")
-_PC_TAIL = re.compile(r"^(?P<body>.*?)\s*\[(?P<pc>0x[0-9a-fA-F]+)\](?:\s+in\s+(?P<module>\S.*))?$")
+_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _LEGACY_SYMBOL = re.compile(r"^(?P<module>.*?) \((?P<symbol>.*) \+ (?P<off>0x[0-9a-fA-F]+)\)$")
-_SOURCE_LOC = re.compile(r"^(?P<symbol>.*?) in (?P<file>[^\s]+):(?P<line>\d+)$")
+_FILE_LINE = re.compile(r"^(?P<file>\S+):(?P<line>\d+)$")
 
 # -- allocation site -------------------------------------------------------------------------------
 # Frames that are never "the user's code": the driver and runtime, cuBLAS, PyTorch's own libraries
 # (allocator and dispatch), the Python interpreter and libc's start-up frames.
 _SKIP_MODULE = re.compile(
     r"^(?:libcuda\.so|nvcuda|libcudart|cudart(?:32|64)|libcublas|cublas(?:Lt)?(?:32|64)|libtorch|libc10|torch_cuda"
-    r"|torch_cpu|c10(?:_cuda)?\.dll|python[\d.]*(?:\.exe)?$|libpython|python3\d*\.dll|libc\.so|ld-linux|libc\.so\.6"
+    r"|torch_cpu|c10(?:_cuda)?\.dll|python[\d.]*(?:\.exe)?$|libpython|python3\d*\.dll|libc\.so|ld-linux"
     r"|ntdll\.dll|kernel32\.dll)",
     re.IGNORECASE,
 )
@@ -89,17 +88,20 @@ _CACHING_ALLOCATOR = re.compile(
 def _basename(path: str | None) -> str:
     if not path:
         return ""
-    return re.split(r"[\\/]", path.rstrip("/\\"))[-1]
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
 
 def is_library_frame(frame: dict) -> bool:
     """True for frames that belong to CUDA, PyTorch, the interpreter or libc, not to the user's code."""
-    symbol = frame.get("symbol") or ""
-    module = _basename(frame.get("module"))
-    file = frame.get("file") or ""
+    return _is_library(frame.get("symbol") or "", frame.get("module") or "", frame.get("file") or "")
+
+
+@functools.lru_cache(maxsize=65536)  # the same frames recur in every leak of a run
+def _is_library(symbol: str, module_path: str, file: str) -> bool:
+    module = _basename(module_path)
     if module and _SKIP_MODULE.match(module):
         return True
-    if symbol and _SKIP_SYMBOL.search(symbol):
+    if symbol and _SKIP_SYMBOL.match(symbol):
         return True
     if file and _SKIP_FILE.search(file):
         return True
@@ -156,7 +158,7 @@ def allocation_site(frames: list[dict]) -> tuple[dict | None, str]:
     return None, f"no user frame in the stack{tail}"
 
 
-STACK_HEAD, STACK_TAIL, SYMBOL_CHARS = 16, 4, 240
+STACK_HEAD, STACK_TAIL, SYMBOL_CHARS = 16, 4, 200
 
 
 def compact_stack(frames: list[dict]) -> list[dict]:
@@ -174,33 +176,59 @@ def compact_stack(frames: list[dict]) -> list[dict]:
 
 
 def through_caching_allocator(frames: list[dict]) -> bool:
-    for frame in frames:
-        if _CACHING_ALLOCATOR.search(frame.get("symbol") or ""):
-            return True
-        if _basename(frame.get("module")).lower().startswith(("libc10_cuda", "c10_cuda")):
-            return True
-    return False
+    return any(_allocator_frame(f.get("symbol") or "", f.get("module") or "") for f in frames)
+
+
+@functools.lru_cache(maxsize=65536)
+def _allocator_frame(symbol: str, module_path: str) -> bool:
+    return bool(_CACHING_ALLOCATOR.search(symbol)) or \
+        _basename(module_path).lower().startswith(("libc10_cuda", "c10_cuda"))
+
+
+def _split_pc(rest: str) -> tuple[str, str, str | None] | None:
+    """`body [0xPC]` or `body [0xPC] in module` -> (body, pc, module); None without a pc.
+    String search, not a regex: symbols run to thousands of characters."""
+    if rest.endswith("]"):
+        k = rest.rfind("[")
+        if k >= 0 and _HEX.match(rest[k + 1:-1]):
+            return rest[:k].rstrip(), rest[k + 1:-1], None
+        return None
+    idx = rest.rfind("] in ")
+    if idx < 0:
+        return None
+    k = rest.rfind("[", 0, idx)
+    if k < 0 or not _HEX.match(rest[k + 1:idx]):
+        return None
+    return rest[:k].rstrip(), rest[k + 1:idx], rest[idx + 5:].strip() or None
+
+
+def _source_location(body: str) -> tuple[str, str, int] | None:
+    """`main in leak.cu:8` -> ("main", "leak.cu", 8)."""
+    symbol, sep, where = body.rpartition(" in ")
+    if not sep:
+        return None
+    m = _FILE_LINE.match(where)
+    return (symbol, m["file"], int(m["line"])) if m else None
 
 
 def parse_host_frame(rest: str) -> tuple[dict, str]:
     """One `Host Frame:` payload -> (frame, layout). Layout "a" = legacy module-first, "c" = one line
     with `in <module>`, "b?" = symbol first with the module still to come on the next line."""
     rest = rest.strip()
-    m = _PC_TAIL.match(rest)
-    if not m:
+    split = _split_pc(rest)
+    if split is None:
         # newest Python frame: `<module> in train.py:3`; or something unknown, kept as the symbol
-        loc = _SOURCE_LOC.match(rest)
+        loc = _source_location(rest)
         if loc:
-            return {"symbol": loc["symbol"], "module": None, "offset": None, "file": loc["file"],
-                    "line": int(loc["line"])}, "c"
+            return {"symbol": loc[0] or None, "module": None, "offset": None, "file": loc[1], "line": loc[2]}, "c"
         return {"symbol": rest or None, "module": None, "offset": None, "file": None, "line": None}, "c"
-    body, pc, module = m["body"].strip(), m["pc"], m["module"]
+    body, pc, module = split
     frame = {"symbol": None, "module": None, "offset": pc, "file": None, "line": None}
     if module:
-        frame["module"] = module.strip()
+        frame["module"] = module
         layout = "c"
     else:
-        legacy = _LEGACY_SYMBOL.match(body)
+        legacy = _LEGACY_SYMBOL.match(body) if body.endswith(")") else None
         if legacy and _looks_like_module(legacy["module"]):
             frame["module"] = legacy["module"]
             frame["symbol"] = legacy["symbol"]
@@ -210,10 +238,10 @@ def parse_host_frame(rest: str) -> tuple[dict, str]:
             frame["module"] = body
             return frame, "a"
         layout = "b?"
-    loc = _SOURCE_LOC.match(body)
+    loc = _source_location(body)
     if loc:
-        frame["symbol"] = loc["symbol"] or None
-        frame["file"], frame["line"] = loc["file"], int(loc["line"])
+        frame["symbol"] = loc[0] or None
+        frame["file"], frame["line"] = loc[1], loc[2]
     else:
         frame["symbol"] = body or None
     return frame, layout
@@ -268,11 +296,16 @@ class _Run:
 
 def _parse_frame(frame: pl.DataFrame, primary: bool) -> Parsed:
     out = Parsed(clock="none")
+    text = pl.col("text")
+    pos = text.str.find("=========", literal=True)
+    before = pl.when(pos > 0).then(text.str.slice(pos - 1, 1)).otherwise(pl.lit(""))
+    after = text.str.slice(pos + 9, 1)
     parts = frame.select(
         "line", "text",
-        pl.col("text").str.extract_groups(TOOL_LINE).alias("g"),
-    ).unnest("g").rename({"1": "prefix", "2": "rest"})
-    is_tool = pl.col("prefix").is_not_null()
+        (pos.is_not_null() & (before != "=") & after.is_in(["", " ", "\t"])).alias("is_tool"),
+        text.str.slice(pos + 10).alias("rest"),
+    )
+    is_tool = pl.col("is_tool")
     if primary:
         program = parts.filter(~is_tool & (pl.col("text").str.strip_chars() != ""))
         out.skipped.add_lines("program output (not a sanitizer line)", program["line"])
@@ -337,6 +370,8 @@ def _parse_frame(frame: pl.DataFrame, primary: bool) -> Parsed:
                 run().touched = True
                 continue
             if _HINT_LINES.match(body):
+                if body.startswith("Target application returned an error"):
+                    out.notes.append(f"line {line_no}: the checked program itself exited with an error")
                 continue
             if not (_LEAK.match(body) or _LEAK_SUMMARY.match(body) or _ERROR_SUMMARY.match(body)
                     or _NOT_INSTRUMENTED.match(body) or _ERROR_HEAD.match(body)):
@@ -383,15 +418,15 @@ def _parse_frame(frame: pl.DataFrame, primary: bool) -> Parsed:
         if current is None:
             out.skipped.add("sanitizer detail line outside a record (excerpt starts mid-record?)", line_no)
             continue
-        if m := _SAVED.match(body):
+        if body.startswith("Saved host backtrace") and (m := _SAVED.match(body)):
             current["save_location"] = m["where"]
-        elif m := _HOST_FRAME.match(body):
-            fr, layout = parse_host_frame(m["rest"])
+        elif body.startswith("Host Frame:"):
+            fr, layout = parse_host_frame(body[len("Host Frame:"):])
             current["stack"].append(fr)
             last_frame_open = layout == "b?"
             current["layouts"].append("b" if layout == "b?" else layout)
-        elif (m := _CONTINUATION.match(body)) and last_frame_open and current["stack"]:
-            current["stack"][-1]["module"] = m["module"].strip()
+        elif last_frame_open and body.startswith("in ") and current["stack"]:
+            current["stack"][-1]["module"] = body[3:].strip()
             last_frame_open = False
         else:
             last_frame_open = False

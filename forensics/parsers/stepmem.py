@@ -17,6 +17,8 @@ Readings need a key *and* a colon/equals sign directly after it, so prose such a
 """
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from .. import clock
@@ -67,8 +69,6 @@ _HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
 
 def _unnamed(rx: str) -> str:
     """The same regex without group names, so several can share one alternation."""
-    import re
-
     return re.sub(r"\(\?P<\w+>", "(?:", rx)
 
 
@@ -116,10 +116,10 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
         pl.col("_us"),
     ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     zoned = clock.parse_offset_datetime(pl.col("_d") + "T" + pl.col("_t") + "." + pl.col("_f") + pl.col("_z"))
+    df = df.with_columns(
+        pl.when(pl.col("_z").is_not_null()).then(zoned).otherwise(clock.localize(naive, zone)).alias("time"))
     return df.with_columns(
-        pl.when(pl.col("_z").is_not_null()).then(zoned).otherwise(clock.localize(naive, zone)).alias("time"),
-        pl.when(pl.col("_z").is_not_null()).then(zoned.is_not_null()).otherwise(
-            pl.when(naive.is_not_null()).then(pl.lit(False))).alias("zoned"),
+        pl.when(pl.col("time").is_not_null()).then(pl.col("_z").is_not_null()).alias("zoned"),
     ).drop("_d", "_t", "_f", "_z", "_us")
 
 
@@ -207,8 +207,8 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per piece: label (the tag), step and gpu read from the text in front of the first reading,
     a header unit such as `memory (MB)`, and a `total_memory` figure."""
     t = pl.col("piece_text")
-    pre = t.str.slice(0, t.str.find(ANY_READING))
-    pre_clean = pre.str.replace(_LEVEL, "").str.replace(r"^\s*\[Rank \d+\]", "").str.strip_chars(" \t|:,;-=>")
+    pre = t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "")
+    pre_clean = pre.str.replace(r"^\s*\[Rank \d+\]", "").str.strip_chars(" \t|:,;-=>")
     tag = pre.str.extract(r"\[([^\[\]]+)\][\s|:\-]*$")
     epoch = t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})")
     label = (pl.when(tag.is_not_null()).then(tag.str.strip_chars())
@@ -349,7 +349,19 @@ def head_readings(head: list[str]) -> pl.DataFrame:
         return pl.DataFrame()
 
 
+# A job folder often holds the training script itself, whose docstrings and f-strings show the very
+# lines it prints: source code is not a log.
+_SOURCE_CODE = re.compile(r"^(?:import [\w.]+|from [\w.]+ import |def \w+\(|class \w+[:(]|#include\s*[<\"]"
+                          r"|#!/usr/bin/env python)")
+
+
+def looks_like_source_code(head: list[str]) -> bool:
+    return sum(1 for ln in head if _SOURCE_CODE.match(ln)) >= 2
+
+
 def sniff(head: list[str]) -> str | None:
+    if looks_like_source_code(head):
+        return None
     found = head_readings(head)
     if not found.height:
         return None
@@ -365,6 +377,8 @@ def parse(src, opts) -> Parsed:
 
 
 def scan(lines: pl.DataFrame, src, opts) -> Parsed:
+    if looks_like_source_code(src.head()):
+        return Parsed()
     parsed = extract_all(lines, src, opts)
     if parsed.records:
         parsed.notes.extend(notes(parsed))

@@ -81,6 +81,7 @@ _WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>\d+))?)\s+p
 _RANK = re.compile(r"\[(?:rank|default)(?P<rank>\d+)\]:")
 _PID = re.compile(r"\bpid[=: ]\s*(?P<pid>\d+)", re.IGNORECASE)
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
+_SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>\d+)\]:\s")  # journal/syslog "python3[1234]: "
 # ISO-like logging stamps, and the HF example scripts' "%m/%d/%Y %H:%M:%S" (month first).
 _TIME = re.compile(
     r"(?:(?P<date>\d{4}-\d\d-\d\d)|(?P<us>\d\d/\d\d/\d{4}))[ T](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?"
@@ -198,11 +199,12 @@ def _era(msg: str, cls: str | None) -> str:
     return "unknown"
 
 
-def _join(first: str, following: list[str]) -> tuple[str, int]:
-    """The message with its continuation lines; returns (message, number of lines joined)."""
+def _join(first: str, first_raw: str, following: list[str]) -> tuple[str, int]:
+    """The message (`first`, from its start in the raw line `first_raw`) with its continuation lines;
+    returns (message, number of lines joined)."""
     msg = first.rstrip()
     used = 0
-    prev = first
+    prev = first_raw
     for nxt_raw in following[:MAX_CONTINUATION]:
         if _COMPLETE.search(msg):
             break
@@ -257,9 +259,9 @@ def _site(frames: list[dict]) -> str | None:
     return None
 
 
-def _time(text: str, zone: str) -> tuple[datetime | None, str | None]:
+def _time(text: str, zone: str, at_start: bool = False) -> tuple[datetime | None, str | None]:
     m = _TIME.search(text)
-    if not m:
+    if not m or (at_start and m.start() > 3):
         return None, None
     frac = (m["frac"] or "0")[:6].ljust(6, "0")
     date = m["date"] or "{2}-{0}-{1}".format(*m["us"].split("/"))
@@ -306,7 +308,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         prefix = raw[: m.start()]
         cls = m["cls"]
         following = frame.slice(line_no, MAX_CONTINUATION)["text"].to_list()
-        msg, joined = _join(raw[m.start("body"):], following)
+        msg, joined = _join(raw[m.start("body"):], raw, following)
         consumed_until = line_no + joined
         used_lines.extend(range(line_no, line_no + joined + 1))
         values, sentinels = _fields(msg)
@@ -343,6 +345,8 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             process, pid = w["proc"], int(w["pid"])
             if w["rank"]:
                 detail["rank"] = int(w["rank"])
+        elif t := _SYSLOG_TAG.search(prefix):
+            process, pid = t["proc"], int(t["pid"])
         elif p := _PID.search(prefix):
             pid = int(p["pid"])
         if r := _RANK.search(prefix):
@@ -364,7 +368,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             while start >= 0 and not _TB_START.match(_LINE_PREFIX.sub("", above[start], count=1)):
                 start -= 1
             if start >= 1:
-                when, clock = _time(above[start - 1], zone)
+                when, clock = _time(above[start - 1], zone, at_start=True)
                 if when is not None:
                     detail["time_from_line"] = lo + start  # 1-based number of above[start - 1]
         if clock:

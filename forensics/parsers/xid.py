@@ -129,17 +129,18 @@ def xid_events(records: pl.DataFrame) -> tuple[pl.DataFrame, set[int], list[int]
 def _fallen_off_events(nv: pl.DataFrame, maps, xid79: list[tuple[int, str]], used: set[int]) -> list[dict]:
     """'fallen off the bus' messages printed without an Xid 79 line near them (xid_01)."""
     out = []
-    last_the_gpu: tuple[int, str] | None = None
+    last_the_gpu: tuple[dict, str] | None = None
     for r in nv.filter(pl.col("code").is_null()).iter_rows(named=True):
         msg = r["msg"]
         the_gpu = _match(THE_GPU_RE, msg)
         m = _match(FALLEN_MULTI_RE, msg) or _match(FALLEN_SHORT_RE, msg)
         bus = m["bus"].lower() if m else None
-        if bus is None and _match(FALLEN_BARE_RE, msg) and last_the_gpu and r["line"] - last_the_gpu[0] <= 3:
-            # scanned lines are not joined: the bus id is on the `The NVIDIA GPU` line just before
-            bus = last_the_gpu[1]
+        if bus is None and re.search(FALLEN_BARE_RE, msg) and last_the_gpu and r["line"] - last_the_gpu[0]["line"] <= 3:
+            # scanned lines are not joined: the message starts on the `The NVIDIA GPU <bus>` line
+            first, bus = last_the_gpu
+            r = dict(first, text=first["text"] + "\n" + r["text"])
         if the_gpu:
-            last_the_gpu = (r["line"], the_gpu["bus"].lower())
+            last_the_gpu = (r, the_gpu["bus"].lower())
         if bus is None:
             continue
         if any(b == bus and abs(ln - r["line"]) <= _NEAR_LINES for ln, b in xid79):
@@ -186,5 +187,5 @@ def parse(src, opts: Options) -> Parsed:
 
 def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
     dec = kp.decode(lines, opts, src.path, src.mtime, join=False)
-    events, _, _ = xid_events(dec.records)
+    events, _, _ = xid_events(dec.kernel_records())
     return Parsed(events=events, clock=dec.clock if events.height else "none", notes=dec.notes if events.height else [])

@@ -61,6 +61,7 @@ class Incident:
     cgroup: bool = False             # run inside a small memory cgroup
     residual: bool = False
     snapshots: bool = False
+    onset_from_data: bool = False    # the onset is where allocated starts to grow, not where the code's bug starts
 
 
 INCIDENTS = [
@@ -163,18 +164,60 @@ INCIDENTS = [
               "sanitizer reports the allocator's cached segments as unfreed at exit (`sanitizer.log`). "
               "`allocated` is 0 at every step: no tensor leaked; what the sanitizer lists is the cache."),
     Incident(
-        "incident_linear_oom", "linear_oom", ["--steps", "400", "--period", "0.3", "--onset", "20",
-                                              "--fraction", "0.09"],
+        "sanitizer_torch_train_oom", "linear_oom", ["--steps", "400", "--period", "0.3", "--onset", "20",
+                                                    "--fraction", "0.09"],
+        verdict="leak", findings=["leak", "gpu_oom"], pattern="linear", estimate=120, timeout=300,
+        sanitizer=True, kernel=True, onset_from_data=True,
+        story="The training workload of `leak_linear_oom` (a monitoring loss summed without `.item()` from "
+              "step 20 on) run under `compute-sanitizer --leak-check full --log-file sanitizer.log`, with "
+              "the nvidia-smi loggers around it and the kernel log captured afterwards. Under the sanitizer "
+              "the run behaved differently from the plain one: `allocated` grew from the first steps on "
+              "(the memory of each step's forward and backward pass was not given back to PyTorch's "
+              "allocator while the sanitizer ran; the cause was not established), faster still once the "
+              "monitoring leak began at step 20, until the process reached its cap and died of a CUDA OOM. "
+              "The sanitizer then reported that the process did not terminate successfully and listed no "
+              "leak records. The dmesg files were taken on a machine that had run `host_oom_pin_memory` "
+              "earlier in the same boot, so they also hold that incident's kernel kill lines, minutes "
+              "before this run began."),
+    Incident(
+        "leak_eval_oom", "eval_oom", ["--steps", "400", "--period", "0.3", "--onset", "20", "--fraction", "0.09"],
+        verdict="leak", findings=["leak", "gpu_oom"], pattern="linear", estimate=50, timeout=150,
+        story="An evaluation job (MLP 4096-4096-4096, forward only, batches of 4096) that, after 19 warm-up "
+              "batches, adds each batch's loss to a running total without `.item()` and outside "
+              "`torch.no_grad()` (`total += loss`): every step's graph stays alive with the tensors it "
+              "saved, so `allocated` grows by the same amount each step until the process reaches the cap "
+              "set with `torch.cuda.set_per_process_memory_fraction(0.09)` and dies of a CUDA OOM (the real "
+              "traceback is at the end of `stderr.log`). No compute-sanitizer: the plain twin of "
+              "`sanitizer_torch_eval_oom`."),
+    Incident(
+        "sanitizer_torch_eval_oom", "eval_oom", ["--steps", "400", "--period", "0.3", "--onset", "20",
+                                                 "--fraction", "0.09"],
         verdict="leak", findings=["leak", "gpu_oom", "sanitizer_leak"], pattern="linear",
-        estimate=240, timeout=300, sanitizer=True, kernel=True,
-        story="The project's showcase: one run that produced all four kinds of input. The workload of "
-              "`leak_linear_oom` (a monitoring loss summed without `.item()` from the onset step on, so "
-              "every step's graph and its saved activations stay alive, until the "
-              "`set_per_process_memory_fraction(0.09)` cap is reached and the process dies of a CUDA "
-              "OOM) ran under `compute-sanitizer --leak-check full --log-file sanitizer.log`, with the "
-              "nvidia-smi loggers around it and the kernel log captured afterwards. The sanitizer slows "
-              "the steps down; the leak per step is the same as in `leak_linear_oom`. At exit the "
-              "sanitizer lists every segment PyTorch still held: the leaked activations and the cache."),
+        estimate=150, timeout=300, sanitizer=True, kernel=True, onset_from_data=True,
+        story="The evaluation job of `leak_eval_oom` (from step 20 on, each batch's loss is summed without "
+              "`.item()` and outside `torch.no_grad()`) run under `compute-sanitizer --leak-check full "
+              "--log-file sanitizer.log`, with the nvidia-smi loggers around it and the kernel log captured "
+              "afterwards on a freshly booted machine. Under the sanitizer, `allocated` grew from the second "
+              "step on, before the code's own leak began (the graphs of the warm-up batches, dropped after "
+              "`.item()`, did not give their memory back while the sanitizer ran; the plain run of the same "
+              "workload, `leak_eval_oom`, stays flat until step 20; the cause was not established), and "
+              "faster from step 20 on, until the process reached its cap and died of a CUDA OOM. At exit "
+              "the sanitizer listed every segment PyTorch still held (the first 100 of them printed, with "
+              "host backtraces down to the Python line that allocated them)."),
+    Incident(
+        "incident_linear_oom", "preprocess_oom", ["--steps", "400", "--period", "0.3", "--onset", "20",
+                                                  "--fraction", "0.09"],
+        verdict="leak", findings=["leak", "gpu_oom", "sanitizer_leak"], pattern="linear",
+        estimate=150, timeout=300, sanitizer=True, kernel=True,
+        story="The project's showcase: one run that produced all four kinds of input. A GPU feature-"
+              "preprocessing job (elementwise: normalize and squash batches of 256 MiB) that, after 19 "
+              "warm-up batches, keeps every processed batch in a list on the GPU to export at the end "
+              "(`processed.append(feats)`): `allocated` grows by the same amount each step until the "
+              "process reaches the cap set with `torch.cuda.set_per_process_memory_fraction(0.09)` and "
+              "dies of a CUDA OOM (the real traceback is at the end of `stderr.log`). It ran under "
+              "`compute-sanitizer --leak-check full --log-file sanitizer.log`, with the nvidia-smi loggers "
+              "around it and the kernel log captured afterwards. At exit the sanitizer lists the segments "
+              "PyTorch still held, with host backtraces down to the Python line that allocated them."),
 ]
 
 
@@ -319,18 +362,32 @@ def capture_kernel(folder: Path, notes: list[str]) -> dict:
         outs = {k: "\n".join(v.splitlines()[-KERNEL_TAIL_LINES:]) + "\n" for k, v in outs.items()}
     for name, out in outs.items():
         (folder / name).write_text(out)
-    facts = {}
-    raw, iso_txt = outs.get("dmesg.txt", ""), outs.get("dmesg-iso.txt", "")
-    for i, line in enumerate(raw.splitlines(), 1):
+    return kernel_facts(folder)
+
+
+def kernel_facts(folder: Path) -> dict:
+    """The kernel's kills as the dmesg files show them: the first one, and any after it."""
+    def read(name):
+        p = folder / name
+        return p.read_text(errors="replace") if p.exists() else ""
+    kills = []
+    for i, line in enumerate(read("dmesg.txt").splitlines(), 1):
         m = re.search(r"Killed process (\d+) \((.*?)\)", line)
         if m:
-            facts.update(killed_pid=int(m.group(1)), killed_comm=m.group(2), kill_line=i,
-                         kill_uptime=(re.match(r"\[\s*(\d+\.\d+)\]", line) or [None, None])[1])
-    for line in iso_txt.splitlines():
+            up = re.match(r"\[\s*(\d+\.\d+)\]", line)
+            kills.append({"pid": int(m.group(1)), "comm": m.group(2), "line": i, "uptime": up and up.group(1)})
+    times = {}
+    for line in read("dmesg-iso.txt").splitlines():
         m = re.match(r"(\S+) .*Killed process (\d+) ", line)
-        if m and int(m.group(2)) == facts.get("killed_pid"):
-            facts["kill_time_local"] = m.group(1)
-    return facts
+        if m:
+            times.setdefault(int(m.group(2)), m.group(1))
+    if not kills:
+        return {}
+    first = kills[0]
+    return {"killed_pid": first["pid"], "killed_comm": first["comm"], "kill_line": first["line"],
+            "kill_uptime": first["uptime"], "kill_time_local": times.get(first["pid"]),
+            "later_kills": [f"pid {k['pid']} ({k['comm']}) at uptime {k['uptime']} s, dmesg.txt line {k['line']}"
+                            for k in kills[1:]]}
 
 
 class Cgroup:
@@ -414,6 +471,14 @@ def leak_facts(rows: list[dict], inc: Incident) -> dict:
     onset = next((r for r in rows if r["ev"] == "leak_start"), None)
     by_step = {s["step"]: s for s in steps}
     if onset and inc.pattern:
+        # the onset is the first step marker that shows the growth: at or after the step where the code
+        # starts keeping memory, or anywhere when something else (the sanitizer) made it grow earlier
+        facts["code_leak_step"] = onset["step"]
+        first = 1 if inc.onset_from_data else onset["step"]
+        growing = [s for s in sorted(by_step) if s >= first and s - 1 in by_step
+                   and by_step[s]["allocated"] - by_step[s - 1]["allocated"] > 16 * MiB]
+        onset = {"step": growing[0]} if growing else onset
+    if onset and inc.pattern:
         k = onset["step"]
         facts["onset_step"] = k
         if k in by_step:
@@ -462,6 +527,38 @@ def leak_facts(rows: list[dict], inc: Incident) -> dict:
 
 # ---- README ------------------------------------------------------------------------------------
 
+def inputs_of(folder: Path) -> list[str]:
+    """The files of a folder that the tool must recognize (README's `inputs`)."""
+    names = [n for n in (*LOGGER_FILES, "train.log", "nvidia-smi-table.txt", "nvidia-smi-q-memory.txt",
+                         "sanitizer.log", "sanitizer.txt", "leaky.xml", *KERNEL_FILES)
+             if (folder / n).exists() and (folder / n).stat().st_size]
+    err = folder / "stderr.log"
+    if err.exists() and "OutOfMemoryError" in err.read_text(errors="replace"):
+        names.append("stderr.log")     # the CUDA OOM traceback
+    return names
+
+
+def old_readme(folder: Path) -> tuple[dict, dict, list[str]]:
+    """Front matter, file descriptions and notes of a README written earlier by this script."""
+    front, files, notes = {}, {}, []
+    try:
+        text = (folder / "README.md").read_text()
+    except OSError:
+        return front, files, notes
+    head, _, body = text.partition("\n---\n")
+    for line in head.splitlines()[1:]:
+        k, _, v = line.partition(": ")
+        front[k] = v
+    section = ""
+    for line in body.splitlines():
+        if line.startswith("## "):
+            section = line
+        elif section == "## Files" and (m := re.match(r"- `([^`]+)`: (.*)", line)):
+            files[m.group(1)] = m.group(2)
+        elif section.startswith("## Notes") and line.startswith("- "):
+            notes.append(line[2:])
+    return front, files, notes
+
 def front_matter(pairs: list[tuple[str, object]]) -> str:
     lines = ["---"]
     for k, v in pairs:
@@ -499,12 +596,13 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
         ("worker_killed_time", iso(facts.get("worker_killed_at"))),
         ("oom_step", facts.get("oom_step")),
         ("oom_time", iso(facts.get("oom_time"))),
-        ("killed_pid", facts.get("killed_pid")),
-        ("kill_time", facts.get("kill_time_local")),
+        ("killed_pid", facts.get("killed_pid") if inc.cgroup else None),
+        ("kill_time", facts.get("kill_time_local") if inc.cgroup else None),
         ("host_bytes_per_step", facts.get("host_bytes_per_step")),
         ("leaked_bytes", facts.get("leaked_bytes")),
         ("leaked_allocations", facts.get("leaked_allocations")),
         ("leak_sites", facts.get("leak_sites")),
+        ("code_leak_step", facts.get("code_leak_step")),
         ("gpu", "0" if inc.loggers else None),
         ("steps", facts.get("steps")),
         ("step_seconds", facts.get("step_seconds")),
@@ -521,8 +619,15 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
                        f"{facts.get('step_seconds')} s apart; started {iso(facts.get('start_time'))}, "
                        f"ended {iso(facts.get('end_time'))} (UTC).")
     if facts.get("onset_step"):
-        numbers.append(f"- The leak begins at step {facts['onset_step']} "
-                       f"({iso(facts.get('onset_time'))} UTC, the time of that step's marker line).")
+        k, c, when = facts["onset_step"], facts.get("code_leak_step"), iso(facts.get("onset_time"))
+        if c is None or c == k:
+            numbers.append(f"- The leak begins at step {k} ({when} UTC, the time of that step's marker line).")
+        elif c < k:
+            numbers.append(f"- The code starts keeping memory at step {c}; the first step marker that shows "
+                           f"the growth is step {k} ({when} UTC), the onset given above.")
+        else:
+            numbers.append(f"- `allocated` grows from step {k} on ({when} UTC), before the code's own leak "
+                           f"begins at step {c} (see What happened).")
     if facts.get("leak_bytes_per_step") and inc.pattern == "linear":
         numbers.append(f"- Measured leak: {facts['leak_bytes_per_step']} bytes "
                        f"({mib(facts['leak_bytes_per_step'])}) per step, the median step-to-step change of "
@@ -553,6 +658,8 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
             numbers.append(f"- The kernel killed pid {facts['killed_pid']} ({facts.get('killed_comm')}) at "
                            f"{facts.get('kill_time_local')} (dmesg.txt line {facts.get('kill_line')}, uptime "
                            f"{facts.get('kill_uptime')} s); the memory cgroup was: {facts.get('cgroup')}.")
+        if facts.get("later_kills"):
+            numbers.append("- Then the kernel also killed " + "; ".join(facts["later_kills"]) + ".")
         if facts.get("cgroup_events"):
             numbers.append(f"- The cgroup's event counters afterwards: `{facts['cgroup_events']}`.")
     if facts.get("leaked_bytes") is not None:
@@ -580,6 +687,54 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
     (folder / "README.md").write_text("".join(out))
 
 
+def cpp_facts() -> dict:
+    """The known leaks of leaky.cu: its LEAK-SITE lines, 1 MiB once and 256 KiB three times."""
+    lines = (HERE / "leaky.cu").read_text().splitlines()
+    sites = [f"leaky.cu:{i} ({m.group(1)})" for i, line in enumerate(lines, 1)
+             if (m := re.search(r"cudaMalloc\(.*LEAK-SITE (\w+)", line))]
+    return {"leak_sites": "; ".join(sites), "leaked_bytes": 1048576 + 3 * 262144, "leaked_allocations": 4}
+
+
+def rewrite(root: Path, pairs: list[str]) -> None:
+    """Write READMEs again from a recording's own side files (no workload runs): `SRC=DEST` also
+    renames the folder SRC, recorded under another incident name, to DEST."""
+    env_file = root / "_driver" / "env.json"
+    log = (root / "_driver" / "driver.log").read_text()
+    if env_file.exists():
+        env = json.loads(env_file.read_text())
+    else:
+        import ast
+        env = ast.literal_eval(re.search(r"probe: (\{.*\})", log).group(1))
+    by_name = {i.name: i for i in INCIDENTS}
+    for pair in pairs:
+        src, _, dest = pair.partition("=")
+        dest = dest or src
+        inc = by_name[dest]
+        folder = root / dest
+        if src != dest:
+            (root / src).rename(folder)
+        front, files, notes = old_readme(folder)
+        if inc.kind == "sanitizer_cpp":
+            facts = {**cpp_facts(), "exit": front.get("exit")}
+        else:
+            m = re.search(rf"  {re.escape(src)}: facts (\{{.*\}})", log)
+            facts = json.loads(m.group(1)) if m else {}
+            facts = {k: v for k, v in facts.items() if k not in ("onset_step", "onset_time", "leak_bytes_per_step",
+                                                                 "leak_bytes_per_hour", "leak_growth_bytes")}
+            truth = root / "_truth" / f"{src}.jsonl"
+            facts.update({k: v for k, v in leak_facts(read_truth(truth), inc).items() if v is not None})
+            if src != dest:
+                truth.rename(root / "_truth" / f"{dest}.jsonl")
+            if inc.kernel:
+                facts = {k: v for k, v in facts.items() if not k.startswith("kill")}
+                facts.update(kernel_facts(folder))
+        files = {n: d for n, d in files.items() if (folder / n).exists()}
+        inputs = inputs_of(folder) if inc.kind != "sanitizer_cpp" else [n for n in ("sanitizer.txt", "leaky.xml")
+                                                                        if (folder / n).exists()]
+        write_readme(folder, inc, facts, env, files, inputs, notes)
+        say(f"rewrote {folder / 'README.md'}")
+
+
 # ---- the recorder ------------------------------------------------------------------------------
 
 class Recorder:
@@ -605,6 +760,7 @@ class Recorder:
         rc, out = sh(["nvidia-smi", f"--query-compute-apps={APPS_QUERY}", "--format=csv"])
         env["apps_query"] = APPS_QUERY if rc == 0 and out.startswith("timestamp") else APPS_QUERY_NO_TIME
         say(f"probe: {env}")
+        (self.err_dir / "env.json").write_text(json.dumps(env, indent=1))
         return env
 
     def pack(self) -> None:
@@ -707,12 +863,7 @@ class Recorder:
             p = folder / name
             if not p.exists():
                 files.pop(name)
-        inputs = [n for n in (*LOGGER_FILES, "train.log", "nvidia-smi-table.txt", "nvidia-smi-q-memory.txt",
-                              "sanitizer.log") if (folder / n).exists() and (folder / n).stat().st_size]
-        if (folder / "stderr.log").exists() and "OutOfMemoryError" in (folder / "stderr.log").read_text(errors="replace"):
-            inputs.append("stderr.log")
-        if facts.get("killed_pid"):
-            inputs += [n for n in KERNEL_FILES if (folder / n).exists()]
+        inputs = inputs_of(folder)
         say(f"  {inc.name}: facts {json.dumps({k: v for k, v in facts.items() if k != 'loader_worker_pids'})}")
         return facts, files, inputs
 
@@ -792,11 +943,7 @@ class Recorder:
             rc, out = sh(["nvcc", "-lineinfo", "-g", "-Xcompiler", "-rdynamic", "-o", "leaky", "leaky.cu"],
                          timeout=120, cwd=str(build))
             say(f"  nvcc: rc {rc} {out.strip()[:500]}")
-        lines = src.read_text().splitlines()
-        sites = [f"leaky.cu:{i} ({m.group(1)})" for i, line in enumerate(lines, 1)
-                 if (m := re.search(r"cudaMalloc.*LEAK-SITE (\w+)", line))]
-        facts = {"leak_sites": "; ".join(f"{s}" for s in sites), "leaked_bytes": 1048576 + 3 * 262144,
-                 "leaked_allocations": 4}
+        facts = cpp_facts()
         files: dict[str, str] = {}
         if inc.name == "sanitizer_cpp_text":
             rc, out = sh(["compute-sanitizer", "--leak-check", "full", "./leaky"], timeout=120, cwd=str(build))
@@ -867,6 +1014,8 @@ def main() -> None:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--workloads", type=Path, default=HERE / "workloads.py")
     p.add_argument("--list", action="store_true", help="list the incidents and exit")
+    p.add_argument("--rewrite", metavar="SRC[=DEST],...",
+                   help="write the READMEs under --out again from the side files there (runs nothing)")
     a = p.parse_args()
     if a.list:
         for inc in INCIDENTS:
@@ -874,6 +1023,8 @@ def main() -> None:
         return
     if not a.out:
         p.error("--out is required")
+    if a.rewrite:
+        return rewrite(a.out, a.rewrite.split(","))
     names = a.only.split(",") if a.only else None
     if names:
         unknown = set(names) - {i.name for i in INCIDENTS}

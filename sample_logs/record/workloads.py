@@ -166,6 +166,77 @@ def linear_oom(torch, args) -> None:
     log.info("training finished, monitor loss %.4f", float(monitor_total))
 
 
+def eval_oom(torch, args) -> None:
+    """An evaluation loop (forward only, no backward) that, from step `onset` on, adds each batch's
+    loss to a running total without .item() and outside torch.no_grad(): every step's graph, with the
+    activations it saved (input, hidden, output and target: 4 x 64 MiB), stays alive until the
+    process hits its memory cap (set_per_process_memory_fraction) and dies of a CUDA OOM."""
+    torch.cuda.set_per_process_memory_fraction(args.fraction)
+    width, batch = 4096, 4096
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, width)).cuda().eval()
+    mse = torch.nn.functional.mse_loss
+    cap = int(args.fraction * torch.cuda.get_device_properties(0).total_memory)
+    start(torch, args, onset=args.onset, fraction=args.fraction, cap_bytes=cap)
+    log.info("evaluating %d batches of %d, memory fraction %.3f", args.steps, batch, args.fraction)
+    total = 0.0
+    pacer = Pacer(args.period)
+    step = 0
+    try:
+        for step in range(1, args.steps + 1):
+            x = torch.randn(batch, width, device="cuda")
+            y = torch.randn(batch, width, device="cuda")
+            loss = mse(model(x), y)               # autograd is on: the graph keeps what it saved
+            if step >= args.onset:
+                if step == args.onset:
+                    truth("leak_start", step=step)
+                    log.info("warm-up batches done, accumulating the eval loss")
+                total += loss                     # the bug: no .item(), no torch.no_grad()
+            else:
+                total += loss.item()
+            marker(torch, step)
+            pacer.wait()
+    except torch.cuda.OutOfMemoryError:
+        truth("oom", step=step, allocated=torch.cuda.memory_allocated(),
+              reserved=torch.cuda.memory_reserved())
+        raise                                       # the real traceback goes to stderr
+    log.info("evaluation finished, mean loss %.4f", float(total) / args.steps)
+
+
+def preprocess_oom(torch, args) -> None:
+    """A GPU feature-preprocessing job (elementwise only: normalize and squash 256 MiB batches) that,
+    from step `onset` on, keeps each processed batch in a list on the GPU "to export at the end",
+    until the process hits its memory cap and dies of a CUDA OOM."""
+    torch.cuda.set_per_process_memory_fraction(args.fraction)
+    numel = 64 * MiB                                   # 256 MiB of fp32 a batch
+    mean = torch.randn(4096, device="cuda")
+    scale = torch.rand(4096, device="cuda") + 0.5
+    cap = int(args.fraction * torch.cuda.get_device_properties(0).total_memory)
+    start(torch, args, onset=args.onset, fraction=args.fraction, cap_bytes=cap)
+    log.info("preprocessing %d batches of %d features, memory fraction %.3f", args.steps, numel, args.fraction)
+    processed = []
+    checksum = 0.0
+    pacer = Pacer(args.period)
+    step = 0
+    try:
+        for step in range(1, args.steps + 1):
+            raw = torch.randn(numel // 4096, 4096, device="cuda")
+            feats = torch.tanh((raw - mean) * scale)
+            checksum += float(feats.sum())
+            if step >= args.onset:
+                if step == args.onset:
+                    truth("leak_start", step=step)
+                    log.info("warm-up batches done, keeping features for export")
+                processed.append(feats)           # the bug: every processed batch stays on the GPU
+            marker(torch, step)
+            pacer.wait()
+    except torch.cuda.OutOfMemoryError:
+        truth("oom", step=step, allocated=torch.cuda.memory_allocated(),
+              reserved=torch.cuda.memory_reserved())
+        raise                                       # the real traceback goes to stderr
+    log.info("preprocessing finished, %d batches kept, checksum %.4f", len(processed), checksum)
+
+
 def staircase(torch, args) -> None:
     """A new Adam optimizer and LR scheduler are built at every epoch, and each scheduler (holding
     its optimizer and that optimizer's state) is kept in a list: +1 GiB of Adam state per epoch."""
@@ -353,7 +424,7 @@ def alloc_cache(torch, args) -> None:
     log.info("done, %.2f MB still cached by the allocator at exit", torch.cuda.memory_reserved() / MiB)
 
 
-KINDS = {f.__name__: f for f in (linear, linear_oom, staircase, pin_memory, residual, sawtooth, stable,
+KINDS = {f.__name__: f for f in (linear, linear_oom, eval_oom, preprocess_oom, staircase, pin_memory, residual, sawtooth, stable,
                                   warmup, cache_growth, alloc_cache)}
 
 
@@ -362,7 +433,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("kind", choices=sorted(KINDS))
     p.add_argument("--steps", type=int, default=90)
     p.add_argument("--period", type=float, default=0.3, help="seconds per step")
-    p.add_argument("--onset", type=int, default=20, help="first leaking step (linear, linear_oom)")
+    p.add_argument("--onset", type=int, default=20, help="first leaking step (linear, *_oom)")
     p.add_argument("--fraction", type=float, default=0.09, help="memory fraction cap (linear_oom)")
     p.add_argument("--steps-per-epoch", type=int, default=12)
     p.add_argument("--worker-gib", type=float, default=6.0)

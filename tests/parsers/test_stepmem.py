@@ -280,3 +280,41 @@ def test_empty_and_blank_input(tmp_path):
     src = Source.open(path, str(path))
     p = stepmem.parse(src, Options(tz="UTC"))
     assert p.records == 0 and p.clock == "none"
+
+
+def _step_log_snippets():
+    if not REALWORLD.exists():
+        return []
+    return sorted(p.name for p in REALWORLD.glob("*.txt") if p.name.startswith(("stepmem_", "deepspeed_mem_")))
+
+
+def _expected_parser(name: str) -> str:
+    if name.startswith("deepspeed_mem_"):
+        return "deepspeed-memory"
+    if name.startswith("stepmem_megatron_"):
+        return "megatron-memory"
+    if name.startswith("stepmem_hf_"):
+        return "hf-trainer-memory"
+    return NAME
+
+
+@pytest.mark.parametrize("name", _step_log_snippets())
+def test_every_step_log_snippet_is_claimed_by_its_parser_and_read(name):
+    _, p = parse_file(realworld(name), expect=_expected_parser(name))
+    assert p.samples.height > 0
+    assert p.samples["bytes"].is_not_null().all()
+    assert p.samples["line"].min() >= 2  # line 1 is the provenance note
+    assert p.skipped.total == 0
+
+
+def test_the_training_script_itself_is_not_a_log(tmp_path):
+    """Its docstrings show the lines it prints; neither sniff nor scan reads them."""
+    path = tmp_path / "train.py"
+    path.write_text('"""Prints `[step 12] allocated: 1234.56 MB, cached: 2048.00 MB` each step."""\n'
+                    "import torch\nfrom torch import nn\n\n\ndef main():\n"
+                    '    log.info("[step %d] allocated: 5 MB", step)\n')
+    src = Source.open(path, str(path))
+    assert stepmem.sniff(src.head()) is None
+    hits = src.frame().filter(pl.col("text").str.contains(stepmem.SCAN_HINT))
+    assert hits.height == 2
+    assert stepmem.scan(hits, src, Options(tz="UTC")).records == 0

@@ -22,8 +22,8 @@ FRAGMENTS = [
     "NV ", "CPU Virtual Memory:  used = ", "see_memory_usage] ", "[INFO] [utils.py:803:see_memory_usage] ",
     "  train_mem_gpu_alloc_delta  =  ", "***** train metrics *****", "datetime: ", "[before training] ",
     "2026-11-30 03:04:08,405 ", "[2026-11-30 03:04:08] ", "2026-03-29T02:30:00+01:00 ", "11/30/2026 03:04:08 ",
-    "CUDA out of memory", "N/A", "[N/A]", "nan", "inf", "1e400", "-0", "0", "7", "12.5", "1,234.5", "99999999999999999999",
-    "3.0e2", "é", "\x00", "\t",
+    "CUDA out of memory", "N/A", "[N/A]", "nan", "inf", "1e400", "-0", "0", "7", "12.5", "1,234.5",
+    "99999999999999999999", "3.0e2", "é", "\x00", "\t",
 ]
 
 _fragment = st.sampled_from(FRAGMENTS) | st.from_regex(r"-?\d{1,6}(\.\d{1,3})?", fullmatch=True)
@@ -68,7 +68,7 @@ def _comes_from_line(value: int, text: str) -> bool:
     return False
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(line_strategy, min_size=1, max_size=12))
 def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     for module in (stepmem, deepspeed, megatron, hf_trainer):
@@ -86,7 +86,7 @@ def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     assert all(parsed.samples["bytes"].is_not_null())
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     key=st.sampled_from(["allocated", "reserved", "cached", "max allocated", "max reserved", "Max_Memory_Allocated"]),
     num=st.decimals(min_value=0, max_value=10 ** 6, places=2, allow_nan=False, allow_infinity=False),

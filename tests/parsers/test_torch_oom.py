@@ -281,6 +281,14 @@ def test_ray_and_docker_prefixes(tmp_path):
     assert ev["process"] == "trainer-1" and ev["bytes"] == mib(20)
 
 
+def test_journal_tag_names_the_process(tmp_path):
+    src = Source.open(write(tmp_path, "Mar 02 10:00:01 gpu7 python3[88123]: " + MODERN + "\n"))
+    _, results = ingest.parse_one(src, Options(tz="UTC"))  # a syslog file: the kernel-log parser claims it
+    (ev,) = [e for p in results for e in ooms(p)]
+    assert ev["process"] == "python3" and ev["pid"] == 88123
+    assert ev["time"] is None  # a syslog stamp has no year: left to the timeline, not guessed here
+
+
 def test_hf_example_script_time_format(tmp_path):
     line = "05/17/2024 14:03:09 - ERROR - __main__ - " + MODERN
     ev, p = one(write(tmp_path, line + "\n"), opts=Options(tz="UTC"))

@@ -1,0 +1,143 @@
+"""Property tests for the five nvidia-smi parsers: arbitrary lines, and lines close to (and into)
+real ones with garbage in the number slots, never raise; and every byte count a parser emits is a
+number written, as a whole token, on the very line the sample cites."""
+from __future__ import annotations
+
+import re
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forensics.options import Options
+from forensics.parsers import nvsmi_apps, nvsmi_common, nvsmi_csv, nvsmi_dmon, nvsmi_query, nvsmi_table
+
+MiB = 1 << 20
+OPTS = Options(tz="Europe/Berlin")
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+
+# what goes where a number should be: numbers, and the garbage that must never become one
+_value = st.one_of(
+    st.integers(0, 200_000).map(str),
+    st.sampled_from(["12a", "inf", "nan", "-5", "1e3", "", " ", "[N/A]", "N/A", "[Not Supported]", "lots", "0x10",
+                     "1,234", "١٢", "99999999999999999999999", "3.", ".5", "7.25", "-", "+4"]),
+)
+_mib = st.one_of(_value.map(lambda v: f"{v} MiB"), _value, _value.map(lambda v: f"{v}MiB"))
+_junk = st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(["", "----", "$ nvidia-smi", "# comment", "No devices were found", "Fri Sep 27 20:41:52 2024",
+                     "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error", "\t", ", , ,"]),
+)
+_ts = st.one_of(st.just("2024/06/01 11:27:05.177"), st.just("2024/13/45 99:99:99.000"), st.just("yesterday"),
+                st.just("2024/03/31 02:30:00.000"))
+_uuid = st.sampled_from(["GPU-8dd637a2-1795-5579-b092-2eda825636d2", "GPU-zz", "[N/A]"])
+_bus = st.sampled_from(["00000000:3B:00.0", "0000:01:00.0", "zz:zz", ""])
+_idx = st.one_of(st.integers(0, 9).map(str), st.sampled_from(["x", "-1", ""]))
+
+CSV_HEADERS = ["timestamp, index, memory.used [MiB], memory.total [MiB]", "index, uuid, memory.used [MiB]",
+               "pci.bus_id, memory.total [MiB], memory.free [MiB], memory.used [MiB]", "memory.used [MiB]",
+               "timestamp, name, memory.used [MiB]"]
+_csv_line = st.one_of(
+    st.sampled_from(CSV_HEADERS),
+    st.tuples(_ts, _idx, _mib, _mib).map(", ".join),
+    st.tuples(_idx, _uuid, _mib).map(", ".join),
+    st.tuples(_bus, _mib, _mib, _mib).map(", ".join),
+    _mib,
+    st.tuples(_ts, st.just("NVIDIA A100"), _mib).map(", ".join),
+    st.lists(st.one_of(_mib, _ts, _idx, _uuid, _bus), min_size=2, max_size=6).map(", ".join),
+    _junk,
+)
+_apps_line = st.one_of(
+    st.sampled_from(["gpu_uuid, pid, process_name, used_gpu_memory [MiB]",
+                     "timestamp, gpu_bus_id, pid, process_name, used_gpu_memory [MiB]"]),
+    st.tuples(_uuid, _value, st.sampled_from(["python", "/usr/bin/x", "[Not Found]", "a, b"]), _mib).map(", ".join),
+    st.tuples(_ts, _bus, _value, st.sampled_from(["python", "C:\\x.exe"]), _mib).map(", ".join),
+    _junk,
+)
+_dmon_line = st.one_of(
+    st.sampled_from(["# gpu   pwr    fb", "# Idx     W    MB", "#Date       Time        gpu        pid  type    fb   command",
+                     "#YYYYMMDD   HH:MM:SS    Idx          #   C/G    MB   name"]),
+    st.tuples(_idx, _value, _value).map(lambda t: "    " + "   ".join(t)),
+    st.tuples(st.sampled_from(["20240104", "2024", "x"]), st.sampled_from(["13:54:35", "99:99:99"]), _idx, _value,
+              st.sampled_from(["C", "-"]), _value, st.sampled_from(["python", "-", ""])).map(lambda t: " " + "   ".join(t)),
+    _junk,
+)
+_table_line = st.one_of(
+    st.sampled_from(["| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |",
+                     "+-----------------------------------------+------------------------+",
+                     "Fri Sep 27 20:41:52 2024"]),
+    st.tuples(_idx, _bus).map(lambda t: f"|   {t[0]}  NVIDIA A100-SXM4-40GB          On  |   {t[1]} Off |     0 |"),
+    st.tuples(_value, _value).map(lambda t: f"| N/A   37C    P0    56W /  400W |  {t[0]}MiB /  {t[1]}MiB |   0%  Default |"),
+    st.tuples(_idx, _value, _value).map(lambda t: f"|    {t[0]}   N/A  N/A   {t[1]}      C   python    {t[2]}MiB |"),
+    st.tuples(_idx, _value, _value).map(lambda t: f"|  {t[0]}    3   0   0  |  {t[1]}MiB / {t[2]}MiB | 28 0 |"),
+    _junk,
+)
+_q_line = st.one_of(
+    st.sampled_from(["==============NVSMI LOG==============", "Timestamp                 : Sat Jan 25 22:19:18 2025",
+                     "Attached GPUs             : 2", "GPU 00000000:0F:00.0", "GPU 0000:01:00.0", "    FB Memory Usage",
+                     "    BAR1 Memory Usage", "    Processes", "Timestamp : garbage"]),
+    st.tuples(st.sampled_from(["Total", "Used", "Free", "Reserved", "Used GPU Memory"]), _value,
+              st.sampled_from([" MiB", "", " MB"])).map(lambda t: f"        {t[0]}          : {t[1]}{t[2]}"),
+    _value.map(lambda v: f"        Process ID          : {v}"),
+    _junk,
+)
+
+_TOKEN = r"(?<![\w.+-]){}(?: ?Mi?B)?(?=\s|,|\||$)"
+
+
+def _frame(lines: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"text": lines}, schema={"text": pl.String}).with_row_index("line", offset=1).with_columns(
+        pl.col("line").cast(pl.Int64))
+
+
+def _check(module, lines: list[str]) -> None:
+    nvsmi_common.first_section(lines)  # the sniff never raises either
+    p = module.parse_lines(_frame(lines), "prop.log", OPTS)
+    text = dict(enumerate(lines, start=1))
+    for df in (p.samples, p.events):
+        assert set(df["line"].drop_nulls().to_list()) <= set(text), "a row cites a line that does not exist"
+    for row in p.samples.iter_rows(named=True):
+        for col in ("bytes", "total_bytes"):
+            v = row[col]
+            if v is None:
+                continue
+            assert v >= 0 and v % MiB == 0, (col, v)
+            assert re.search(_TOKEN.format(v // MiB), text[row["line"]]), (col, v, text[row["line"]])
+    assert p.skipped.total >= 0 and p.clock in ("wall-assumed", "none")
+
+
+@SETTINGS
+@given(st.lists(_csv_line, max_size=25))
+def test_csv_never_raises_and_never_invents_numbers(lines):
+    _check(nvsmi_csv, lines)
+
+
+@SETTINGS
+@given(st.lists(_apps_line, max_size=25))
+def test_apps_never_raises_and_never_invents_numbers(lines):
+    _check(nvsmi_apps, lines)
+
+
+@SETTINGS
+@given(st.lists(_dmon_line, max_size=25))
+def test_dmon_never_raises_and_never_invents_numbers(lines):
+    _check(nvsmi_dmon, lines)
+
+
+@SETTINGS
+@given(st.lists(_table_line, max_size=25))
+def test_table_never_raises_and_never_invents_numbers(lines):
+    _check(nvsmi_table, lines)
+
+
+@SETTINGS
+@given(st.lists(_q_line, max_size=25))
+def test_query_never_raises_and_never_invents_numbers(lines):
+    _check(nvsmi_query, lines)
+
+
+@SETTINGS
+@given(st.lists(st.one_of(_csv_line, _apps_line, _dmon_line, _table_line, _q_line), max_size=30))
+def test_any_mix_through_any_parser(lines):
+    for m in (nvsmi_csv, nvsmi_apps, nvsmi_dmon, nvsmi_table, nvsmi_query):
+        _check(m, lines)

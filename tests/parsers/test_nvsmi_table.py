@@ -1,0 +1,131 @@
+"""Plain nvidia-smi tables (forensics/parsers/nvsmi_table.py): old and new layouts, the process
+table, MIG devices, and many snapshots appended (a watch log)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import polars as pl
+from conftest import parse_file, realworld
+
+from forensics.options import Options
+
+NAME = "nvidia-smi-table"
+MiB = 1 << 20
+
+
+def utc(*a) -> datetime:
+    return datetime(*a, tzinfo=timezone.utc)
+
+
+def parse_text(tmp_path, text: str, tz: str = "UTC"):
+    path = tmp_path / "smi.txt"
+    path.write_text(text)
+    return parse_file(path, Options(tz=tz), expect=NAME)[1]
+
+
+def test_table_01_old_layout():
+    _, p = parse_file(realworld("nvsmi_table_01.txt"), expect=NAME)
+    r = p.samples.row(0, named=True)
+    assert p.samples.height == 1
+    assert (r["gpu"], r["bytes"], r["total_bytes"], r["line"]) == ("0", 12799 * MiB, 16280 * MiB, 9)
+    assert r["time"] is None and p.clock == "none"
+    assert p.meta["gpu_map"] == {"00000000:05:00.0": "0"}
+
+
+def test_table_02_new_layout_date_line_azure_domains():
+    _, p = parse_file(realworld("nvsmi_table_02.txt"), Options(tz="UTC"), expect=NAME)
+    s = p.samples.sort("line")
+    assert s["gpu"].to_list() == ["0", "1"]
+    assert s["bytes"].to_list() == [1 * MiB, 1 * MiB] and s["total_bytes"].to_list() == [40960 * MiB] * 2
+    assert s["time"].to_list() == [utc(2024, 9, 27, 20, 41, 52)] * 2
+    assert p.meta["gpu_map"] == {"00000001:00:00.0": "0", "00000002:00:00.0": "1"}
+    assert p.skipped.counts.get("shell prompt") == 1
+
+
+def snapshot(date: str, used0: int, proc_mib: int) -> str:
+    return f"""{date}
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |
+| N/A   37C    P0             56W /  700W |   {used0:5d}MiB /  81559MiB |      0%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+
++-----------------------------------------------------------------------------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |
+|        ID   ID                                                               Usage      |
+|=========================================================================================|
+|    0   N/A  N/A   3543111      C   VLLM::EngineCore                             {proc_mib}MiB |
+|    0   N/A  N/A      5432    C+G   ...wekyb3d8bbwe\\XboxGameBarWidgets.exe      N/A      |
++-----------------------------------------------------------------------------------------+
+"""
+
+
+def test_watch_log_is_a_time_series_with_processes(tmp_path):
+    text = ("Every 1.0s: nvidia-smi                         gpu-node-7: Fri Sep 27 20:41:52 2024\n\n"
+            + snapshot("Fri Sep 27 20:41:52 2024", 30000, 29708)
+            + snapshot("Fri Sep 27 20:41:53 2024", 31000, 30708))
+    p = parse_text(tmp_path, text, tz="Europe/Paris")
+    mem = p.samples.filter(pl.col("series") == "memory.used").sort("line")
+    assert mem["bytes"].to_list() == [30000 * MiB, 31000 * MiB]
+    assert mem["time"].to_list() == [utc(2024, 9, 27, 18, 41, 52), utc(2024, 9, 27, 18, 41, 53)]
+    assert mem["seq"].to_list() == [1, 2]
+    procs = p.samples.filter(pl.col("series") == "process.used").sort("line")
+    vllm = procs.filter(pl.col("pid") == 3543111)
+    assert vllm["bytes"].to_list() == [29708 * MiB, 30708 * MiB]
+    assert vllm["label"].to_list() == ["VLLM::EngineCore"] * 2 and vllm["gpu"].to_list() == ["0", "0"]
+    assert procs.filter(pl.col("pid") == 5432)["bytes"].to_list() == [None, None]  # Windows N/A
+    assert p.clock == "wall-assumed"
+    # the boxes' own date lines are used; watch's header line then says nothing new
+    assert p.skipped.counts == {"date line": 1, "blank line": 3}
+
+
+def test_old_process_rows_mig_devices_and_driver_error(tmp_path):
+    text = """Unable to determine the device handle for GPU0000:86:00.0: GPU is lost.  Reboot the system to recover this GPU
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 470.57.02    Driver Version: 470.57.02    CUDA Version: 11.4     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|                               |                      |               MIG M. |
+|===============================+======================+======================|
+|   1  NVIDIA A100-PCI...  On   | 00000000:3B:00.0 Off |                   On |
+| N/A   41C    P0    62W / 250W |  14380MiB / 40536MiB |     N/A      Default |
+|                               |                      |              Enabled |
++-------------------------------+----------------------+----------------------+
+
++-----------------------------------------------------------------------------+
+| MIG devices:                                                                |
++------------------+----------------------+-----------+-----------------------+
+| GPU  GI  CI  MIG |         Memory-Usage |        Vol|         Shared        |
+|      ID  ID  Dev |           BAR1-Usage | SM     Unc| CE  ENC  DEC  OFA  JPG|
+|                  |                      |        ECC|                       |
+|==================+======================+===========+=======================|
+|  1    3   0   0  |  14366MiB / 19968MiB | 28      0 |  2   0    1    0    0 |
+|                  |      5MiB / 32767MiB |           |                       |
++------------------+----------------------+-----------+-----------------------+
+
++-----------------------------------------------------------------------------+
+| Processes:                                                       GPU Memory |
+|  GPU       PID   Type   Process name                             Usage      |
+|=============================================================================|
+|    1     12345      C   python                                      1234MiB |
++-----------------------------------------------------------------------------+
+"""
+    p = parse_text(tmp_path, text)
+    s = p.samples
+    assert s.filter((pl.col("series") == "memory.used") & (pl.col("gpu") == "1"))["bytes"].to_list() == [14380 * MiB]
+    mig = s.filter(pl.col("gpu") == "1/3/0")
+    assert mig["bytes"].to_list() == [14366 * MiB] and mig["total_bytes"].to_list() == [19968 * MiB]
+    assert 5 * MiB not in s["bytes"].drop_nulls().to_list()  # the BAR1 cell is not memory use
+    proc = s.filter(pl.col("series") == "process.used").row(0, named=True)
+    assert (proc["pid"], proc["gpu"], proc["bytes"], proc["label"]) == (12345, "1", 1234 * MiB, "python")
+    ev = p.events.row(0, named=True)
+    assert ev["kind"] == "driver_error" and ev["gpu"] == "00000000:86:00.0" and ev["line"] == 1
+    assert p.skipped.counts == {"driver error": 1, "blank line": 2}
