@@ -49,7 +49,8 @@ def _parse_time(value: str | None, flag: str) -> datetime | None:
     return t.astimezone(timezone.utc)
 
 
-def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None) -> Options:
+def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None,
+                  end: str | None = None, interval: float | None = None) -> Options:
     opts = Options()
     for item in tz or []:
         if "=" in item:
@@ -63,6 +64,10 @@ def build_options(tz: list[str] | None, year: int | None, boot_time: str | None,
     opts.year = year
     opts.boot_time = _parse_time(boot_time, "--boot-time")
     opts.start = _parse_time(start, "--start")
+    opts.end = _parse_time(end, "--end")
+    if interval is not None and not (0 < interval < 86400):
+        raise UsageError(f"--interval {interval}: not a sampling interval, give seconds between samples (e.g. 1 for nvidia-smi -l 1)")
+    opts.interval = interval
     return opts
 
 
@@ -129,14 +134,16 @@ def report(
     md_out: Annotated[Optional[str], typer.Option("--md", help="Write the Markdown summary to FILE, or - for stdout.")] = None,
     tz: Annotated[Optional[list[str]], typer.Option("--tz", help="Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed). Repeatable.")] = None,
     boot_time: Annotated[Optional[str], typer.Option("--boot-time", help="Boot time (ISO-8601 with zone) for dmesg uptime stamps.")] = None,
-    year: Annotated[Optional[int], typer.Option("--year", help="Year of syslog lines that carry none (default: from the file's mtime).")] = None,
-    start: Annotated[Optional[str], typer.Option("--start", help="Clock time (ISO-8601 with zone) of the first sample of untimed logs.")] = None,
+    year: Annotated[Optional[int], typer.Option("--year", help="Year of the last line of syslog files that carry none (earlier lines walk back across New Year); default: the file's mtime.")] = None,
+    start: Annotated[Optional[str], typer.Option("--start", help="Clock time (ISO-8601 with zone) of the first sample of untimed logs (with --interval).")] = None,
+    end: Annotated[Optional[str], typer.Option("--end", help="Clock time (ISO-8601 with zone) of the last sample of untimed logs (with --interval).")] = None,
+    interval: Annotated[Optional[float], typer.Option("--interval", help="Seconds between samples of untimed logs (e.g. 1 for nvidia-smi -l 1).")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
 ) -> None:
     """Analyze logs and write the incident report (HTML, and optionally JSON and Markdown)."""
     from . import pipeline, report as rep
 
-    opts = build_options(tz, year, boot_time, start)
+    opts = build_options(tz, year, boot_time, start, end, interval)
     prog, cb = _progress()
     if prog:
         with prog:
@@ -205,13 +212,15 @@ def timeline(
     boot_time: Annotated[Optional[str], typer.Option("--boot-time")] = None,
     year: Annotated[Optional[int], typer.Option("--year")] = None,
     start: Annotated[Optional[str], typer.Option("--start")] = None,
+    end: Annotated[Optional[str], typer.Option("--end")] = None,
+    interval: Annotated[Optional[float], typer.Option("--interval")] = None,
 ) -> None:
     """Write the normalized, aligned samples and events tables for your own analysis."""
     from . import ingest, timeline as tl
 
     if not output.endswith((".parquet", ".csv")):
         raise UsageError(f"-o {output}: unknown table format, end the name in .parquet or .csv")
-    opts = build_options(tz, year, boot_time, start)
+    opts = build_options(tz, year, boot_time, start, end, interval)
     bundle = tl.align(ingest.load(paths, opts), opts)
     _print_problems(bundle)
     written = tl.write_aligned(bundle, Path(output))

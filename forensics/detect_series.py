@@ -131,8 +131,11 @@ def _median5(y: np.ndarray) -> np.ndarray:
     lo = np.maximum(np.minimum(a, b), np.minimum(d, e))
     hi = np.minimum(np.maximum(a, b), np.maximum(d, e))
     m = np.maximum(np.minimum(c, lo), np.minimum(np.maximum(c, lo), hi))
-    out = y.copy()
+    out = np.empty_like(y)
     out[2:-2] = m
+    # the ends: the median of the first or last five (a glitch in the last sample is still a glitch)
+    out[:2] = np.median(y[:5])
+    out[-2:] = np.median(y[-5:])
     return out
 
 
@@ -500,9 +503,14 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     last = events[-1]
     if floor is not None:
         return _sawtooth_leak(float(bx[0]), floor, leak_min, sigma_b)
+    stair = _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
+    ramp = None
     if last[3] == "ramp" and end_x - last[1] <= TAIL_QUIET_FRACTION * duration:
-        return _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration)
-    return _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
+        ramp = _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration)
+    if stair is not None and ramp is not None:
+        # the pattern that accounts for more of the growth (a final step can look like a short ramp)
+        return stair if stair.growth >= ramp.growth else ramp
+    return stair or ramp
 
 
 def _new_high(xb, f, leak: Leak) -> bool:

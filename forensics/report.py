@@ -261,13 +261,19 @@ def _epoch(t) -> float | None:
 # ---- the series table and downsampling ------------------------------------------------------------
 
 def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index."""
+    """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index.
+
+    Grouping 20 M rows on six nullable text keys is slow (tens of seconds), so rows are grouped on a
+    64-bit hash of the keys' categorical codes instead, and the keys are read back once per series."""
     keys = list(SERIES_KEY)
     s = samples.filter(pl.col("bytes").is_not_null())
     if s.is_empty():
-        return s.with_columns(pl.lit(0).alias("sid"), pl.lit(0.0).alias("x")), pl.DataFrame()
+        return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
+    codes = [pl.col(k).cast(pl.Categorical).to_physical() if s.schema[k] == pl.String else pl.col(k) for k in keys]
+    s = s.with_columns(pl.struct(codes).hash(20240601).alias("_h"))
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
-    flags = s.group_by(keys).agg(
+    flags = s.group_by("_h").agg(
+        *[pl.col(k).first() for k in keys],
         (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
         (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step"),
     ).with_columns(
@@ -275,7 +281,8 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .when(pl.col("has_step")).then(pl.lit("step"))
         .otherwise(pl.lit("index")).alias("xkind")
     ).sort(keys, nulls_last=False).with_row_index("sid").with_columns(pl.col("sid").cast(pl.Int64))
-    rows = s.join(flags.select(keys + ["sid", "xkind"]), on=keys, how="inner", nulls_equal=True)
+    rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
+        flags.select("_h", "sid", "xkind"), on="_h", how="inner")
     rows = rows.with_columns(
         pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
         .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
@@ -287,11 +294,11 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("x").max().alias("x1"),
         pl.col("y").min().alias("low"),
         pl.col("y").max().alias("peak"),
-        pl.col("y").sort_by("x").first().alias("first"),
-        pl.col("y").sort_by("x").last().alias("last"),
+        pl.col("y").get(pl.col("x").arg_min()).alias("first"),
+        pl.col("y").get(pl.col("x").arg_max()).alias("last"),
         pl.col("total_bytes").max().alias("capacity"),
     )
-    table = flags.join(stats, on="sid", how="inner").sort("sid")
+    table = flags.drop("_h").join(stats, on="sid", how="inner").sort("sid")
     return rows.select("sid", "x", "y"), table
 
 

@@ -15,8 +15,9 @@
 4. Sources without a clock stay on their sample index unless a sound anchor places them: --start or
    --end with --interval, or the same memory curve in a timed source (offset and interval fitted,
    accepted only on a close, unique fit). Their events take the time of the nearest sample line.
-5. Clock skew: an incident seen by two sources (an oom_kill of a pid vs the pid vanishing from
-   nvidia-smi; a CUDA OOM vs the GPU memory drop) measures how far their clocks disagree. It is
+5. Clock skew: an incident seen by two sources (an oom_kill of a pid vs the pid vanishing from an
+   nvidia-smi process list, or vs the fall of its GPU's memory.used; a CUDA OOM stamped after the GPU
+   memory already fell) measures how far their clocks disagree. It is
    reported (note + meta["skew_seconds"]) and never applied: one incident is thin evidence for moving
    every row of a file, and the usual cause, a zone, is fixed by the user with --tz FILE=ZONE.
 
@@ -28,7 +29,6 @@ import calendar
 import json
 import math
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -361,6 +361,7 @@ def message_key(text: pl.Expr) -> pl.Expr:
         .str.replace(r"^[^\[]{0,120}?\bkernel:\s*", "")
         .str.replace(r"^\d{4}-\d\d-\d\d[T ][\d:.,]+(?:[zZ]|[+-]\d\d:?\d\d)?\s+", "")
         .str.replace(r"^(?:\s*\[[^\]]*\])+", "")
+        .str.replace(r"^\s*\S+ kernel:\s*", "")   # journalctl -o short-monotonic: `[ 12.3] host kernel: `
         .str.replace_all(r"\s+", " ")
         .str.strip_chars()
     )
@@ -610,6 +611,8 @@ def match_curve(u_pos: np.ndarray, u_val: np.ndarray, t_sec: np.ndarray, t_val: 
     t_sec, t_val = t_sec[order], t_val[order]
     t_sec, first = np.unique(t_sec, return_index=True)
     t_val = t_val[first]
+    if len(t_sec) < MIN_CURVE_POINTS:
+        return None, "too few distinct times in the timed series"
     u_pos = u_pos - u_pos.min()
     n_pos = int(u_pos.max()) + 1
     ref, scale = float(np.mean(u_val)), float(np.std(u_val)) or 1.0
@@ -697,9 +700,12 @@ def _refine(u_pos, u_val, t_sec, t_val, t0: float, dt: float, shift: float) -> t
         u_pos, u_val = u_pos[sel], u_val[sel]
     c = float(np.median(u_pos))
     tc = t0 + c * dt
+    # nearest to the current estimate first, so that a flat cost (a plateau) keeps the estimate
+    steps = np.linspace(-1, 1, 31)
+    steps = steps[np.argsort(np.abs(steps), kind="stable")]
     for rel, reach in ((0.01, shift), (0.0005, shift / 10), (0.00005, shift / 100)):
-        dts = dt * (1 + np.linspace(-rel, rel, 31))
-        tcs = tc + dt * reach * np.linspace(-1, 1, 31)
+        dts = dt * (1 + rel * steps)
+        tcs = tc + dt * reach * steps
         best = (np.inf, tc, dt)
         for d in dts:
             t = tcs[:, None] + (u_pos[None, :] - c) * d
@@ -791,32 +797,39 @@ def _place_events_by_line(events: pl.DataFrame, samples: pl.DataFrame, path: str
 
 def _place_by_curve(path: str, rows: pl.DataFrame, samples: pl.DataFrame, timed: set[str], interval):
     """Match the untimed source's memory curves against timed ones of the same series, GPU and pid, the
-    most varied curve first; the first close, unique fit places the whole source."""
-    rows = rows.with_columns(_index_column(rows).alias("_i")).drop_nulls("bytes")
+    most varied curve first; the first curve with a close, unique fit places the whole source, by the
+    timed source that agrees best with it."""
+    rows = rows.with_columns(_index_column(rows).alias("_i")).drop_nulls(["bytes", "_i"])
     ref = samples.filter(pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null()
                          & pl.col("bytes").is_not_null() & pl.col("series").is_in(CURVE_SERIES))
     if ref.is_empty() or rows.is_empty():
         return None, ""
-    pairs = []
+    curves = []
     for (series, gpu, pid), part in rows.filter(pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid"):
         same = ref.filter((pl.col("series") == series)
                           & (pl.col("gpu") == gpu if gpu is not None else pl.lit(True))
                           & (pl.col("pid") == pid if pid is not None else pl.col("pid").is_null()))
-        for (other, _), opart in same.group_by("source", "gpu"):
-            pairs.append((float(part["bytes"].std() or 0), series, gpu, part, other, opart))
+        if same.height:
+            curves.append((float(part["bytes"].std() or 0), series, gpu, part, same))
     tried = []
-    for _, series, gpu, part, other, opart in sorted(pairs, key=lambda p: (-p[0], p[4])):
+    for _, series, gpu, part, same in sorted(curves, key=lambda c: -c[0]):
         idx = part["_i"].to_numpy()
         distinct = np.unique(idx)
         step = max(1, int(np.gcd.reduce(np.diff(distinct)))) if len(distinct) > 1 else 1
-        opart = opart.sort("time")
-        fit, why = match_curve((idx - idx.min()) // step, part["bytes"].to_numpy().astype(float),
-                               opart["time"].dt.epoch("us").to_numpy() / US, opart["bytes"].to_numpy().astype(float),
-                               interval * step if interval else None)
         label = f"{series} curve{' of GPU ' + str(gpu) if gpu is not None else ''}"
-        if fit is None:
-            tried.append(f"{label} vs {other}: {why}")
+        fits = []
+        for (other, _), opart in sorted(same.group_by("source", "gpu"), key=lambda g: str(g[0][0])):
+            opart = opart.sort("time")
+            fit, why = match_curve((idx - idx.min()) // step, part["bytes"].to_numpy().astype(float),
+                                   opart["time"].dt.epoch("us").to_numpy() / US,
+                                   opart["bytes"].to_numpy().astype(float), interval * step if interval else None)
+            if fit is None:
+                tried.append(f"{label} vs {other}: {why}")
+            else:
+                fits.append((fit.rmse, other, fit))
+        if not fits:
             continue
+        _, other, fit = min(fits, key=lambda f: f[0])   # the timed source that agrees best
         dt_index = fit.dt / step
         how = (f"untimed, aligned to {other} by matching the {label} (r={fit.r:.3f}, rmse {fit.rmse / MIB:.1f} MiB "
                f"over {fit.n} samples, {fit.bracketed:.0%} of them between the timed readings around them; "
@@ -831,6 +844,18 @@ def _place_by_curve(path: str, rows: pl.DataFrame, samples: pl.DataFrame, timed:
 # 5. clock skew between sources
 
 _CLOCK_RANK = {"wall": 0, "wall-assumed": 1, "wall-yearless": 2, "uptime": 3, "none": 4}
+
+
+def _stamp_us(col: str) -> pl.Expr:
+    """An event's instant in µs; a stamp printed to the whole second (dmesg -T, syslog) was truncated,
+    so the instant is taken half a second later."""
+    us = _epoch_us(col)
+    return pl.when(us % US == 0).then(us + US // 2).otherwise(us)
+
+
+def _stamp_tol(col: str) -> pl.Expr:
+    """Half the resolution of the stamp, in seconds."""
+    return pl.when(_epoch_us(col) % US == 0).then(0.5).otherwise(0.0)
 
 
 def detect_skew(samples: pl.DataFrame, events: pl.DataFrame, infos: dict[str, InputInfo]) -> list[dict]:
@@ -892,8 +917,8 @@ def _skew_from_pid_deaths(samples, events) -> list[dict]:
     pairs = kills.select(pl.col("source").alias("a"), pl.col("line").alias("a_line"), "pid", pl.col("time").alias("t_kill")).join(
         last.rename({"source": "b"}), on="pid").filter(pl.col("a") != pl.col("b"))
     pairs = pairs.with_columns(
-        ((_epoch_us("t_kill") - (_epoch_us("t_last") + _epoch_us("t_next")) / 2) / US).alias("skew"),
-        ((_epoch_us("t_next") - _epoch_us("t_last")) / 2 / US).alias("tol"),
+        ((_stamp_us("t_kill") - (_epoch_us("t_last") + _epoch_us("t_next")) / 2) / US).alias("skew"),
+        ((_epoch_us("t_next") - _epoch_us("t_last")) / 2 / US + _stamp_tol("t_kill")).alias("tol"),
     ).filter(pl.col("skew").abs() < 86400)  # a pid reused a day apart is another process
     return [{"a": r["a"], "b": r["b"], "skew": r["skew"], "tol": r["tol"],
              "what": f"the oom_kill of pid {r['pid']} ({os.path.basename(r['a'])}:{r['a_line']}) and its last reading "
@@ -925,8 +950,8 @@ def _skew_from_kill_and_fall(samples, events) -> list[dict]:
                      & ((pl.col("t_after") - pl.col("t_kill")).abs() < pl.duration(days=1))))
     pairs = pairs.filter(pl.len().over("a", "a_line", "b") == 1)   # one clear fall, or nothing to say
     pairs = pairs.with_columns(
-        ((_epoch_us("t_kill") - (_epoch_us("t_before") + _epoch_us("t_after")) / 2) / US).alias("skew"),
-        ((_epoch_us("t_after") - _epoch_us("t_before")) / 2 / US).alias("tol"))
+        ((_stamp_us("t_kill") - (_epoch_us("t_before") + _epoch_us("t_after")) / 2) / US).alias("skew"),
+        ((_epoch_us("t_after") - _epoch_us("t_before")) / 2 / US + _stamp_tol("t_kill")).alias("tol"))
     return [{"a": r["a"], "b": r["b"], "skew": r["skew"], "tol": r["tol"],
              "what": f"the oom_kill of pid {r['pid']} ({os.path.basename(r['a'])}:{r['a_line']}) and GPU {r['gpu']}'s "
                      f"memory falling by {r['drop'] / MIB:.0f} MiB ({os.path.basename(r['b'])}:{r['b_line']})",

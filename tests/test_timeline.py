@@ -193,6 +193,7 @@ def test_message_key_strips_every_prefix():
         "2024-05-06T12:11:40.371462+02:00 gpu-node-3 kernel: Out of memory: Killed process 4242 (python)",
         "[  218.519632][ T7791] Out of memory: Killed process 4242 (python)",
         "<3>[  700.121212] Out of memory: Killed process 4242 (python)",
+        "[  700.121212] gpu-node-3 kernel: Out of memory: Killed process 4242 (python)",
     ])
     keys = pl.DataFrame({"t": texts}).select(message_key(pl.col("t")))["t"].unique().to_list()
     assert keys == ["Out of memory: Killed process 4242 (python)"]
@@ -532,3 +533,19 @@ def test_failed_write_leaves_no_temp_file(tmp_path, monkeypatch):
 def test_empty_bundle():
     out = align(Bundle(), Options(tz="UTC"))
     assert out.samples.is_empty() and out.events.is_empty()
+
+
+def test_ragged_input_never_raises():
+    """Nulls where parsers could not fill a field, duplicate times, one-row series: no traceback."""
+    t = _z(2024, 1, 1)
+    infos = [InputInfo(path="a.csv", clock="wall"), InputInfo(path="b.log", clock="none"),
+             InputInfo(path="c.txt", clock="uptime"), InputInfo(path="bad", error="unreadable")]
+    samples = ([{"source": "a.csv", "line": i, "time": t, "gpu": "0", "series": "memory.used", "bytes": i * MIB}
+                for i in range(30)]
+               + [{"source": "b.log", "line": i, "seq": None if i % 3 else i, "gpu": "0", "series": "memory.used",
+                   "bytes": (i % 7) * 100 * MIB} for i in range(40)])
+    events = [ev("c.txt", 1, None, "xid", uptime=5.0), ev("c.txt", 2, "", "xid", uptime=4.0),
+              ev("b.log", 50, "RuntimeError: CUDA out of memory", "gpu_oom")]
+    out = align(bundle(infos, samples, events), Options(tz="UTC"))
+    assert out.samples.height == 70 and out.events.height == 3
+    assert infos[3].anchor is None and infos[1].anchor.startswith("no clock")

@@ -20,7 +20,7 @@ import pytest
 from forensics import ingest, parsers
 from forensics.clock import parse_offset_datetime
 from forensics.options import Options
-from forensics.timeline import align, message_key
+from forensics.timeline import align
 
 ROOT = Path(__file__).resolve().parent.parent
 UTC = timezone.utc
@@ -305,9 +305,10 @@ def _recorded_with_untimed_l1() -> list[Path]:
 
 
 @pytest.mark.parametrize("folder", _recorded_with_untimed_l1() or [None], ids=lambda p: p.name if p else "none-recorded")
-def test_recorded_untimed_nvidia_smi_matches_its_timed_twin_when_placed(folder):
-    """Where the untimed `-l 1` log is placed by curve matching, its readings agree with the timed log's
-    at the same moments (a wrong placement would put different memory at the same time)."""
+def test_recorded_untimed_nvidia_smi_placed_where_it_was_started(folder):
+    """The recorder starts the timed `nvidia-smi.csv` logger and the untimed `-l 1` one together and
+    stops them together: where curve matching places the untimed log, its first and last readings land
+    within a second and a half of the timed log's first and last."""
     if folder is None:
         pytest.skip("no recorded folder with nvidia-smi.csv and nvidia-smi-l1.csv yet")
     need("nvidia-smi-csv")
@@ -315,15 +316,13 @@ def test_recorded_untimed_nvidia_smi_matches_its_timed_twin_when_placed(folder):
     opts = Options(tz=fm.get("tz", "UTC"), tz_from_user=True)
     b = align(ingest.load([str(folder / "nvidia-smi.csv"), str(folder / "nvidia-smi-l1.csv")], opts), opts)
     l1 = next(i for i in b.inputs if i.path.endswith("nvidia-smi-l1.csv"))
-    placed = b.samples.filter(pl.col("source").str.ends_with("nvidia-smi-l1.csv") & (pl.col("series") == "memory.used"))
+    placed = b.samples.filter(pl.col("source").str.ends_with("nvidia-smi-l1.csv"))["time"]
     if not l1.anchor.startswith("untimed, aligned"):
-        assert placed["time"].null_count() == placed.height
+        assert placed.null_count() == placed.len(), l1.anchor
         return
-    timed = (b.samples.filter(pl.col("source").str.ends_with("/nvidia-smi.csv") & (pl.col("series") == "memory.used"))
-             .select("time", pl.col("bytes").alias("ref")).sort("time"))
-    both = placed.sort("time").join_asof(timed, on="time", strategy="nearest").drop_nulls("ref")
-    close = ((both["bytes"] - both["ref"]).abs() <= 64 * 2**20).mean()
-    assert close >= 0.9, l1.anchor
+    timed = b.samples.filter(pl.col("source").str.ends_with("/nvidia-smi.csv"))["time"]
+    assert abs((placed.min() - timed.min()).total_seconds()) <= 1.5, l1.anchor
+    assert abs((placed.max() - timed.max()).total_seconds()) <= 1.5, l1.anchor
 
 
 def test_nvidia_smi_through_the_dst_fold_stays_monotonic(tmp_path):

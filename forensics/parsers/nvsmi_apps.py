@@ -36,6 +36,7 @@ ALIASES = {"used_gpu_memory": "used_memory", "name": "process_name", "uuid": "gp
 ROLES = ("timestamp", "gpu_name", "gpu_bus_id", "gpu_uuid", "pid", "process_name", "used_memory")
 BLOCK_GAP_MS = 500
 MAX_EMPTY_RANGES = 1000
+MAX_PROCESSES = 1000
 
 
 @dataclass
@@ -107,8 +108,10 @@ def _start_lines(df: pl.DataFrame) -> dict[str, AppsMap | None]:
 def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False) -> Parsed:
     p = Parsed()
     zone = opts.tz_for(path)
-    df = df.select("line", "text").with_columns(
-        pl.col("text").str.replace(r"^\s*//+\s*", "").str.strip_chars().alias("t"))
+    df = df.select("line", "text").with_columns(pl.col("text").str.strip_chars().alias("t"))
+    if df["t"].str.starts_with("//").any():
+        # rows quoted in source code keep their comment marker ("//23492, ...")
+        df = df.with_columns(pl.col("t").str.replace(r"^//+\s*", ""))
     starts = _start_lines(df)
     ids = {t: i + 1 for i, t in enumerate(starts)}
     maps: dict[int, AppsMap | None] = {ids[t]: m for t, m in starts.items()}
@@ -193,53 +196,82 @@ def _empty_rows() -> pl.DataFrame:
                                 "gpu_name": pl.String, "pid": pl.Int64, "name": pl.String, "used": pl.Int64})
 
 
+def _is_uuid(v: str) -> str | None:
+    v = v.strip()
+    return v if re.fullmatch(C.UUID_RE, v) else None
+
+
+def _is_name(v: str) -> str | None:
+    v = v.strip()
+    return None if not v or re.fullmatch(C.PLACEHOLDER_RE, v) else v
+
+
+def _is_pid(v: str) -> int | None:
+    v = v.strip()
+    return int(v) if re.fullmatch(r"[0-9]{1,10}", v) else None
+
+
+def _nulls(n: int, dtype) -> pl.Series:
+    return pl.repeat(None, n, dtype=dtype, eager=True)
+
+
+def _cells(part: pl.DataFrame, m: AppsMap) -> pl.DataFrame:
+    """line, text and the cells c<i> of the rows that fit the map. A plain split for most rows; the
+    rows with extra ", " (inside a process name) go through the regex that lets the name take them."""
+    n = m.ncols
+    split = part.select("line", "text", pl.col("t").str.split_exact(", ", n).alias("g")).unnest("g")
+    exact = split[f"field_{n - 1}"].is_not_null() & split[f"field_{n}"].is_null()
+    good = split.filter(exact).select("line", "text", *[pl.col(f"field_{i}").alias(f"c{i}") for i in range(n)])
+    more = part.filter(pl.col("line").is_in(split.filter(~exact & split[f"field_{n}"].is_not_null())["line"].implode()))
+    if more.height and "process_name" in m.roles:
+        extra = more.select("line", "text", pl.col("t").str.extract_groups(m.pattern()).alias("g")).unnest("g")
+        extra = extra.with_columns(*[pl.lit(None, dtype=pl.String).alias(f"c{i}") for i in range(n)
+                                     if f"c{i}" not in extra.columns])
+        good = pl.concat([good, extra.select(good.columns)]).sort("line")
+    return good
+
+
 def _read_rows(part: pl.DataFrame, m: AppsMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    df = part.with_columns(pl.col("t").str.extract_groups(m.pattern()).alias("g")).unnest("g")
+    """Column-wise, like the --query-gpu parser: ids and names checked once per distinct value."""
+    df = _cells(part, m)
     r = m.roles
-    first = f"c{next(iter(r.values()))}"
-    cols = []
+    n = df.height
+
+    def cell(role: str) -> pl.Series:
+        return df[f"c{r[role]}"]
+
+    cols = {"line": df["line"]}
     if "timestamp" in r:
-        cols.append(clock.localize(C.nvsmi_ts_expr(pl.col(f"c{r['timestamp']}")), zone).alias("time"))
+        naive = cell("timestamp").str.strip_chars().str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False)
+        cols["time"] = C.localize_series(naive, zone)
     else:
-        cols.append(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"))
-    gpu = []
+        cols["time"] = _nulls(n, pl.Datetime("us", "UTC"))
+    keys = []
     if "gpu_uuid" in r:
-        u = pl.col(f"c{r['gpu_uuid']}").str.strip_chars()
-        gpu.append(pl.when(u.str.contains("^" + C.UUID_RE + "$")).then(u))
+        keys.append(C.map_unique(cell("gpu_uuid"), _is_uuid))
     if "gpu_bus_id" in r:
-        gpu.append(C.norm_bus_expr(pl.col(f"c{r['gpu_bus_id']}")))
-    cols.append((pl.coalesce(gpu) if gpu else pl.lit(None, dtype=pl.String)).alias("gpu"))
-    if "gpu_name" in r:
-        cols.append(pl.col(f"c{r['gpu_name']}").str.strip_chars().alias("gpu_name"))
-    else:
-        cols.append(pl.lit(None, dtype=pl.String).alias("gpu_name"))
-    if "pid" in r:
-        pid = pl.col(f"c{r['pid']}").str.strip_chars()
-        cols.append(pl.when(pid.str.contains(r"^\d{1,10}$")).then(pid.cast(pl.Int64, strict=False)).alias("pid"))
-    else:
-        cols.append(pl.lit(None, dtype=pl.Int64).alias("pid"))
-    if "process_name" in r:
-        n = pl.col(f"c{r['process_name']}").str.strip_chars()
-        cols.append(pl.when(~n.str.contains("^(?:" + C.PLACEHOLDER_RE + ")$") & (n != "")).then(n).alias("name"))
-    else:
-        cols.append(pl.lit(None, dtype=pl.String).alias("name"))
+        keys.append(C.map_unique(cell("gpu_bus_id"), C.norm_bus))
+    cols["gpu"] = (keys[0] if len(keys) == 1 else pl.select(pl.coalesce(keys)).to_series()) if keys \
+        else _nulls(n, pl.String)
+    cols["gpu_name"] = C.map_unique(cell("gpu_name"), _is_name) if "gpu_name" in r else _nulls(n, pl.String)
+    cols["pid"] = C.map_unique(cell("pid"), _is_pid, pl.Int64) if "pid" in r else _nulls(n, pl.Int64)
+    cols["name"] = C.map_unique(cell("process_name"), _is_name) if "process_name" in r else _nulls(n, pl.String)
     if "used_memory" in r:
-        cell = pl.col(f"c{r['used_memory']}")
-        cols.append(C.mem_bytes_expr(cell, m.units.get("used_memory") or "MiB").alias("used"))
-        cols.append(cell.str.strip_chars().str.contains("^(?:" + C.PLACEHOLDER_RE + ")$").alias("used_ph"))
+        cols["used"] = C.mem_bytes(cell("used_memory"), m.units.get("used_memory") or "MiB")
+        cols["used_ph"] = C.placeholder_mask(cell("used_memory"), cols["used"])
     else:
-        cols.append(pl.lit(None, dtype=pl.Int64).alias("used"))
-        cols.append(pl.lit(True).alias("used_ph"))
-    df = df.with_columns(cols)
+        cols["used"] = _nulls(n, pl.Int64)
+        cols["used_ph"] = pl.repeat(True, n, dtype=pl.Boolean, eager=True)
+    res = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     # a row is a process when its pid (if queried) and memory cell (if queried) are real
-    ok = pl.col(first).is_not_null()
+    ok = pl.col("used").is_not_null() | pl.col("used_ph")
     if "pid" in r:
         ok = ok & pl.col("pid").is_not_null()
-    ok = ok & (pl.col("used").is_not_null() | pl.col("used_ph"))
     if "timestamp" in r:
         ok = ok & pl.col("time").is_not_null()
-    bad = df.filter(~ok).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))
-    good = df.filter(ok).select("line", "time", "gpu", "gpu_name", "pid", "name", "used")
+    good = res.filter(ok).select("line", "time", "gpu", "gpu_name", "pid", "name", "used")
+    bad = part.filter(~pl.col("line").is_in(good["line"].implode())).select("line", "text").with_columns(
+        pl.lit("row does not fit the columns").alias("reason"))
     return good, bad
 
 
@@ -318,4 +350,7 @@ def _meta(p: Parsed, rows: pl.DataFrame, blocks: pl.DataFrame) -> None:
     if rows.height:
         procs = rows.group_by("gpu", "pid", maintain_order=True).agg(pl.col("name").drop_nulls().first(),
                                                                    pl.col("used").max().alias("max_bytes"))
-        p.meta["processes"] = [{"gpu": g, "pid": pid, "name": n, "max_bytes": b} for g, pid, n, b in procs.iter_rows()]
+        p.meta["processes"] = [{"gpu": g, "pid": pid, "name": n, "max_bytes": b}
+                               for g, pid, n, b in procs.head(MAX_PROCESSES).iter_rows()]
+        if procs.height > MAX_PROCESSES:
+            p.notes.append(f"{procs.height} processes; meta lists the first {MAX_PROCESSES}")

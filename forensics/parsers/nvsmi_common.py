@@ -32,8 +32,8 @@ PROMPT_RE = (
 SEPARATOR_RE = r"^\s*(?:-{3,}|={3,}|\*{3,}|_{3,}|~{3,}|#{3,}|\+{3,})"
 COMMENT_RE = r"^\s*(?:#|//)"
 # `date` between loop iterations, and the first line of `watch`: "Every 1.0s: nvidia-smi   host: Fri ..."
-DATE_LINE_RE = r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}\s*$"
-WATCH_RE = r"^Every \d+(?:\.\d+)?s: "
+DATE_LINE_RE = r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?: [A-Z]{2,5})? [0-9]{4}\s*$"
+WATCH_RE = r"^Every [0-9]+(?:\.[0-9]+)?s: "
 # What nvidia-smi prints instead of its output when the driver or a GPU is in trouble (evidence).
 DRIVER_ERROR_RE = (
     r"(?i)^\s*(?:Unable to determine the device handle for|NVIDIA-SMI has failed because"
@@ -44,16 +44,16 @@ TABLE_BORDER_RE = r"^\s*\+[-=+]{5,}\+\s*$"
 
 # -- cell shapes (headerless CSV) ------------------------------------------------------------------
 
-NVSMI_TS_RE = r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+NVSMI_TS_RE = r"[0-9]{4}/[0-9][0-9]/[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:\.[0-9]+)?"
 BUS_RE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
-UUID_RE = r"(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4,12}){1,4}(?:/\d+/\d+)?"
-MEM_VALUE_RE = r"(\d+(?:\.\d+)?) ?((?:[KMGTP]i?B)|B)?"
+UUID_RE = r"(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4,12}){1,4}(?:/[0-9]+/[0-9]+)?"
+MEM_VALUE_RE = r"([0-9]+(?:\.[0-9]+)?) ?((?:[KMGTP]i?B)|B)?"
 PLACEHOLDER_RE = r"\[[A-Za-z][A-Za-z /]*\]|N/A"
 # Names the driver prints for GPUs ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB", "GeForce 930M",
 # old drivers' bare "A100-SXM4-40GB"). A process called "nvidia-smi" is not one of them.
 GPU_NAME_RE = (
     r"(?:NVIDIA|Tesla|GeForce|Quadro|TITAN|Titan|GRID|Graphics Device|RTX|GTX)(?: [\w.()+/-]+)+"
-    r"|[AHLTVPKB]\d{1,3}[A-Za-z]?(?:-[\w]+)*(?: [\w.()+-]+)*"
+    r"|[AHLTVPKB][0-9]{1,3}[A-Za-z]?(?:-[\w]+)*(?: [\w.()+-]+)*"
 )
 ENUM_WORDS = {
     "Enabled", "Disabled", "Default", "Exclusive_Process", "Exclusive_Thread", "Prohibited", "On", "Off",
@@ -64,14 +64,14 @@ _CELL_PATTERNS = [
     ("ts", re.compile(NVSMI_TS_RE)),
     ("bus", re.compile(BUS_RE)),
     ("uuid", re.compile(UUID_RE)),
-    ("mib", re.compile(r"\d+(?:\.\d+)? (?:[KMGT]i?B)")),
-    ("pct", re.compile(r"\d+(?:\.\d+)? %")),
-    ("watt", re.compile(r"\d+(?:\.\d+)? W")),
-    ("mhz", re.compile(r"\d+ MHz")),
-    ("int", re.compile(r"\d+")),
-    ("version", re.compile(r"\d+\.\d+\.\d+(?:\.\d+)?")),
-    ("float", re.compile(r"-?\d+\.\d+")),
-    ("pstate", re.compile(r"P\d{1,2}")),
+    ("mib", re.compile(r"[0-9]+(?:\.[0-9]+)? (?:[KMGT]i?B)")),
+    ("pct", re.compile(r"[0-9]+(?:\.[0-9]+)? %")),
+    ("watt", re.compile(r"[0-9]+(?:\.[0-9]+)? W")),
+    ("mhz", re.compile(r"[0-9]+ MHz")),
+    ("int", re.compile(r"[0-9]+")),
+    ("version", re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?")),
+    ("float", re.compile(r"-?[0-9]+\.[0-9]+")),
+    ("pstate", re.compile(r"P[0-9]{1,2}")),
     ("ph", re.compile(PLACEHOLDER_RE)),
     ("notfound", re.compile(r"\[Not Found\]")),
     ("gpuname", re.compile(GPU_NAME_RE)),
@@ -185,9 +185,10 @@ def mem_bytes(cells: pl.Series, default_unit: str | None) -> pl.Series:
     takes ASCII digits only); the regex only for the cells left over."""
     from ..units import unit_factor
 
-    fast = cells.str.strip_suffix(" MiB").cast(pl.Int64, strict=False) * (1 << 20)
+    mib = cells.str.strip_suffix(" MiB").cast(pl.Int64, strict=False)
     # a bare integer is not a `N MiB` cell: it takes the default unit, on the slow path
-    fast = pl.select(pl.when(cells.str.ends_with(" MiB") & (fast >= 0)).then(fast).otherwise(None)).to_series()
+    fast = pl.select(pl.when(cells.str.ends_with(" MiB") & (mib >= 0) & (mib < MAX_MIB)).then(mib * (1 << 20))
+                     .otherwise(None)).to_series()
     missing = fast.is_null()
     if not missing.any():
         return fast.alias(cells.name)
@@ -204,6 +205,15 @@ def mem_bytes(cells: pl.Series, default_unit: str | None) -> pl.Series:
         factor = pl.select(pl.when(unit.is_null()).then(pl.lit(default, dtype=pl.Int64)).otherwise(factor)).to_series()
     slow = (num * factor).round(0).cast(pl.Int64, strict=False)
     return fast.scatter(idx, slow).alias(cells.name)
+
+
+MAX_MIB = 1 << 40  # an exbibyte: more is garbage (and would overflow Int64 bytes)
+
+
+def mib_expr(digits: pl.Expr) -> pl.Expr:
+    """ASCII digits of MiB -> bytes; null for anything else or absurdly large."""
+    n = digits.cast(pl.Int64, strict=False)
+    return pl.when((n >= 0) & (n < MAX_MIB)).then(n * (1 << 20))
 
 
 def placeholder_mask(cells: pl.Series, values: pl.Series) -> pl.Series:
@@ -297,7 +307,7 @@ def driver_error_events(lines: pl.DataFrame, time: pl.Expr | None = None) -> pl.
 
 DMON_HEADER_RE = re.compile(r"^\s*#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\S")
 DMON_UNITS_RE = re.compile(r"^\s*#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
-_TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+\d|GPU\s+Name\s|Processes:)")
+_TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:)")
 _QUERY_RE = re.compile(r"^\s*(?:=+NVSMI LOG=+\s*$|<nvidia_smi_log>|<!DOCTYPE nvidia_smi_log|Timestamp\s+: [A-Z][a-z]{2} )")
 _PROMPT = re.compile(PROMPT_RE)
 _SEPARATOR = re.compile(SEPARATOR_RE)

@@ -223,7 +223,7 @@ def _is_uuid(v: str) -> str | None:
 
 def _is_index(v: str) -> str | None:
     v = v.strip()
-    return str(int(v)) if re.fullmatch(r"\d{1,4}", v) else None
+    return str(int(v)) if re.fullmatch(r"[0-9]{1,4}", v) else None
 
 
 def _is_name(v: str) -> str | None:
@@ -430,8 +430,8 @@ def _time_from_date_lines(rows: pl.DataFrame, rest: pl.DataFrame, zone: str) -> 
     dates = rest.filter(pl.col("reason") == "date line").with_columns(
         pl.col("text").str.strip_chars().alias("d")
     ).with_columns(
-        pl.col("d").str.extract(r" ([A-Z]{2,5}) \d{4}$", 1).alias("zone"),
-        C.asctime_expr(pl.col("d").str.replace(r" [A-Z]{2,5}( \d{4})$", "$1")).alias("naive"),
+        pl.col("d").str.extract(r" ([A-Z]{2,5}) [0-9]{4}$", 1).alias("zone"),
+        C.asctime_expr(pl.col("d").str.replace(r" [A-Z]{2,5}( [0-9]{4})$", "$1")).alias("naive"),
     ).filter(pl.col("naive").is_not_null())
     if dates.height == 0:
         return rows, rest, 0

@@ -88,7 +88,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.when(pl.col("reason") == "unrecognized line").then(C.junk_reason_expr(pl.col("text")))
         .when(pl.col("reason") == "row does not fit the columns")
         .then(pl.when((C.junk_reason_expr(pl.col("text")) == "unrecognized line")
-                      & pl.col("text").str.contains(r"^\s*\d")).then(pl.col("reason"))
+                      & pl.col("text").str.contains(r"^\s*[0-9]")).then(pl.col("reason"))
               .otherwise(C.junk_reason_expr(pl.col("text"))))
         .otherwise(pl.col("reason")).alias("reason"))
     errors = rest.filter(pl.col("text").str.contains(C.DRIVER_ERROR_RE))
@@ -131,7 +131,7 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
         return (part.head(0).select("line"), part.select("line", "text", pl.lit("row without a gpu column").alias("reason")),
                 [], "none")
     gpu = col("gpu")
-    fits = fits & gpu.str.contains(r"^\d{1,4}$").fill_null(False)
+    fits = fits & gpu.str.contains(r"^[0-9]{1,4}$").fill_null(False)
     bad = df.filter(~fits).select("line", "text", pl.lit("row does not fit the columns").alias("reason"))
     df = df.filter(fits)
 
@@ -158,7 +158,7 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
                 mem_col = cand
                 break
     value = col(mem_col) if mem_col else pl.lit(None, dtype=pl.String)
-    number = value.str.extract(r"^(\d+(?:\.\d+)?)$", 1)
+    number = value.str.extract(r"^([0-9]+(?:\.[0-9]+)?)$", 1)
     from ..units import bytes_expr
 
     df = df.with_columns(gpu.alias("gpu"), bytes_expr(number, 1 << 20).alias("bytes"))
@@ -168,11 +168,11 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
         no_proc = pid == "-"
         gone = df.filter(no_proc)["line"].to_list()
         df = df.filter(~no_proc)
-        ok = pid.str.contains(r"^\d{1,10}$")
+        ok = pid.str.contains(r"^[0-9]{1,10}$")
         bad = pl.concat([bad, df.filter(~ok).select("line", "text", pl.lit("row does not fit the columns").alias("reason"))])
         df = df.filter(ok)
         command = pl.col("tok").list.slice(len(names) - 1).list.join(" ") if last_is_command else pl.lit(None, dtype=pl.String)
-        df = df.with_columns(pid.cast(pl.Int64).alias("pid"), pl.lit("process.used").alias("series"),
+        df = df.with_columns(pid.cast(pl.Int64, strict=False).alias("pid"), pl.lit("process.used").alias("series"),
                              pl.when(command != "-").then(command).alias("label"))
     else:
         if mem_col is None:

@@ -107,10 +107,10 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.col("val").filter(pl.col("key").is_in(["Name", "Process Name"])).first().alias("pname"),
         pl.col("val").filter(pl.col("key") == "Used GPU Memory").first().alias("used"),
         pl.col("line").filter(pl.col("key") == "Process ID").first().alias("line"),
-    ).filter(pl.col("pid").str.contains(r"^\d{1,10}$"))
+    ).filter(pl.col("pid").str.contains(r"^[0-9]{1,10}$"))
     procs = procs.join(gpus.select("gpu_line", "snap", "gpu"), on="gpu_line").join(stamps, on="snap", how="left")
     proc_samples = procs.select(
-        "time", pl.col("snap").alias("seq"), "line", "gpu", pl.col("pid").cast(pl.Int64),
+        "time", pl.col("snap").alias("seq"), "line", "gpu", pl.col("pid").cast(pl.Int64, strict=False),
         pl.lit("process.used").alias("series"), C.mem_bytes_expr(pl.col("used"), "MiB").alias("bytes"),
         pl.when(~pl.col("pname").is_in(["N/A", ""])).then(pl.col("pname")).alias("label"))
     p.samples = samples_frame(pl.concat([samples_frame(mem_samples), samples_frame(proc_samples)]).sort("line"))

@@ -26,13 +26,13 @@ from . import nvsmi_common as C
 NAME = "nvidia-smi-table"
 
 HEADER_RE = r"^\s*\|\s*NVIDIA-SMI\s+\S+"
-GPU_ROW_RE = (r"^\s*\|\s*(?<idx>\d+)\s+(?<name>.+?)\s+(?:On|Off|WDDM|TCC|N/A)\s*\|\s*"
+GPU_ROW_RE = (r"^\s*\|\s*(?<idx>[0-9]+)\s+(?<name>.+?)\s+(?:On|Off|WDDM|TCC|N/A)\s*\|\s*"
               r"(?<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s")
-MEM_CELL_RE = r"\|\s*(?<used>\d+)MiB\s*/\s*(?<total>\d+)MiB\s*\|"
-MIG_ROW_RE = r"^\s*\|\s*(?<g>\d+)\s+(?<gi>\d+)\s+(?<ci>\d+)\s+(?<dev>\d+)\s*\|\s*(?<used>\d+)MiB\s*/\s*(?<total>\d+)MiB\s*\|"
-PROC_ROW_RE = (r"^\s*\|\s+(?<g>\d+)\s+(?:(?<gi>N/A|\d+)\s+(?<ci>N/A|\d+)\s+)?(?<pid>\d+)\s+"
-               r"(?<type>C\+G|G\+C|M\+C|C|G|M)\s+(?<pname>[^|]*?)\s+(?<usage>\d+MiB|N/A)\s*\|\s*$")
-WATCH_TIME_RE = r"^Every \d+(?:\.\d+)?s: .*?\s([A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d+ \d\d:\d\d:\d\d \d{4})\s*$"
+MEM_CELL_RE = r"\|\s*(?<used>[0-9]+)MiB\s*/\s*(?<total>[0-9]+)MiB\s*\|"
+MIG_ROW_RE = r"^\s*\|\s*(?<g>[0-9]+)\s+(?<gi>[0-9]+)\s+(?<ci>[0-9]+)\s+(?<dev>[0-9]+)\s*\|\s*(?<used>[0-9]+)MiB\s*/\s*(?<total>[0-9]+)MiB\s*\|"
+PROC_ROW_RE = (r"^\s*\|\s+(?<g>[0-9]+)\s+(?:(?<gi>N/A|[0-9]+)\s+(?<ci>N/A|[0-9]+)\s+)?(?<pid>[0-9]+)\s+"
+               r"(?<type>C\+G|G\+C|M\+C|C|G|M)\s+(?<pname>[^|]*?)\s+(?<usage>[0-9]+MiB|N/A)\s*\|\s*$")
+WATCH_TIME_RE = r"^Every [0-9]+(?:\.[0-9]+)?s: .*?\s([A-Z][a-z]{2} [A-Z][a-z]{2}\s+[0-9]+ [0-9][0-9]:[0-9][0-9]:[0-9][0-9] [0-9]{4})\s*$"
 STRUCTURE_RE = r"^\s*[|+].*[|+]\s*$"
 
 
@@ -55,7 +55,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         t.str.extract_groups(MIG_ROW_RE).alias("mig"),
         t.str.extract_groups(PROC_ROW_RE).alias("proc"),
         pl.coalesce(
-            pl.when(t.str.contains(C.DATE_LINE_RE)).then(t.str.replace(r" [A-Z]{2,5}( \d{4})\s*$", "$1")),
+            pl.when(t.str.contains(C.DATE_LINE_RE)).then(t.str.replace(r" [A-Z]{2,5}( [0-9]{4})\s*$", "$1")),
             t.str.extract(WATCH_TIME_RE, 1),
         ).alias("date_text"),
     ).with_columns(
@@ -83,16 +83,16 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.col("gpu").is_not_null() & pl.col("mem").struct.field("used").is_not_null())
     mem = mem_rows.select(
         "time", pl.col("snap").alias("seq"), "line", "gpu", pl.lit("memory.used").alias("series"),
-        (pl.col("mem").struct.field("used").cast(pl.Int64) * (1 << 20)).alias("bytes"),
-        (pl.col("mem").struct.field("total").cast(pl.Int64) * (1 << 20)).alias("total_bytes"),
+        C.mib_expr(pl.col("mem").struct.field("used")).alias("bytes"),
+        C.mib_expr(pl.col("mem").struct.field("total")).alias("total_bytes"),
         pl.lit(None, dtype=pl.Int64).alias("pid"), pl.lit(None, dtype=pl.String).alias("label"))
     mig_rows = df.filter(pl.col("mig").struct.field("used").is_not_null())
     mig = mig_rows.select(
         "time", pl.col("snap").alias("seq"), "line",
         pl.concat_str([pl.col("mig").struct.field(x) for x in ("g", "gi", "ci")], separator="/").alias("gpu"),
         pl.lit("memory.used").alias("series"),
-        (pl.col("mig").struct.field("used").cast(pl.Int64) * (1 << 20)).alias("bytes"),
-        (pl.col("mig").struct.field("total").cast(pl.Int64) * (1 << 20)).alias("total_bytes"),
+        C.mib_expr(pl.col("mig").struct.field("used")).alias("bytes"),
+        C.mib_expr(pl.col("mig").struct.field("total")).alias("total_bytes"),
         pl.lit(None, dtype=pl.Int64).alias("pid"), pl.lit("MIG").alias("label"))
     proc_rows = df.filter(pl.col("proc").struct.field("pid").is_not_null())
     usage = pl.col("proc").struct.field("usage")
@@ -100,9 +100,9 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     proc = proc_rows.select(
         "time", pl.col("snap").alias("seq"), "line", pl.col("proc").struct.field("g").alias("gpu"),
         pl.lit("process.used").alias("series"),
-        (usage.str.extract(r"^(\d+)MiB$", 1).cast(pl.Int64) * (1 << 20)).alias("bytes"),
+        C.mib_expr(usage.str.extract(r"^([0-9]+)MiB$", 1)).alias("bytes"),
         pl.lit(None, dtype=pl.Int64).alias("total_bytes"),
-        pl.col("proc").struct.field("pid").cast(pl.Int64).alias("pid"),
+        pl.col("proc").struct.field("pid").cast(pl.Int64, strict=False).alias("pid"),
         pl.when(pname != "").then(pname).alias("label"))
     p.samples = samples_frame(pl.concat([mem, mig, proc], how="vertical").sort("line"))
 

@@ -84,7 +84,9 @@ INCIDENTS = [
         "sanitizer_cpp_xml", "sanitizer_cpp", loggers=False, verdict="leak", findings=["sanitizer_leak"],
         estimate=15,
         story="The same program as `sanitizer_cpp_text`, run once more under "
-              "`compute-sanitizer --leak-check full` with XML output to `leaky.xml`."),
+              "`compute-sanitizer --leak-check full` with XML output to `leaky.xml`. That run also printed "
+              "the same report as text on the terminal; it is not kept here (the text form is in "
+              "`sanitizer_cpp_text`), so this folder holds each leak once."),
     Incident(
         "leak_linear_oom", "linear_oom", ["--steps", "400", "--period", "0.3", "--onset", "20",
                                           "--fraction", "0.09"],
@@ -149,7 +151,7 @@ INCIDENTS = [
               "that flattens. Not a leak."),
     Incident(
         "cache_growth_fragmentation", "cache_growth", ["--steps", "80", "--period", "0.3"],
-        verdict="cache_growth", estimate=40,
+        verdict="cache_growth", findings=["cache_growth"], estimate=40,
         story="Batches sorted by length: each step needs a temporary buffer 8 MiB larger than the step "
               "before (64 MiB + 8 MiB x step), freed at once. No cached block is ever large enough, so "
               "PyTorch's caching allocator reserves a new segment every step and keeps the freed ones "
@@ -461,8 +463,13 @@ def leak_facts(rows: list[dict], inc: Incident) -> dict:
     pid = start["pid"]
     steps = [r for r in rows if r["ev"] == "step" and r["pid"] == pid]
     facts.update(pid=pid, start_time=start["t"], torch=start.get("torch"), gpu_name=start.get("gpu"),
-                 gpu_total=start.get("gpu_total"), step_seconds=start.get("period"))
+                 gpu_total=start.get("gpu_total"))
+    if len(steps) > 1:     # measured pace (a workload without pacing has none worth stating)
+        pace = statistics.median(b["t"] - a["t"] for a, b in zip(steps, steps[1:]))
+        facts["step_seconds"] = round(pace, 3) if pace > 0.05 else None
     if steps:
+        facts.update(allocated_min=min(s["allocated"] for s in steps), allocated_max=max(s["allocated"] for s in steps),
+                     reserved_first=steps[0]["reserved"], reserved_max=max(s["reserved"] for s in steps))
         facts.update(steps=len(steps), first_step_time=steps[0]["t"], last_step_time=steps[-1]["t"],
                      last_step=steps[-1]["step"], last_allocated=steps[-1]["allocated"],
                      last_reserved=steps[-1]["reserved"])
@@ -615,9 +622,13 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
     out = [front_matter(meta), f"\n# {inc.name}\n", "\n## What happened\n\n", inc.story + "\n"]
     numbers = []
     if facts.get("pid"):
-        numbers.append(f"- Workload pid {facts['pid']}; {facts.get('steps', 0)} steps logged, "
-                       f"{facts.get('step_seconds')} s apart; started {iso(facts.get('start_time'))}, "
-                       f"ended {iso(facts.get('end_time'))} (UTC).")
+        pace = f", {facts['step_seconds']} s apart" if facts.get("step_seconds") else ""
+        numbers.append(f"- Workload pid {facts['pid']}; {facts.get('steps', 0)} steps logged{pace}; started "
+                       f"{iso(facts.get('start_time'))}, ended {iso(facts.get('end_time'))} (UTC).")
+    if facts.get("allocated_max") is not None:
+        numbers.append(f"- At the step markers `allocated` ranged from {mib(facts['allocated_min'])} to "
+                       f"{mib(facts['allocated_max'])}; `cached` (reserved) went from {mib(facts['reserved_first'])} "
+                       f"at the first step to at most {mib(facts['reserved_max'])}.")
     if facts.get("onset_step"):
         k, c, when = facts["onset_step"], facts.get("code_leak_step"), iso(facts.get("onset_time"))
         if c is None or c == k:
@@ -666,7 +677,9 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
         numbers.append(f"- Known leaks in the source: {facts.get('leak_sites')}; "
                        f"{facts['leaked_bytes']} bytes in {facts.get('leaked_allocations')} allocations.")
     if facts.get("exit") is not None:
-        numbers.append(f"- Exit status of the workload: {facts['exit']}.")
+        who = "compute-sanitizer (which ran the workload)" if inc.sanitizer or inc.kind == "sanitizer_cpp" \
+            else "the workload"
+        numbers.append(f"- Exit status of {who}: {facts['exit']}.")
     if numbers:
         out += ["\n## Numbers\n\nMeasured by the workload itself (its side file) or, for the CUDA program, known "
                 "from its source.\n\n", "\n".join(numbers) + "\n"]
@@ -717,10 +730,17 @@ def rewrite(root: Path, pairs: list[str]) -> None:
         if inc.kind == "sanitizer_cpp":
             facts = {**cpp_facts(), "exit": front.get("exit")}
         else:
-            m = re.search(rf"  {re.escape(src)}: facts (\{{.*\}})", log)
-            facts = json.loads(m.group(1)) if m else {}
+            found = re.findall(rf"  {re.escape(src)}: facts (\{{.*\}})", log)
+            facts = json.loads(found[-1]) if found else {}
+            if inc.cgroup and "cgroup" not in facts:    # recorded before the driver logged these
+                text = (folder / "README.md").read_text()
+                if m := re.search(r"the memory cgroup was: (.*)\.$", text, re.M):
+                    facts["cgroup"] = m.group(1)
+                if m := re.search(r"event counters afterwards: `(.*)`", text):
+                    facts["cgroup_events"] = m.group(1)
             facts = {k: v for k, v in facts.items() if k not in ("onset_step", "onset_time", "leak_bytes_per_step",
-                                                                 "leak_bytes_per_hour", "leak_growth_bytes")}
+                                                                 "leak_bytes_per_hour", "leak_growth_bytes",
+                                                                 "step_seconds")}
             truth = root / "_truth" / f"{src}.jsonl"
             facts.update({k: v for k, v in leak_facts(read_truth(truth), inc).items() if v is not None})
             if src != dest:
@@ -917,6 +937,7 @@ class Recorder:
             facts, files, inputs = self.run_workload(folder, inc, timeout, notes, extra_env=extra, cgroup=cg)
             facts["cgroup"] = cg.how or "none"
             facts["cgroup_events"] = " ".join(cg.read_events().split())
+            say(f"  {inc.name}: facts {json.dumps({k: v for k, v in facts.items() if k != 'loader_worker_pids'})}")
             cg.remove()
             killed = facts.get("killed_pid") or str(facts.get("exit")).startswith("killed")
             if killed or not cg.procs_file or i == len(attempts) - 1:
@@ -961,9 +982,7 @@ class Recorder:
                 rc, out = sh(["compute-sanitizer", "--leak-check", "full", *opt, "./leaky"], timeout=120,
                              cwd=str(build))
                 if xml.exists() and xml.read_bytes()[:200].lstrip().startswith(b"<"):
-                    used = opt
-                    (folder / "program-output.txt").write_text(out)
-                    files["program-output.txt"] = "what the program and the tool printed on the terminal during that run"
+                    used = opt       # the terminal got the same report as text: sanitizer_cpp_text has that form
                     facts["exit"] = rc
                     break
                 notes.append(f"`compute-sanitizer --leak-check full {' '.join(opt).replace(str(xml), 'leaky.xml')} "

@@ -128,3 +128,10 @@ def test_garbage_rows_are_skipped_not_zero(tmp_path):
     p = parse_text(tmp_path, text)
     assert p.samples["pid"].to_list() == [13] and p.samples["bytes"].to_list() == [9 * MiB]
     assert p.skipped.counts["row does not fit the columns"] == 2
+
+
+def test_process_name_with_a_comma_takes_the_slack(tmp_path):
+    text = "pid, process_name, used_gpu_memory [MiB]\n42, /bin/app --x a, b, 10 MiB\n43, python, 11 MiB\n"
+    s = parse_text(tmp_path, text).samples.sort("line")
+    assert s["label"].to_list() == ["/bin/app --x a, b", "python"]
+    assert s["bytes"].to_list() == [10 * MiB, 11 * MiB]

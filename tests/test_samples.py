@@ -1,0 +1,202 @@
+"""The real incidents in sample_logs/ get the verdict and the facts their README states.
+
+Each incident folder was recorded on a real GPU by sample_logs/record/record.py; its README.md front
+matter says what really happened (format: sample_logs/README.md). Every folder is analyzed the way a
+user would run the tool on it: `pipeline.run([folder], Options(tz=...))`.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from forensics import pipeline
+from forensics.options import Options
+
+from conftest import SAMPLE_LOGS
+
+MAX_FOLDER_BYTES = 1_000_000
+ONSET_STEPS = 3          # how far the onset may be off, in steps (when the finding counts steps)
+RATE_TOLERANCE = 0.25    # relative error allowed on the leak rate
+
+
+def front_matter(readme: Path) -> dict[str, str]:
+    """The `key: value` lines between the first two `---` lines of a README."""
+    lines = readme.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {}
+    meta = {}
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return meta
+        key, sep, value = line.partition(":")
+        if sep:
+            meta[key.strip()] = value.strip()
+    return {}            # no closing line: not front matter
+
+
+def listed(value: str | None) -> list[str]:
+    if not value or value == "none":
+        return []
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+FOLDERS = sorted(p.parent for p in SAMPLE_LOGS.glob("*/README.md"))
+INCIDENTS = [p for p in FOLDERS if "expected_verdict" in front_matter(p / "README.md")]
+IDS = [p.name for p in INCIDENTS]
+_RESULTS: dict[Path, tuple] = {}
+
+
+def analyzed(folder: Path):
+    """(meta, bundle, analysis) of one folder, computed once per test session."""
+    if folder not in _RESULTS:
+        meta = front_matter(folder / "README.md")
+        bundle, analysis = pipeline.run([str(folder)], Options(tz=meta.get("tz", "UTC")))
+        _RESULTS[folder] = (meta, bundle, analysis)
+    return _RESULTS[folder]
+
+
+def of_kind(analysis, kind: str) -> list:
+    return [f for f in analysis.findings if f.kind == kind]
+
+
+# ---- the collection itself ---------------------------------------------------------------------
+
+def test_the_recorded_incidents_are_here():
+    names = {p.name for p in INCIDENTS}
+    # the spine's showcase, a leak of each shape, the kernel kill, the residual worker, each
+    # healthy look-alike and the sanitizer runs
+    for name in ("incident_linear_oom", "leak_linear", "leak_linear_oom", "leak_staircase_optimizer",
+                 "host_oom_pin_memory", "residual_worker", "healthy_sawtooth", "healthy_stable_footprint",
+                 "healthy_warmup", "cache_growth_fragmentation", "sanitizer_cpp_text", "sanitizer_cpp_xml",
+                 "sanitizer_torch_cache"):
+        assert name in names, f"sample_logs/{name}/README.md with an expected_verdict is missing"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+def test_folder_is_small_text_with_its_inputs(folder):
+    meta = front_matter(folder / "README.md")
+    assert meta.get("incident") == folder.name, "README front matter must name its folder"
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < MAX_FOLDER_BYTES
+    for p in files:
+        p.read_bytes().decode("utf-8")          # logs only: no binaries in sample folders
+    inputs = listed(meta.get("inputs"))
+    assert inputs, "README must list the inputs the tool has to recognize"
+    for name in inputs:
+        assert (folder / name).is_file(), f"{name} is listed in the README but not in the folder"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+def test_every_listed_input_is_recognized(folder):
+    meta = front_matter(folder / "README.md")
+    bundle, _ = pipeline.run([str(folder)], Options(tz=meta.get("tz", "UTC"))) if folder not in INCIDENTS \
+        else analyzed(folder)[1:]
+    for problem in bundle.problems:     # files that are not logs (README.md, clock.txt) may be listed
+        assert not any(f"/{name}:" in problem for name in listed(meta.get("inputs"))), problem
+    by_name = {Path(i.path).name: i for i in bundle.inputs}
+    for name in listed(meta.get("inputs")):
+        info = by_name.get(name)
+        assert info is not None, f"{name} was not read"
+        assert info.error is None, f"{name}: {info.error}"
+        assert info.format is not None, f"{name}: no parser recognized it ({info.reason})"
+        if not name.startswith("dmesg"):     # a kernel log of a quiet boot has nothing to report
+            assert info.records > 0, f"{name}: recognized as {info.format} but nothing was read from it"
+
+
+# ---- verdicts and findings ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("folder", INCIDENTS, ids=IDS)
+def test_verdict(folder):
+    meta, _, analysis = analyzed(folder)
+    assert analysis.verdict == meta["expected_verdict"], analysis.verdict_reason
+
+
+@pytest.mark.parametrize("folder", INCIDENTS, ids=IDS)
+def test_expected_findings(folder):
+    meta, _, analysis = analyzed(folder)
+    kinds = {f.kind for f in analysis.findings}
+    for kind in listed(meta.get("expected_findings")):
+        assert kind in kinds, f"no {kind} finding; found {sorted(kinds)}"
+    if meta["expected_verdict"] != "leak":
+        assert "leak" not in kinds, [f.summary for f in of_kind(analysis, "leak")]
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if front_matter(p / "README.md").get("pattern")],
+                         ids=lambda p: p.name)
+def test_leak_pattern_onset_and_rate(folder):
+    meta, _, analysis = analyzed(folder)
+    leaks = of_kind(analysis, "leak")
+    assert leaks, analysis.verdict_reason
+    assert any(f.pattern == meta["pattern"] for f in leaks), [(f.series, f.pattern) for f in leaks]
+    leak = next(f for f in leaks if f.pattern == meta["pattern"])
+    pid = int(meta["pid"])
+    assert all(f.pid in (None, pid) for f in leaks), "a leak was put on the wrong process"
+
+    onset_step = int(meta["onset_step"])
+    if leak.start_index is not None and leak.start is None:
+        assert abs(leak.start_index - onset_step) <= ONSET_STEPS
+    else:
+        assert leak.start is not None, "a leak in clocked logs needs its onset time"
+        slack = ONSET_STEPS * float(meta["step_seconds"]) + 1.5   # nvidia-smi samples every 0.5 s
+        off = (leak.start - utc(meta["onset_time"])).total_seconds()
+        assert abs(off) <= slack, f"onset {leak.start} is {off:+.1f} s from the real one ({meta['onset_time']})"
+
+    if leak.rate_bytes_per_step is not None and meta.get("leak_bytes_per_step"):
+        want = int(meta["leak_bytes_per_step"])
+        assert abs(leak.rate_bytes_per_step - want) <= RATE_TOLERANCE * want
+    else:
+        want = int(meta["leak_bytes_per_hour"])
+        assert leak.rate_bytes_per_hour is not None
+        assert abs(leak.rate_bytes_per_hour - want) <= RATE_TOLERANCE * want, \
+            f"rate {leak.rate_bytes_per_hour:.3g} B/h, really {want:.3g} B/h"
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "killed_pid" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_kernel_kill_names_the_training_process(folder):
+    meta, _, analysis = analyzed(folder)
+    pid = int(meta["killed_pid"])
+    kills = [f for f in of_kind(analysis, "oom_kill") if f.pid == pid]
+    assert kills, f"no oom_kill finding for pid {pid}"
+    # raw dmesg, dmesg -T and dmesg --time-format iso of the same kill must land on the same second
+    # (the iso form writes a comma before the microseconds)
+    real = utc(meta["kill_time"].replace(",", "."))
+    for f in kills:
+        assert f.start is not None, f"{f.source}: the kill has no time"
+        assert abs((f.start - real).total_seconds()) < 1.0, f"{f.source}: {f.start} vs {real}"
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "worker_pid" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_residual_worker_is_named(folder):
+    meta, _, analysis = analyzed(folder)
+    residual = of_kind(analysis, "residual_process")
+    assert int(meta["worker_pid"]) in {f.pid for f in residual}, [f.summary for f in residual]
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "leak_sites" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_sanitizer_leak_sites_and_bytes(folder):
+    meta, _, analysis = analyzed(folder)
+    leaks = of_kind(analysis, "sanitizer_leak")
+    assert sum(f.bytes or 0 for f in leaks) == int(meta["leaked_bytes"])
+    for site in meta["leak_sites"].split(";"):
+        name, line = site.split()[0].split(":")          # leaky.cu:24
+        # the site is named by file and line, in whatever words the finding uses
+        assert any(name in f"{f.summary} {f.detail}"
+                   and re.search(rf"(:|line\W{{1,4}}){line}\b", f"{f.summary} {f.detail}") for f in leaks), \
+            f"{name}:{line} is not named by any sanitizer_leak finding"
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "oom_step" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_cuda_oom_is_found(folder):
+    _, _, analysis = analyzed(folder)
+    assert of_kind(analysis, "gpu_oom")
