@@ -140,9 +140,16 @@ def _leak_linear(rng, x, dur, base, cap, noise, below_noise=False):
         grow = base * max(noise * rng.uniform(0.8, 2.0), 0.015)
     else:
         grow = min(headroom * 0.9, base * float(np.exp(rng.uniform(np.log(0.04), np.log(1.5)))))
+    grow = _detectable(grow, noise * base, int((x >= t0).sum()), headroom)
     rate = grow / (x[-1] - t0)
     y = base + np.maximum(0, x - t0) * rate + _noise(rng, n, base, noise)
     return y, GpuTruth(True, "linear", t0 - x[0], rate)
+
+
+def _detectable(grow, sigma, n_ramp, headroom):
+    """Every labeled leak is detectable in principle: its slope stands at least 12 standard errors
+    above zero (otherwise no method could tell it from noise, and the label would be unfair)."""
+    return min(max(grow, 12 * sigma * math.sqrt(12.0 / max(n_ramp, 3))), 0.95 * headroom)
 
 
 def _leak_warmup_linear(rng, x, dur, base, cap, noise):
@@ -151,6 +158,7 @@ def _leak_warmup_linear(rng, x, dur, base, cap, noise):
     amp = base * rng.uniform(0.1, 0.5)
     t0 = x[0] + dur * rng.uniform(0.25, 0.6)
     grow = min((cap - base - amp) * 0.9, base * float(np.exp(rng.uniform(np.log(0.05), np.log(1.0)))))
+    grow = _detectable(grow, noise * base, int((x >= t0).sum()), cap - base - amp)
     rate = grow / (x[-1] - t0)
     y = base + _warmup(x - x[0], tau, amp) + np.maximum(0, x - t0) * rate + _noise(rng, n, base, noise)
     return y, GpuTruth(True, "linear", t0 - x[0], rate)
@@ -175,6 +183,9 @@ def _leak_sawtooth(rng, x, dur, base, cap, noise):
     period = dur / rng.uniform(15, 120)
     t0 = x[0] + dur * (rng.uniform(0, 0.5) if rng.uniform() < 0.7 else 0.0)
     grow = min((cap - base - amp) * 0.9, base * float(np.exp(rng.uniform(np.log(0.15), np.log(1.0)))))
+    # the floor is seen once per tooth: the slope must stand out over the teeth, not the samples
+    teeth = max(3, int((x[-1] - t0) / period))
+    grow = _detectable(grow, max(noise * base, 0.02 * amp), teeth, cap - base - amp)
     rate = grow / (x[-1] - t0)
     y = base + _sawtooth(x, period, amp, rng.uniform()) + np.maximum(0, x - t0) * rate + _noise(rng, n, base, noise)
     return y, GpuTruth(True, "linear", t0 - x[0], rate)

@@ -130,6 +130,8 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     info.lines = src.line_count
     for p in results:
         _plausible(p, skipped)
+        _consistency(p, src.path, skipped, info)
+    _driver_errors(results, src.path, info)
     info.records = sum(p.records for p in results)
     skipped.merge(src.skipped)
     info.problems.extend(src.problems)
@@ -143,7 +145,112 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     if src.nul_bytes:
         info.notes.append(f"{src.nul_bytes} NUL bytes were removed (a crash leaves them where unflushed log lines "
                           "should be)")
+    info.problems = [_one_line(m) for m in info.problems]
     return info, results
+
+
+DUPLICATE = "duplicate reading (same time, GPU, series and value as an earlier line), kept once"
+_SERIES_KEY = ["host", "gpu", "pid", "series", "label"]
+_MAX_MESSAGES_PER_INPUT = 5
+
+
+def _duration(seconds: float) -> str:
+    seconds = abs(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds // 60:.0f} min {seconds % 60:.0f} s"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
+    return f"{seconds // 86400:.0f} d {seconds % 86400 // 3600:.0f} h"
+
+
+def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> None:
+    """Duplicated readings are dropped (two loggers appending to one file would double-weight them);
+    a clock that goes back and GPUs that vanish or appear mid-log are said, since they change how the
+    timeline reads (nothing else is changed)."""
+    s = p.samples
+    if s is None or s.height < 2:
+        return
+    s = conform(s, SAMPLES_SCHEMA).sort("line", maintain_order=True)
+    dup = pl.col("time").is_not_null() & ~pl.struct(["time", *_SERIES_KEY, "bytes"]).is_first_distinct()
+    dup_lines = s.filter(dup)["line"].to_list()
+    if dup_lines:
+        skipped.add_lines(DUPLICATE, dup_lines)
+        s = s.filter(~dup)
+    p.samples = s
+    timed = s.filter(pl.col("time").is_not_null())
+    if timed.height < 2:
+        return
+    messages: list[str] = []
+    prev = pl.col("time").shift(1).over(_SERIES_KEY)
+    back = timed.with_columns(((prev - pl.col("time")).dt.total_microseconds() / 1e6).alias("_back"),
+                              prev.alias("_prev")).filter(pl.col("_back") > 1.0)
+    if back.height:
+        first = back.row(0, named=True)
+        more = f" ({back.height} times in all)" if back.height > 1 else ""
+        messages.append(f"{path}:{first['line']}: clock goes back {_duration(first['_back'])}{more}, "
+                        f"from {first['_prev']:%Y-%m-%d %H:%M:%S} to {first['time']:%H:%M:%S} UTC as read: the machine's "
+                        "clock was set back (NTP step, end of summer time in a log read with a fixed offset) or two runs "
+                        "were appended to one file; readings keep their own stamps, check the timeline around this line "
+                        "(or pass --tz with the zone the log was written in)")
+    else:
+        messages.extend(_gpu_presence(timed, path))
+    for m in messages[:_MAX_MESSAGES_PER_INPUT]:
+        info.problems.append(m)
+        info.notes.append(m.split(": ", 1)[1])
+
+
+def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
+    """GPUs of an nvidia-smi log that vanish, come back or appear late while the others go on."""
+    per_gpu = timed.filter((pl.col("series") == "memory.used") & pl.col("gpu").is_not_null())
+    if per_gpu.select(pl.col("gpu").n_unique()).item() < 2:
+        return []
+    secs = pl.col("time").dt.epoch("us") / 1e6
+    stats = (per_gpu.sort("line").with_columns(secs.alias("_t"))
+             .with_columns(pl.col("_t").diff().over("gpu").alias("_gap"))
+             .group_by("gpu", maintain_order=True)
+             .agg(pl.col("_t").min().alias("first"), pl.col("_t").max().alias("last"),
+                  pl.col("line").first().alias("first_line"), pl.col("line").last().alias("last_line"),
+                  pl.col("_gap").median().alias("step"), pl.col("_gap").max().alias("gap"),
+                  pl.col("line").sort_by(pl.col("_gap").fill_null(-1.0)).last().alias("gap_line")))
+    start, end = stats["first"].min(), stats["last"].max()
+    steps = [x for x in stats["step"].to_list() if x is not None and x > 0]
+    if not steps:
+        return []
+    tolerance = max(5 * sorted(steps)[len(steps) // 2], 5.0)
+    out = []
+    for r in stats.iter_rows(named=True):
+        gpu = r["gpu"]
+        if r["first"] - start > tolerance:
+            out.append(f"{path}:{r['first_line']}: GPU {gpu} first appears {_duration(r['first'] - start)} after the log "
+                       "starts, it became visible late (a reset, a MIG change, or another nvidia-smi run appended); "
+                       "its readings are analyzed from here")
+        if r["gap"] is not None and r["gap"] > tolerance:
+            out.append(f"{path}:{r['gap_line']}: GPU {gpu} has no readings for {_duration(r['gap'])} before this line "
+                       "while the other GPUs go on, nvidia-smi lost it (fallen off the bus, a reset, a driver error); "
+                       "look for Xid lines in kern.log around then")
+        if end - r["last"] > tolerance:
+            out.append(f"{path}:{r['last_line']}: GPU {gpu} has no readings after this line, {_duration(end - r['last'])} "
+                       "before the log ends, nvidia-smi lost it (fallen off the bus, a reset, a driver error); "
+                       "look for Xid lines in kern.log around then")
+    return out
+
+
+def _driver_errors(results: list[Parsed], path: str, info: InputInfo) -> None:
+    """One line per input that holds driver errors (nvidia-smi could not talk to a GPU)."""
+    errs = [p.events.filter(pl.col("kind") == "driver_error") for p in results if p.events.height]
+    errs = [e for e in errs if e.height]
+    if not errs:
+        return
+    ev = pl.concat(errs, how="vertical").sort("line")
+    first = ev.row(0, named=True)
+    text = " ".join((first["text"] or "").split())
+    text = text if len(text) <= 200 else text[:199] + "…"
+    more = f" ({ev.height} such lines)" if ev.height > 1 else ""
+    where = f"GPU {first['gpu']}" if first.get("gpu") else "the GPUs"
+    info.problems.append(f"{path}:{first['line']}: nvidia-smi could not read {where}{more}, it printed “{text}”, check "
+                         "the GPU and driver (nvidia-smi -q; dmesg | grep -i xid); the other lines were analyzed")
 
 
 def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> None:
@@ -223,6 +330,11 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
         bundle.samples = pl.concat(sample_parts, how="vertical")
     if event_parts:
         bundle.events = pl.concat(event_parts, how="vertical")
+    # rotated or dumped-twice kernel logs repeat the same lines: keep one copy (the one with a wall clock)
+    from .parsers import kernel
+
+    bundle.events = kernel.dedupe_events(bundle.events)
+    bundle.samples = kernel.dedupe_samples(bundle.samples)
     return bundle
 
 

@@ -9,5 +9,7 @@ def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = No
     """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
     bundle = ingest.load(paths, opts, progress=progress)
     bundle = timeline.align(bundle, opts)
+    # one finding per kernel event, not one per view of the ring buffer (dmesg, dmesg -T, kern.log)
+    bundle.events = timeline.merge_twin_events(bundle.events)
     analysis = detect.analyze(bundle, opts)
     return bundle, analysis

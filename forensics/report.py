@@ -310,6 +310,9 @@ def _envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucke
     rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
                         "hi": [r[1] for r in ranges.values()]},
                        schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+    # a close-up needs a sliver of the rows: cut them down before the join
+    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
+    rows = rows.filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
     # ranges come rounded to the millisecond: a reading on the edge must not fall out
     part = rows.join(rng, on="sid", how="inner").filter(
         (pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
@@ -365,9 +368,10 @@ def _xround(x: float):
     return int(x) if float(x).is_integer() else round(float(x), 3)
 
 
-def _sparkline(runs: list, lo: float, hi: float, ceiling: float) -> str:
+def _sparkline(runs: list, lo: float, hi: float) -> str:
     """The line sampled at SPARK_CELLS cell centres (max of the points in a cell, else the line between
-    its neighbours), drawn with ▁..█ on a 0..ceiling scale; cells without data are spaces."""
+    its neighbours), drawn with ▁..█ from its own lowest to its highest value, so the shape shows even
+    far below capacity (the numbers beside it say where it sits); cells without data are spaces."""
     blocks = "▁▂▃▄▅▆▇█"
     cells: list[float | None] = [None] * SPARK_CELLS
     span = (hi - lo) or 1.0
@@ -384,14 +388,20 @@ def _sparkline(runs: list, lo: float, hi: float, ceiling: float) -> str:
         for x, y in run:
             c = cell(x)
             cells[c] = y if cells[c] is None else max(cells[c], y)
-    if ceiling <= 0:
-        ceiling = max((c for c in cells if c is not None), default=1) or 1
+    values = [c for c in cells if c is not None]
+    if not values:
+        return ""
+    floor, top = min(values), max(values)
+    if top - floor <= 0.02 * abs(top):  # flat within 2 %: a flat line, not magnified noise
+        top = floor
     out = []
     for c in cells:
         if c is None:
             out.append(" ")
+        elif top == floor:
+            out.append(blocks[0])
         else:
-            out.append(blocks[min(7, max(0, int(c / ceiling * 7.999)))])
+            out.append(blocks[min(7, max(0, int((c - floor) / (top - floor) * 7.999)))])
     return "".join(out).rstrip()
 
 
@@ -649,8 +659,7 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
         c["onsets"] = _onsets(c, findings, results, clock)
         c["change_points"] = sorted({cp for s in c["series"] for cp in s["change_points"]})
         main = c["series"][0] if c["series"] else None
-        ceiling = c["capacity"] if c["capacity_drawn"] else c["y_max"]
-        c["sparkline"] = _sparkline(main["runs"], c["x0"], c["x1"], ceiling) if main else ""
+        c["sparkline"] = _sparkline(main["runs"], c["x0"], c["x1"]) if main else ""
         c["range"] = _range_text(c["x0"], c["x1"], c["xkind"], clock)
         raw[c["id"]] = {"sids": [s["sid"] for s in c["_series_rows"]], "events": c["_events"],
                         "series_rows": c["_series_rows"]}
@@ -1218,7 +1227,7 @@ def build_context(bundle, analysis, opts) -> dict:
     data_start = min(starts) if starts else None
     clock_notes = [
         f"Times are shown in {clock.name}"
-        + (f" ({clock.offset(data_start)} when the data starts)" if data_start else "")
+        + (f" ({clock.offset(data_start)} when the data starts)" if data_start and not clock.is_utc else "")
         + ("" if clock.is_utc else " and in UTC")
         + (", the zone you gave with --tz." if getattr(opts, "tz_from_user", False)
            else ", this machine's zone; logs without a zone were read in it too (change with --tz)."),
@@ -1532,7 +1541,7 @@ def render_markdown(ctx: dict) -> str:
     if v["numbers"]:
         out += ["| | |", "|---|---|"]
         for n in v["numbers"]:
-            val = md_text(n["value"]) + (f" ({md_text(n['sub'])})" if n["sub"] else "")
+            val = md_text(n["value"]) + (f" — {md_text(n['sub'])}" if n["sub"] else "")
             out.append(f"| {md_text(n['label'])} | {val} |")
         out.append("")
     sparks = [c for c in ctx["charts"] if c["sparkline"]][:MAX_GPU_CHARTS + 4]

@@ -446,7 +446,7 @@ def _os_error(shown: str, e: OSError) -> InputError:
 
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<ext>\.(?:gz|zst|xz|bz2))?$")
 _SKIP_NAMES = {".DS_Store"}
-_SKIP_SUFFIXES = (".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
+_SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
 
 
 def rotation_key(name: str) -> tuple[str, int, str]:

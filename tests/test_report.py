@@ -435,11 +435,12 @@ def test_markdown_fence_outgrows_backticks_in_log_text():
 
 
 def test_markdown_sparkline_shape():
-    runs = [[[0, 0], [50, 50], [100, 100]]]
-    line = report._sparkline(runs, 0, 100, 100)
+    runs = [[[0, 1000], [50, 1050], [100, 1100]]]   # far below any capacity: the shape still shows
+    line = report._sparkline(runs, 0, 100)
     assert len(line) == report.SPARK_CELLS and line[0] == "▁" and line[-1] == "█"
     assert list(line) == sorted(line)
-    assert report._sparkline([[[0, 5], [10, 5]], [[90, 5], [100, 5]]], 0, 100, 10).count(" ") > 10
+    assert report._sparkline([[[0, 5], [10, 5]], [[90, 5], [100, 5]]], 0, 100).count(" ") > 10
+    assert set(report._sparkline([[[0, 1000], [100, 1010]]], 0, 100)) == {"▁"}   # flat within 2 %
 
 
 def test_summary_json_is_the_public_contract(leak):

@@ -208,6 +208,14 @@ def test_report_opens_offline_without_errors(browser, name, tmp_path):
     screenshot = ARTIFACTS / f"report-{name}.png"
     browser.screenshot(screenshot)
     assert screenshot.stat().st_size > 10_000
+    # printable: the print style sheet applies cleanly and a PDF comes out
+    browser.call("Emulation.setEmulatedMedia", {"media": "print"}, session=True)
+    try:
+        browser.screenshot(ARTIFACTS / f"report-{name}-print.png")
+        pdf = browser.call("Page.printToPDF", {"printBackground": False}, session=True, timeout=60)
+        assert base64.b64decode(pdf["data"])[:5] == b"%PDF-"
+    finally:
+        browser.call("Emulation.setEmulatedMedia", {"media": ""}, session=True)
     assert browser.problems(url) == []
     # the hostile process name is shown as text, and no element came out of it
     if name == "leak":

@@ -549,3 +549,29 @@ def test_ragged_input_never_raises():
     out = align(bundle(infos, samples, events), Options(tz="UTC"))
     assert out.samples.height == 70 and out.events.height == 3
     assert infos[3].anchor is None and infos[1].anchor.startswith("no clock")
+
+
+def test_twin_kernel_events_merge_into_the_finest_copy():
+    import polars as pl
+
+    from forensics.schema import events_frame
+    from forensics.timeline import merge_twin_events
+
+    def t(s):
+        return datetime.fromisoformat(s)
+
+    ev = events_frame([
+        {"time": t("2026-11-30T04:31:47+00:00"), "source": "dmesg-T.txt", "line": 5, "kind": "oom_kill", "pid": 7, "bytes": 100, "detail": "{}"},
+        {"time": t("2026-11-30T04:31:47.898000+00:00"), "source": "dmesg-iso.txt", "line": 5, "kind": "oom_kill", "pid": 7, "bytes": 100, "detail": "{}"},
+        {"time": t("2026-11-30T04:31:47.898001+00:00"), "source": "dmesg.txt", "line": 5, "kind": "oom_kill", "pid": 7, "bytes": 100, "detail": "{}"},
+        # a second kill of another pid, and the same pid killed again much later: both stay
+        {"time": t("2026-11-30T04:31:47.9+00:00"), "source": "dmesg.txt", "line": 9, "kind": "oom_kill", "pid": 8, "bytes": 5, "detail": None},
+        {"time": t("2026-11-30T05:00:00+00:00"), "source": "dmesg-T.txt", "line": 90, "kind": "oom_kill", "pid": 7, "bytes": 100, "detail": None},
+    ])
+    out = merge_twin_events(ev)
+    assert out.height == 3
+    kept = out.filter(pl.col("pid") == 7).sort("time")
+    assert kept["source"].to_list() == ["dmesg-iso.txt", "dmesg-T.txt"]
+    import json as _json
+
+    assert sorted(_json.loads(kept["detail"][0])["twins"]) == ["dmesg-T.txt:5", "dmesg.txt:5"]

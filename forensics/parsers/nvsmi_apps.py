@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .. import clock
 from ..options import Options
 from ..schema import Parsed, events_frame, samples_frame
 from ..sources import Source
@@ -143,25 +142,15 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     apps_starts = header_rows.filter(pl.col("start").is_in([i for i, m in maps.items() if m is not None and i]))
     is_header = pl.col("t").str.contains(C.HEADER_LINE_RE)
     first_header = apps_starts.filter(is_header)["line"].min()
-    for line, t in apps_starts.select("line", "t").iter_rows():
-        if line != first_header:
-            p.skipped.add("repeated header" if C.header_kind(t) == "apps" else "shell prompt", line)
+    again = apps_starts.filter(pl.col("line") != (first_header or -1))
+    p.skipped.add_lines("repeated header", again.filter(is_header)["line"])
+    p.skipped.add_lines("shell prompt", again.filter(~is_header)["line"])
     # a sample block starts at a header, or at a command whose output has none
     apps_headers = apps_starts.filter(is_header | pl.col("t").str.contains("noheader", literal=True))
     other_starts = header_rows.filter(~pl.col("line").is_in(apps_starts["line"].implode()))
     rest = pl.concat([rest, other_starts.select("line", "text").with_columns(pl.lit("query-gpu section").alias("reason"))])
 
-    junk = C.junk_reason_expr(pl.col("text"))
-    rest = rest.with_columns(
-        pl.when(pl.col("reason").is_in(["row does not fit the columns", "unrecognized line"]))
-        .then(pl.when((junk == "unrecognized line") & (pl.col("reason") == "row does not fit the columns"))
-              .then(pl.col("reason")).otherwise(junk))
-        .otherwise(pl.col("reason")).alias("reason")
-    ).with_columns(
-        pl.when(pl.col("text").str.contains(C.DRIVER_ERROR_RE)).then(pl.lit("driver error"))
-        .otherwise(pl.col("reason")).alias("reason"))
-    errors = rest.filter(pl.col("reason") == "driver error")
-    rest = rest.filter(pl.col("reason") != "driver error")
+    rest, errors = C.classify_rest(rest)
     p.skipped.add_lines("driver error", errors["line"])
 
     if rows.height and rows["gpu"].null_count() == rows.height and rows["gpu_name"].n_unique() > 1:
@@ -171,7 +160,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     timed = rows.height > 0 and rows["time"].null_count() < rows.height
     p.clock = "wall-assumed" if timed else "none"
     blocks = _blocks(rows, apps_headers.select("line"))
-    rows = rows.join(blocks.select("line", "block"), on="line", how="left")
+    rows = rows.join(blocks.select("line", "block"), on="line", how="left", maintain_order="left")
     if not timed and apps_headers.height <= 1:
         # no clock and no per-run headers: number samples by repetition of a (gpu, pid)
         key = pl.concat_str([pl.col("gpu").fill_null(""), pl.col("pid").cast(pl.String).fill_null("")], separator="|")
@@ -183,7 +172,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.col("name").alias("label")))
     p.events = events_frame(pl.concat([
         _gone_events(rows, blocks),
-        C.driver_error_events(errors),
+        C.driver_error_events(*C.time_after_previous_row(errors, rows)),
     ], how="vertical"))
     _meta(p, rows, blocks)
     if rows.height and rows["used"].null_count() == rows.height:

@@ -7,7 +7,6 @@ nvsmi_table and nvsmi_query.
 """
 from __future__ import annotations
 
-import json
 import re
 
 import polars as pl
@@ -73,7 +72,6 @@ _CELL_PATTERNS = [
     ("float", re.compile(r"-?[0-9]+\.[0-9]+")),
     ("pstate", re.compile(r"P[0-9]{1,2}")),
     ("ph", re.compile(PLACEHOLDER_RE)),
-    ("notfound", re.compile(r"\[Not Found\]")),
     ("gpuname", re.compile(GPU_NAME_RE)),
     ("path", re.compile(r"(?:[A-Za-z]:)?[\\/][^\\/]*(?:[\\/][^\\/]*)*|\S*[\\/]\S*")),
 ]
@@ -89,7 +87,7 @@ def cell_kind(cell: str) -> str:
     if c in ENUM_WORDS:
         return "enum"
     for kind, rx in _CELL_PATTERNS:
-        if kind != "notfound" and rx.fullmatch(c):
+        if rx.fullmatch(c):
             return kind
     return "text"
 
@@ -232,7 +230,7 @@ def map_unique(values: pl.Series, fn, dtype=pl.String) -> pl.Series:
     uniq = values.unique().drop_nulls().to_list()
     mapping = {v: fn(v) for v in uniq}
     if not mapping:
-        return pl.Series(values.name, [None] * len(values), dtype=dtype)
+        return pl.repeat(None, len(values), dtype=dtype, eager=True).alias(values.name)
     return values.replace_strict(mapping, default=None, return_dtype=dtype)
 
 
@@ -273,15 +271,6 @@ def asctime_expr(text: pl.Expr) -> pl.Expr:
     return norm.str.strptime(pl.Datetime("us"), "%a %b %d %H:%M:%S %Y", strict=False)
 
 
-def nvsmi_ts_expr(text: pl.Expr) -> pl.Expr:
-    """`2024/06/01 11:27:05.177` (the CSV `timestamp`) -> naive Datetime (null otherwise)."""
-    t = text.str.strip_chars()
-    return pl.coalesce(
-        t.str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S%.f", strict=False),
-        t.str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S", strict=False),
-    )
-
-
 # -- driver errors ------------------------------------------------------------------------------
 
 def driver_error_events(lines: pl.DataFrame, time: pl.Expr | None = None) -> pl.DataFrame:
@@ -294,13 +283,20 @@ def driver_error_events(lines: pl.DataFrame, time: pl.Expr | None = None) -> pl.
     df = lines.with_columns(
         pl.lit("driver_error").alias("kind"),
         norm_bus_expr(bus).alias("gpu"),
-        pl.struct(text.alias("message"), reason.alias("reason"))
-        .map_elements(lambda s: json.dumps({k: v for k, v in s.items() if v is not None}), return_dtype=pl.String)
-        .alias("detail"),
+        pl.struct(text.alias("message"), reason.alias("reason")).struct.json_encode().alias("detail"),
         text.alias("text"),
         *([time.alias("time")] if time is not None else []),
     )
     return events_frame(df)
+
+
+def time_after_previous_row(errors: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Expr | None]:
+    """An error line has no clock of its own: it happened after the reading just above it. Returns
+    the error lines with that time as `prev_time`, and the expression for it (None when untimed)."""
+    if errors.height == 0 or rows.height == 0 or rows["time"].null_count() == rows.height:
+        return errors, None
+    timed = rows.select("line", pl.col("time").alias("prev_time")).sort("line")
+    return errors.sort("line").join_asof(timed, on="line", strategy="backward"), pl.col("prev_time")
 
 
 # -- sections: which nvidia-smi format comes first ------------------------------------------------

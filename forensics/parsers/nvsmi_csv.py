@@ -15,7 +15,7 @@ import polars as pl
 
 from .. import clock
 from ..options import Options
-from ..schema import Parsed, events_frame, samples_frame
+from ..schema import Parsed, samples_frame
 from ..sources import Source
 from . import nvsmi_common as C
 
@@ -179,40 +179,34 @@ def parse(src: Source, opts: Options) -> Parsed:
 
 
 def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | None], int | None]:
-    """Header and `--query-gpu=` command lines -> (frame of line, start: map id), the maps by id
-    (None: a foreign section, e.g. a compute-apps header), and the line of the first gpu header."""
-    cand = df.filter(pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True))
+    """Header and `--query-gpu=` command lines -> (frame of line, start: map id, why: the skip reason
+    when it is not the file's own header), the maps by id (None: a foreign section, e.g. a
+    compute-apps header), and the line of the first gpu header. Each distinct text is looked at once."""
+    cand = df.filter(pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True)
+                     ).select("line", pl.col("text").str.strip_chars().alias("t"))
     ids: dict[str, int] = {}
+    why: dict[str, str] = {}
     maps: dict[int, ColumnMap | None] = {}
-    first_header = None
-    by_text: dict[str, ColumnMap | None | bool] = {}
-    out_lines, out_ids = [], []
-    for line, raw in cand.select("line", "text").iter_rows():
-        t = raw.strip()
-        if t not in by_text:
-            kind = C.header_kind(t)
-            if kind == "gpu":
-                by_text[t] = map_from_names(C.header_names(t), f"header at line {line}")
-            elif kind == "apps":
-                by_text[t] = None
-            elif re.match(C.PROMPT_RE, t) and C.query_list(t, "gpu"):
-                names = [(n, None) for n in C.query_list(t, "gpu")]
-                by_text[t] = map_from_names(names, f"the command at line {line}")
-            elif re.match(C.PROMPT_RE, t) and C.query_list(t, "apps"):
-                by_text[t] = None
-            else:
-                by_text[t] = False
-        got = by_text[t]
-        if got is False:
+    for t, line in cand.group_by("t", maintain_order=True).agg(pl.col("line").first()).iter_rows():
+        kind = C.header_kind(t)
+        if kind == "gpu":
+            m = map_from_names(C.header_names(t), f"header at line {line}")
+        elif kind == "apps":
+            m = None
+        elif re.match(C.PROMPT_RE, t) and C.query_list(t, "gpu"):
+            m = map_from_names([(n, None) for n in C.query_list(t, "gpu")], f"the command at line {line}")
+        elif re.match(C.PROMPT_RE, t) and C.query_list(t, "apps"):
+            m = None
+        else:
             continue
-        if t not in ids:
-            ids[t] = len(ids) + 1
-            maps[ids[t]] = got
-        if first_header is None and got is not None and C.header_kind(t) == "gpu":
-            first_header = line
-        out_lines.append(line)
-        out_ids.append(ids[t])
-    starts = pl.DataFrame({"line": out_lines, "start": out_ids}, schema={"line": pl.Int64, "start": pl.Int32})
+        ids[t] = len(ids) + 1
+        maps[ids[t]] = m
+        why[t] = "repeated header" if kind else "shell prompt"
+    starts = cand.filter(pl.col("t").is_in(list(ids))).select(
+        "line", pl.col("t").replace_strict(ids, return_dtype=pl.Int32).alias("start"),
+        pl.col("t").replace_strict(why, return_dtype=pl.String).alias("why"))
+    gpu_headers = [t for t, i in ids.items() if maps[i] is not None and why[t] == "repeated header"]
+    first_header = starts.filter(pl.col("start").is_in([ids[t] for t in gpu_headers]))["line"].min()
     return starts, maps, first_header
 
 
@@ -338,7 +332,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     df = df.select("line", "text")
     starts, maps, first_header = _start_lines(df)
     if starts.height:
-        df = df.join(starts, on="line", how="left", maintain_order="left").with_columns(
+        df = df.join(starts.select("line", "start"), on="line", how="left", maintain_order="left").with_columns(
             pl.col("start").forward_fill().fill_null(0).alias("map"))
         body = df.filter(pl.col("start").is_null())
     else:
@@ -374,9 +368,13 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     rest = pl.concat(rest_parts) if rest_parts else pl.DataFrame(schema=_BAD_SCHEMA)
 
     # repeated headers and command lines are counted; the first header is the file's own
-    for line, t in df.filter(pl.col("start").is_not_null() & (pl.col("line") != (first_header or -1))) \
-            .select("line", "text").iter_rows():
-        p.skipped.add("repeated header" if C.header_kind(t.strip()) == "gpu" else "shell prompt", line)
+    foreign = [i for i, m in maps.items() if m is None and i]
+    for why, lines in starts.filter((pl.col("line") != (first_header or -1)) & ~pl.col("start").is_in(foreign)) \
+            .group_by("why", maintain_order=True).agg(pl.col("line")).iter_rows():
+        p.skipped.add_lines(why, lines)
+    # a compute-apps header and the rows under it are another section: the rest, for its parser
+    rest = pl.concat([rest, df.filter(pl.col("start").is_in(foreign)).select(
+        "line", "text", pl.lit("compute-apps section").alias("reason"))]).sort("line")
     del df
 
     rest, errors = C.classify_rest(rest)
@@ -414,12 +412,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         p.notes.append("no memory column in this query: GPU rows were read but give no memory samples")
 
     if errors.height:
-        ev_time = None
-        if timed:
-            errors = errors.sort("line").join_asof(rows.select("line", pl.col("time").alias("prev_time")),
-                                                   on="line", strategy="backward")
-            ev_time = pl.col("prev_time")
-        p.events = C.driver_error_events(errors, ev_time)
+        p.events = C.driver_error_events(*C.time_after_previous_row(errors, rows))
 
     _meta(p, ids)
     return C.finish(p, rest, path, opts, NAME, nested)

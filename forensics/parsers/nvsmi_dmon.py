@@ -11,8 +11,6 @@ A pmon row of `-` says the GPU has no process; it is counted, not a sample.
 """
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
 from .. import clock

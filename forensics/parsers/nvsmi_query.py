@@ -76,13 +76,13 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     gpus = df.filter(pl.col("bus_raw").is_not_null()).select(
         "snap", "gpu_line", C.norm_bus_expr(pl.col("bus_raw")).alias("bus"))
     gpus = gpus.with_columns(pl.int_range(pl.len()).over("snap").alias("rank"), pl.len().over("snap").alias("n"))
-    gpus = gpus.join(attached, on="snap", how="left").with_columns(
+    gpus = gpus.join(attached, on="snap", how="left", maintain_order="left").with_columns(
         pl.when(pl.col("n") == pl.col("attached")).then(pl.col("rank").cast(pl.String)).alias("index"))
     info = df.filter(pl.col("gpu_line").is_not_null() & (pl.col("ind") == 4) & pl.col("key").is_in(
         ["Product Name", "GPU UUID", "Minor Number"])).group_by("gpu_line").agg(
         pl.col("val").filter(pl.col("key") == "Product Name").first().alias("name"),
         pl.col("val").filter(pl.col("key") == "GPU UUID").first().alias("uuid"))
-    gpus = gpus.join(info, on="gpu_line", how="left").with_columns(
+    gpus = gpus.join(info, on="gpu_line", how="left", maintain_order="left").with_columns(
         pl.coalesce("index", "bus").alias("gpu"))
 
     in_fb = pl.col("sec").is_in(FB_SECTIONS) & pl.col("gpu_line").is_not_null() & (pl.col("ind") > 4)
@@ -95,7 +95,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.col("line").filter(pl.col("key") == "Used").first().alias("line"),
         pl.col("ph").filter(pl.col("key") == "Used").first().alias("ph"),
     ).filter(pl.col("line").is_not_null() & (pl.col("bytes").is_not_null() | pl.col("ph")))
-    mem = mem.join(gpus.select("gpu_line", "snap", "gpu"), on="gpu_line").join(stamps, on="snap", how="left")
+    mem = mem.join(gpus.select("gpu_line", "snap", "gpu"), on="gpu_line") \
+        .join(stamps, on="snap", how="left", maintain_order="left")
     mem_samples = mem.select("time", pl.col("snap").alias("seq"), "line", "gpu", pl.lit("memory.used").alias("series"),
                              "bytes", "total_bytes")
 
@@ -108,7 +109,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.col("val").filter(pl.col("key") == "Used GPU Memory").first().alias("used"),
         pl.col("line").filter(pl.col("key") == "Process ID").first().alias("line"),
     ).filter(pl.col("pid").str.contains(r"^[0-9]{1,10}$"))
-    procs = procs.join(gpus.select("gpu_line", "snap", "gpu"), on="gpu_line").join(stamps, on="snap", how="left")
+    procs = procs.join(gpus.select("gpu_line", "snap", "gpu"), on="gpu_line") \
+        .join(stamps, on="snap", how="left", maintain_order="left")
     proc_samples = procs.select(
         "time", pl.col("snap").alias("seq"), "line", "gpu", pl.col("pid").cast(pl.Int64, strict=False),
         pl.lit("process.used").alias("series"), C.mem_bytes_expr(pl.col("used"), "MiB").alias("bytes"),
@@ -139,7 +141,7 @@ def _meta(p: Parsed, gpus: pl.DataFrame) -> None:
         return
     g = gpus.unique(subset=["gpu"], keep="first", maintain_order=True)
     tot = p.samples.filter(pl.col("series") == "memory.used").group_by("gpu").agg(pl.col("total_bytes").max())
-    g = g.join(tot, on="gpu", how="left")
+    g = g.join(tot, on="gpu", how="left", maintain_order="left")
     p.meta["gpus"] = [{"gpu": r["gpu"], "index": r["index"], "name": r["name"], "uuid": r["uuid"], "bus_id": r["bus"],
                        "total_bytes": r["total_bytes"]} for r in g.iter_rows(named=True)]
     gm = {}

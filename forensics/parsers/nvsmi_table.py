@@ -72,7 +72,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
                                     pl.lit(None, dtype=pl.Datetime("us")).alias("naive"))
     snap_time = placed.select("snap", clock.localize(pl.col("naive"), zone).alias("time"))
     used_dates = placed["dline"].drop_nulls().to_list()
-    df = df.join(snap_time, on="snap", how="left")
+    df = df.join(snap_time, on="snap", how="left", maintain_order="left")
 
     gpu_idx = pl.col("gpu_row").struct.field("idx")
     prev_idx = gpu_idx.shift(1)
@@ -128,7 +128,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     if gpus.height:
         g = gpus.unique(subset=["gpu", "bus"], keep="first", maintain_order=True)
         totals = mem.group_by("gpu").agg(pl.col("total_bytes").max())
-        g = g.join(totals, on="gpu", how="left")
+        g = g.join(totals, on="gpu", how="left", maintain_order="left")
         p.meta["gpus"] = [{"gpu": r["gpu"], "index": r["gpu"], "name": r["name"], "uuid": None, "bus_id": r["bus"],
                            "total_bytes": r["total_bytes"]} for r in g.iter_rows(named=True)]
         p.meta["gpu_map"] = {r["bus_id"]: r["index"] for r in p.meta["gpus"] if r["bus_id"]}

@@ -135,3 +135,14 @@ def test_process_name_with_a_comma_takes_the_slack(tmp_path):
     s = parse_text(tmp_path, text).samples.sort("line")
     assert s["label"].to_list() == ["/bin/app --x a, b", "python"]
     assert s["bytes"].to_list() == [10 * MiB, 11 * MiB]
+
+
+def test_query_gpu_section_after_the_processes_is_read_too(tmp_path):
+    text = (f"gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n{U1}, 123, python, 4 MiB\n"
+            f"index, uuid, memory.used [MiB], memory.total [MiB]\n0, {U1}, 5 MiB, 80 MiB\n")
+    p = parse_text(tmp_path, text)
+    assert p.samples.filter(pl.col("series") == "process.used")["bytes"].to_list() == [4 * MiB]
+    gpu = p.samples.filter(pl.col("series") == "memory.used").row(0, named=True)
+    assert (gpu["gpu"], gpu["bytes"], gpu["total_bytes"]) == ("0", 5 * MiB, 80 * MiB)
+    assert p.meta["gpu_map"] == {U1: "0"}
+    assert p.skipped.total == 0

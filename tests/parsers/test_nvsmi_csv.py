@@ -274,3 +274,14 @@ def test_parse_lines_directly_matches_parse(tmp_path):
     finally:
         nvsmi_csv.CHUNK_ROWS = old
     assert whole.equals(chunked)
+
+
+def test_compute_apps_section_after_the_gpu_rows_is_read_too(tmp_path):
+    text = ("index, uuid, memory.used [MiB]\n0, GPU-aaaaaaaa-0000-0000-0000-000000000000, 5 MiB\n\n"
+            "gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+            "GPU-aaaaaaaa-0000-0000-0000-000000000000, 123, python, 4 MiB\n")
+    p = parse_text(tmp_path, text)
+    assert one(p.samples, series="memory.used")["bytes"] == 5 * MiB
+    proc = one(p.samples, series="process.used")
+    assert (proc["pid"], proc["bytes"], proc["label"]) == (123, 4 * MiB, "python")
+    assert p.skipped.counts == {"blank line": 1}
