@@ -545,12 +545,12 @@ def _confidence(z: float, z_min: float, extra: float = 1.0) -> float:
 
 
 def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None:
-    ramps = [e for e in events if e[3] == "ramp"]
-    last = ramps[-1]
-    k_last = last[4]
-    slope_last = segs[k_last].slope
-    if slope_last <= 0:
+    # the last segment that rises by itself (a flat top at capacity may follow it)
+    rising = [k for k, s in enumerate(segs) if s.y1 - s.y0 >= EVENT_SIGMAS * sigma_b]
+    if not rising:
         return None
+    k_last = rising[-1]
+    slope_last = segs[k_last].slope
     first_k = k_last
     # walk back over contiguous growing segments whose slope is similar (one linear growth)
     k = k_last - 1

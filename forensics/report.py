@@ -639,7 +639,8 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
             capacity = max((gpu_capacity.get((g["host"], gp), 0) for gp in g["gpus"]), default=0) or None
         peak = max(s["peak"] or 0 for s in series)
         chart["capacity"] = capacity
-        chart["capacity_drawn"] = bool(capacity and (g["kind"] == "gpu" or peak >= 0.25 * capacity))
+        # a line at capacity would squash a series that peaks far below it: then it is only named
+        chart["capacity_drawn"] = bool(capacity and peak >= 0.25 * capacity)
         chart["_series_rows"] = series
         chart["_events"] = near
         charts.append(chart)
