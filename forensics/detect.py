@@ -170,7 +170,7 @@ def _rate_per_step(s: _Series) -> float | None:
     if lk is None:
         return None
     if s.result.x_kind == "step":
-        return lk.rate
+        return float(lk.rate)
     if s.steps is None:
         return None
     sel = (s.x >= lk.onset) & (s.x <= lk.end) & np.isfinite(s.steps)
@@ -180,7 +180,7 @@ def _rate_per_step(s: _Series) -> float | None:
     dstep, dx = st[-1] - st[0], xs[-1] - xs[0]
     if dstep <= 0 or dx <= 0:
         return None
-    return lk.rate * dx / dstep
+    return float(lk.rate * dx / dstep)
 
 
 def _draw_points(s: _Series) -> list[tuple]:
@@ -196,12 +196,24 @@ def _draw_points(s: _Series) -> list[tuple]:
 
 
 def series_frames(samples: pl.DataFrame):
-    """(key, frame) per series: per source, host, GPU, process, series name and label."""
+    """(key, frame) per series: per source, host, GPU, process, series name and label.
+
+    A label that changes with nearly every sample (a step number kept in the tag, "step 17") does not
+    name a series: such labels are dropped, so the samples form one series instead of hundreds."""
     if samples.height == 0:
         return []
-    keys = ["source", "host", "gpu", "pid", "series", "label"]
-    parts = samples.partition_by(keys, as_dict=True, maintain_order=True)
-    return [(tuple(k), df) for k, df in parts.items() if k[4] is not None]
+    keys = ["source", "host", "gpu", "pid", "series"]
+    out = []
+    for k, df in samples.partition_by(keys, as_dict=True, maintain_order=True).items():
+        if k[4] is None:
+            continue
+        counts = df.group_by("label").len()["len"]
+        if counts.len() > 1 and float(counts.median()) < MIN_POINTS:
+            out.append((tuple(k) + (None,), df.with_columns(pl.lit(None, dtype=pl.String).alias("label"))))
+            continue
+        for (label,), part in df.partition_by("label", as_dict=True, maintain_order=True).items():
+            out.append((tuple(k) + (label,), part))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -466,6 +478,14 @@ def _gpu_findings(all_series: list[_Series]) -> tuple[list[Finding], list[Findin
                     f = _leak_finding(members, _capacity(device_all, host, gpu), device_all)
                     _outside_allocator_note(f)
                     leaks.append(f)
+                    continue
+                same = [c for c in cache if c.gpu in (None, gpu)]
+                if same:   # the framework's own cache finding: the device's growth is its evidence
+                    c = same[0]
+                    c.gpu = gpu
+                    c.evidence.extend(_leak_evidence(dev)[:2])
+                    c.detail["device_growth_bytes"] = int(dev.fit.leak.growth)
+                    c.summary = c.summary.replace("GPU memory:", f"{_where(gpu, host)}:", 1)
                 else:
                     cache.append(_cache_finding(dev, fa[0], dev))
                 continue
@@ -483,11 +503,15 @@ def _capacity(device: list[_Series], host, gpu) -> int | None:
 # the verdict
 
 def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
-    leaks = [f for f in findings if f.kind == "leak"]
+    """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
+    leaks = [f for f in findings if f.kind == "leak" and f.series != "host.rss"]
     if leaks:
         lead = sorted(leaks, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))[0]
         more = f" ({len(leaks) - 1} more leak finding{'s' if len(leaks) > 2 else ''})" if len(leaks) > 1 else ""
         return "leak", lead.summary[:-1] + more + "."
+    residual = [f for f in findings if f.kind == "residual_process"]
+    if residual:
+        return "leak", residual[0].summary[:-1] + ": GPU memory held by a process whose job is gone."
     san = [f for f in findings if f.kind == "sanitizer_leak" and f.severity != "info"]
     if san:
         total = sum(f.bytes or 0 for f in san)
@@ -496,22 +520,29 @@ def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> t
     cache = [f for f in findings if f.kind == "cache_growth"]
     if cache:
         return "cache_growth", cache[0].summary
-    usable = [s for s in series if s.result.series in LEAK_SERIES and s.fit.classification != "too_short"]
+    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series != "host.rss"
+              and s.fit.classification != "too_short"]
+    host = [f for f in findings if f.kind == "leak" and f.series == "host.rss"]
+    host_txt = " Host memory does grow (see the host-memory finding)." if host else ""
     if usable:
         classes = sorted({s.fit.classification.replace("_", " ") for s in usable})
         ooms = [f for f in findings if f.kind in ("gpu_oom", "oom_kill")]
-        tail = (" The out-of-memory came from a footprint that was too large, not from growth."
+        tail = (" The out-of-memory came from a footprint that was too large, not from GPU memory growth."
                 if ooms else "")
-        return "no_leak", (f"{len(usable)} memory series show no growth that persists "
-                           f"({', '.join(classes)}).{tail}")
+        return "no_leak", (f"{len(usable)} GPU memory series show no growth that persists "
+                           f"({', '.join(classes)}).{host_txt}{tail}")
+    expected = [f for f in findings if f.kind == "sanitizer_leak"]
+    if expected:
+        return "no_leak", ("compute-sanitizer's unfreed allocations are the caching allocator's own "
+                           "segments, still held at exit: not a leak.")
     short = [s for s in series if s.fit.classification == "too_short"]
     if short:
         most = max(s.result.n for s in short)
         return "inconclusive", (f"Too little data: the longest memory series has {most} usable samples, "
-                                f"at least {MIN_POINTS} are needed to see a trend.")
+                                f"at least {MIN_POINTS} are needed to see a trend.{host_txt}")
     if n_events:
         return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "
-                                "cannot be measured.")
+                                "cannot be measured." + host_txt)
     return "inconclusive", "No memory readings and no events were found in the inputs."
 
 

@@ -406,9 +406,11 @@ def link(findings: list[Finding]) -> None:
                 gap = _dur(to - tl)
                 o.related.append(f"The leak on {where} ({lk.series}) began {gap} before this {what}.")
                 lk.related.append(f"This leak led to the {what}{_when(o.start)}, {gap} after it began.")
-            elif to is None and tl is None and o.kind == "gpu_oom":
-                o.related.append(f"The leak on {where} ({lk.series}) precedes this {what} in the log.")
-                lk.related.append(f"This leak ends in the {what} reported in {o.source}.")
+            elif o.kind == "gpu_oom" and sum(1 for x in leaks if _same_gpu(o, x)) == 1:
+                # a traceback without a clock: the one leak on that GPU is what ran it out of memory
+                o.related.append(f"The leak on {where} ({lk.series}) most likely led to this {what} "
+                                 "(the error line carries no time to check it against).")
+                lk.related.append(f"This leak most likely ends in the {what} reported in {o.source}.")
             else:
                 continue
             lk.severity = "critical"

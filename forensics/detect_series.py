@@ -29,9 +29,12 @@ STAIR_TAIL_FACTOR = 1.5     # a staircase is still growing when its last step is
 STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
 FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
 NEW_HIGH_SHARE = 0.5      # ... and at least this share of a leak's growth lies above all earlier levels
+RAMP_TAIL_SHARE = 0.5     # ... or has been flat for less than this share of the ramp's own length
+RAMP_JOIN_SHARE = 0.1     # pieces of one ramp may be offset by up to this share of their rise
 SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
 DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
 QUANTUM_MIN_MOVING = 0.05  # a resolution is read only when at least this share of readings change
+QUANTUM_MAX_FRACTION = 0.005  # ... and the smallest change is below this share of the level
 SPIKE_SIGMAS = 6.0        # a sample this far from its running median of 5 is a spike ...
 SPIKE_MIN_FRACTION = 0.002  # ... when also this share of the level away
 RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
@@ -88,18 +91,13 @@ class SeriesFit:
 # small numeric helpers
 
 def _mad_sigma(d: np.ndarray) -> float:
-    """Robust standard deviation of first differences, scaled to one sample's noise.
-
-    When more than half of the differences are equal (a quantized ramp: 1, 2, 1, 1, 2 MiB) the MAD is 0;
-    the mean absolute deviation of the middle 98% then stands in."""
+    """Robust standard deviation of first differences, scaled to one sample's noise. It is 0 when
+    more than half of the readings repeat exactly; the source's resolution then sets the floor."""
     if d.size == 0:
         return 0.0
     med = np.median(d)
     dev = np.abs(d - med)
     mad = float(np.median(dev))
-    if mad == 0.0:
-        dev = np.sort(dev)[: max(1, int(0.98 * dev.size))]
-        mad = float(dev.mean()) / 1.2533 * 0.6745   # mean abs deviation -> MAD for a normal law
     return float(1.4826 * mad / math.sqrt(2.0))
 
 
@@ -110,7 +108,21 @@ def _sample_diffs(y: np.ndarray, cap: int = 1_000_000) -> np.ndarray:
     return d
 
 
-def _quantum(d: np.ndarray) -> float:
+def _trend_diffs(x: np.ndarray, y: np.ndarray, cap: int = 1_000_000) -> np.ndarray:
+    """First differences less the typical slope times the x step: with irregular sampling (a
+    logger's jitter, gaps) a steady ramp is not noise."""
+    dx, dy = np.diff(x), np.diff(y)
+    if dx.size > cap:
+        k = dx.size // cap + 1
+        dx, dy = dx[::k], dy[::k]
+    ok = dx > 0
+    if not ok.any():
+        return dy
+    slope = float(np.median(dy[ok] / dx[ok]))
+    return dy - slope * dx
+
+
+def _quantum(d: np.ndarray, level: float) -> float:
     """The source's resolution (e.g. 1 MiB for nvidia-smi) when readings move on a lattice: many of
     them change, and every change is a multiple of the smallest one. 0 otherwise (a noise-free
     staircase moves rarely, and its steps are not a resolution)."""
@@ -118,25 +130,32 @@ def _quantum(d: np.ndarray) -> float:
     if nz.size < max(3, QUANTUM_MIN_MOVING * d.size):
         return 0.0
     q = float(nz.min())
+    if q > QUANTUM_MAX_FRACTION * level:   # that is a step of the signal, not a resolution
+        return 0.0
     sub = nz if nz.size <= 10_000 else nz[:: nz.size // 10_000 + 1]
     r = sub / q
     return q if float(np.abs(r - np.round(r)).max()) < 0.02 else 0.0
 
 
 def _median5(y: np.ndarray) -> np.ndarray:
-    """Running median of 5 (ends kept), vectorized with a min/max network: O(n), no sort."""
+    """Running median of 5, vectorized with a min/max network: O(n), no sort. The series is padded at
+    each end by continuing the trend of its first or last five samples (a robust line), so a ramp's
+    ends stay as they are while a glitch in the first or last sample is still a glitch."""
     if y.size < 5:
         return y.copy()
-    a, b, c, d, e = (y[k: y.size - 4 + k] for k in range(5))
+
+    def pad(e: np.ndarray, side: int) -> np.ndarray:
+        i, j = np.triu_indices(5, k=1)
+        slope = float(np.median((e[j] - e[i]) / (j - i)))
+        mid = float(np.median(e - slope * np.arange(5)))
+        steps = np.array([-2.0, -1.0]) if side < 0 else np.array([5.0, 6.0])
+        return mid + slope * steps
+
+    yp = np.concatenate([pad(y[:5], -1), y, pad(y[-5:], 1)])
+    a, b, c, d, e = (yp[k: yp.size - 4 + k] for k in range(5))
     lo = np.maximum(np.minimum(a, b), np.minimum(d, e))
     hi = np.minimum(np.maximum(a, b), np.maximum(d, e))
-    m = np.maximum(np.minimum(c, lo), np.minimum(np.maximum(c, lo), hi))
-    out = np.empty_like(y)
-    out[2:-2] = m
-    # the ends: the median of the first or last five (a glitch in the last sample is still a glitch)
-    out[:2] = np.median(y[:5])
-    out[-2:] = np.median(y[-5:])
-    return out
+    return np.maximum(np.minimum(c, lo), np.minimum(np.maximum(c, lo), hi))
 
 
 def despike(y: np.ndarray, sigma: float, quantum: float) -> np.ndarray:
@@ -277,6 +296,13 @@ def _segments(xb: np.ndarray, yb: np.ndarray, bkps: list[int]) -> list[Segment]:
     return segs
 
 
+def seg_jump(a: Segment, b: Segment) -> float:
+    """The level change between two adjacent segments, both lines taken to the middle of the gap
+    between them (sparse samples leave a gap that a ramp's slope also crosses)."""
+    xm = 0.5 * (a.x1 + b.x0)
+    return (b.y0 + b.slope * (xm - b.x0)) - (a.y1 + a.slope * (xm - a.x1))
+
+
 def _fitted(xb: np.ndarray, segs: list[Segment]) -> np.ndarray:
     f = np.empty_like(xb)
     for s in segs:
@@ -368,14 +394,14 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
                       else f"only {bx.size} samples while the job held memory")
         return fit
 
-    sigma = _mad_sigma(_sample_diffs(by))
+    sigma = _mad_sigma(_trend_diffs(bx, by))
     by = despike(by, sigma, 0.0)
-    # the resolution is read after despiking: a lone spike's jump is not the source's resolution
-    quantum = _quantum(_sample_diffs(by))
     level = float(np.median(np.abs(by)))
+    # the resolution is read after despiking: a lone spike's jump is not the source's resolution
+    quantum = _quantum(_sample_diffs(by), level)
     xb, yb, edges = _buckets(bx, by, MAX_BUCKETS)
     per_bucket = max(1.0, bx.size / xb.size)
-    sigma_b = max(_mad_sigma(np.diff(yb)), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
+    sigma_b = max(_mad_sigma(_trend_diffs(xb, yb)), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
                   1e-6 * level, 1.0)
     fit.noise, fit.bucket_noise, fit.level = sigma, sigma_b, level
     fit.peak = float(by.max())
@@ -435,7 +461,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
 
 
 def _has_drop(segs: list[Segment], size: float) -> bool:
-    return any(b.y0 - a.y1 <= -size for a, b in zip(segs, segs[1:]))
+    return any(seg_jump(a, b) <= -size for a, b in zip(segs, segs[1:]))
 
 
 def _troughs(xb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], list[float]]:
@@ -444,7 +470,7 @@ def _troughs(xb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], li
     falls: dict[int, float] = {}
     for k, s in enumerate(segs):
         if k > 0:
-            jump = s.y0 - segs[k - 1].y1
+            jump = seg_jump(segs[k - 1], s)
             if jump <= -fall_min:
                 falls[s.i0] = -jump
         if s.y1 - s.y0 <= -fall_min:
@@ -489,7 +515,7 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     events = []   # (x_start, x_end, rise, kind, segment index)
     for k, s in enumerate(segs):
         if k > 0:
-            jump = s.y0 - segs[k - 1].y1
+            jump = seg_jump(segs[k - 1], s)
             if jump >= JUMP_SIGMAS * sigma_b:
                 events.append((segs[k - 1].x1, s.x0, jump, "jump", k))
         rise = s.y1 - s.y0
@@ -505,7 +531,9 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
         return _sawtooth_leak(float(bx[0]), floor, leak_min, sigma_b)
     stair = _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
     ramp = None
-    if last[3] == "ramp" and end_x - last[1] <= TAIL_QUIET_FRACTION * duration:
+    # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM) for less than
+    # half of its own length; a warm-up is followed by a plateau far longer than itself
+    if last[3] == "ramp" and end_x - last[1] <= max(TAIL_QUIET_FRACTION * duration, RAMP_TAIL_SHARE * (last[1] - last[0])):
         ramp = _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration)
     if stair is not None and ramp is not None:
         # the pattern that accounts for more of the growth (a final step can look like a short ramp)
@@ -556,8 +584,10 @@ def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None
     k = k_last - 1
     while k >= 0:
         s = segs[k]
-        jump = segs[k + 1].y0 - s.y1
-        if s.slope <= 0 or abs(jump) >= JUMP_SIGMAS * sigma_b:
+        jump = seg_jump(s, segs[k + 1])
+        # a small offset between two pieces of one ramp (a logger's drifting clock) does not part them
+        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, segs[k + 1].y1 - segs[k + 1].y0))
+        if s.slope <= 0 or abs(jump) >= tolerance:
             break
         ratio = s.slope / slope_last
         if not (1 / SIMILAR_SLOPE <= ratio <= SIMILAR_SLOPE):
@@ -568,7 +598,7 @@ def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak
     if _decelerating(xb[i0:], yb[i0:], sigma_b):
         return None
-    onset = _refine_onset(xb, yb, segs, first_k)
+    onset, start_level = _refine_onset(xb, yb, segs, first_k)
     sel = xb >= onset
     if sel.sum() < 3:
         sel = np.arange(xb.size) >= i0
@@ -576,15 +606,15 @@ def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None
     if rate <= 0:
         return None
     end = float(xb[-1])
-    growth = rate * (end - onset)
     n_ramp = int(sel.sum())
     # the slope's standard error on n_ramp evenly spread buckets is sigma_b * sqrt(12 / n) / span
-    z = growth / (sigma_b * math.sqrt(12.0 / max(n_ramp, 2)))
+    z = rate * (end - onset) / (sigma_b * math.sqrt(12.0 / max(n_ramp, 2)))
+    # growth so far: as measured (end level minus onset level), not as extrapolated from the rate
+    end_level = float(np.median(yb[-3:]))
+    growth = end_level - start_level
     if growth < leak_min or z < LEAK_Z:
         return None
-    start_level = float(yb[sel][:3].mean()) if sel.sum() >= 3 else float(yb[i0])
-    return Leak("linear", onset, end, rate, growth, start_level, start_level + growth,
-                _confidence(z, LEAK_Z), z=z)
+    return Leak("linear", onset, end, rate, growth, start_level, end_level, _confidence(z, LEAK_Z), z=z)
 
 
 def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
@@ -605,12 +635,13 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     return mean_slope > 0 and end_slope < DECELERATION * mean_slope
 
 
-def _refine_onset(xb, yb, segs, first_k) -> float:
-    """Where the growth starts, to better than a bucket: a continuous hinge fitted on the buckets
-    from the previous segment's start to the end (previous trend + a slope change at t0)."""
+def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
+    """Where the growth starts, to better than a bucket, and the level there: a continuous hinge
+    fitted on the buckets from the previous segment's start to the end (previous trend + a slope
+    change at t0)."""
     s = segs[first_k]
     if first_k == 0:
-        return float(xb[0])
+        return float(xb[0]), float(s.y0)
     prev = segs[first_k - 1]
     lo_i = prev.i0
     x = xb[lo_i:]
@@ -618,15 +649,15 @@ def _refine_onset(xb, yb, segs, first_k) -> float:
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
     cands = np.linspace(span_lo, span_hi, 120)
-    best, best_t = None, s.x0
+    best, best_t, level = None, s.x0, s.y0
     for t0 in cands:
         h = np.maximum(0.0, x - t0)
         A = np.column_stack([np.ones_like(x), x - x[0], h])
         coef, res, *_ = np.linalg.lstsq(A, y, rcond=None)
         sse = float(((A @ coef - y) ** 2).sum())
         if best is None or sse < best:
-            best, best_t = sse, float(t0)
-    return best_t
+            best, best_t, level = sse, float(t0), float(coef[0] + coef[1] * (t0 - x[0]))
+    return best_t, level
 
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | None:

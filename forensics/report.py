@@ -29,6 +29,7 @@ from markupsafe import Markup
 
 import forensics
 
+from .detect_series import MIN_POINTS
 from .findings import SEVERITY_RANK, iso, summary_json
 from .units import human
 
@@ -270,7 +271,17 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if s.is_empty():
         return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
     codes = [pl.col(k).cast(pl.Categorical).to_physical() if s.schema[k] == pl.String else pl.col(k) for k in keys]
-    s = s.with_columns(pl.struct(codes).hash(20240601).alias("_h"))
+    s = s.with_columns(pl.struct(codes[:5]).hash(20240601).alias("_h5"))
+    s = s.with_columns(pl.struct("_h5", codes[5]).hash(20240601).alias("_h6"))
+    # as detect.series_frames does: a label that changes with nearly every reading ("step 17") does
+    # not name a series; such labels are dropped so the readings form one series, as the detector sees it
+    per_label = s.group_by("_h5", "_h6").agg(pl.len().alias("c")).group_by("_h5").agg(
+        pl.len().alias("labels"), pl.col("c").median().alias("median"))
+    loose = per_label.filter((pl.col("labels") > 1) & (pl.col("median") < MIN_POINTS))["_h5"]
+    s = s.with_columns(
+        pl.when(pl.col("_h5").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"),
+        pl.when(pl.col("_h5").is_in(loose.implode())).then(pl.col("_h5")).otherwise(pl.col("_h6")).alias("_h"),
+    )
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
     flags = s.group_by("_h").agg(
         *[pl.col(k).first() for k in keys],
@@ -413,6 +424,22 @@ def _chart_group(row: dict) -> tuple:
     if row["gpu"] is not None:
         return ("gpu", row["host"], row["gpu"])
     return ("source", row["host"], row["source"])
+
+
+def _merge_unplaced(groups: dict) -> None:
+    """A framework log that names no GPU (train.log's allocated/reserved) joins the chart of the one
+    GPU on its host, as the detector places it, so both views share a time axis."""
+    for cid in [c for c in groups if c[0] == "source"]:
+        kind, host, _, xkind = cid
+        gpus = {c[2] for c in groups if c[0] == "gpu" and c[1] in (host, None)}
+        if len(gpus) != 1:
+            continue
+        target = ("gpu", host, next(iter(gpus)), xkind)
+        if target not in groups:
+            continue
+        src = groups.pop(cid)
+        groups[target]["series"].extend(src["series"])
+        groups[target]["sources"] |= src["sources"]
 
 
 def _series_results(analysis) -> dict[tuple, object]:
@@ -575,6 +602,7 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
             g["gpus"].add(r["gpu"])
         if r["label"]:
             g["labels"].append(r["label"])
+    _merge_unplaced(groups)
 
     def mentioned(g) -> bool:
         probe = {"kind": g["kind"], "pid": g["ident"], "gpu": g["ident"], "source": g["ident"],
@@ -658,7 +686,10 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
             c["_events"], c["x0"], c["x1"], clock, MARKER_COLUMNS,
             MAX_MARKERS_PROCESS if c["kind"] == "process" else MAX_MARKERS_PER_CHART)
         c["onsets"] = _onsets(c, findings, results, clock)
-        c["change_points"] = sorted({cp for s in c["series"] for cp in s["change_points"]})
+        # change points of the series the chart is about (every source's own would blur together)
+        _, lead = _lead(c, findings)
+        c["lead"] = lead["name"] if lead else None
+        c["change_points"] = _spread(sorted(lead["change_points"]) if lead else [], (c["x1"] - c["x0"]) * 0.01)
         main = c["series"][0] if c["series"] else None
         c["sparkline"] = _sparkline(main["runs"], c["x0"], c["x1"]) if main else ""
         c["range"] = _range_text(c["x0"], c["x1"], c["xkind"], clock)
@@ -715,29 +746,50 @@ def _finding_on_chart(f, chart: dict) -> bool:
     return f.series in names and (f.source == chart["source"] or (f.gpu is None and f.pid is None))
 
 
+def _lead(chart: dict, findings: list) -> tuple[object, dict | None]:
+    """The growth finding this chart illustrates (first in the detector's order) and the drawn series
+    it names; without one, no finding and the chart's first series."""
+    for f in findings:
+        if f.kind in ("leak", "cache_growth") and _finding_on_chart(f, chart):
+            named = [s for s in chart["series"] if s["series"] == f.series]
+            same = [s for s in named if f.source is None or s["source"] == f.source]
+            if same or named:
+                return f, (same or named)[0]
+    return None, (chart["series"][0] if chart["series"] else None)
+
+
 def _onsets(chart: dict, findings: list, results: dict, clock: _Clock) -> list[dict]:
-    """Onset lines: where the detector says each drawn series started to grow; for a chart without
-    any, the start of the leak / cache-growth findings about it."""
-    out, seen = [], set()
-    cache = {(f.source, f.series) for f in findings if f.kind == "cache_growth"}
-
-    def add(x, label, kind, series):
-        if x is None or not (chart["x0"] <= x <= chart["x1"]) or round(x, 3) in seen:
-            return
-        seen.add(round(x, 3))
-        out.append({"x": _xround(x), "label": label, "kind": kind, "series": series})
-
-    for s in chart["series"]:
-        is_cache = (s["source"], s["series"]) in cache
-        add(s["onset"], "cache growth starts" if is_cache else "onset", "cache_growth" if is_cache else "leak",
-            s["series"])
+    """One onset line per growth finding about this chart, where the finding says growth began;
+    without a finding, the earliest onset the detector gives any drawn series. Several lines a few
+    seconds apart (one per source of the same GPU) would only blur the point."""
+    out = []
+    for f in findings:
+        if f.kind in ("leak", "cache_growth") and _finding_on_chart(f, chart) \
+                and any(s["series"] == f.series for s in chart["series"]):
+            x = _epoch(f.start) if chart["xkind"] == "time" else (
+                float(f.start_index) if f.start_index is not None else None)
+            if x is not None and chart["x0"] <= x <= chart["x1"] and all(o["kind"] != f.kind for o in out):
+                out.append({"x": _xround(x), "label": "onset" if f.kind == "leak" else "cache growth starts",
+                            "kind": f.kind, "series": f.series})
     if not out:
-        for f in findings:
-            if f.kind in ("leak", "cache_growth") and _finding_on_chart(f, chart):
-                x = _epoch(f.start) if chart["xkind"] == "time" else (
-                    float(f.start_index) if f.start_index is not None else None)
-                add(x, "onset" if f.kind == "leak" else "cache growth starts", f.kind, f.series)
+        cache = {(f.source, f.series) for f in findings if f.kind == "cache_growth"}
+        cands = sorted((s["onset"], s) for s in chart["series"]
+                       if s["onset"] is not None and chart["x0"] <= s["onset"] <= chart["x1"])
+        if cands:
+            x, s = cands[0]
+            is_cache = (s["source"], s["series"]) in cache
+            out.append({"x": x, "label": "cache growth starts" if is_cache else "onset",
+                        "kind": "cache_growth" if is_cache else "leak", "series": s["series"]})
     return sorted(out, key=lambda o: o["x"])
+
+
+def _spread(items: list, gap: float, key=lambda v: v) -> list:
+    """Items (sorted by key) without those closer than `gap` to the previous one kept."""
+    kept = []
+    for it in items:
+        if not kept or key(it) - key(kept[-1]) > gap:
+            kept.append(it)
+    return kept
 
 
 def _range_text(x0: float, x1: float, xkind: str, clock: _Clock) -> str:
@@ -765,7 +817,9 @@ def _zooms(primary: dict | None, charts: list, raw: dict, clock: _Clock, analysi
         half = span * 0.08
         windows.append(("onset", "Around the onset", max(chart["x0"], onset - half), min(chart["x1"], onset + half)))
     if onset is not None or primary.get("fatal"):
-        windows.append(("end", "The end", chart["x1"] - span * 0.12, chart["x1"]))
+        end = primary.get("end_x")
+        end = chart["x1"] if end is None or not (chart["x0"] < end <= chart["x1"]) else end
+        windows.append(("end", "The end", max(chart["x0"], end - span * 0.12), min(chart["x1"], end + span * 0.03)))
     info = raw["charts"][chart["id"]]
     results = _series_results(analysis)
     findings = list(_get(analysis, "findings", default=None) or [])
@@ -798,7 +852,9 @@ def _zooms(primary: dict | None, charts: list, raw: dict, clock: _Clock, analysi
         z["y_max"] = int(y_hi + pad)
         z["markers"], z["event_counts"] = _markers(info["events"], lo, hi, clock, MARKER_COLUMNS, MAX_MARKERS_ZOOM)
         z["onsets"] = [o for o in chart["onsets"] if lo <= o["x"] <= hi]
-        z["change_points"] = sorted({cp for s in z["series"] for cp in s["change_points"]})
+        lead = next((s for s in z["series"] if s["name"] == chart["lead"]), None)
+        z["lead"] = chart["lead"]
+        z["change_points"] = _spread(sorted(lead["change_points"]) if lead else [], (hi - lo) * 0.01)
         z["sparkline"] = ""
         z["range"] = _range_text(lo, hi, chart["xkind"], clock)
         out.append(z)
@@ -847,7 +903,7 @@ def _details(d: dict, clock: _Clock, skip=(), evidence_texts=()) -> list[list]:
         if k in skip:
             continue
         # a message that only repeats the quoted log line adds nothing
-        if isinstance(v, str) and len(v) > 40 and any(v in t for t in evidence_texts):
+        if isinstance(v, str) and len(v) > 40 and any(v[:60] in t for t in evidence_texts):
             continue
         v = _detail_value(str(k), v, clock)
         if v is not None:
@@ -1141,7 +1197,8 @@ def _fatal_event(events: pl.DataFrame, clock: _Clock) -> dict | None:
     if cand.is_empty():
         return None
     e = cand.sort(["time", "_i"], nulls_last=True).row(0, named=True)
-    return {"label": _event_label(e), "when": clock.when(e["time"]), "path": e["source"], "line": e["line"],
+    return {"label": _event_label(e), "when": clock.when(e["time"]), "x": _epoch(e["time"]),
+            "path": e["source"], "line": e["line"],
             "text": _clip(e["text"]), "kind": e["kind"], "count": cand.height}
 
 
@@ -1195,7 +1252,14 @@ def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> 
                 float(top_growth.start_index) if top_growth.start_index is not None else None)
         if onset_x is None:
             onset_x = next((o["x"] for o in chart["onsets"]), None)
-        primary = {"chart_id": chart["id"], "onset_x": onset_x, "fatal": fatal is not None}
+        # the end that matters: what killed the job, else where the growth stopped (memory released
+        # after the job is not the story)
+        end_x = None
+        if chart["xkind"] == "time":
+            end_x = fatal["x"] if fatal else None
+            if end_x is None and top_growth is not None:
+                end_x = _epoch(top_growth.end)
+        primary = {"chart_id": chart["id"], "onset_x": onset_x, "fatal": fatal is not None, "end_x": end_x}
     reason = _get(analysis, "verdict_reason", default=None)
     verdict = {"code": code, "label": label, "tone": "empty" if empty else tone,
                "reason": _clip(reason, 800) if reason else None, "numbers": numbers,

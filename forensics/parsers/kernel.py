@@ -78,11 +78,11 @@ def _m(rx: str, s: str) -> dict | None:
 
 
 def _kib(v: str | None) -> int | None:
-    return int(v) * 1024 if v is not None else None
+    return int(v) * 1024 if v is not None and len(v) <= 15 else None  # more digits: garbage, not an Int64
 
 
 def _int(v: str | None) -> int | None:
-    return int(v) if v is not None and re.fullmatch(r"-?\d+", v) else None
+    return int(v) if v is not None and re.fullmatch(r"-?\d{1,18}", v) else None
 
 
 def parse_summary(body: str) -> dict:

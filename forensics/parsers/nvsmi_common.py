@@ -43,7 +43,7 @@ TABLE_BORDER_RE = r"^\s*\+[-=+]{5,}\+\s*$"
 
 # -- cell shapes (headerless CSV) ------------------------------------------------------------------
 
-NVSMI_TS_RE = r"[0-9]{4}/[0-9][0-9]/[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:\.[0-9]+)?"
+NVSMI_TS_RE = r"[0-9]{4}/[0-9][0-9]/[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]{3}"
 BUS_RE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 UUID_RE = r"(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4,12}){1,4}(?:/[0-9]+/[0-9]+)?"
 MEM_VALUE_RE = r"([0-9]+(?:\.[0-9]+)?) ?((?:[KMGTP]i?B)|B)?"
@@ -111,6 +111,9 @@ def is_gpu_row(kinds: list[str] | None) -> bool:
     if any(k not in GPU_ROW_KINDS for k in kinds):
         return False
     if "mib" in kinds:
+        return True
+    if kinds[0] == "ts" and len(kinds) >= 2:
+        # `timestamp, ...` with `--format=csv,noheader,nounits`: the clock is nvidia-smi's own shape
         return True
     return sum(k in _STRONG for k in kinds) >= 1 and sum(k in _STRONG | {"pct", "watt", "mhz", "pstate", "version"}
                                                           for k in kinds) >= 2

@@ -164,6 +164,9 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
         notes.append(f"no header: of the two MiB columns, column {total + 1} is constant and the larger, so it was "
                      f"taken as memory.total and column {rest[0] + 1} as memory.used (assumed; memory.free would "
                      "look the same)")
+    elif not mib_cols:
+        notes.append("no header and no units (`--format=csv,noheader,nounits`): cannot tell which column is "
+                     "memory.used, so no memory samples were emitted; log with the header or with units")
     elif mib_cols:
         notes.append(f"no header: cannot tell which of the MiB columns {', '.join(str(i + 1) for i in rest)} is "
                      "memory.used, so no memory samples were emitted; log with the header (drop `noheader`)")
@@ -408,7 +411,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
                        "reports none): no memory readings")
     if rows.height and (rows["series"] == "memory.free").any():
         p.notes.append("no memory.used column: memory.free is given as series memory.free")
-    if rows.height and rows["series"].null_count() == rows.height:
+    if rows.height and rows["series"].null_count() == rows.height and not any("cannot tell" in n for n in p.notes):
         p.notes.append("no memory column in this query: GPU rows were read but give no memory samples")
 
     if errors.height:

@@ -1,0 +1,128 @@
+"""A longer fuzzing campaign: the properties of tests/test_fuzz_parsers.py at high example counts.
+
+    python bench/fuzz.py                         # 2000 cases per property, all properties
+    python bench/fuzz.py --examples 20000 --budget 120 --only mutated,forced
+    python bench/fuzz.py --seed 7                # another stream of cases
+
+Unlike the test (which stops at the first failure and shrinks it), the campaign keeps going: every
+case that breaks a property is counted, grouped by where it broke (exception type and the innermost
+frame inside forensics/, or the failed assertion), and the first case of each group is printed so it
+can be turned into a regression test. Prints a table: property, cases tried, failures, seconds.
+Exit status 1 when any case failed.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import test_fuzz_parsers as props  # noqa: E402
+from forensics import parsers  # noqa: E402
+
+
+class _OutOfTime(BaseException):
+    """Raised inside a case to end a property's run when its time budget is spent (BaseException:
+    hypothesis lets it through instead of counting it as a failure)."""
+
+
+class Stats:
+    def __init__(self, name: str):
+        self.name, self.cases, self.failures, self.seconds = name, 0, 0, 0.0
+        self.kinds: Counter[str] = Counter()
+        self.examples: dict[str, str] = {}
+        self.claimed = 0
+
+
+def _where(exc: BaseException) -> str:
+    """Exception type and the innermost frame in forensics/ (or the assertion's first line)."""
+    if isinstance(exc, AssertionError):
+        return "AssertionError: " + str(exc).split("\n")[0][:200]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forensics/" in f.filename]
+    at = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+    return f"{type(exc).__name__} at {at}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
+
+def run_property(name: str, strategy, check, examples: int, budget: float, seed_value: int) -> Stats:
+    stats = Stats(name)
+    started = time.perf_counter()
+
+    @seed(seed_value)
+    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def case(value):
+        if time.perf_counter() - started > budget:
+            raise _OutOfTime()
+        stats.cases += 1
+        try:
+            if check(value):
+                stats.claimed += 1
+        except Exception as e:  # noqa: BLE001 - every failure is counted, none stops the campaign
+            stats.failures += 1
+            key = _where(e)
+            stats.kinds[key] += 1
+            stats.examples.setdefault(key, repr(value)[:400])
+
+    try:
+        case()
+    except _OutOfTime:
+        pass
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def properties(only: set[str] | None):
+    out = [
+        ("sniff: arbitrary heads", "sniff", st.lists(props.line_strategy, max_size=40), props.check_sniff),
+        ("parse_one: arbitrary bytes", "bytes", st.one_of(st.binary(max_size=5000), props.encoded_lines),
+         lambda d: props.check_file(d)[0] is not None),
+        ("parse_one: mutated real snippets", "mutated", props.mutated_seed(), lambda d: props.check_file(d)[0] is not None),
+    ]
+    for m in parsers.PARSERS:
+        seeds = props._seeds_for(m)
+        if not seeds:
+            continue
+        strat = st.tuples(props.mutated_seed(seeds), st.lists(props.line_strategy, max_size=8)).map(
+            lambda t: t[0] + b"\n" + "\n".join(t[1]).encode("utf-8", "surrogatepass"))
+        out.append((f"{m.NAME}.parse/scan: mutations", "forced", strat, lambda d, m=m: props.check_forced(m, d)))
+    return [p for p in out if not only or p[1] in only]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--examples", type=int, default=2000, help="cases per property (default 2000)")
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds per property at most (default 300)")
+    ap.add_argument("--only", default="", help="comma list of: sniff, bytes, mutated, forced")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()} or None
+    rows = []
+    for title, _, strategy, check in properties(only):
+        s = run_property(title, strategy, check, args.examples, args.budget, args.seed)
+        rows.append(s)
+        extra = f" (claimed {s.claimed})" if s.claimed else ""
+        print(f"  {title}: {s.cases} cases, {s.failures} failures, {s.seconds:.0f} s{extra}", file=sys.stderr, flush=True)
+    width = max(len(r.name) for r in rows) if rows else 10
+    print(f"\n{'property':<{width}}  {'cases':>8}  {'failures':>8}  {'seconds':>8}")
+    print(f"{'-' * width}  {'-' * 8}  {'-' * 8}  {'-' * 8}")
+    for r in rows:
+        print(f"{r.name:<{width}}  {r.cases:>8}  {r.failures:>8}  {r.seconds:>8.1f}")
+    total_cases, total_fail = sum(r.cases for r in rows), sum(r.failures for r in rows)
+    print(f"{'total':<{width}}  {total_cases:>8}  {total_fail:>8}  {sum(r.seconds for r in rows):>8.1f}")
+    for r in rows:
+        for key, n in r.kinds.most_common():
+            print(f"\n[{r.name}] {n} x {key}\n  first case: {r.examples[key]}")
+    return 1 if total_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Big-input benchmark: `gpu-forensics report` on a day, a week and a month of logs, against the floor.
+
+    python bench/perf.py                                  # day, week, month of all three inputs
+    python bench/perf.py --sizes day --only csv           # a quick look
+    python bench/perf.py --sizes month --compressed zst,gz --keep /tmp/gf-perf
+
+Generates (seeded, vectorized, streamed to disk a day at a time) under a temporary folder:
+- csv:  1 Hz nvidia-smi `--query-gpu` CSV of an 8-GPU node (8 rows a second, ~120 bytes a row: a
+        month is ~20.7 M rows, ~2.5 GB) with a slow leak on GPU 3;
+- kern: a syslog kern.log of ordinary kernel lines with a few complete OOM-killer reports and Xids
+        (a month is 1 GB);
+- step: a training log of loss/throughput lines with a memory line every tenth step (a month is 1 GB).
+Then times, each as its own process (peak RSS from /usr/bin/time -v, else getrusage of the child):
+- `gpu-forensics report` end to end on each input, and on its .zst / .gz forms;
+- the floor: bare `polars.read_csv` of the CSV (all columns as strings), `grep -c` of the OOM lines of
+  the kern.log (and of the memory lines of the step log), and each decompressor alone (`zstd -dc`,
+  `gzip -dc` to /dev/null).
+It prints one table; `ratio` is time / floor, and for compressed inputs the overhead over the plain
+report divided by the decompressor's own time (target ≤ 1.3). The change-point search is timed inside
+the run (`--timings`) and the report's HTML size is checked (< 500 kB). Timings are the best of
+`--repeat` runs; the machine may be shared, so run it when it is quiet.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+DAY = 86400
+SIZES = {"day": 1, "week": 7, "month": 30}
+GPUS = 8
+LEAK_GPU = 3
+T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
+# a month of kern.log / step log is this big; a day or a week is the same share of it
+MONTH_BYTES = 1 << 30
+OOM_GREP = r"invoked oom-killer|Killed process|oom-kill:|oom_reaper"
+STEP_GREP = r"allocated:"
+
+
+# -- generators ------------------------------------------------------------------------------------
+
+def _epoch_us(seconds: np.ndarray) -> pl.Series:
+    return pl.Series((int(T0.timestamp()) + seconds) * 1_000_000, dtype=pl.Int64)
+
+
+def gen_csv(path: Path, days: int, seed: int = 1) -> int:
+    """1 Hz, 8 GPUs; GPU 3 leaks linearly from 40% of the span to +24 GiB at its end."""
+    total_s = days * DAY
+    onset = int(total_s * 0.4)
+    header = ("timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB], memory.free [MiB], "
+              "utilization.gpu [%], temperature.gpu\n")
+    with open(path, "wb") as fh:
+        fh.write(header.encode())
+        for d in range(days):
+            rng = np.random.default_rng([seed, d])
+            sec = np.repeat(np.arange(d * DAY, (d + 1) * DAY, dtype=np.int64), GPUS)
+            gpu = np.tile(np.arange(GPUS, dtype=np.int64), DAY)
+            ms = np.repeat(rng.integers(0, 1000, DAY), GPUS)
+            # training: a steady footprint with small allocator noise; an idle hour every 6 h
+            base = 61000 + gpu * 300 + rng.integers(0, 48, sec.size)
+            idle = (sec // 3600) % 6 == 5
+            used = np.where(idle, 900 + gpu, base)
+            leak = np.where((gpu == LEAK_GPU) & (sec >= onset), (sec - onset) * 24576 // max(total_s - onset, 1), 0)
+            used = np.minimum(used + leak, 81559)
+            util = np.where(idle, 0, rng.integers(85, 100, sec.size))
+            temp = rng.integers(55, 75, sec.size)
+            df = pl.DataFrame({
+                "t": (pl.from_epoch(_epoch_us(sec) + pl.Series(ms * 1000), "us")
+                      .dt.strftime("%Y/%m/%d %H:%M:%S%.3f")),
+                "gpu": gpu, "used": used, "util": util, "temp": temp,
+            })
+            line = pl.concat_str([
+                pl.col("t"), pl.lit(", "), pl.col("gpu").cast(pl.String), pl.lit(", NVIDIA H100 80GB HBM3, 00000000:"),
+                pl.col("gpu").replace_strict({g: f"{g * 16 + 0x18:02X}" for g in range(GPUS)}, return_dtype=pl.String),
+                pl.lit(":00.0, 81559 MiB, "), pl.col("used").cast(pl.String), pl.lit(" MiB, "),
+                (81559 - pl.col("used")).cast(pl.String), pl.lit(" MiB, "), pl.col("util").cast(pl.String),
+                pl.lit(" %, "), pl.col("temp").cast(pl.String)])
+            fh.write(df.select(line.str.join("\n"))["t"][0].encode())
+            fh.write(b"\n")
+    return path.stat().st_size
+
+
+_KERN_ORDINARY = [
+    "eth0: NIC Link is Up 100 Gbps, Flow Control: ON - receive & transmit",
+    "audit: type=1400 audit({a}.{b:03d}:{c}): apparmor=\"DENIED\" operation=\"open\" profile=\"snap.docker\" name=\"/proc/{c}/mounts\" pid={c} comm=\"dockerd\"",
+    "EXT4-fs (nvme0n1p2): re-mounted. Opts: errors=remount-ro. Quota mode: none.",
+    "usb 3-1: new SuperSpeed USB device number {b} using xhci_hcd",
+    "IPv6: ADDRCONF(NETDEV_CHANGE): veth{a:x}: link becomes ready",
+    "docker0: port {b}(veth{a:x}) entered forwarding state",
+    "nvidia-nvlink: Unregistered Nvlink Core, major device number {b}",
+    "mlx5_core 0000:{b:02x}:00.0: mlx5_port_module_event:1136: Port module event: module 0, Cable plugged",
+    "perf: interrupt took too long ({c} > {a}), lowering kernel.perf_event_max_sample_rate to {b}000",
+    "xfs filesystem being remounted at /run/containerd/io.containerd.runtime.v2.task/k8s.io/{a:x}/rootfs",
+]
+
+
+def _oom_report(victim_pid: int, rss_kb: int) -> list[str]:
+    """The kernel's OOM report, as 5.x prints it (messages only; the prefix is added per line)."""
+    out = [
+        "python3 invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0",
+        f"CPU: 17 PID: {victim_pid} Comm: python3 Tainted: P           OE     5.15.0-105-generic #115-Ubuntu",
+        "Hardware name: Supermicro SYS-821GE-TNHR/X13DEG-OAD, BIOS 2.1 04/05/2024",
+        "Call Trace:",
+        " <TASK>", " dump_stack_lvl+0x4a/0x63", " dump_header+0x4a/0x1f4", " oom_kill_process.cold+0xb/0x10",
+        " out_of_memory+0x106/0x2e0", " __alloc_pages_slowpath.constprop.0+0x9a4/0xa50", " </TASK>",
+        "Mem-Info:",
+        "Tasks state (memory values in pages):",
+        "[  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name",
+    ]
+    for i, (pid, name, rss) in enumerate([(812, "systemd-journal", 24000), (1520, "dockerd", 31000),
+                                          (victim_pid, "python3", rss_kb // 4)]):
+        out.append(f"[{pid:>7}]     0 {pid:>5} {rss * 3:>8} {rss:>8}  {rss * 8 // 4096 * 4096:>13} {0:>8} {0:>13} {name}")
+    out += [
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,"
+        f"task_memcg=/user.slice/user-1000.slice/session-3.scope,task=python3,pid={victim_pid},uid=1000",
+        f"Out of memory: Killed process {victim_pid} (python3) total-vm:{rss_kb * 3}kB, anon-rss:{rss_kb}kB, "
+        f"file-rss:74816kB, shmem-rss:12296kB, UID:1000 pgtables:{rss_kb // 512}kB oom_score_adj:0",
+        f"oom_reaper: reaped process {victim_pid} (python3), now anon-rss:0kB, file-rss:74732kB, shmem-rss:12296kB",
+    ]
+    return out
+
+
+def _syslog_lines(sec: np.ndarray, up_us: np.ndarray, msgs: pl.Series) -> pl.Series:
+    stamp = pl.from_epoch(_epoch_us(sec), "us").dt.strftime("%b %e %H:%M:%S")
+    up = pl.Series(up_us // 1_000_000).cast(pl.String).str.pad_start(5, " ")
+    frac = pl.Series(up_us % 1_000_000).cast(pl.String).str.pad_start(6, "0")
+    return pl.select(pl.concat_str([stamp, pl.lit(" gpunode07 kernel: ["), up, pl.lit("."), frac, pl.lit("] "),
+                                    msgs])).to_series()
+
+
+def gen_kern(path: Path, days: int, seed: int = 2) -> int:
+    """A syslog kern.log of `days`/30 GB with an OOM report every ~6 days (at least one) and Xids."""
+    target = MONTH_BYTES * days // 30
+    per_day = target // days
+    rng = np.random.default_rng(seed)
+    n_ooms = max(1, days // 6)
+    oom_days = set(rng.choice(days, n_ooms, replace=False).tolist())
+    boot_s = 3 * DAY  # booted three days before the log starts
+    with open(path, "wb") as fh:
+        for d in range(days):
+            r = np.random.default_rng([seed, d])
+            n = per_day // 128
+            us = np.sort(r.integers(0, DAY * 1_000_000, n))
+            sec = d * DAY + us // 1_000_000
+            up_us = (d * DAY + boot_s) * 1_000_000 + us
+            which = r.integers(0, len(_KERN_ORDINARY), n).tolist()
+            a, b, c = (r.integers(0, 1 << 28, n).tolist(), r.integers(0, 255, n).tolist(),
+                       r.integers(1000, 99999, n).tolist())
+            msgs = pl.Series([_KERN_ORDINARY[w].format(a=x, b=y, c=z) for w, x, y, z in zip(which, a, b, c)],
+                             dtype=pl.String)
+            lines = _syslog_lines(sec, up_us, msgs)
+            if d in oom_days:
+                at = n // 2
+                pid = 40000 + d
+                rep = _oom_report(pid, 1_900_000_000 // 1024 * 31)
+                k = len(rep)
+                rsec = np.full(k, sec[at])
+                rup = np.full(k, up_us[at]) + np.arange(k) * 37
+                report = _syslog_lines(rsec, rup, pl.Series(rep))
+                xid = _syslog_lines(np.array([sec[at]]), np.array([up_us[at] + 900_000]), pl.Series([
+                    "NVRM: Xid (PCI:0000:48:00): 43, pid=%d, name=python3, Ch 00000008" % pid]))
+                lines = pl.concat([lines.head(at), report, xid, lines.slice(at)])
+            fh.write(lines.str.join("\n")[0].encode())
+            fh.write(b"\n")
+    return path.stat().st_size
+
+
+def gen_step(path: Path, days: int, seed: int = 3) -> int:
+    """A training log: per step a loss line, a timing line and a loader line; a memory line every
+    tenth step (allocated creeping up: a slow leak on rank 0)."""
+    target = MONTH_BYTES * days // 30
+    per_day = target // days
+    with open(path, "wb") as fh:
+        step0 = 0
+        for d in range(days):
+            r = np.random.default_rng([seed, d])
+            n_steps = per_day // 385
+            s = step0 + np.arange(n_steps)
+            us = np.arange(n_steps) * (DAY * 1_000_000 // n_steps) + r.integers(0, 1000, n_steps)
+            ts = (pl.from_epoch(_epoch_us(np.full(n_steps, d * DAY)) + pl.Series(us), "us")
+                  .dt.strftime("%Y-%m-%d %H:%M:%S,%3f"))
+            df = pl.DataFrame({"ts": ts, "s": s, "loss": 2.0 + r.random(n_steps), "g": r.random(n_steps),
+                               "tps": r.integers(90000, 120000, n_steps), "dt": r.random(n_steps) / 10,
+                               "ft": r.random(n_steps), "bt": r.random(n_steps) * 2, "w": r.integers(0, 8, n_steps),
+                               "shard": r.integers(0, 99999, n_steps), "n": r.integers(900, 1100, n_steps)})
+            alloc = 20480.0 + (s / 1e4) + r.random(n_steps)
+            l1 = pl.concat_str([pl.col("ts"), pl.lit(" INFO train: step "), pl.col("s").cast(pl.String),
+                                pl.lit(" | loss "), pl.col("loss").round(4).cast(pl.String), pl.lit(" | lr 3.0e-04 | grad_norm "),
+                                pl.col("g").round(3).cast(pl.String), pl.lit(" | tokens/s "), pl.col("tps").cast(pl.String)])
+            l2 = pl.concat_str([pl.col("ts"), pl.lit(" INFO train: step "), pl.col("s").cast(pl.String),
+                                pl.lit(" | data "), pl.col("dt").round(3).cast(pl.String), pl.lit("s | fwd "),
+                                pl.col("ft").round(3).cast(pl.String), pl.lit("s | bwd "), pl.col("bt").round(3).cast(pl.String),
+                                pl.lit("s | opt 0.011s")])
+            l3 = pl.concat_str([pl.col("ts"), pl.lit(" DEBUG dataloader: worker "), pl.col("w").cast(pl.String),
+                                pl.lit(" prefetched shard "), pl.col("shard").cast(pl.String), pl.lit(" ("),
+                                pl.col("n").cast(pl.String), pl.lit(" samples) from /data/shards/part-"),
+                                pl.col("shard").cast(pl.String), pl.lit(".arrow")])
+            mem = pl.concat_str([pl.col("ts"), pl.lit(" INFO train: [step "), pl.col("s").cast(pl.String),
+                                 pl.lit("] allocated: "), pl.Series(alloc).round(2).cast(pl.String),
+                                 pl.lit(" MB, cached: "), pl.Series(alloc + 4096).round(2).cast(pl.String),
+                                 pl.lit(" MB")])
+            is_mem = (pl.col("s") % 10) == 0
+            out = df.select(pl.concat_list([l1, l2, l3, pl.when(is_mem).then(mem)]).list.drop_nulls()
+                            .list.join("\n").alias("x"))["x"]
+            fh.write(out.str.join("\n")[0].encode())
+            fh.write(b"\n")
+            step0 += n_steps
+    return path.stat().st_size
+
+
+GENERATORS = {"csv": ("nvidia-smi.csv", gen_csv), "kern": ("kern.log", gen_kern), "step": ("train.log", gen_step)}
