@@ -93,9 +93,9 @@ def _noise(rng, n, level, frac):
 
 
 def _sawtooth(x, period, amp, phase):
-    # a tooth spans at least 6 samples: a faster one aliases into a slow wave that no reader of the
+    # a tooth spans at least 12 samples: a faster one aliases into a slow wave that no reader of the
     # log could tell from growth, so it would not be a fair label
-    period = max(period, 6 * float(np.median(np.diff(x))))
+    period = max(period, 12 * float(np.median(np.diff(x))))
     return amp * (((x / period) + phase) % 1.0)
 
 

