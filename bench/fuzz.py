@@ -40,6 +40,7 @@ class Stats:
         self.kinds: Counter[str] = Counter()
         self.examples: dict[str, str] = {}
         self.claimed = 0
+        self.slowest = 0.0
 
 
 def _where(exc: BaseException) -> str:
@@ -63,6 +64,7 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
         if time.perf_counter() - started > budget:
             raise _OutOfTime()
         stats.cases += 1
+        t0 = time.perf_counter()
         try:
             if check(value):
                 stats.claimed += 1
@@ -71,6 +73,7 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
             key = _where(e)
             stats.kinds[key] += 1
             stats.examples.setdefault(key, repr(value)[:400])
+        stats.slowest = max(stats.slowest, time.perf_counter() - t0)
 
     try:
         case()
@@ -80,7 +83,7 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
     return stats
 
 
-def properties(only: set[str] | None):
+def properties(only: set[str] | None, names: set[str] | None = None):
     out = [
         ("sniff: arbitrary heads", "sniff", st.lists(props.line_strategy, max_size=40), props.check_sniff),
         ("parse_one: arbitrary bytes", "bytes", st.one_of(st.binary(max_size=5000), props.encoded_lines),
@@ -89,7 +92,7 @@ def properties(only: set[str] | None):
     ]
     for m in parsers.PARSERS:
         seeds = props._seeds_for(m)
-        if not seeds:
+        if not seeds or (names and m.NAME not in names):
             continue
         strat = st.tuples(props.mutated_seed(seeds), st.lists(props.line_strategy, max_size=8)).map(
             lambda t: t[0] + b"\n" + "\n".join(t[1]).encode("utf-8", "surrogatepass"))
@@ -102,20 +105,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=2000, help="cases per property (default 2000)")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds per property at most (default 300)")
     ap.add_argument("--only", default="", help="comma list of: sniff, bytes, mutated, forced")
+    ap.add_argument("--parsers", default="", help="comma list of parser NAMEs for the forced properties")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     rows = []
-    for title, _, strategy, check in properties(only):
+    names = {s.strip() for s in args.parsers.split(",") if s.strip()} or None
+    for title, _, strategy, check in properties(only, names):
         s = run_property(title, strategy, check, args.examples, args.budget, args.seed)
         rows.append(s)
         extra = f" (claimed {s.claimed})" if s.claimed else ""
-        print(f"  {title}: {s.cases} cases, {s.failures} failures, {s.seconds:.0f} s{extra}", file=sys.stderr, flush=True)
+        print(f"  {title}: {s.cases} cases, {s.failures} failures, {s.seconds:.0f} s (slowest case {s.slowest:.1f} s){extra}",
+              file=sys.stderr, flush=True)
+        for key, n in s.kinds.most_common():
+            print(f"    {n} x {key}", file=sys.stderr, flush=True)
     width = max(len(r.name) for r in rows) if rows else 10
-    print(f"\n{'property':<{width}}  {'cases':>8}  {'failures':>8}  {'seconds':>8}")
-    print(f"{'-' * width}  {'-' * 8}  {'-' * 8}  {'-' * 8}")
+    print(f"\n{'property':<{width}}  {'cases':>8}  {'failures':>8}  {'seconds':>8}  {'slowest':>8}")
+    print(f"{'-' * width}  {'-' * 8}  {'-' * 8}  {'-' * 8}  {'-' * 8}")
     for r in rows:
-        print(f"{r.name:<{width}}  {r.cases:>8}  {r.failures:>8}  {r.seconds:>8.1f}")
+        print(f"{r.name:<{width}}  {r.cases:>8}  {r.failures:>8}  {r.seconds:>8.1f}  {r.slowest:>8.2f}")
     total_cases, total_fail = sum(r.cases for r in rows), sum(r.failures for r in rows)
     print(f"{'total':<{width}}  {total_cases:>8}  {total_fail:>8}  {sum(r.seconds for r in rows):>8.1f}")
     for r in rows:

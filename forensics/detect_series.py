@@ -133,8 +133,24 @@ def _quantum(d: np.ndarray, level: float) -> float:
     if q > QUANTUM_MAX_FRACTION * level:   # that is a step of the signal, not a resolution
         return 0.0
     sub = nz if nz.size <= 10_000 else nz[:: nz.size // 10_000 + 1]
-    r = sub / q
-    return q if float(np.abs(r - np.round(r)).max()) < 0.02 else 0.0
+    # the smallest change may be a few resolution steps (a ramp moving 2 or 3 MiB a sample)
+    for k in range(1, 9):
+        r = sub / (q / k)
+        if float(np.abs(r - np.round(r)).max()) < 0.02:
+            return q / k
+    return 0.0
+
+
+def _noise(x: np.ndarray, y: np.ndarray) -> float:
+    """Per-sample noise: the MAD of trend-corrected first differences, over the whole series and in
+    eight chunks; the larger of the global value and the chunks' upper quartile, so that a quiet
+    part (an idle GPU) does not hide the noise of a busy one."""
+    d = _trend_diffs(x, y)
+    sig = _mad_sigma(d)
+    if d.size >= 64:
+        chunks = [_mad_sigma(c) for c in np.array_split(d, 8)]
+        sig = max(sig, float(np.percentile(chunks, 75)))
+    return sig
 
 
 def _median5(y: np.ndarray) -> np.ndarray:
@@ -299,6 +315,8 @@ def _segments(xb: np.ndarray, yb: np.ndarray, bkps: list[int]) -> list[Segment]:
 def seg_jump(a: Segment, b: Segment) -> float:
     """The level change between two adjacent segments, both lines taken to the middle of the gap
     between them (sparse samples leave a gap that a ramp's slope also crosses)."""
+    if min(a.i1 - a.i0, b.i1 - b.i0) <= MIN_SEGMENT + 1:
+        return b.y0 - a.y1   # a short steep piece (a step inside a bucket) extrapolates badly
     xm = 0.5 * (a.x1 + b.x0)
     return (b.y0 + b.slope * (xm - b.x0)) - (a.y1 + a.slope * (xm - a.x1))
 
@@ -394,14 +412,14 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
                       else f"only {bx.size} samples while the job held memory")
         return fit
 
-    sigma = _mad_sigma(_trend_diffs(bx, by))
+    sigma = _noise(bx, by)
     by = despike(by, sigma, 0.0)
     level = float(np.median(np.abs(by)))
     # the resolution is read after despiking: a lone spike's jump is not the source's resolution
     quantum = _quantum(_sample_diffs(by), level)
     xb, yb, edges = _buckets(bx, by, MAX_BUCKETS)
     per_bucket = max(1.0, bx.size / xb.size)
-    sigma_b = max(_mad_sigma(_trend_diffs(xb, yb)), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
+    sigma_b = max(_noise(xb, yb), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
                   1e-6 * level, 1.0)
     fit.noise, fit.bucket_noise, fit.level = sigma, sigma_b, level
     fit.peak = float(by.max())

@@ -73,10 +73,14 @@ def _scan_free_text(src: Source, opts: Options, skip: set[str]) -> list[Parsed]:
 # and only the `*_delta` summary figures of HF Trainer can be negative).
 MAX_PLAUSIBLE_BYTES = 1 << 50
 IMPLAUSIBLE = "implausible byte count (negative or over 1 PiB), value dropped"
+# A time stamp outside these years is a damaged one (a digit lost or added: `7/11/30`, `20261/...`).
+MIN_YEAR, MAX_YEAR = 1970, 2200
+IMPLAUSIBLE_TIME = f"implausible time stamp (year before {MIN_YEAR} or after {MAX_YEAR}), time dropped"
 
 
 def _plausible(parsed: Parsed, skipped: Skipped) -> None:
-    """Null byte counts no memory can have, counting them as skipped (the row itself stays)."""
+    """Null byte counts no memory can have and times no log was written at, counting them as skipped
+    (the row itself stays)."""
     for attr, cols, schema in (("samples", ("bytes", "total_bytes"), SAMPLES_SCHEMA), ("events", ("bytes",), EVENTS_SCHEMA)):
         df = getattr(parsed, attr)
         if df is None or not df.height:
@@ -93,6 +97,12 @@ def _plausible(parsed: Parsed, skipped: Skipped) -> None:
             if bad_lines:
                 skipped.add_lines(IMPLAUSIBLE, bad_lines)
                 fixes.append(pl.when(bad.fill_null(False)).then(None).otherwise(v).alias(col))
+        years = pl.col("time").dt.year()
+        bad_time = pl.col("time").is_not_null() & ((years < MIN_YEAR) | (years > MAX_YEAR))
+        bad_lines = df.filter(bad_time)["line"].to_list()
+        if bad_lines:
+            skipped.add_lines(IMPLAUSIBLE_TIME, bad_lines)
+            fixes.append(pl.when(bad_time).then(None).otherwise(pl.col("time")).alias("time"))
         if fixes:
             setattr(parsed, attr, df.with_columns(fixes))
 

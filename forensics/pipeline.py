@@ -11,5 +11,6 @@ def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = No
     bundle = timeline.align(bundle, opts)
     # one finding per kernel event, not one per view of the ring buffer (dmesg, dmesg -T, kern.log)
     bundle.events = timeline.merge_twin_events(bundle.events)
+    bundle.samples = timeline.merge_twin_samples(bundle.samples)
     analysis = detect.analyze(bundle, opts)
     return bundle, analysis

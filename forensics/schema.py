@@ -69,15 +69,27 @@ def conform(df: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.DataF
     return df.select(exprs)
 
 
+def _fit_int64(rows: list[dict]) -> list[dict]:
+    """A Python int beyond Int64 (a garbage digit run read as a number) becomes null instead of
+    failing the whole frame."""
+    for r in rows if isinstance(rows, list) else ():
+        for k, v in (r.items() if isinstance(r, dict) else ()):
+            if type(v) is int and not -(1 << 63) <= v < (1 << 63):
+                r[k] = None
+    return rows
+
+
 def samples_frame(rows_or_df) -> pl.DataFrame:
     if isinstance(rows_or_df, pl.DataFrame):
         return conform(rows_or_df, SAMPLES_SCHEMA)
+    rows_or_df = _fit_int64(rows_or_df) if rows_or_df else rows_or_df
     return conform(pl.DataFrame(rows_or_df, schema_overrides={k: v for k, v in SAMPLES_SCHEMA.items()}, infer_schema_length=None) if rows_or_df else None, SAMPLES_SCHEMA)
 
 
 def events_frame(rows_or_df) -> pl.DataFrame:
     if isinstance(rows_or_df, pl.DataFrame):
         return conform(rows_or_df, EVENTS_SCHEMA)
+    rows_or_df = _fit_int64(rows_or_df) if rows_or_df else rows_or_df
     return conform(pl.DataFrame(rows_or_df, schema_overrides={k: v for k, v in EVENTS_SCHEMA.items()}, infer_schema_length=None) if rows_or_df else None, EVENTS_SCHEMA)
 
 

@@ -160,6 +160,29 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.coalesce("_d", "detail").alias("detail")).drop("_d"))
 
 
+def merge_twin_samples(samples: pl.DataFrame) -> pl.DataFrame:
+    """The kernel task-table readings (`host.rss`) that several views of one ring buffer repeat:
+    same pid and bytes within TWIN_WINDOW_S from different files; the finest-clocked file's copy stays."""
+    mine = pl.col("series") == "host.rss"
+    rss = samples.filter(mine & pl.col("time").is_not_null())
+    if rss.height < 2 or rss["source"].n_unique() < 2:
+        return samples
+    order = {src: i for i, src in enumerate(samples["source"].unique(maintain_order=True).to_list())}
+    rss = (rss.with_columns(
+        pl.col("time").dt.epoch("us").alias("_us"),
+        (pl.col("time").dt.microsecond() == 0).alias("_coarse"),
+        pl.col("source").replace_strict(order, return_dtype=pl.Int64).alias("_src"))
+        .sort(["pid", "bytes", "_us"])
+        .with_columns((((pl.col("_us").diff() > TWIN_WINDOW_S * 1e6) | (pl.col("pid") != pl.col("pid").shift())
+                        | (pl.col("bytes") != pl.col("bytes").shift())).fill_null(True).cum_sum()).alias("_cluster")))
+    best = (rss.sort(["_coarse", "_src"]).group_by("_cluster", maintain_order=True)
+            .agg(pl.col("source").first().alias("_keep")))
+    drop = rss.join(best, on="_cluster").filter(pl.col("source") != pl.col("_keep")).select("source", "line", "series")
+    if drop.height == 0:
+        return samples
+    return samples.join(drop, on=["source", "line", "series"], how="anti", nulls_equal=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # helpers
 

@@ -20,8 +20,8 @@ import pytest
 import forensics
 from forensics import report
 from forensics.findings import VERDICTS
-from forensics.ingest import Bundle, InputInfo
-from forensics.schema import events_frame, samples_frame
+from forensics.ingest import Bundle
+from forensics.schema import samples_frame
 from test_report_cases import (GiB, MiB, T0, XSS_LINE, XSS_NAME, XSS_PATH, empty_case, leak_case, no_leak_case,
                                opts, worst_day_case)
 
@@ -280,7 +280,7 @@ ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "nav", "main", "section", "article", "footer",
     "h1", "h2", "h3", "h4", "p", "ul", "ol", "li", "dl", "dt", "dd", "div", "span", "small", "strong", "em", "a",
     "br", "code", "time", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "figure",
-    "figcaption", "output", "script",
+    "figcaption", "output", "script", "colgroup", "col",
     "svg", "rect", "line", "text", "path", "g", "circle",
 }
 URL_ATTRS = {"src", "href", "xlink:href", "action", "formaction", "srcset", "poster", "data", "background",
@@ -461,7 +461,7 @@ def test_summary_json_is_the_public_contract(leak):
 
 # ---- output and packaging --------------------------------------------------------------------------
 
-def test_write_atomic_replaces_whole_files(tmp_path):
+def test_write_atomic_replaces_whole_files(tmp_path, monkeypatch):
     target = tmp_path / "report.html"
     report.write_atomic(target, "one")
     report.write_atomic(target, "two ✓")
@@ -474,7 +474,8 @@ def test_write_atomic_replaces_whole_files(tmp_path):
         report.write_atomic(target, None)  # fails while writing: the old file stays, no temp file is left
     assert target.read_text(encoding="utf-8") == "two ✓"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
-    report.write_atomic(Path("rel-name.md").name if False else tmp_path / "x.md", "")
+    monkeypatch.chdir(tmp_path)
+    report.write_atomic("x.md", "")   # a bare name: the temp file goes in the current folder
     assert (tmp_path / "x.md").read_text() == ""
 
 

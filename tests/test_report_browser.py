@@ -125,7 +125,7 @@ class Browser:
         r = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)
         return r.get("result", {}).get("value")
 
-    def screenshot(self, path: Path, max_height: int = 12000, slice_height: int = 1600) -> None:
+    def screenshot(self, path: Path, max_height: int = 12000, slice_height: int | None = 1600) -> None:
         """The whole page as `path`, and as slices `path-1.png`, `path-2.png`... that read well on a screen."""
         self.call("Emulation.setDeviceMetricsOverride",
                   {"width": self.width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=True)
@@ -136,7 +136,7 @@ class Browser:
         path.parent.mkdir(parents=True, exist_ok=True)
         shot = self.call("Page.captureScreenshot", {"format": "png"}, session=True)
         path.write_bytes(base64.b64decode(shot["data"]))
-        for n, top in enumerate(range(0, height, slice_height), start=1):
+        for n, top in enumerate(range(0, height, slice_height) if slice_height else [], start=1):
             clip = {"x": 0, "y": top, "width": self.width, "height": min(slice_height, height - top), "scale": 1}
             part = self.call("Page.captureScreenshot", {"format": "png", "clip": clip}, session=True)
             path.with_name(f"{path.stem}-{n}.png").write_bytes(base64.b64decode(part["data"]))
@@ -262,7 +262,9 @@ def test_sample_incident_report_in_browser(browser, folder, tmp_path):
     page.write_text(html, encoding="utf-8")
     browser.events.clear()
     browser.open(page.as_uri())
-    browser.screenshot(ARTIFACTS / f"sample-{folder.name}.png")
+    # slices for reading on a screen only when asked (GPU_FORENSICS_SCREENSHOT_SLICES=1): they cost time
+    browser.screenshot(ARTIFACTS / f"sample-{folder.name}.png",
+                       slice_height=1600 if os.environ.get("GPU_FORENSICS_SCREENSHOT_SLICES") == "1" else None)
     assert browser.problems(page.as_uri()) == []
     assert not ctx["empty"], ctx["empty_reasons"]
     report.render_markdown(ctx)

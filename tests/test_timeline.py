@@ -575,3 +575,21 @@ def test_twin_kernel_events_merge_into_the_finest_copy():
     import json as _json
 
     assert sorted(_json.loads(kept["detail"][0])["twins"]) == ["dmesg-T.txt:5", "dmesg.txt:5"]
+
+
+def test_twin_task_table_readings_merge():
+    from forensics.schema import samples_frame
+    from forensics.timeline import merge_twin_samples
+
+    def t(s):
+        return datetime.fromisoformat(s)
+
+    rows = []
+    for src, stamp in (("dmesg-T.txt", "2026-11-30T04:31:47+00:00"), ("dmesg-iso.txt", "2026-11-30T04:31:47.5+00:00")):
+        for i, pid in enumerate((10, 11)):
+            rows.append({"time": t(stamp), "source": src, "line": i + 1, "series": "host.rss", "pid": pid, "bytes": 4096 * (i + 1)})
+    rows.append({"time": t("2026-11-30T04:31:47+00:00"), "source": "gpu.csv", "line": 1, "series": "memory.used", "gpu": "0", "bytes": 1})
+    out = merge_twin_samples(samples_frame(rows))
+    rss = out.filter(pl.col("series") == "host.rss")
+    assert rss.height == 2 and set(rss["source"]) == {"dmesg-iso.txt"}
+    assert out.filter(pl.col("series") == "memory.used").height == 1

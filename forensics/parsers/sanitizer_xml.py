@@ -104,6 +104,16 @@ def _record_lines(text: str, n_records: int, root_line: int) -> list[int]:
     return lines
 
 
+def _size_line(full: str, after_line: int, size: int) -> int:
+    """The first line at or after `after_line` whose <size> holds this number (else `after_line`)."""
+    lines = full.split("\n")
+    for i in range(after_line - 1, min(len(lines), after_line + 40)):
+        m = re.search(r"<size>\s*([^<]*)<", lines[i])
+        if m and _int(m.group(1).strip()) == size:
+            return i + 1
+    return after_line
+
+
 def parse(src: Source, opts: Options) -> Parsed:
     frame = src.frame()
     full = "\n".join(frame["text"].to_list())
@@ -176,6 +186,8 @@ def parse(src: Source, opts: Options) -> Parsed:
                                       "until the process exits; not a user leak by itself")
             leaks += 1
             leak_bytes += size or 0
+            if size is not None and not (message and _LEAKED.search(message)):
+                line = _size_line(full, line, size)  # cite the line that holds the number
             evidence = message or f"Leaked {size} bytes"
             if detail["address"] and " at " not in evidence:
                 evidence += f" at {detail['address']}"
