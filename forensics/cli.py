@@ -123,7 +123,11 @@ def _write(dest: str, text: str) -> None:
             sys.stdout.write("\n")
         sys.stdout.flush()
     else:
-        write_atomic(Path(dest), text)
+        try:
+            write_atomic(Path(dest), text)
+        except OSError as e:  # a missing folder, a full disk: a message, not a traceback
+            raise UsageError(f"{dest}: cannot write the output, {e.strerror or e}, "
+                             "check that its folder exists and is writable")
 
 
 @app.command()

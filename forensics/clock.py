@@ -56,6 +56,8 @@ def localize(naive: pl.Expr, zone: str) -> pl.Expr:
     02:30 CET = 01:30 UTC).
     Use it in a frame whose rows are in file order (the fold rule looks at the order)."""
     n = naive.cast(pl.Datetime("us"))
+    # a damaged stamp (year 7, -2026, 20261) is no time; Python datetimes would not even hold some
+    n = pl.when(n.dt.year().is_between(1970, 2200)).then(n)
     if zone in UTC_NAMES:
         return n.dt.replace_time_zone("UTC")
     return n.map_batches(lambda s: _localize_series(s, zone), return_dtype=pl.Datetime("us", "UTC"))

@@ -26,6 +26,9 @@ FRAMEWORK_SERIES = ("allocated", "reserved")
 DEVICE_SERIES = ("memory.used", "process.used")
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
 EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4}
+EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
+SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
+                 "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}
 KIND_ORDER = {"leak": 0, "gpu_oom": 1, "oom_kill": 2, "residual_process": 3, "cache_growth": 4,
               "slowdown": 5, "xid": 6, "sanitizer_leak": 7}
 
@@ -74,51 +77,91 @@ class Analysis:
 
 @dataclass
 class _Series:
-    """A series with its raw arrays kept for evidence and linking (not part of the result)."""
+    """A series with its raw arrays kept for evidence and linking (not part of the result).
+
+    `x` is the axis the analysis ran on: seconds since t0, or the step number when every sample has
+    one (memory follows the work done, and a step log's clock has pauses and jitter that are not
+    memory's doing), or the sample index. `sec` maps each sample to seconds since t0 when there is
+    a clock."""
     result: SeriesResult
     fit: SeriesFit
-    x: np.ndarray                    # float: seconds since t0, or step, or index
+    axis: str                        # time | step | index
+    x: np.ndarray
     y: np.ndarray
     lines: np.ndarray
     steps: np.ndarray | None         # step numbers aligned with x (float, nan when unknown)
     t0: datetime | None
+    sec: np.ndarray | None
+
+    def seconds(self, v: float) -> float:
+        if self.axis == "time":
+            return float(v)
+        return float(np.interp(v, self.x, self.sec))
 
     def to_x(self, v: float | None):
-        """An x value as the report shows it (datetime, or int step/index)."""
+        """An analysis-axis value as the report shows it (datetime, or int step/index)."""
         if v is None:
             return None
-        if self.result.x_kind == "time":
-            return self.t0 + timedelta(seconds=float(v))
+        if self.sec is not None:
+            return self.t0 + timedelta(seconds=self.seconds(v))
         return int(round(v))
 
     def nearest(self, v: float) -> int:
         i = int(np.searchsorted(self.x, v))
         return min(max(i, 0), self.x.size - 1)
 
-    def per_hour(self) -> float:
-        return 3600.0 if self.result.x_kind == "time" else 1.0
+    def epoch(self) -> np.ndarray:
+        """Seconds since the Unix epoch of every sample (timed series only)."""
+        return self.sec + self.t0.timestamp()
+
+    def span_hours(self) -> float:
+        return float(self.sec[-1] - self.sec[0]) / 3600.0 if self.sec is not None and self.sec.size else 0.0
+
+    def per_hour(self, rate: float, lo: float, hi: float) -> float | None:
+        """A rate per unit of the analysis axis, per hour over [lo, hi] (None without a clock)."""
+        if self.sec is None:
+            return None
+        if self.axis == "time":
+            return float(rate * 3600.0)
+        dt = self.seconds(hi) - self.seconds(lo)
+        return float(rate * (hi - lo) / dt * 3600.0) if dt > 0 and hi > lo else None
+
+
+def _sorted_by(df: pl.DataFrame, col: str, then: list[str]) -> pl.DataFrame:
+    nulls = df[col].null_count()
+    if nulls:
+        df = df.filter(pl.col(col).is_not_null())
+    if df[col].is_sorted():   # the usual case: a log is written in order; skip the sort
+        return df
+    return df.sort([col, *then], nulls_last=True, maintain_order=True)
 
 
 def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
     """Time when (nearly) every row has it; else the step; else the order within the source."""
     n = df.height
     if df["time"].null_count() <= 0.1 * n:
-        return "time", df.filter(pl.col("time").is_not_null()).sort(["time", "seq", "line"], nulls_last=True)
+        return "time", _sorted_by(df, "time", ["seq", "line"])
     if df["step"].null_count() <= 0.1 * n:
-        return "step", df.filter(pl.col("step").is_not_null()).sort(["step", "seq", "line"], nulls_last=True)
+        return "step", _sorted_by(df, "step", ["seq", "line"])
     order = "seq" if df["seq"].null_count() == 0 else "line"
-    return "index", df.sort([order], nulls_last=True)
+    return "index", _sorted_by(df, order, [])
 
 
 def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
     source, host, gpu, pid, series, label = key
     df = df.filter(pl.col("bytes").is_not_null())
     kind, df = _pick_x(df) if df.height else ("index", df)
-    t0 = None
+    t0, sec = None, None
+    steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None
+    axis = kind
     if kind == "time" and df.height:
         us = df["time"].dt.epoch("us").to_numpy().astype(np.int64)
         t0 = datetime.fromtimestamp(int(us[0]) // 1_000_000, tz=timezone.utc) + timedelta(microseconds=int(us[0]) % 1_000_000)
-        x = (us - us[0]).astype(np.float64) / 1e6
+        sec = (us - us[0]).astype(np.float64) / 1e6
+        x = sec
+        if (steps is not None and np.isfinite(steps).all() and np.all(np.diff(steps) >= 0)
+                and np.unique(steps).size >= MIN_POINTS):
+            axis, x = "step", steps
     elif kind == "step":
         x = df["step"].to_numpy().astype(np.float64)
     else:
@@ -128,16 +171,21 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
             x = np.arange(x.size, dtype=np.float64)
     y = df["bytes"].to_numpy().astype(np.float64)
     lines = df["line"].fill_null(0).to_numpy()
-    steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None
     fit = analyze_xy(x, y)
     cap = df["total_bytes"].max() if df.height else None
     res = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
                        n=df.height, x_kind=kind, classification=fit.classification, reason=fit.reason,
                        capacity=int(cap) if cap is not None else None,
                        slope_unit={"time": "bytes/hour", "step": "bytes/step"}.get(kind, "bytes/sample"))
-    s = _Series(res, fit, x, y, lines, steps, t0)
+    s = _Series(res, fit, axis, x, y, lines, steps, t0, sec)
     _fill_result(s)
     return s
+
+
+def _display_slope(s: _Series, slope: float, lo: float, hi: float) -> float | None:
+    if s.result.x_kind == "time":
+        return s.per_hour(slope, lo, hi)
+    return float(slope)
 
 
 def _fill_result(s: _Series) -> None:
@@ -145,8 +193,8 @@ def _fill_result(s: _Series) -> None:
     if s.x.size:
         r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
         r.points = _draw_points(s)
-    per = s.per_hour()
-    r.segments = [(s.to_x(g.x0), s.to_x(g.x1), g.kind, g.slope * per) for g in fit.segments]
+    r.segments = [(s.to_x(g.x0), s.to_x(g.x1), g.kind, _display_slope(s, g.slope, g.x0, g.x1))
+                  for g in fit.segments]
     if fit.release_x is not None:
         r.segments.append((s.to_x(fit.release_x), r.last_x, "release", None))
     r.change_points = [s.to_x(c) for c in fit.change_points]
@@ -159,8 +207,8 @@ def _fill_result(s: _Series) -> None:
     if fit.leak is not None:
         lk = fit.leak
         r.onset = s.to_x(lk.onset)
-        rate_h = lk.rate * 3600.0 if r.x_kind == "time" else None
-        r.leak = {"pattern": lk.pattern, "onset": r.onset, "rate_bytes_per_hour": rate_h,
+        r.leak = {"pattern": lk.pattern, "onset": r.onset,
+                  "rate_bytes_per_hour": s.per_hour(lk.rate, lk.onset, lk.end),
                   "rate_bytes_per_step": _rate_per_step(s), "growth_bytes": int(lk.growth),
                   "confidence": lk.confidence}
 
@@ -169,7 +217,7 @@ def _rate_per_step(s: _Series) -> float | None:
     lk = s.fit.leak
     if lk is None:
         return None
-    if s.result.x_kind == "step":
+    if s.axis == "step":
         return float(lk.rate)
     if s.steps is None:
         return None
@@ -184,13 +232,13 @@ def _rate_per_step(s: _Series) -> float | None:
 
 
 def _draw_points(s: _Series) -> list[tuple]:
-    x, y = s.x, s.y
+    x, y = (s.sec if s.sec is not None else s.x), s.y
     if x.size > DRAW_POINTS:
         from tsdownsample import MinMaxLTTBDownsampler
         xs = x if np.all(np.diff(x) >= 0) else np.sort(x)
         idx = MinMaxLTTBDownsampler().downsample(xs, y, n_out=DRAW_POINTS)
         x, y = xs[idx], y[idx]
-    if s.result.x_kind == "time":
+    if s.sec is not None:
         return [(s.t0 + timedelta(seconds=float(a)), int(b)) for a, b in zip(x, y)]
     return [(int(round(a)), int(b)) for a, b in zip(x, y)]
 
@@ -203,12 +251,16 @@ def series_frames(samples: pl.DataFrame):
     if samples.height == 0:
         return []
     keys = ["source", "host", "gpu", "pid", "series"]
+    cols = keys + ["label", "time", "seq", "line", "step", "bytes", "total_bytes"]
     out = []
-    for k, df in samples.partition_by(keys, as_dict=True, maintain_order=True).items():
+    for k, df in samples.select(cols).partition_by(keys, as_dict=True, maintain_order=True).items():
         if k[4] is None:
             continue
         counts = df.group_by("label").len()["len"]
-        if counts.len() > 1 and float(counts.median()) < MIN_POINTS:
+        if counts.len() == 1:
+            out.append((tuple(k) + (df["label"][0],), df))
+            continue
+        if float(counts.median()) < MIN_POINTS:
             out.append((tuple(k) + (None,), df.with_columns(pl.lit(None, dtype=pl.String).alias("label"))))
             continue
         for (label,), part in df.partition_by("label", as_dict=True, maintain_order=True).items():
@@ -229,7 +281,12 @@ def render_sample(s: _Series, i: int) -> str:
     if r.label:
         where.append(r.label)
     at = s.to_x(float(s.x[i]))
-    at_s = at.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(at, datetime) else f"{'step' if r.x_kind == 'step' else 'sample'} {at}"
+    if isinstance(at, datetime):
+        at_s = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if s.steps is not None and np.isfinite(s.steps[i]):
+            at_s += f" (step {int(s.steps[i])})"
+    else:
+        at_s = f"{'step' if r.x_kind == 'step' else 'sample'} {at}"
     return f"{r.series} = {human(s.y[i])}" + (f" ({', '.join(where)})" if where else "") + f" at {at_s}"
 
 
@@ -242,7 +299,8 @@ def _leak_evidence(s: _Series) -> list[Evidence]:
     i0 = s.nearest(lk.onset)
     body_end = s.nearest(lk.end)
     peak = int(np.argmax(s.y[i0: body_end + 1])) + i0 if body_end >= i0 else body_end
-    out = [sample_evidence(s, i0)]
+    out = [sample_evidence(s, i0 - 1)] if i0 > 0 else []   # the last reading before the growth
+    out.append(sample_evidence(s, i0))
     for j in (peak, body_end):
         if j != i0 and all(e.line != int(s.lines[j]) for e in out):
             out.append(sample_evidence(s, j))
@@ -259,16 +317,6 @@ def _fmt_rate(rate_h: float | None, rate_step: float | None) -> str:
     if rate_step is not None:
         parts.append(f"{human(rate_step)}/step")
     return " (".join(parts) + (")" if len(parts) == 2 else "")
-
-
-def _fmt_dur(hours: float) -> str:
-    if hours < 1 / 60:
-        return f"{hours * 3600:.0f} s"
-    if hours < 1:
-        return f"{hours * 60:.0f} min"
-    if hours < 48:
-        return f"{hours:.1f} h"
-    return f"{hours / 24:.1f} days"
 
 
 def _where(gpu: str | None, host: str | None) -> str:
@@ -320,7 +368,9 @@ def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Se
     if r.x_kind != "time":
         f.start_index = primary.to_x(lk.onset)
     if r.x_kind == "index":
-        f.detail["rate_bytes_per_sample"] = lk.rate
+        f.detail["rate_bytes_per_sample"] = float(lk.rate)
+    if primary.steps is not None:
+        f.detail["start_step"] = int(primary.steps[primary.nearest(lk.onset)])
     # projection: the device's own series when there is one (it sees every allocator), else the primary
     proj = next((s for s in members if s.result.series == "memory.used"), None) or timed or primary
     plk = proj.fit.leak
@@ -328,11 +378,12 @@ def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Se
     if cap:
         remaining = cap - plk.end_level
         f.detail["capacity_bytes"] = int(cap)
-        if proj.result.x_kind == "time" and plk.rate > 0:
-            hours = max(remaining, 0.0) / (plk.rate * 3600.0)
+        proj_rate_h = proj.per_hour(plk.rate, plk.onset, plk.end)
+        if proj_rate_h and proj_rate_h > 0:
+            hours = max(remaining, 0.0) / proj_rate_h
             f.exhaust_in_hours = hours
             f.exhaust_at = proj.to_x(plk.end) + timedelta(hours=hours)
-            duration_h = (proj.x[-1] - proj.x[0]) / 3600.0
+            duration_h = proj.span_hours()
             f.detail["log_hours"] = duration_h
             if hours <= duration_h:
                 f.severity = "critical"
@@ -351,6 +402,7 @@ def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Se
     f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
     for s in members[:3]:
         f.evidence.extend(_leak_evidence(s))
+    del f.evidence[EVIDENCE_MAX:]
     where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
     how = "linearly" if lk.pattern == "linear" else f"in {len(lk.steps)} steps"
     since = (f" since {f.start.strftime('%Y-%m-%d %H:%M:%S')} UTC" if f.start is not None
@@ -411,7 +463,7 @@ def _cache_finding(reserved: _Series, alloc: _Series | None, device: _Series | N
     if alloc is not None:
         f.evidence.append(sample_evidence(alloc, 0))
         f.evidence.append(sample_evidence(alloc, alloc.x.size - 1))
-        flat_txt = (f" while allocated memory stays {alloc.result.classification.replace('_', ' ')} "
+        flat_txt = (f" while allocated memory {SETTLED_WORDS.get(alloc.result.classification, 'stays level')} "
                     f"(about {human(alloc.fit.level)})")
     f.summary = (f"{_where(r.gpu, r.host)}: {r.series} grows by {human(lk.growth)}{flat_txt}: the caching "
                  "allocator holds freed blocks, which is not a leak.")

@@ -3,7 +3,7 @@ GPU memory after their job ended, steps that slow down as memory fills, and the 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 import polars as pl
@@ -121,7 +121,7 @@ def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
     by_site: dict[tuple, list[tuple[dict, dict]]] = {}
     for row in rows:
         d = _detail(row["detail"])
-        site = d.get("site") or "an unknown allocation site"
+        site = _site_text(d.get("site"))
         expected = bool(d.get("allocator_cache_at_exit"))
         by_site.setdefault((str(site), expected), []).append((row, d))
     out = []
@@ -141,6 +141,18 @@ def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
             f.checks = ["Follow the allocation stack to its owner and check every exit path frees it."]
         out.append(f)
     return out
+
+
+def _site_text(site) -> str:
+    """An allocation site for people: `symbol (file:line)`, `symbol in module+0xoffset`, or as given."""
+    if isinstance(site, dict):
+        sym = site.get("symbol") or "?"
+        if site.get("file"):
+            return f"{sym} ({site['file']}:{site.get('line')})" if site.get("line") is not None else f"{sym} ({site['file']})"
+        if site.get("module"):
+            return f"{sym} in {site['module']}" + (f"+{site['offset']}" if site.get("offset") else "")
+        return sym
+    return str(site) if site else "an unknown allocation site"
 
 
 def _xid_severity(code) -> str:
@@ -213,7 +225,7 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
                 qq = pos[id(q)]
                 q_end = qq[-1]
                 kill = killed.get(q.result.pid)
-                kill_t = _kill_pos(kill, q) if kill is not None and timed else None
+                kill_t = _kill_pos(kill) if kill is not None and timed else None
                 q_gone_at = kill_t if kill_t is not None else q_end
                 vanished = (q_end < log_end - slack) or kill is not None
                 if not vanished or pp[0] > q_end:   # p must have lived alongside q
@@ -230,7 +242,7 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
             kill = killed.get(p.result.pid)
             if kill is None or p.result.pid in reported or not timed:
                 continue
-            kt = _kill_pos(kill, p)
+            kt = _kill_pos(kill)
             pp = pos[id(p)]
             held = float(np.median(p.y[-3:]))
             if kt is not None and held > 0 and pp[-1] > kt + 3 * _interval(pp):
@@ -241,8 +253,8 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
 
 def _abs(s) -> np.ndarray:
     """Positions on a clock shared by the group: seconds since the epoch, or the raw index."""
-    if s.result.x_kind == "time":
-        return s.x + s.t0.timestamp()
+    if s.sec is not None:
+        return s.epoch()
     return s.x
 
 
@@ -252,7 +264,7 @@ def _interval(p: np.ndarray) -> float:
     return float(np.median(np.diff(p))) or 1.0
 
 
-def _kill_pos(kill: dict, s) -> float | None:
+def _kill_pos(kill: dict) -> float | None:
     t = kill.get("time")
     return t.timestamp() if isinstance(t, datetime) else None
 
@@ -324,7 +336,7 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
         growing = any(s.fit.leak is not None or s.fit.classification == "warmup_plateau" for s in fw)
         if not growing:
             continue
-        t = ref.x + ref.t0.timestamp()
+        t = ref.epoch()
         if ref.steps is not None and np.isfinite(ref.steps).sum() >= SLOWDOWN_MIN_STEPS:
             ok = np.isfinite(ref.steps)
             st, tt, idx = ref.steps[ok], t[ok], np.nonzero(ok)[0]
@@ -414,6 +426,10 @@ def link(findings: list[Finding]) -> None:
             else:
                 continue
             lk.severity = "critical"
+            # it did run out: the projection is the event itself
+            lk.exhaust_in_hours = 0.0
+            lk.exhaust_at = o.start if isinstance(o.start, datetime) else lk.end
+            lk.detail["ran_out"] = o.kind
     for r in [f for f in findings if f.kind == "residual_process"]:
         parent = r.detail.get("parent_pid")
         for o in [f for f in findings if f.kind == "oom_kill" and f.pid in (parent, r.pid)]:

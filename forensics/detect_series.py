@@ -13,33 +13,39 @@ import numpy as np
 import ruptures as rpt
 from ruptures.base import BaseCost
 
+# Bounding the work
 MIN_POINTS = 8            # fewer samples than this cannot show a trend: "too_short"
+DECIMATE_ABOVE = 250_000  # longer series are first reduced by medians of 5 (bounded, O(n) work)
 MAX_BUCKETS = 500         # change-point search runs on at most this many bucket means
 MIN_SEGMENT = 3           # buckets; a single spiky bucket cannot become a segment
-PENALTY_PER_CHANGE = 4.0  # times ln(buckets), in units of the bucket noise variance
-EVENT_SIGMAS = 3.0        # a segment's rise or fall must exceed this many bucket-noise sigmas
-JUMP_SIGMAS = 4.0         # a jump between segments must exceed this many bucket-noise sigmas
-LEAK_Z = 8.0              # a leak's slope must be this many standard errors above zero ...
-LEAK_SIGMAS = 3.0         # ... its total growth must exceed this many bucket-noise sigmas ...
-LEAK_MIN_FRACTION = 0.01  # ... and this fraction of the series' typical level ...
-LEAK_MIN_QUANTA = 3.0     # ... and this many resolution steps of the source (1 MiB for nvidia-smi)
-OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
-TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration
-STAIR_TAIL_FACTOR = 1.5     # a staircase is still growing when its last step is this recent (x interval)
-STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
-FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
-NEW_HIGH_SHARE = 0.5      # ... and at least this share of a leak's growth lies above all earlier levels
-RAMP_TAIL_SHARE = 0.5     # ... or has been flat for less than this share of the ramp's own length
-RAMP_JOIN_SHARE = 0.1     # pieces of one ramp may be offset by up to this share of their rise
-SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
-DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
+# Noise, resolution, spikes
 QUANTUM_MIN_MOVING = 0.05  # a resolution is read only when at least this share of readings change
 QUANTUM_MAX_FRACTION = 0.005  # ... and the smallest change is below this share of the level
 SPIKE_SIGMAS = 6.0        # a sample this far from its running median of 5 is a spike ...
 SPIKE_MIN_FRACTION = 0.002  # ... when also this share of the level away
+# Change points
+PENALTY_PER_CHANGE = 4.0  # times ln(buckets), in units of the bucket noise variance
+EVENT_SIGMAS = 3.0        # a segment's rise or fall must exceed this many bucket-noise sigmas
+JUMP_SIGMAS = 4.0         # a jump between segments must exceed this many bucket-noise sigmas
+# Start and end of the job inside the series
 RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
 RELEASE_DROP = 0.4        # ... by at least this share of the range, in a few samples,
 RELEASE_NOISE_SIGMAS = 10.0  # ... and by at least this many sample-noise sigmas
+# What counts as a leak
+LEAK_Z = 8.0              # a leak's slope must be this many standard errors above zero ...
+LEAK_SIGMAS = 3.0         # ... its growth must exceed this many bucket-noise sigmas ...
+LEAK_MIN_FRACTION = 0.01  # ... and this fraction of the series' typical level ...
+LEAK_MIN_QUANTA = 3.0     # ... and this many resolution steps of the source (1 MiB for nvidia-smi)
+NEW_HIGH_SHARE = 0.5      # at least this share of a leak's growth lies above all earlier levels
+TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration ...
+RAMP_TAIL_SHARE = 0.5     # ... or has been flat for less than this share of the ramp's own length
+RAMP_JOIN_SHARE = 0.1     # pieces of one ramp may be offset by up to this share of their rise
+SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
+DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
+STAIR_TAIL_FACTOR = 1.5   # a staircase is still growing when its last step is this recent (x interval)
+STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
+OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
+FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
 
 
 @dataclass
@@ -102,10 +108,11 @@ def _mad_sigma(d: np.ndarray) -> float:
 
 
 def _sample_diffs(y: np.ndarray, cap: int = 1_000_000) -> np.ndarray:
-    d = np.diff(y)
-    if d.size > cap:
-        d = d[:: d.size // cap + 1]
-    return d
+    """First differences, of at most `cap` evenly spread pairs of neighbours."""
+    if y.size - 1 <= cap:
+        return np.diff(y)
+    idx = np.linspace(0, y.size - 2, cap).astype(np.int64)
+    return y[idx + 1] - y[idx]
 
 
 def _trend_diffs(x: np.ndarray, y: np.ndarray, cap: int = 1_000_000) -> np.ndarray:
@@ -174,27 +181,38 @@ def _median5(y: np.ndarray) -> np.ndarray:
     return np.maximum(np.minimum(c, lo), np.minimum(np.maximum(c, lo), hi))
 
 
-def despike(y: np.ndarray, sigma: float, quantum: float) -> np.ndarray:
+def despike(y: np.ndarray, sigma: float) -> np.ndarray:
     """Replace one- and two-sample spikes (another process touching the GPU for a moment, a glitch)
     by the running median; a level that lasts three samples or more is kept."""
     med = _median5(y)
-    thr = max(SPIKE_SIGMAS * sigma, 3.0 * quantum, SPIKE_MIN_FRACTION * float(np.median(np.abs(y))))
+    thr = max(SPIKE_SIGMAS * sigma, SPIKE_MIN_FRACTION * float(np.median(np.abs(y))))
     out = np.where(np.abs(y - med) > thr, med, y)
     return out
 
 
 def _buckets(x: np.ndarray, y: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Equal-count bucket means (x, y) and each bucket's first raw index; identity when small."""
+    """Equal-count bucket means (x, y) and the bucket edges (raw indexes); identity when small."""
     n = x.size
     if n <= m:
         return x.copy(), y.copy(), np.arange(n + 1)
     edges = np.linspace(0, n, m + 1).round().astype(np.int64)
-    cx = np.concatenate([[0.0], np.cumsum(x - x[0])])
-    cy = np.concatenate([[0.0], np.cumsum(y - y[0])])
     cnt = np.diff(edges).astype(float)
-    xb = np.diff(cx[edges]) / cnt + x[0]
-    yb = np.diff(cy[edges]) / cnt + y[0]
+    xb = np.add.reduceat(x - x[0], edges[:-1]) / cnt + x[0]
+    yb = np.add.reduceat(y - y[0], edges[:-1]) / cnt + y[0]
     return xb, yb, edges
+
+
+def decimate(x: np.ndarray, y: np.ndarray, limit: int = DECIMATE_ABOVE) -> tuple[np.ndarray, np.ndarray]:
+    """Bound a long series: the median of every 5 samples (at the middle one's x), repeated until at
+    most `limit` remain. O(n) and robust: a one- or two-sample spike never survives a median of 5."""
+    while y.size > limit:
+        k = y.size // 5 * 5
+        a, b, c, d, e = (y[i:k:5] for i in range(5))
+        lo = np.maximum(np.minimum(a, b), np.minimum(d, e))
+        hi = np.minimum(np.maximum(a, b), np.maximum(d, e))
+        y = np.maximum(np.minimum(c, lo), np.minimum(np.maximum(c, lo), hi))
+        x = x[2:k:5]
+    return x, y
 
 
 def line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -256,10 +274,6 @@ class _LinearCost(BaseCost):
         vy = syy - sy * sy / s1
         sse = vy - (cxy * cxy / vx if vx > 1e-18 else 0.0)
         return max(sse, 0.0) * self.scale
-
-
-def _segment_cost(cost: _LinearCost, a: int, b: int) -> float:
-    return cost.error(a, b)
 
 
 def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
@@ -337,7 +351,7 @@ def _range(y: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def terminal_release(y: np.ndarray) -> int | None:
+def terminal_release(y: np.ndarray, sigma: float) -> int | None:
     """Index of the first sample of a final sharp fall that never recovers (process death, OOM kill,
     job end), or None. The growth before it is what counts; the fall itself is not a decline."""
     n = y.size
@@ -356,12 +370,12 @@ def terminal_release(y: np.ndarray) -> int | None:
         return None
     before = float(np.median(y[max(0, last - 2): last + 1]))
     after = float(np.median(y[last + 1: last + 4]))
-    if before - after < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * _mad_sigma(_sample_diffs(y))):
+    if before - after < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * sigma):
         return None
     return last + 1
 
 
-def idle_lead_in(y: np.ndarray) -> int:
+def idle_lead_in(y: np.ndarray, sigma: float) -> int:
     """Index of the first sample after an idle lead-in (GPU near empty before the job allocated)."""
     n = y.size
     if n < MIN_POINTS:
@@ -378,7 +392,7 @@ def idle_lead_in(y: np.ndarray) -> int:
     body_level = float(np.median(y[first:]))
     before = float(np.median(y[max(0, first - 3): first]))
     after = float(np.median(y[first: first + 3]))
-    if (after - before < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * _mad_sigma(_sample_diffs(y)))
+    if (after - before < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * sigma)
             or before > 0.1 * body_level):
         return 0
     return first
@@ -399,10 +413,11 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     if x[-1] <= x[0]:
         return SeriesFit("too_short", "all samples share one time or index", n)
 
-    rel = terminal_release(y)
+    raw_sigma = _mad_sigma(_sample_diffs(y))
+    rel = terminal_release(y, raw_sigma)
     hi_end = rel if rel is not None else n
-    start = idle_lead_in(y[:hi_end])
-    bx, by = x[start:hi_end], y[start:hi_end]
+    start = idle_lead_in(y[:hi_end], raw_sigma)
+    bx, by = decimate(x[start:hi_end], y[start:hi_end])
     fit = SeriesFit("flat", "", n)
     fit.release_x = float(x[rel]) if rel is not None else None
     fit.start_x = float(x[start]) if start else None
@@ -413,7 +428,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         return fit
 
     sigma = _noise(bx, by)
-    by = despike(by, sigma, 0.0)
+    by = despike(by, sigma)
     level = float(np.median(np.abs(by)))
     # the resolution is read after despiking: a lone spike's jump is not the source's resolution
     quantum = _quantum(_sample_diffs(by), level)
@@ -617,6 +632,12 @@ def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None
     if _decelerating(xb[i0:], yb[i0:], sigma_b):
         return None
     onset, start_level = _refine_onset(xb, yb, segs, first_k)
+    if first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
+        # discrete samples (a step log): the onset is the first sample that shows the growth
+        gap = float(np.median(np.diff(xb)))
+        after = np.nonzero(xb >= onset + 0.1 * gap)[0]
+        if after.size:
+            onset = float(xb[after[0]])
     sel = xb >= onset
     if sel.sum() < 3:
         sel = np.arange(xb.size) >= i0

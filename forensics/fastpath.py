@@ -1,8 +1,8 @@
 """Reading big inputs fast and in bounded memory.
 
-Lines are cut by polars' native CSV reader (one String column, no quoting, lossy UTF-8), fed with
-pieces of the decompressed stream that end on a newline, so a 2.5 GB log never becomes one Python
-string and the reading runs on all cores. `Source.frame()` and `Source.iter_frames()` use it for UTF-8
+Lines are cut by polars' native CSV reader (one String column, NUL as the separator, no quoting),
+fed with pieces of the (decompressed) stream that end on a newline. A 2.5 GB log never becomes one Python string and
+the reading runs on all cores. `Source.frame()` and `Source.iter_frames()` use it for UTF-8
 input; the result is the same as the line-by-line reader's (blank lines kept, one CR before the LF
 removed, invalid bytes replaced and counted, NULs removed and counted, over-long lines dropped and
 counted, a truncated stream keeps the lines before the cut).
@@ -19,7 +19,6 @@ from . import wrappers
 
 # Pieces handed to the CSV reader: big enough for its threads, small enough to bound memory.
 BATCH_BYTES = 64 << 20
-_SEP = "\x1f"   # a control character no log line holds; a line that does is split in Python instead
 _BOM = codecs.BOM_UTF8
 
 
@@ -48,15 +47,15 @@ def _parse_part(part: bytes, first_line: int, stats: ReadStats) -> pl.DataFrame:
         # blank first line to drop instead
         df = _parse_part(b"\n" + part, first_line - 1, stats)
         return df.slice(1)
+    if b"\x00" in part:
+        stats.nuls += part.count(b"\x00")
+        part = part.replace(b"\x00", b"")
     try:
-        df = pl.read_csv(part, has_header=False, separator=_SEP, quote_char=None, schema={"text": pl.String},
-                         encoding="utf8-lossy", truncate_ragged_lines=False)
+        df = pl.read_csv(part, has_header=False, separator="\x00", quote_char=None, schema={"text": pl.String},
+                         encoding="utf8-lossy")
     except pl.exceptions.PolarsError:
         df = _python_lines(part)
     text = pl.col("text").fill_null("")
-    if b"\x00" in part:
-        stats.nuls += part.count(b"\x00")
-        text = text.str.replace_all("\x00", "", literal=True)
     df = df.select(pl.int_range(first_line, first_line + pl.len(), dtype=pl.Int64).alias("line"), text.alias("text"))
     if not part.isascii():
         stats.decode_errors += int(df.select(pl.col("text").str.count_matches("\ufffd", literal=True).sum()).item() or 0)
@@ -65,7 +64,15 @@ def _parse_part(part: bytes, first_line: int, stats: ReadStats) -> pl.DataFrame:
 
 def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[pl.DataFrame]:
     """(line, text) frames of a UTF-8 source, in file order, text not yet unwrapped. `stats` is
-    complete once the iterator is exhausted."""
+    complete once the iterator is exhausted.
+
+    (polars' own scan_csv of the file would save one copy, but when it meets a NUL byte or invalid
+    UTF-8 it can hand out a wrong batch before it raises: pieces fed to read_csv are safe.)"""
+    yield from _piece_batches(src, stats, batch_bytes, 1, 0)
+
+
+def _piece_batches(src, stats: ReadStats, batch_bytes: int, next_line: int, offset: int) -> Iterator[pl.DataFrame]:
+    """Pieces of the decompressed stream, cut after their last newline, each read by read_csv."""
     from .sources import MAX_LINE_CHARS
 
     # a line of more than this many bytes has more than MAX_LINE_CHARS characters for sure
@@ -74,13 +81,17 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterat
     carry = b""
     dropping = False
     first = True
-    next_line = 1
     while True:
         try:
             chunk = next(gen)
         except StopIteration as stop:
             stats.cut = stop.value
             break
+        if offset:
+            if len(chunk) <= offset:
+                offset -= len(chunk)
+                continue
+            chunk, offset, first = chunk[offset:], 0, False
         if first:
             first = False
             if chunk.startswith(_BOM):

@@ -15,7 +15,7 @@ from . import parsers
 from .errors import InputError
 from .options import Options
 from .schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, Parsed, Skipped, conform, empty_events, empty_samples
-from .sources import Source, discover
+from .sources import CUT_AT_END, Source, discover
 
 
 @dataclass
@@ -141,12 +141,15 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     for p in results:
         _plausible(p, skipped)
         _consistency(p, src.path, skipped, info)
-    _driver_errors(results, src.path, info)
     info.records = sum(p.records for p in results)
     skipped.merge(src.skipped)
     info.problems.extend(src.problems)
+    explained = {CUT_AT_END}  # said by the reader's own message
     if info.format is None:
-        _not_read(src, info, reason, skipped)
+        explained.add(_not_read(src, info, reason, skipped))
+    elif _driver_errors(results, src.path, info):
+        explained.add("driver error")
+    _skipped_message(src.path, skipped, explained, info)
     info.skipped = skipped.total
     info.skip_reasons = dict(skipped.counts)
     info.skip_examples = dict(skipped.examples)
@@ -247,12 +250,26 @@ def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
     return out
 
 
-def _driver_errors(results: list[Parsed], path: str, info: InputInfo) -> None:
+def _skipped_message(path: str, skipped: Skipped, explained: set[str], info: InputInfo) -> None:
+    """One line for the lines of a file that were skipped and that no other message explains."""
+    rest = {r: n for r, n in skipped.counts.items() if r not in explained and n}
+    if not rest:
+        return
+    first = min((ln for r in rest for ln in skipped.examples.get(r, [])), default=None)
+    where = f"{path}:{first}" if first is not None else path
+    total = sum(rest.values())
+    reasons = "; ".join(f"{n} {r}" for r, n in sorted(rest.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
+    more = f"; and {len(rest) - 4} other reasons" if len(rest) > 4 else ""
+    info.problems.append(f"{where}: {total} line{'s' if total > 1 else ''} skipped, {reasons}{more}, the rest was "
+                         "analyzed (the report's inputs table lists the line numbers)")
+
+
+def _driver_errors(results: list[Parsed], path: str, info: InputInfo) -> bool:
     """One line per input that holds driver errors (nvidia-smi could not talk to a GPU)."""
     errs = [p.events.filter(pl.col("kind") == "driver_error") for p in results if p.events.height]
     errs = [e for e in errs if e.height]
     if not errs:
-        return
+        return False
     ev = pl.concat(errs, how="vertical").sort("line")
     first = ev.row(0, named=True)
     text = " ".join((first["text"] or "").split())
@@ -261,9 +278,10 @@ def _driver_errors(results: list[Parsed], path: str, info: InputInfo) -> None:
     where = f"GPU {first['gpu']}" if first.get("gpu") else "the GPUs"
     info.problems.append(f"{path}:{first['line']}: nvidia-smi could not read {where}{more}, it printed “{text}”, check "
                          "the GPU and driver (nvidia-smi -q; dmesg | grep -i xid); the other lines were analyzed")
+    return True
 
 
-def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> None:
+def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> str:
     """A file nobody could use: all its lines are skipped, with the reason, and one line says so."""
     blank = reason == "empty file"
     if blank and src.nul_bytes:
@@ -281,6 +299,7 @@ def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> No
             if blank else f"if it is a log this tool should read, run `gpu-forensics sniff {src.path}` to see why "
             "not and report it with the file; it was skipped")
     info.problems.append(str(InputError(src.path, "empty file" if blank else "not recognized", why, todo)))
+    return label
 
 
 ProgressFn = Callable[[str], None]
@@ -340,11 +359,6 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
         bundle.samples = pl.concat(sample_parts, how="vertical")
     if event_parts:
         bundle.events = pl.concat(event_parts, how="vertical")
-    # rotated or dumped-twice kernel logs repeat the same lines: keep one copy (the one with a wall clock)
-    from .parsers import kernel
-
-    bundle.events = kernel.dedupe_events(bundle.events)
-    bundle.samples = kernel.dedupe_samples(bundle.samples)
     return bundle
 
 

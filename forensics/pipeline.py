@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import detect, ingest, timeline
+from .parsers import kernel
 from .options import Options
 
 
@@ -9,8 +10,10 @@ def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = No
     """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
     bundle = ingest.load(paths, opts, progress=progress)
     bundle = timeline.align(bundle, opts)
-    # one finding per kernel event, not one per view of the ring buffer (dmesg, dmesg -T, kern.log)
-    bundle.events = timeline.merge_twin_events(bundle.events)
-    bundle.samples = timeline.merge_twin_samples(bundle.samples)
+    # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
+    # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views
+    # of one ring buffer (same instant once aligned). After alignment, so the copies could anchor clocks.
+    bundle.events = timeline.merge_twin_events(kernel.dedupe_events(bundle.events))
+    bundle.samples = timeline.merge_twin_samples(kernel.dedupe_samples(bundle.samples))
     analysis = detect.analyze(bundle, opts)
     return bundle, analysis

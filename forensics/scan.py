@@ -116,8 +116,14 @@ def _safe_is_dir(e: os.DirEntry) -> bool:
 
 def job_id(archive: Path, job: Path) -> str:
     rel = os.path.relpath(job, archive)
-    ident = "root" if rel == "." else rel
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", ident.replace(os.sep, "__"))[:180]
+    ident = "root" if rel == "." else rel.replace(os.sep, "__")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", ident)
+    # a name that had to be changed or cut gets a hash of the original, so two jobs never share an
+    # output folder (jöb and jäb, two long names alike at the start); and no id is `..` or hidden
+    if safe != ident or len(safe) > 180 or safe.startswith("."):
+        digest = hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=5).hexdigest()
+        safe = f"{safe[:160].lstrip('.') or 'job'}-{digest}"
+    return safe
 
 
 def fingerprint(job: Path) -> str:

@@ -398,12 +398,14 @@ class Source:
             if long_lines:
                 df = df.with_columns(pl.when(too_long).then(pl.lit("")).otherwise(pl.col("text")).alias("text"))
             overlong = sorted(set(read.overlong) | set(long_lines))
-            if overlong:
-                self.skipped.add_lines(LINE_TOO_LONG, overlong)
-            if read.cut is not None:
-                if read.cut_partial:
-                    self.skipped.add(CUT_AT_END, n_lines + 1)
-                self.problems.append(str(self._cut_error(read.cut, n_lines)))
+            if not self._read_accounted:  # a re-read after release() must not count twice
+                self._read_accounted = True
+                if overlong:
+                    self.skipped.add_lines(LINE_TOO_LONG, overlong)
+                if read.cut is not None:
+                    if read.cut_partial:
+                        self.skipped.add(CUT_AT_END, n_lines + 1)
+                    self.problems.append(str(self._cut_error(read.cut, n_lines)))
             self._frame = df.with_columns(wrappers.strip_expr(self.wrapper, pl.col("text")).alias("text"))
         return self._frame
 
@@ -520,31 +522,43 @@ def discover(paths: list[str]) -> Discovered:
             return
         out.files.append((p, shown))
 
-    def walk(d: Path, shown: str, stack: set[tuple[int, int]]) -> None:
+    def entries_of(d: Path, shown: str, ancestors: frozenset) -> tuple[list, frozenset] | None:
         try:
             st = d.stat()
             entries = sorted(os.scandir(d), key=lambda e: rotation_key(e.name))
         except OSError as e:
             out.problems.append(InputError(shown, "cannot read the folder", e.strerror or str(e),
                                            "fix its permissions or leave it out"))
-            return
+            return None
         key = (st.st_dev, st.st_ino)
-        if key in stack:
+        if key in ancestors:
             out.problems.append(InputError(shown, "folder link loop", "a symbolic link points back to a parent folder",
                                            "remove the link or pass the folders you mean explicitly"))
+            return None
+        return [e for e in entries if not e.name.startswith(".")], ancestors | {key}
+
+    def walk(d: Path, shown: str) -> None:
+        """Depth first, in rotation order; a loop, not recursion (a folder tree can be deeper than
+        Python's recursion limit)."""
+        first = entries_of(d, shown, frozenset())
+        if first is None:
             return
-        stack = stack | {key}
-        for e in entries:
-            if e.name.startswith("."):
+        stack = [(iter(first[0]), shown, first[1])]
+        while stack:
+            it, folder_shown, ancestors = stack[-1]
+            e = next(it, None)
+            if e is None:
+                stack.pop()
                 continue
-            child = Path(e.path)
-            child_shown = os.path.join(shown, e.name)
+            child, child_shown = Path(e.path), os.path.join(folder_shown, e.name)
             try:
                 is_dir = e.is_dir()
             except OSError:
                 is_dir = False
             if is_dir:
-                walk(child, child_shown, stack)
+                sub = entries_of(child, child_shown, ancestors)
+                if sub is not None:
+                    stack.append((iter(sub[0]), child_shown, sub[1]))
             else:
                 add_file(child, child_shown)
 
@@ -554,7 +568,7 @@ def discover(paths: list[str]) -> Discovered:
             out.problems.append(InputError(raw, "no such file or folder", "the path does not exist",
                                            "check the spelling, or quote paths with spaces"))
         elif p.is_dir():
-            walk(p, raw.rstrip("/") or raw, set())
+            walk(p, raw.rstrip("/") or raw)
         else:
             add_file(p, raw)
     return out

@@ -91,3 +91,20 @@ def test_native_reader_matches_on_recorded_logs():
             _same(f, 4096)
         except AssertionError as e:
             raise AssertionError(f"{f}: {e}") from e
+
+
+def test_native_reader_matches_line_reader_on_random_bytes(tmp_path):
+    import random
+
+    rng = random.Random(7)
+    alphabet = [b"a", b"b c", b"\r", b"\n", b"\n", b" ", b"\xff", b"\x00", b'"', b"#", b",", b"\xc3\xa9",
+                b"\xef\xbb\xbf", b"\t", b"\x1f", b"\xef\xbf\xbd"]
+    for i in range(300):
+        data = b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
+        for suffix, pack in (("", lambda b: b), (".gz", gzip.compress)):
+            p = tmp_path / f"r{i}.log{suffix}"
+            p.write_bytes(pack(data))
+            try:
+                _same(p, rng.choice([5, 64, 1 << 20]))
+            except AssertionError as e:
+                raise AssertionError(f"{data!r}: {e}") from e

@@ -243,7 +243,11 @@ def localize_series(naive: pl.Series, zone: str) -> pl.Series:
     its fold rule wants). Same result as clock.localize."""
     from .. import clock
 
+    name = naive.name
     naive = naive.cast(pl.Datetime("us"))
+    # a damaged stamp (year 7, -2026) is no time; Python datetimes would not even hold some
+    naive = naive.to_frame("t").select(pl.when(pl.col("t").dt.year().is_between(1970, 2200)).then(pl.col("t")))
+    naive = naive.to_series().alias(name)
     if zone in getattr(clock, "UTC_NAMES", ("UTC", "Etc/UTC", "Z")):
         return naive.dt.replace_time_zone("UTC")
     minutes = naive.dt.truncate("1m")
