@@ -369,7 +369,7 @@ def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Se
         f.start_index = primary.to_x(lk.onset)
     if r.x_kind == "index":
         f.detail["rate_bytes_per_sample"] = float(lk.rate)
-    if primary.steps is not None:
+    if primary.steps is not None and np.isfinite(primary.steps[primary.nearest(lk.onset)]):
         f.detail["start_step"] = int(primary.steps[primary.nearest(lk.onset)])
     # projection: the device's own series when there is one (it sees every allocator), else the primary
     proj = next((s for s in members if s.result.series == "memory.used"), None) or timed or primary
@@ -589,9 +589,9 @@ def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> t
                            "segments, still held at exit: not a leak.")
     short = [s for s in series if s.fit.classification == "too_short"]
     if short:
-        most = max(s.result.n for s in short)
-        return "inconclusive", (f"Too little data: the longest memory series has {most} usable samples, "
-                                f"at least {MIN_POINTS} are needed to see a trend.{host_txt}")
+        best = max(short, key=lambda s: s.result.n)
+        return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
+                                f"{best.result.source}) {best.fit.reason}.{host_txt}")
     if n_events:
         return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "
                                 "cannot be measured." + host_txt)

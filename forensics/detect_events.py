@@ -79,8 +79,9 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
                     summary=(f"The kernel's OOM killer killed {who}{_when(row['time'])}"
                              + (f", holding {human(rss)} of host memory" if rss else "") + "."),
                     evidence=[_ev(row)], detail={"process": row["process"], **d})
-        for r2 in reaped.filter(pl.col("pid") == row["pid"]).head(1).iter_rows(named=True):
-            f.evidence.append(_ev(r2))
+        if row["pid"] is not None:
+            for r2 in reaped.filter(pl.col("pid") == row["pid"]).head(1).iter_rows(named=True):
+                f.evidence.append(_ev(r2))
         f.causes = ["Host memory ran out. With DataLoader workers and pin_memory=True, every worker's "
                     "pinned buffers count; a growing host RSS points at objects kept across steps."]
         f.checks = ["Look at the killed process's anon-rss and the per-process table in the kernel log; "
@@ -228,7 +229,9 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
                 kill_t = _kill_pos(kill) if kill is not None and timed else None
                 q_gone_at = kill_t if kill_t is not None else q_end
                 vanished = (q_end < log_end - slack) or kill is not None
-                if not vanished or pp[0] > q_end:   # p must have lived alongside q
+                # p lived alongside q and started with or after it (a worker of q's job, not the
+                # trainer that outlives a helper it started itself)
+                if not vanished or pp[0] > q_end or pp[0] < qq[0] - slack:
                     continue
                 if pp[-1] <= q_gone_at + slack:
                     continue

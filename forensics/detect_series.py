@@ -529,8 +529,10 @@ def _raw_floor(bx, by, edges, troughs, depths):
         if hi <= lo:
             continue
         j = lo + int(np.argmin(by[lo:hi]))
+        # the median of the first readings of the new tooth: the minimum alone is the noisiest one
+        w = max(1, (hi - lo) // 8)
         xs.append(bx[j])
-        ys.append(by[j])
+        ys.append(float(np.median(by[j: j + w])))
     return np.asarray(xs), np.asarray(ys), float(np.median(depths))
 
 

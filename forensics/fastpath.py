@@ -42,14 +42,13 @@ def _python_lines(part: bytes) -> pl.DataFrame:
 
 def _parse_part(part: bytes, first_line: int, stats: ReadStats) -> pl.DataFrame:
     """`line`, `text` of a piece of whole lines (it ends with a newline, or is the file's last line)."""
-    if part.startswith(_BOM):
-        # the reader would take a byte order mark at the start of its input for its own: give it a
-        # blank first line to drop instead
-        df = _parse_part(b"\n" + part, first_line - 1, stats)
-        return df.slice(1)
     if b"\x00" in part:
         stats.nuls += part.count(b"\x00")
         part = part.replace(b"\x00", b"")
+    if part.startswith(_BOM):
+        # the reader would take a byte order mark at the start of its input for its own: give it a
+        # blank first line to drop instead
+        return _parse_part(b"\n" + part, first_line - 1, stats).slice(1)
     try:
         df = pl.read_csv(part, has_header=False, separator="\x00", quote_char=None, schema={"text": pl.String},
                          encoding="utf8-lossy")

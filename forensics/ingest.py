@@ -250,9 +250,18 @@ def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
     return out
 
 
+# Lines a format is expected to have besides its readings: counted and shown in the inputs table,
+# but not worth a message on stderr (a looped nvidia-smi log repeats its header every sample).
+EXPECTED_SKIPS = frozenset({
+    "repeated header", "blank line", "GPU without process (row of -)", "not a log line (provenance, separator, shell prompt)",
+    "shell prompt", "program output (not a sanitizer line)", "not part of a memory summary",
+    "not part of an out-of-memory message",
+})
+
+
 def _skipped_message(path: str, skipped: Skipped, explained: set[str], info: InputInfo) -> None:
     """One line for the lines of a file that were skipped and that no other message explains."""
-    rest = {r: n for r, n in skipped.counts.items() if r not in explained and n}
+    rest = {r: n for r, n in skipped.counts.items() if r not in explained and r not in EXPECTED_SKIPS and n}
     if not rest:
         return
     first = min((ln for r in rest for ln in skipped.examples.get(r, [])), default=None)

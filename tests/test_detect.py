@@ -178,7 +178,7 @@ def test_noise_only_and_spikes_are_no_leak():
 def test_too_few_points_is_inconclusive():
     an = run(frame([1 * GiB, 2 * GiB, 3 * GiB]))
     assert an.verdict == "inconclusive"
-    assert "3 usable samples" in an.verdict_reason
+    assert "only 3 samples" in an.verdict_reason
     assert an.series[0].classification == "too_short"
 
 
@@ -246,6 +246,14 @@ def test_residual_process_after_main_pid_killed():
     assert "until the end of the log" in r.summary
     assert any("killed" in s for s in r.related)
     assert an.verdict == "leak"
+
+
+def test_trainer_outliving_a_helper_it_started_is_not_residual():
+    trainer = frame(np.full(200, 20 * GiB), series="process.used", pid=100, source="apps.csv")
+    helper = frame(np.full(40, 2 * GiB), series="process.used", pid=101, source="apps.csv", t_start=20)
+    an = run(trainer, helper)
+    assert not [f for f in an.findings if f.kind == "residual_process"]
+    assert an.verdict == "no_leak"
 
 
 def test_slowdown_as_memory_fills():

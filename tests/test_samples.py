@@ -99,7 +99,8 @@ def test_every_listed_input_is_recognized(folder):
     bundle, _ = pipeline.run([str(folder)], Options(tz=meta.get("tz", "UTC"))) if folder not in INCIDENTS \
         else analyzed(folder)[1:]
     for problem in bundle.problems:     # files that are not logs (README.md, clock.txt) may be listed
-        assert not any(f"/{name}:" in problem for name in listed(meta.get("inputs"))), problem
+        if any(word in problem for word in ("not recognized", "empty file", "cannot read", "binary", "internal error")):
+            assert not any(f"/{name}:" in problem for name in listed(meta.get("inputs"))), problem
     by_name = {Path(i.path).name: i for i in bundle.inputs}
     for name in listed(meta.get("inputs")):
         info = by_name.get(name)
