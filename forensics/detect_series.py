@@ -462,7 +462,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.persistent_growth = float(env[-1] - env[0])
     leak_min = max(LEAK_SIGMAS * sigma_b, LEAK_MIN_FRACTION * level, LEAK_MIN_QUANTA * quantum)
 
-    floor = _raw_floor(bx, by, edges, troughs, depths) if fit.oscillating else None
+    floor = _raw_floor(bx, by, edges, troughs, depths, sigma) if fit.oscillating else None
     leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, floor, bx, by)
     if leak is not None and floor is None and not _new_high(xb, f, leak):
         leak = None
@@ -517,12 +517,13 @@ def _troughs(xb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], li
     return out, depths
 
 
-def _raw_floor(bx, by, edges, troughs, depths):
+def _raw_floor(bx, by, edges, troughs, depths, sigma):
     """The bottom of each tooth read on the raw samples (bucket means alias a fast sawtooth, and
-    their troughs wander): (x, y) of the minimum near each trough, and the typical tooth depth."""
+    their troughs wander): (x, y) near each trough, the typical tooth depth, and the noise of one
+    floor reading (a median of w samples)."""
     t = np.asarray(troughs)
     half = max(1, int(0.25 * np.median(np.diff(t)))) if t.size > 1 else 1
-    xs, ys = [], []
+    xs, ys, ws = [], [], []
     m = edges.size - 1
     for i in t:
         lo, hi = edges[max(0, i - half)], edges[min(m, i + half + 1)]
@@ -533,7 +534,9 @@ def _raw_floor(bx, by, edges, troughs, depths):
         w = max(1, (hi - lo) // 8)
         xs.append(bx[j])
         ys.append(float(np.median(by[j: j + w])))
-    return np.asarray(xs), np.asarray(ys), float(np.median(depths))
+        ws.append(min(w, by.size - j))
+    point_noise = 1.2533 * sigma / math.sqrt(max(1.0, float(np.median(ws)))) if ws else sigma
+    return np.asarray(xs), np.asarray(ys), float(np.median(depths)), point_noise
 
 
 def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
@@ -563,7 +566,7 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     end_x = float(xb[-1])
     last = events[-1]
     if floor is not None:
-        return _sawtooth_leak(float(bx[0]), floor, leak_min, sigma_b)
+        return _sawtooth_leak(float(bx[0]), floor, leak_min)
     stair = _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
     ramp = None
     # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM) for less than
@@ -758,10 +761,10 @@ def _refine_step(xb, yb, x_step, interval) -> float:
     return float(0.5 * (xb[sel[best_k - 1]] + xb[sel[best_k]]))
 
 
-def _sawtooth_leak(x_start, floor, leak_min, sigma_b) -> Leak | None:
+def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
     """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak. The floor
     must rise by a good share of a tooth's depth: a wandering floor is not growth."""
-    tx, ty, depth = floor
+    tx, ty, depth, point_noise = floor
     if tx.size < 3:
         return None
     # onset: a hinge on the troughs (floor level, then rising); the first trough means "from the start"
@@ -782,7 +785,7 @@ def _sawtooth_leak(x_start, floor, leak_min, sigma_b) -> Leak | None:
         return None
     b, a = line_fit(tx[sel], ty[sel])
     resid = float(np.sqrt(np.mean((ty[sel] - (a + b * tx[sel])) ** 2)))
-    z = growth / (max(resid, sigma_b) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
+    z = growth / (max(resid, point_noise) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
     if z < LEAK_Z:
         return None
     start_level = float(ty[sel][0])

@@ -33,64 +33,85 @@ class ReadStats:
 
 
 def _python_lines(part: bytes) -> pl.DataFrame:
-    """The slow way, for a piece the CSV reader refuses (a line holding the separator)."""
+    """The slow way, for a piece the CSV reader refuses."""
     lines = part.decode("utf-8", errors="replace").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return pl.DataFrame({"text": [ln[:-1] if ln.endswith("\r") else ln for ln in lines]}, schema={"text": pl.String})
 
 
-def _parse_part(part: bytes, first_line: int, stats: ReadStats) -> pl.DataFrame:
-    """`line`, `text` of a piece of whole lines (it ends with a newline, or is the file's last line)."""
-    if b"\x00" in part:
-        stats.nuls += part.count(b"\x00")
-        part = part.replace(b"\x00", b"")
-    if part.startswith(_BOM):
+def _parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl.DataFrame:
+    """`line`, `text` of the whole lines in buf[:end] (the rest of buf is a partial line, left out:
+    the buffer is read as it is, without copying its whole lines out first)."""
+    if buf.count(b"\x00", 0, end):
+        stats.nuls += buf.count(b"\x00", 0, end)
+        buf = buf[:end].replace(b"\x00", b"")
+        end = len(buf)
+    if buf.startswith(_BOM):
         # the reader would take a byte order mark at the start of its input for its own: give it a
         # blank first line to drop instead
-        return _parse_part(b"\n" + part, first_line - 1, stats).slice(1)
+        return _parse_buffer(b"\n" + buf[:end], end + 1, first_line - 1, stats).slice(1)
+    if end == 0:
+        return pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
     try:
-        df = pl.read_csv(part, has_header=False, separator="\x00", quote_char=None, schema={"text": pl.String},
+        df = pl.read_csv(buf, has_header=False, separator="\x00", quote_char=None, schema={"text": pl.String},
                          encoding="utf8-lossy")
+        if end < len(buf):
+            df = df.slice(0, df.height - 1)
     except pl.exceptions.PolarsError:
-        df = _python_lines(part)
-    text = pl.col("text").fill_null("")
-    df = df.select(pl.int_range(first_line, first_line + pl.len(), dtype=pl.Int64).alias("line"), text.alias("text"))
-    if not part.isascii():
+        df = _python_lines(buf[:end])
+    df = df.select(pl.int_range(first_line, first_line + pl.len(), dtype=pl.Int64).alias("line"),
+                   pl.col("text").fill_null(""))
+    if not buf.isascii():
         stats.decode_errors += int(df.select(pl.col("text").str.count_matches("\ufffd", literal=True).sum()).item() or 0)
     return df
+
+
+def _plain_chunks(src, size: int) -> Iterator[bytes]:
+    """An uncompressed file in pieces; a read error ends them, returned as the generator's value."""
+    from .sources import _permission_error
+
+    try:
+        fh = open(src.real_path, "rb")
+    except PermissionError:
+        raise _permission_error(src.path)
+    with fh:
+        while True:
+            try:
+                chunk = fh.read(size)
+            except PermissionError:
+                raise _permission_error(src.path)
+            except OSError as e:
+                return e
+            if not chunk:
+                return None
+            yield chunk
 
 
 def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[pl.DataFrame]:
     """(line, text) frames of a UTF-8 source, in file order, text not yet unwrapped. `stats` is
     complete once the iterator is exhausted.
 
-    (polars' own scan_csv of the file would save one copy, but when it meets a NUL byte or invalid
-    UTF-8 it can hand out a wrong batch before it raises: pieces fed to read_csv are safe.)"""
-    yield from _piece_batches(src, stats, batch_bytes, 1, 0)
-
-
-def _piece_batches(src, stats: ReadStats, batch_bytes: int, next_line: int, offset: int) -> Iterator[pl.DataFrame]:
-    """Pieces of the decompressed stream, cut after their last newline, each read by read_csv."""
+    Pieces of about batch_bytes are read (an uncompressed file straight, a compressed one from the
+    streaming decompressor) and handed to read_csv whole, the partial line at their end left for the
+    next piece. (polars' own scan_csv of the file would save a copy, but when it meets a NUL byte or
+    invalid UTF-8 it can hand out a wrong batch before it raises.)"""
     from .sources import MAX_LINE_CHARS
 
     # a line of more than this many bytes has more than MAX_LINE_CHARS characters for sure
     max_line_bytes = 4 * MAX_LINE_CHARS
-    gen = src._chunks(batch_bytes)
-    carry = b""
-    dropping = False
+    gen = _plain_chunks(src, batch_bytes) if src.compression is None else src._chunks(min(batch_bytes, 4 << 20))
+    pieces: list[bytes] = []
+    size = 0
+    dropping = False   # inside an over-long line: discard up to its newline
     first = True
+    next_line = 1
     while True:
         try:
             chunk = next(gen)
         except StopIteration as stop:
             stats.cut = stop.value
             break
-        if offset:
-            if len(chunk) <= offset:
-                offset -= len(chunk)
-                continue
-            chunk, offset, first = chunk[offset:], 0, False
         if first:
             first = False
             if chunk.startswith(_BOM):
@@ -101,25 +122,34 @@ def _piece_batches(src, stats: ReadStats, batch_bytes: int, next_line: int, offs
                 continue
             chunk = chunk[nl + 1:]
             dropping = False
-        buf = carry + chunk if carry else chunk
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            carry = buf
-        else:
-            carry = buf[cut + 1:]
-            df = _parse_part(buf[: cut + 1], next_line, stats)
+        pieces.append(chunk)
+        size += len(chunk)
+        if size < batch_bytes:
+            continue
+        buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        end = buf.rfind(b"\n") + 1
+        if end:
+            df = _parse_buffer(buf, end, next_line, stats)
             next_line += df.height
             yield df
-        if len(carry) > max_line_bytes:
+            tail = buf[end:]
+            pieces, size = ([tail], len(tail)) if tail else ([], 0)
+        else:
+            pieces = [buf]
+        if size > max_line_bytes:
             stats.overlong.append(next_line)
             yield pl.DataFrame({"line": [next_line], "text": [""]}, schema={"line": pl.Int64, "text": pl.String})
             next_line += 1
-            carry, dropping = b"", True
-    if carry and not dropping:
-        if stats.cut is not None:
+            pieces, size, dropping = [], 0, True
+    if pieces:
+        buf = b"".join(pieces)
+        end = buf.rfind(b"\n") + 1
+        if stats.cut is None:
+            end = len(buf)   # the last line, without its newline
+        elif end < len(buf):
             stats.cut_partial = True   # the end of a cut stream: a partial line, never read as data
-        else:
-            df = _parse_part(carry, next_line, stats)
+        if end:
+            df = _parse_buffer(buf, end, next_line, stats)
             next_line += df.height
             yield df
     stats.lines = next_line - 1

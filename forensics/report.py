@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import functools
 import json
 import math
 import os
@@ -1390,7 +1391,9 @@ def template_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
+@functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    """One environment per process: compiling the templates costs more than rendering them."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(d) for d in template_dirs()]),
         autoescape=True,  # every file, whatever its name: log text is hostile

@@ -55,7 +55,7 @@ _ERROR_HEAD = re.compile(
     r"|Unused memory|Hardware Exception|Device-side assertion|Error: |Warning: |\w[\w ]* error detected)"
 )
 _PROGRAM_HIT = re.compile(
-    r"^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to \"(?P<msg>[^\"]*)\" on CUDA API call to (?P<api>\w+)"
+    r"^Program hit (?P<err>\w+) \(error (?P<code>\d{1,9})\) due to \"(?P<msg>[^\"]*)\" on CUDA API call to (?P<api>\w+)"
 )
 _SAVED = re.compile(r"^Saved host backtrace up to driver entry point(?: at (?P<where>.+?))?\s*$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
