@@ -182,11 +182,18 @@ def _median5(y: np.ndarray) -> np.ndarray:
 
 
 def despike(y: np.ndarray, sigma: float) -> np.ndarray:
-    """Replace one- and two-sample spikes (another process touching the GPU for a moment, a glitch)
-    by the running median; a level that lasts three samples or more is kept."""
+    """Replace one- and two-sample spikes (another process touching the GPU for a moment, a glitch):
+    found against the running median of 5, filled in between their neighbours; a level that lasts
+    three samples or more is kept."""
     med = _median5(y)
     thr = max(SPIKE_SIGMAS * sigma, SPIKE_MIN_FRACTION * float(np.median(np.abs(y))))
-    out = np.where(np.abs(y - med) > thr, med, y)
+    spike = np.abs(y - med) > thr
+    if not spike.any() or spike.all():
+        return y
+    # filled in from the nearest good neighbours (the running median lags a steep ramp by a sample)
+    idx = np.arange(y.size)
+    out = y.copy()
+    out[spike] = np.interp(idx[spike], idx[~spike], y[~spike])
     return out
 
 
@@ -328,11 +335,13 @@ def _segments(xb: np.ndarray, yb: np.ndarray, bkps: list[int]) -> list[Segment]:
 
 def seg_jump(a: Segment, b: Segment) -> float:
     """The level change between two adjacent segments, both lines taken to the middle of the gap
-    between them (sparse samples leave a gap that a ramp's slope also crosses)."""
-    if min(a.i1 - a.i0, b.i1 - b.i0) <= MIN_SEGMENT + 1:
-        return b.y0 - a.y1   # a short steep piece (a step inside a bucket) extrapolates badly
+    between them (sparse samples leave a gap that a ramp's slope also crosses). A short piece (a step
+    inside a bucket) extrapolates badly: it borrows its long neighbour's slope, or none."""
+    long_a, long_b = (a.i1 - a.i0) > MIN_SEGMENT + 1, (b.i1 - b.i0) > MIN_SEGMENT + 1
+    sa = a.slope if long_a else (b.slope if long_b else 0.0)
+    sb = b.slope if long_b else (a.slope if long_a else 0.0)
     xm = 0.5 * (a.x1 + b.x0)
-    return (b.y0 + b.slope * (xm - b.x0)) - (a.y1 + a.slope * (xm - a.x1))
+    return (b.y0 + sb * (xm - b.x0)) - (a.y1 + sa * (xm - a.x1))
 
 
 def _fitted(xb: np.ndarray, segs: list[Segment]) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Callable
 
 import polars as pl
 
-from . import parsers
+from . import fastpath_stream, parsers
 from .errors import InputError
 from .options import Options
 from .schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, Parsed, Skipped, conform, empty_events, empty_samples
@@ -56,6 +56,8 @@ def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
 
 def _scan_free_text(src: Source, opts: Options, skip: set[str]) -> list[Parsed]:
     """Run the free-text event scanners over the lines that pass their prefilter."""
+    if fastpath_stream.is_big(src) and src._frame is None:
+        return fastpath_stream.scan_streamed(src, opts, skip)   # one streamed pass, bounded memory
     results = []
     frame = src.frame()
     for m in parsers.SCANNERS:
@@ -121,10 +123,17 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     skipped = Skipped()
     if module is not None:
         info.format = module.NAME
-        primary = module.parse(src, opts)
-        results.append(primary)
         covered = {module.NAME, *getattr(module, "COVERS", ())}
-        results.extend(_scan_free_text(src, opts, covered))
+        # a big file is parsed and scanned in one streamed pass (fastpath_stream.py)
+        streamed = fastpath_stream.parse_streamed(src, module, opts, covered)
+        if streamed is not None:
+            primary, found = streamed
+            results.append(primary)
+            results.extend(found)
+        else:
+            primary = module.parse(src, opts)
+            results.append(primary)
+            results.extend(_scan_free_text(src, opts, covered))
         info.clock = primary.clock
         info.notes.extend(primary.notes)
         info.meta.update(primary.meta)
@@ -185,14 +194,15 @@ def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> Non
     s = p.samples
     if s is None or s.height < 2:
         return
-    s = conform(s, SAMPLES_SCHEMA).sort("line", maintain_order=True)
+    s = conform(s, SAMPLES_SCHEMA).with_row_index("_row")
+    in_order = s.sort("line", maintain_order=True)  # "earlier" is by line; the rows keep their order
     dup = pl.col("time").is_not_null() & ~pl.struct(["time", *_SERIES_KEY, "bytes"]).is_first_distinct()
-    dup_lines = s.filter(dup)["line"].to_list()
-    if dup_lines:
-        skipped.add_lines(DUPLICATE, dup_lines)
-        s = s.filter(~dup)
-    p.samples = s
-    timed = s.filter(pl.col("time").is_not_null())
+    dups = in_order.filter(dup)
+    if dups.height:
+        skipped.add_lines(DUPLICATE, sorted(dups["line"].to_list()))
+        p.samples = s.filter(~pl.col("_row").is_in(dups["_row"].implode())).drop("_row")
+        in_order = in_order.filter(~pl.col("_row").is_in(dups["_row"].implode()))
+    timed = in_order.filter(pl.col("time").is_not_null())
     if timed.height < 2:
         return
     messages: list[str] = []

@@ -1,0 +1,465 @@
+"""Big inputs parsed in one streamed pass over their lines, in bounded memory.
+
+ingest.parse_one hands a source of STREAM_MIN_BYTES or more here. Its lines come in batches
+(Source.iter_frames); each batch goes to the claiming parser's consumer and to the free-text scanners'
+prefilters, and only what they keep stays in memory:
+
+- nvidia-smi CSV: each batch is parsed by nvsmi_csv.parse_lines with the header in force carried over;
+  when a file holds more than MAX_READINGS readings, each GPU's series is thinned to the lowest and the
+  highest reading of every `window` consecutive readings (real lines, so every finding still quotes
+  source:line; the window doubles as the file grows, and the result is the same as thinning the whole
+  series at once). Every line is still read and counted.
+- kernel logs: only the lines around OOM-killer reports, NVRM messages and boots (with context), the
+  first and last lines and the lines where the month changes are decoded in full; the rest is counted.
+- step logs: only lines the step-log families look at (their scan hints), the line before each (DeepSpeed
+  labels), and of the step-marker lines the last one before each reading (the only one a reading takes
+  its step from).
+Other formats are not streamed (their files are small).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from . import parsers
+from .schema import SAMPLES_SCHEMA, Parsed, conform
+
+# Files at least this big (decompressed size estimated at 5x for compressed ones) are streamed.
+STREAM_MIN_BYTES = 48 << 20
+# Readings of one nvidia-smi CSV kept at full resolution; beyond, series are thinned (min/max per window).
+MAX_READINGS = 2_000_000
+
+
+def is_big(src) -> bool:
+    return src.encoding == "utf-8" and src.size * (5 if src.compression else 1) >= STREAM_MIN_BYTES
+
+
+class _Scanners:
+    """The free-text scanners of ingest._scan_free_text, fed batch by batch: one pass of all their
+    hints together, then each scanner's own hint on the few lines that passed."""
+
+    def __init__(self, skip: set[str]):
+        self.mods = [m for m in parsers.SCANNERS if m.NAME not in skip]
+        self.hits: dict[str, list[pl.DataFrame]] = {m.NAME: [] for m in self.mods}
+        self.any_hint = "|".join(f"(?:{m.SCAN_HINT})" for m in self.mods)
+
+    def feed(self, batch: pl.DataFrame) -> None:
+        if not self.mods:
+            return
+        cand = batch.filter(pl.col("text").str.contains(self.any_hint))
+        if not cand.height:
+            return
+        for m in self.mods:
+            h = cand.filter(pl.col("text").str.contains(m.SCAN_HINT))
+            if h.height:
+                self.hits[m.NAME].append(h)
+
+    def finish(self, src, opts) -> list[Parsed]:
+        out = []
+        for m in self.mods:
+            if self.hits[m.NAME]:
+                p = m.scan(pl.concat(self.hits[m.NAME]), src, opts)
+                if p is not None and p.records:
+                    out.append(p)
+        return out
+
+
+def scan_streamed(src, opts, skip: set[str]) -> list[Parsed]:
+    """ingest._scan_free_text for a big file: one streamed pass."""
+    sc = _Scanners(skip)
+    for batch in src.iter_frames():
+        sc.feed(batch)
+    return sc.finish(src, opts)
+
+
+def parse_streamed(src, module, opts, covered: set[str]) -> tuple[Parsed, list[Parsed]] | None:
+    """(the claiming parser's result, the scanners' results) from one streamed pass, or None when
+    this source is not streamed (small, not UTF-8, or a format without a consumer)."""
+    if not is_big(src):
+        return None
+    make = _CONSUMERS.get(module.NAME)
+    consumer = make(src, opts, module) if make else None
+    if consumer is None:
+        return None
+    sc = _Scanners(covered)
+    for batch in src.iter_frames():
+        consumer.feed(batch)
+        sc.feed(batch)
+    return consumer.finish(), sc.finish(src, opts)
+
+
+# -- nvidia-smi CSV ----------------------------------------------------------------------------------
+
+_CSV_COLUMNS = ["time", "seq", "line", "gpu", "series", "bytes", "total_bytes"]
+
+
+def thin(df: pl.DataFrame, window: int) -> pl.DataFrame:
+    """Per (gpu, series) and window of `window` consecutive readings (by `_i`, the reading's index in
+    its series): the lowest and the highest reading (the first of equals), and the first reading
+    without a value; in file order. Thinning a thinned frame with a multiple of its window gives what
+    thinning the original would."""
+    if window <= 1 or df.height == 0:
+        return df
+    g = df.with_row_index("_r").with_columns((pl.col("_i") // window).alias("_w"))
+    picks = g.group_by("gpu", "series", "_w").agg(
+        pl.col("_r").sort_by("bytes", "_r", nulls_last=True).first().alias("lo"),
+        pl.col("_r").sort_by("bytes", "_r", descending=[True, False], nulls_last=True).first().alias("hi"),
+        pl.col("_r").filter(pl.col("bytes").is_null()).first().alias("none"),
+    )
+    keep = pl.concat([picks["lo"], picks["hi"], picks["none"]]).drop_nulls().unique()
+    return g.filter(pl.col("_r").is_in(keep.implode())).drop("_r", "_w")
+
+
+class _NvsmiCsv:
+    """nvsmi_csv.parse_lines batch by batch. Each batch after the first is read with the file's first
+    GPU header and the header (or command line) in force at its start put in front, so its rows get
+    the same columns and its repeated headers the same counts as in one pass; what those carried lines
+    add (a repeated count) is taken off again."""
+
+    def __init__(self, src, opts, module):
+        from .parsers import nvsmi_common as C
+
+        self.src, self.opts, self.module = src, opts, module
+        self.C = C
+        self.carry: pl.DataFrame | None = None      # first GPU header + last start line (line, text)
+        self.first_header: pl.DataFrame | None = None
+        self.parts: list[pl.DataFrame] = []
+        self.kept = 0
+        self.window = 1
+        self.readings = 0
+        self.per_series: dict[tuple, int] = {}      # readings so far per (gpu, series)
+        self.per_gpu: dict[str | None, int] = {}    # rows so far per GPU (for seq)
+        self.seq_max = 0
+        self.results: list[Parsed] = []
+
+    def _starts(self, batch: pl.DataFrame) -> pl.DataFrame:
+        from .parsers import nvsmi_csv
+
+        starts, maps, _ = nvsmi_csv._start_lines(batch)
+        if not starts.height:
+            return starts.select("line").with_columns(pl.lit(False).alias("gpu"))
+        # as parse_lines picks the file's own header: a GPU header line (not a command line)
+        gpu_ids = [i for i, m in maps.items() if m is not None]
+        return starts.select("line", (pl.col("start").is_in(gpu_ids) & (pl.col("why") == "repeated header")).alias("gpu"))
+
+    def feed(self, batch: pl.DataFrame) -> None:
+        from .parsers import nvsmi_csv
+
+        df = batch if self.carry is None else pl.concat([self.carry, batch])
+        p = nvsmi_csv.parse_lines(df, self.src.path, self.opts)
+        if self.carry is not None:
+            _uncount(p.skipped, self.carry["line"].to_list())
+        starts = self._starts(batch)
+        if starts.height:
+            if self.first_header is None:
+                first_gpu = starts.filter(pl.col("gpu"))
+                if first_gpu.height:
+                    self.first_header = batch.filter(pl.col("line") == first_gpu["line"][0])
+            last = batch.filter(pl.col("line") == starts["line"][-1])
+            carry = [f for f in (self.first_header, last) if f is not None]
+            self.carry = pl.concat(carry).unique("line", maintain_order=True).sort("line")
+        self._take_samples(p)
+        self.results.append(p)
+
+    def _take_samples(self, p: Parsed) -> None:
+        s = p.samples
+        own = s["series"].is_in(["memory.used", "memory.free"]) if s.height else None
+        if not s.height or not own.any():
+            return
+        s = s.filter(own).select(_CSV_COLUMNS)
+        p.samples = p.samples.filter(~own)
+        # seq: a new sample starts when a GPU repeats, counted across batches as in one pass
+        key = pl.col("gpu").fill_null("")
+        s = s.with_columns((pl.int_range(1, pl.len() + 1).over(key) + _offset(key, self.per_gpu)).alias("_n"))
+        s = s.with_columns(pl.max_horizontal(pl.col("_n").cum_max(), pl.lit(self.seq_max)).cast(pl.Int64).alias("seq"))
+        for g, n in s.group_by(key.alias("g")).agg(pl.col("_n").max()).iter_rows():
+            self.per_gpu[g] = int(n)
+        self.seq_max = int(s["seq"].max())
+        # reading index within its series, for thinning
+        sk = pl.concat_str([key, pl.lit("\x00"), pl.col("series")])
+        offsets = {f"{g or ''}\x00{ser}": n for (g, ser), n in self.per_series.items()}
+        s = s.drop("_n").with_columns((pl.int_range(pl.len()).over(sk) + _offset(sk, offsets)).alias("_i"))
+        for g, ser, n in s.group_by("gpu", "series").agg(pl.len()).iter_rows():
+            self.per_series[(g, ser)] = self.per_series.get((g, ser), 0) + n
+        self.readings += s.height
+        s = thin(s, self.window)
+        self.parts.append(s)
+        self.kept += s.height
+        while self.kept > MAX_READINGS:
+            self.window *= 2
+            whole = thin(pl.concat(self.parts), self.window)
+            self.parts, self.kept = [whole], whole.height
+
+    def finish(self) -> Parsed:
+        out = Parsed()
+        ps = self.results
+        samples = thin(pl.concat(self.parts), self.window).drop("_i") if self.parts else None
+        rest = [p.samples for p in ps if p.samples.height]
+        out.samples = pl.concat([conform(samples, SAMPLES_SCHEMA), *rest]) if rest else conform(samples, SAMPLES_SCHEMA)
+        events = [p.events for p in ps if p.events.height]
+        if events:
+            out.events = pl.concat(events)
+        for p in ps:
+            out.skipped.merge(p.skipped)
+            for n in p.notes:
+                if n not in out.notes:
+                    out.notes.append(n)
+        clocks = [p.clock for p in ps if p.clock != "none"]
+        out.clock = clocks[0] if clocks else "none"
+        out.meta = _merge_meta([p.meta for p in ps])
+        if self.window > 1:
+            out.notes.append(
+                f"{self.readings} readings: for analysis each GPU's series was thinned to the lowest and highest "
+                f"reading of every {self.window} consecutive ones ({out.samples.height} kept, each with its own "
+                "line); every line was read and checked")
+            out.meta["thinned"] = {"readings": self.readings, "kept": int(samples.height), "window": self.window}
+        return out
+
+
+def _offset(key: pl.Expr, counts: dict) -> pl.Expr:
+    """Per row, the count carried over from earlier batches for its key (0 for a new key)."""
+    if not counts:
+        return pl.lit(0, dtype=pl.Int64)
+    return key.replace_strict({k or "": v for k, v in counts.items()}, default=0, return_dtype=pl.Int64)
+
+
+def _uncount(skipped, lines: list[int]) -> None:
+    """Take the carried lines (read again in front of a batch) off the skipped counts."""
+    for line in lines:
+        for reason, ex in list(skipped.examples.items()):
+            if line in ex:
+                ex.remove(line)
+                skipped.counts[reason] -= 1
+                if skipped.counts[reason] <= 0:
+                    del skipped.counts[reason]
+                    del skipped.examples[reason]
+
+
+def _merge_meta(metas: list[dict]) -> dict:
+    out: dict = {}
+    for m in metas:
+        for k, v in m.items():
+            if k not in out:
+                out[k] = v
+            elif k == "gpus" and isinstance(v, list):
+                have = {g.get("gpu"): g for g in out[k]}
+                for g in v:
+                    old = have.get(g.get("gpu"))
+                    if old is None:
+                        out[k].append(g)
+                        have[g.get("gpu")] = g
+                    else:
+                        for f, x in g.items():
+                            if old.get(f) is None:
+                                old[f] = x
+                        if g.get("total_bytes") is not None and (old.get("total_bytes") or 0) < g["total_bytes"]:
+                            old["total_bytes"] = g["total_bytes"]
+            elif k == "gpu_map" and isinstance(v, dict):
+                out[k] = {**v, **out[k]}
+    return out
+
+
+def _csv_consumer(src, opts, module):
+    """Streamed only when the file's columns are named by a header with a timestamp (a headerless or
+    untimed CSV is read in one piece, as before)."""
+    from .parsers import nvsmi_common as C
+
+    head = src.head()
+    for t in head:
+        if C.header_kind(t.strip()) == "gpu":
+            names = [n for n, _ in C.header_names(t)]
+            return _NvsmiCsv(src, opts, module) if "timestamp" in names else None
+    return None
+
+
+# -- kernel logs -------------------------------------------------------------------------------------
+
+# A line worth decoding, with the lines around it: the OOM killer's report, the driver, boots.
+_KERNEL_HINT = (r"oom|Killed process|Kill process|killed as a result of limit|Memory cgroup|memory: usage|"
+                r"NVRM|Tasks state|\[\s*pid\s*\]|Linux version|fallen off the bus")
+_REPORT_OPEN = r"invoked oom-killer:"
+_REPORT_CLOSE = r"Killed process|oom_reaper: reaped"
+_CONTEXT = 8             # lines kept before and after each hint line
+_MAX_REPORT = 50_000     # an OOM report (with its task table) is never longer than this
+_EDGE = 200              # first and last lines kept (file's first/last time, year anchor)
+_MONTH_MARKS = 1000      # at most this many month-change lines per batch
+
+
+class _Kernel:
+    def __init__(self, src, opts, module):
+        from .parsers import kernel
+
+        self.src, self.opts, self.kernel = src, opts, kernel
+        self.kept: list[pl.DataFrame] = []
+        self.tail: pl.DataFrame | None = None       # the last lines seen (context before the next batch)
+        self.after_until = 0                          # keep lines up to this one (context after a hint)
+        self.report_open_at: int | None = None        # line of an `invoked oom-killer` whose report goes on
+        self.prev_month: str | None = None
+        self.lines = 0
+
+    def feed(self, batch: pl.DataFrame) -> None:
+        if not batch.height:
+            return
+        t = pl.col("text")
+        line = pl.col("line")
+        self.lines = int(batch["line"][-1])
+        hit = t.str.contains(_KERNEL_HINT)
+        opens, closes = t.str.contains(_REPORT_OPEN), t.str.contains(_REPORT_CLOSE)
+        state = pl.when(opens).then(pl.lit(1)).when(closes).then(pl.lit(0)).forward_fill() \
+            .fill_null(1 if self.report_open_at is not None else 0)
+        opened_at = pl.when(opens).then(line).forward_fill().fill_null(self.report_open_at or 0)
+        month = t.str.slice(0, 3)
+        marks = batch.select(
+            "line", hit.alias("hit"),
+            ((state == 1) & (line - opened_at <= _MAX_REPORT)).alias("in_report"),
+            (month != month.shift(1).fill_null(self.prev_month or "")).alias("month"),
+            state.alias("_s"), opened_at.alias("_o"))
+        last = marks.row(-1, named=True)
+        self.report_open_at = last["_o"] if last["_s"] == 1 else None
+        self.prev_month = batch["text"][-1][:3]
+        month_lines = marks.filter(pl.col("month"))["line"]
+        keep = marks["hit"] | marks["in_report"] | (line_le(marks, self.after_until))
+        if month_lines.len() <= _MONTH_MARKS:
+            keep = keep | marks["month"]
+        hits = marks.filter(pl.col("hit"))["line"]
+        if hits.len():
+            near = _near(batch.select("line"), hits, _CONTEXT)
+            keep = keep | near
+            self.after_until = max(self.after_until, int(hits[-1]) + _CONTEXT)
+            if self.tail is not None:
+                # the lines before a hint at the start of this batch
+                first_hit = int(hits[0])
+                self.kept.append(self.tail.filter(pl.col("line") >= first_hit - _CONTEXT))
+        if int(batch["line"][0]) <= _EDGE:
+            keep = keep | (batch["line"] <= _EDGE)
+        self.kept.append(batch.filter(keep))
+        self.tail = batch.tail(_EDGE)
+
+    def finish(self) -> Parsed:
+        from .parsers import _kernel_prefix as kp
+
+        kept = [k for k in self.kept if k.height]
+        if self.tail is not None:
+            kept.append(self.tail)
+        lines = (pl.concat(kept).unique("line").sort("line") if kept
+                 else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
+        # a blank line where lines were left out, so no record is joined across the gap
+        gaps = lines.filter(pl.col("line").diff().fill_null(pl.col("line")) > 1).select(
+            (pl.col("line") - 1).alias("line"), pl.lit("").alias("text"))
+        lines = pl.concat([lines, gaps]).sort("line")
+        decoded = lines.height - gaps.height
+        dec = kp.decode(lines, self.opts, self.src.path, self.src.mtime)
+        p = self.kernel.parse_decoded(dec)
+        p.notes.append(f"a big kernel log: of its {self.lines} lines, the {decoded} around OOM-killer reports, "
+                       "NVRM and boot messages (and the first and last lines) were decoded in full; the others "
+                       "hold none of those and were only counted")
+        p.meta["decoded_lines"] = decoded
+        return p
+
+
+def line_le(marks: pl.DataFrame, until: int) -> pl.Series:
+    return marks["line"] <= until
+
+
+def _near(lines: pl.DataFrame, hits: pl.Series, k: int) -> pl.Series:
+    """Lines within k lines of a hit line."""
+    h = pl.DataFrame({"h": hits}).sort("h")
+    ln = lines.sort("line")
+    before = ln.join_asof(h, left_on="line", right_on="h", strategy="forward")["h"] - ln["line"]
+    after = ln["line"] - ln.join_asof(h, left_on="line", right_on="h", strategy="backward")["h"]
+    return ((before <= k).fill_null(False) | (after <= k).fill_null(False)).alias("near")
+
+
+# -- step logs -----------------------------------------------------------------------------------------
+
+class _StepLog:
+    def __init__(self, src, opts, module):
+        from .parsers import stepmem as S
+
+        self.src, self.opts, self.module, self.S = src, opts, module, S
+        self.kept: list[pl.DataFrame] = []
+        self.last_marker: pl.DataFrame | None = None
+        self.prev_tail: pl.DataFrame | None = None
+        gen = S.GENERIC_HINT
+        # the families' own hints (SCAN_HINT is the generic one, then theirs)
+        self.family_hint = S.SCAN_HINT[len(gen) + 1:] if S.SCAN_HINT.startswith(gen + "|") else None
+
+    def feed(self, batch: pl.DataFrame) -> None:
+        S = self.S
+        t = pl.col("text")
+        if self.family_hint is None:
+            self.kept.append(batch.filter(t.str.contains(S.SCAN_HINT)))
+            return
+        marks = batch.select(
+            "line", "text",
+            t.str.contains(self.family_hint).alias("fam"),
+            (t.str.contains(S.GENERIC_HINT) & ~t.str.contains(S._NOT_OURS)).alias("gen"))
+        marks = marks.filter(pl.col("fam") | pl.col("gen"))
+        if not marks.height:
+            return
+        marks = marks.with_columns(t.str.contains(S.ANY_READING).alias("reading"))
+        pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
+        # a pure step-marker line counts only if it gives a step, and only the last before a reading
+        marks = marks.with_columns(
+            pl.when(pure).then(S.strip_line_time(t).str.extract(S._STEP_MARKER).cast(pl.Int64, strict=False)
+                               .is_not_null())
+            .otherwise(False).alias("marker"))
+        if self.last_marker is not None:
+            marks = pl.concat([self.last_marker.with_columns(pl.lit(True).alias("_old")),
+                               marks.with_columns(pl.lit(False).alias("_old"))], how="diagonal")
+        else:
+            marks = marks.with_columns(pl.lit(False).alias("_old"))
+        nxt_reading = pl.when(pl.col("reading") | pl.col("fam")).then(pl.col("line")).backward_fill()
+        nxt_marker = pl.when(pl.col("marker")).then(pl.col("line")).shift(-1).backward_fill()
+        marks = marks.with_columns(nxt_reading.alias("_nr"), nxt_marker.alias("_nm"))
+        markers = marks.filter(pl.col("marker"))
+        useful = markers.filter(pl.col("_nr").is_not_null() & (pl.col("_nm").is_null() | (pl.col("_nm") > pl.col("_nr"))))
+        # the batch's last marker may give its step to a reading of the next batch
+        self.last_marker = (markers.tail(1).select("line", "text", "fam", "gen", "reading", "marker")
+                            if markers.height and markers["_nr"][-1] is None else None)
+        keep = marks.filter(~pl.col("marker") & ~pl.col("_old")).select("line", "text")
+        used = useful.select("line", "text")
+        self.kept.append(pl.concat([keep, used]))
+        # the line before each family line (DeepSpeed takes a label from it)
+        fam_lines = marks.filter(pl.col("fam") & ~pl.col("_old"))["line"]
+        if fam_lines.len():
+            prev = batch.filter(pl.col("line").is_in((fam_lines - 1).implode()))
+            if self.prev_tail is not None and int(fam_lines[0]) - 1 == int(self.prev_tail["line"][0]):
+                prev = pl.concat([self.prev_tail, prev])
+            self.kept.append(prev)
+        self.prev_tail = batch.tail(1)
+
+    def finish(self) -> Parsed:
+        kept = [k.select("line", "text") for k in self.kept if k.height]
+        if self.last_marker is not None:
+            kept.append(self.last_marker.select("line", "text"))
+        frame = (pl.concat(kept).unique("line").sort("line") if kept
+                 else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
+        return self.module.parse(_Lines(self.src, frame), self.opts)
+
+
+class _Lines:
+    """A source whose frame() is the kept lines (parsers only call frame(), head(), path, mtime)."""
+
+    def __init__(self, src, frame: pl.DataFrame):
+        self._src, self._frame = src, frame
+        self.path, self.mtime = src.path, src.mtime
+
+    def frame(self) -> pl.DataFrame:
+        return self._frame
+
+    def head(self) -> list[str]:
+        return self._src.head()
+
+    def __getattr__(self, name):
+        return getattr(self._src, name)
+
+
+_CONSUMERS = {
+    "nvidia-smi-csv": _csv_consumer,
+    "kernel-log": _Kernel,
+    "nvrm-xid": _Kernel,
+    "step-markers": _StepLog,
+    "deepspeed": _StepLog,
+    "megatron": _StepLog,
+    "hf-trainer": _StepLog,
+}
