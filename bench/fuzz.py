@@ -13,6 +13,7 @@ Exit status 1 when any case failed.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import sys
 import time
 import traceback
@@ -52,7 +53,8 @@ def _where(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {at}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
-def run_property(name: str, strategy, check, examples: int, budget: float, seed_value: int) -> Stats:
+def run_property(name: str, strategy, check, examples: int, budget: float, seed_value: int,
+                 slow: float = 60.0) -> Stats:
     stats = Stats(name)
     started = time.perf_counter()
 
@@ -65,6 +67,8 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
             raise _OutOfTime()
         stats.cases += 1
         t0 = time.perf_counter()
+        # a case that hangs shows where: its stack is printed once it has run `slow` seconds
+        faulthandler.dump_traceback_later(slow, repeat=False, file=sys.stderr)
         try:
             if check(value):
                 stats.claimed += 1
@@ -73,7 +77,15 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
             key = _where(e)
             stats.kinds[key] += 1
             stats.examples.setdefault(key, repr(value)[:400])
-        stats.slowest = max(stats.slowest, time.perf_counter() - t0)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        took = time.perf_counter() - t0
+        if took > slow:
+            stats.failures += 1
+            key = f"slow case: {took:.0f} s (over --slow {slow:.0f} s)"
+            stats.kinds[key] += 1
+            stats.examples.setdefault(key, repr(value)[:400])
+        stats.slowest = max(stats.slowest, took)
 
     try:
         case()
@@ -107,12 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma list of: sniff, bytes, mutated, forced")
     ap.add_argument("--parsers", default="", help="comma list of parser NAMEs for the forced properties")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--slow", type=float, default=60.0,
+                    help="a case running longer counts as a failure, and its stack is printed (default 60 s)")
     args = ap.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     rows = []
     names = {s.strip() for s in args.parsers.split(",") if s.strip()} or None
     for title, _, strategy, check in properties(only, names):
-        s = run_property(title, strategy, check, args.examples, args.budget, args.seed)
+        s = run_property(title, strategy, check, args.examples, args.budget, args.seed, args.slow)
         rows.append(s)
         extra = f" (claimed {s.claimed})" if s.claimed else ""
         print(f"  {title}: {s.cases} cases, {s.failures} failures, {s.seconds:.0f} s (slowest case {s.slowest:.1f} s){extra}",

@@ -424,6 +424,14 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
 
     raw_sigma = _mad_sigma(_sample_diffs(y))
     rel = terminal_release(y, raw_sigma)
+    if rel is not None:
+        # freed below anything the job itself went down to; a sawtooth's last fall back to its
+        # floor is not a release
+        st = idle_lead_in(y[:rel], raw_sigma)
+        lo, hi = _range(y)
+        floor = float(np.quantile(y[st:rel], 0.01)) if rel - st >= MIN_POINTS else float("inf")
+        if float(np.median(y[rel: rel + 3])) > floor - max(5 * raw_sigma, 0.05 * (hi - lo)):
+            rel = None
     hi_end = rel if rel is not None else n
     start = idle_lead_in(y[:hi_end], raw_sigma)
     bx, by = decimate(x[start:hi_end], y[start:hi_end])
@@ -580,8 +588,10 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     ramp = None
     # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM) for less than
     # half of its own length; a warm-up is followed by a plateau far longer than itself
+    ramps = [e for e in events if e[3] == "ramp"]
+    last = ramps[-1] if ramps else last
     if last[3] == "ramp" and end_x - last[1] <= max(TAIL_QUIET_FRACTION * duration, RAMP_TAIL_SHARE * (last[1] - last[0])):
-        ramp = _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration)
+        ramp = _ramp_leak(xb, yb, segs, last, leak_min, sigma_b)
     if stair is not None and ramp is not None:
         # the pattern that accounts for more of the growth (a final step can look like a short ramp)
         return stair if stair.growth >= ramp.growth else ramp
@@ -619,12 +629,16 @@ def _confidence(z: float, z_min: float, extra: float = 1.0) -> float:
     return round(max(0.05, min(0.99, c * extra)), 2)
 
 
-def _ramp_leak(xb, yb, segs, events, leak_min, sigma_b, duration) -> Leak | None:
-    # the last segment that rises by itself (a flat top at capacity may follow it)
-    rising = [k for k, s in enumerate(segs) if s.y1 - s.y0 >= EVENT_SIGMAS * sigma_b]
+def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b) -> Leak | None:
+    """The ramp event `ramp` (x0, x1, rise, kind, k) as a linear leak: its last rising segment sets
+    the slope (a flat top at a memory cap, or a short piece of an unfinished sawtooth tooth, may
+    follow it); earlier pieces of one ramp join it."""
+    rising = [k for k, s in enumerate(segs)
+              if s.y1 - s.y0 >= EVENT_SIGMAS * sigma_b and s.x0 >= ramp[0] and s.x1 <= ramp[1]]
     if not rising:
         return None
-    k_last = rising[-1]
+    long_rising = [k for k in rising if segs[k].i1 - segs[k].i0 > MIN_SEGMENT + 1]
+    k_last = (long_rising or rising)[-1]
     slope_last = segs[k_last].slope
     first_k = k_last
     # walk back over contiguous growing segments whose slope is similar (one linear growth)
@@ -719,6 +733,10 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | No
     steps = [e for e in events if e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration]
     if len(steps) < 2:
         return None
+    # a small last rise (an unfinished tooth, a partial step) does not start the staircase
+    h_all = float(np.median([e[2] for e in steps]))
+    while len(steps) > 2 and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
+        steps = steps[:-1]
     xs = [0.5 * (e[0] + e[1]) for e in steps]
     hs = [e[2] for e in steps]
     # walk back while the steps stay alike: regular spacing (a long quiet gap ends the staircase)

@@ -31,6 +31,9 @@ class ReadStats:
     cut_partial: bool = False
     nuls: int = 0
     decode_errors: int = 0
+    # the bytes the last batch was read from, as (buffer, end of its whole lines), when its lines are
+    # exactly those bytes (no NUL removed, no wrapper, nothing emptied): a parser may cut them again
+    raw: tuple[bytes, int] | None = None
 
 
 def _python_lines(part: bytes) -> pl.DataFrame:
@@ -44,6 +47,7 @@ def _python_lines(part: bytes) -> pl.DataFrame:
 def _parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl.DataFrame:
     """`line`, `text` of the whole lines in buf[:end] (the rest of buf is a partial line, left out:
     the buffer is read as it is, without copying its whole lines out first)."""
+    stats.raw = None
     if buf.find(b"\x00", 0, end) >= 0:
         stats.nuls += buf.count(b"\x00", 0, end)
         buf = buf[:end].replace(b"\x00", b"")
@@ -59,6 +63,7 @@ def _parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl
                          encoding="utf8-lossy")
         if end < len(buf):
             df = df.slice(0, df.height - 1)
+        stats.raw = (buf, end)
     except pl.exceptions.PolarsError:
         df = _python_lines(buf[:end])
     df = df.select(pl.int_range(first_line, first_line + pl.len(), dtype=pl.Int64).alias("line"),
@@ -172,6 +177,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterat
             pieces = [buf]
         if size > max_line_bytes:
             stats.overlong.append(next_line)
+            stats.raw = None
             yield pl.DataFrame({"line": [next_line], "text": [""]}, schema={"line": pl.Int64, "text": pl.String})
             next_line += 1
             pieces, size, dropping = [], 0, True
@@ -200,14 +206,14 @@ def unwrap(w, df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(wrappers.strip_expr(w, text).alias("text"))
 
 
-def cleaned_batches(src, batch_bytes: int = BATCH_BYTES) -> Iterator[pl.DataFrame]:
+def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None = None) -> Iterator[pl.DataFrame]:
     """What Source.frame() holds, in batches: over-long lines emptied, wrapper removed. When the
     iterator is exhausted, the source's counts (decode errors, NULs, skipped lines, problems) are set,
     once per source however often it is read."""
     from .sources import MAX_LINE_CHARS
 
     src.head()
-    stats = ReadStats()
+    stats = stats if stats is not None else ReadStats()
     long_lines: list[int] = []
     for df in raw_batches(src, stats, batch_bytes):
         too_long = pl.col("text").str.len_bytes() > MAX_LINE_CHARS
@@ -215,6 +221,9 @@ def cleaned_batches(src, batch_bytes: int = BATCH_BYTES) -> Iterator[pl.DataFram
             too_long = too_long & (pl.col("text").str.len_chars() > MAX_LINE_CHARS)
             long_lines.extend(df.filter(too_long)["line"].to_list())
             df = df.with_columns(pl.when(too_long).then(pl.lit("")).otherwise(pl.col("text")).alias("text"))
+            stats.raw = None
+        if src.wrapper is not None:
+            stats.raw = None
         yield unwrap(src.wrapper, df)
     if stats.cut is not None and stats.lines == 0:
         raise src._cut_error(stats.cut, 0)

@@ -32,7 +32,7 @@ from .schema import Skipped
 HEAD_LINES = 200
 HEAD_BYTES = 256 * 1024
 # A line longer than this is not a log line (a binary blob, a progress bar without newlines): it is
-# dropped and counted as "line too long", so no regex ever runs over megabytes of one line.
+# dropped and counted as "line too long", so no regex ever runs over more than a MiB of one line.
 MAX_LINE_CHARS = 1 << 20
 # How far head() reads past dropped over-long lines before it gives up looking for the first lines.
 HEAD_RAW_LIMIT = 32 << 20

@@ -86,7 +86,10 @@ def _grep_fits(hit_lines: list[str], n: int) -> bool:
     for ln in hit_lines:
         if _LOOKS_LIKE_TIME.match(ln):
             return False
-        nums.append(int(_GREP_NUM.match(ln).group(1)))
+        n = _GREP_NUM.match(ln).group(1)
+        if len(n) > 12:  # no file has that many lines: a digit run, not grep -n
+            return False
+        nums.append(int(n))
     return all(b > a for a, b in zip(nums, nums[1:]))
 
 

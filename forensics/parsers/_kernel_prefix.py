@@ -213,7 +213,9 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
     df = df.drop("_hi", "_id").with_columns(pl.col("after1").str.extract_groups(STAGE2).alias("_s2"))
     s2 = pl.col("_s2")
     df = df.with_columns(
-        pl.coalesce(s2.struct.field("up"), s2.struct.field("up2")).cast(pl.Float64, strict=False).alias("uptime"),
+        # an uptime of more digits than any boot lasts (garbage, or inf) is no uptime
+        pl.coalesce(s2.struct.field("up"), s2.struct.field("up2")).cast(pl.Float64, strict=False)
+        .pipe(lambda up: pl.when(up < 1e10).then(up)).alias("uptime"),
         s2.struct.field("kern").is_not_null().alias("kern"),
         pl.coalesce(pl.col("after1").str.slice(s2.struct.field("pre").str.len_chars()), pl.col("after1")).alias("msg"),
         pl.col("t").str.contains(JUNK).alias("junk"),

@@ -38,15 +38,15 @@ INVOKED_RE = r"^(?P<comm>.+?) invoked oom-killer:(?P<args>.*)$"
 CPUSET_RE = r"^(?P<comm>.+?) cpuset=(?P<cpuset>\S*) mems_allowed=(?P<mems>\S+)\s*$"
 CPU_RE = r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<comm>.+?) (?:Not tainted|Tainted|Kdump)"
 _MSG = r"(?P<msg>Out of [Mm]emory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory)"
-SELECT_RE = r"^" + _MSG + r": Kill process (?P<pid>\d+) \((?P<comm>.*)\) score (?P<score>-?\d+) or sacrifice child"
+SELECT_RE = r"^" + _MSG + r": Kill process (?P<pid>\d{1,10}) \((?P<comm>.*)\) score (?P<score>-?\d{1,12}) or sacrifice child"
 KILLED_RE = (
-    r"^(?:" + _MSG + r": )?Killed process (?P<pid>\d+) \((?P<comm>.*)\),?\s*(?:total-vm|vsz):(?P<tvm>\d+)kB,"
+    r"^(?:" + _MSG + r": )?Killed process (?P<pid>\d{1,10}) \((?P<comm>.*)\),?\s*(?:total-vm|vsz):(?P<tvm>\d+)kB,"
     r"\s*anon-rss:(?P<anon>\d+)kB,\s*file-rss:(?P<file>\d+)kB(?:,\s*shmem-rss:(?P<shmem>\d+)kB)?"
     r"(?:,?\s*UID:(?P<uid>\d+))?(?:,?\s*pgtables:(?P<pgt>\d+)kB)?(?:,?\s*oom_score_adj:(?P<adj>-?\d+))?"
 )
 # the 2.4 form, and modern lines cut before their numbers
-KILLED_SHORT_RE = r"^(?:" + _MSG + r": )?Killed process (?P<pid>\d+) \((?P<comm>.*?)\)(?:[.,\s]|$)"
-REAPED_RE = (r"^oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*)\),?\s*now anon-rss:(?P<anon>\d+)kB,"
+KILLED_SHORT_RE = r"^(?:" + _MSG + r": )?Killed process (?P<pid>\d{1,10}) \((?P<comm>.*?)\)(?:[.,\s]|$)"
+REAPED_RE = (r"^oom_reaper: reaped process (?P<pid>\d{1,10}) \((?P<comm>.*)\),?\s*now anon-rss:(?P<anon>\d+)kB,"
              r"\s*file-rss:(?P<file>\d+)kB,\s*shmem-rss:(?P<shmem>\d+)kB")
 REAPED_SHORT_RE = r"^oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*?)\)(?:[.,\s]|$)"
 SUMMARY_RE = r"^oom-kill:(?P<body>constraint=.*)$"
@@ -125,6 +125,8 @@ def task_rows(records: pl.DataFrame) -> pl.DataFrame:
 
 def row_dict(row: dict) -> dict | None:
     """One task-table row as named values (pages converted to bytes)."""
+    if any(len(x) > 18 for x in row["nums"]):
+        return None  # a digit run no Int64 holds: garbage, not a task-table row
     nums = [int(x) for x in row["nums"]]
     extra = row["cols"]
     if extra is None or len(extra) + 4 != len(nums):
@@ -151,7 +153,7 @@ def rss_samples(rows: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
         return samples_frame([])
     return samples_frame(rows.select(
         "time", "uptime", "line", "host",
-        pl.col("pid").cast(pl.Int64),
+        pl.col("pid").cast(pl.Int64, strict=False),
         pl.lit("host.rss").alias("series"),
         (pl.col("nums").list.get(3).cast(pl.Int64, strict=False) * kp.PAGE_BYTES).alias("bytes"),
         pl.col("name").alias("label"),

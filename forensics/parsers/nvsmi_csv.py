@@ -216,7 +216,15 @@ def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | 
         pl.col("t").replace_strict(why, return_dtype=pl.String).alias("why"))
     gpu_headers = [t for t, i in ids.items() if maps[i] is not None and why[t] == "repeated header"]
     first_header = starts.filter(pl.col("start").is_in([ids[t] for t in gpu_headers]))["line"].min()
+    # a header with other columns than the one before is news (another query appended), not a repeat
+    is_header = pl.col("why") == "repeated header"
+    starts = starts.sort("line").with_columns(
+        pl.when(is_header & (pl.col("start") != pl.col("start").forward_fill().shift(1).over(is_header)).fill_null(False))
+        .then(pl.lit(HEADER_CHANGED)).otherwise(pl.col("why")).alias("why"))
     return starts, maps, first_header
+
+
+HEADER_CHANGED = "header changed (other columns than the header before)"
 
 
 def _is_uuid(v: str) -> str | None:
@@ -266,9 +274,16 @@ def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFram
 def _read_chunk(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Column-wise: one split into cells; ids are checked once per distinct value; memory cells take
     a fast path for the plain `N MiB`; times are localized once per distinct minute."""
+    cells = rows.select("line", "text", pl.col("text").str.split_exact(", ", m.ncols).alias("g")).unnest("g")
+    return read_cells(cells, m, zone)
+
+
+def read_cells(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """_read_chunk from the rows already cut into cells (`line`, `text`, `field_0` ... `field_<ncols>`;
+    only the role columns, the last one and `field_<ncols>` are looked at). The big-file reader
+    (fastpath_stream.py) cuts them with polars' CSV reader."""
     r = m.roles
     n_sep = m.ncols - 1
-    cells = rows.select("line", "text", pl.col("text").str.split_exact(", ", m.ncols).alias("g")).unnest("g")
     # exactly ncols cells: the last one present, none beyond it
     fits = cells[f"field_{n_sep}"].is_not_null() & cells[f"field_{m.ncols}"].is_null()
     bad = [cells.filter(~fits).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))]

@@ -35,9 +35,9 @@ _SNIFF = re.compile(
 )
 
 _BANNER = re.compile(r"^(COMPUTE-SANITIZER|CUDA-MEMCHECK)\s*$")
-_LEAK = re.compile(r"^Leaked (?P<n>\d[\d,]*) bytes at (?P<addr>0x[0-9a-fA-F]+)")
-_LEAK_SUMMARY = re.compile(r"^LEAK SUMMARY: (?P<n>\d[\d,]*) bytes leaked in (?P<m>\d[\d,]*) allocations?")
-_ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d[\d,]*) errors?")
+_LEAK = re.compile(r"^Leaked (?P<n>\d[\d,]{0,24}) bytes at (?P<addr>0x[0-9a-fA-F]+)")
+_LEAK_SUMMARY = re.compile(r"^LEAK SUMMARY: (?P<n>\d[\d,]{0,24}) bytes leaked in (?P<m>\d[\d,]{0,24}) allocations?")
+_ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d[\d,]{0,24}) errors?")
 # The tool could not check anything (formats.md §2.2, "Failure-to-instrument lines").
 _NOT_INSTRUMENTED = re.compile(
     r"^(?:Error: Target application terminated before first instrumented API call"
@@ -60,7 +60,7 @@ _PROGRAM_HIT = re.compile(
 _SAVED = re.compile(r"^Saved host backtrace up to driver entry point(?: at (?P<where>.+?))?\s*$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _LEGACY_SYMBOL = re.compile(r"^(?P<module>.*?) \((?P<symbol>.*) \+ (?P<off>0x[0-9a-fA-F]+)\)$")
-_FILE_LINE = re.compile(r"^(?P<file>\S+):(?P<line>\d+)$")
+_FILE_LINE = re.compile(r"^(?P<file>\S+):(?P<line>\d{1,9})$")
 
 # -- allocation site -------------------------------------------------------------------------------
 # Frames that are never "the user's code": the driver and runtime, cuBLAS, PyTorch's own libraries

@@ -25,7 +25,7 @@ from ..sources import Source
 NAME = "pytorch-memory-summary"
 
 _HEADER = r"PyTorch CUDA memory summary, device ID (\d+)"
-_COUNTERS = r"CUDA OOMs:\s*(\d+)\s*\|\s*cudaMalloc retries:\s*(\d+)"
+_COUNTERS = r"CUDA OOMs:\s*(\d{1,12})\s*\|\s*cudaMalloc retries:\s*(\d{1,12})\b"
 _METRICS = (
     "Allocated memory", "Active memory", "Requested memory", "GPU reserved memory", "Non-releasable memory",
     "Allocations", "Active allocs", "GPU reserved segments", "Non-releasable allocs", "Oversize allocations",

@@ -37,7 +37,9 @@ _START = re.compile(
 )
 _PROVENANCE = re.compile(r"^\s*(?:#\s*source:|-{4}\s.*source:.*-{4}\s*$)")
 
-_NUM = r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTP]iB|[KMGTP]B|B)\b"
+# the lookbehind makes a search start only at the first digit of a run: linear, not quadratic, on a
+# line of a million digits (and never reads the tail of a longer number)
+_NUM = r"(?<![\d,.])(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTP]iB|[KMGTP]B|B)\b"
 _FIELDS: dict[str, list[re.Pattern]] = {
     "requested": [re.compile(r"Tried to allocate\s+" + _NUM), re.compile(r"Requested\s*:\s*" + _NUM)],
     "total": [re.compile(_NUM + r"\s+total capacity"), re.compile(r"total capac(?:i)?ty of\s+" + _NUM),
@@ -56,7 +58,7 @@ _FIELDS: dict[str, list[re.Pattern]] = {
 }
 _GPU = [re.compile(r"\(GPU (\d+)\s*;"), re.compile(r"\bGPU (\d+) has a total capac"),
         re.compile(r"Allocation on device (\d+)")]
-_OTHER_PROCESS = re.compile(r"Process (\d+) has\s+" + _NUM + r"\s+memory in use")
+_OTHER_PROCESS = re.compile(r"Process (\d{1,10}) has\s+" + _NUM + r"\s+memory in use")
 # NVML's "not available" value (2^64-1 bytes) printed as 17179869184.00 GiB on Windows/WSL, and
 # cudaMallocAsync's "no limit": no real GPU has 2^60 bytes.
 _SENTINEL = 1 << 60
@@ -77,8 +79,8 @@ _VOCAB = re.compile(
 )
 
 # Prefixes that say who printed the line and when.
-_WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>\d+))?)\s+pid=(?P<pid>\d+)(?:,\s*ip=[^)]*)?\)")
-_RANK = re.compile(r"\[(?:rank|default)(?P<rank>\d+)\]:")
+_WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>\d{1,9}))?)\s+pid=(?P<pid>\d{1,10})(?:,\s*ip=[^)]*)?\)")
+_RANK = re.compile(r"\[(?:rank|default)(?P<rank>\d{1,9})\]:")
 _PID = re.compile(r"\bpid[=: ]\s*(?P<pid>\d+)", re.IGNORECASE)
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
 _SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>\d+)\]:\s")  # journal/syslog "python3[1234]: "
@@ -93,7 +95,7 @@ _LINE_PREFIX = re.compile(
 )
 
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
-_TB_FRAME = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d+), in (?P<func>.+?)\s*$")
+_TB_FRAME = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d{1,9}), in (?P<func>.+?)\s*$")
 _LIBRARY_PATH = re.compile(r"site-packages|dist-packages|[\\/]lib[\\/]python\d|[\\/]torch[\\/]|<frozen |^<")
 TRACEBACK_LOOKBACK = 400
 MAX_FRAMES = 6

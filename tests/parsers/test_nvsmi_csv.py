@@ -173,7 +173,7 @@ def test_header_change_mid_file_switches_the_column_map(tmp_path):
     assert s["total_bytes"].to_list() == [100 * MiB, 100 * MiB]
     assert s["gpu"].to_list() == ["0", "0"]  # index preferred over uuid
     assert p.meta["gpu_map"] == {"GPU-11111111-2222-3333-4444-555555555555": "0"}
-    assert p.skipped.counts["repeated header"] == 1
+    assert p.skipped.counts["header changed (other columns than the header before)"] == 1
 
 
 def test_driver_error_lines_are_events_timed_after_the_previous_row(tmp_path):
