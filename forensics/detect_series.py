@@ -729,8 +729,11 @@ def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | None:
     """Repeated steps up, the last one recent compared with the spacing of the steps."""
-    # a steep short rise counts as a step too (a step spread over a few buckets)
-    steps = [e for e in events if e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration]
+    # a steep short rise counts as a step too (a step spread over a few buckets); a rise within the
+    # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
+    edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
+    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration)
+             and 0.5 * (e[0] + e[1]) > edge]
     if len(steps) < 2:
         return None
     # a small last rise (an unfinished tooth, a partial step) does not start the staircase

@@ -177,6 +177,13 @@ class _NvsmiCsv:
         return starts.select("line", (pl.col("start").is_in(gpu_ids) & (pl.col("why") == "repeated header")).alias("gpu"))
 
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
+        if self.window == 1 and not self.results and batch.height and self.src.compression is None:
+            # an uncompressed file's size tells how many readings will come: thin with that window
+            # from the start rather than thinning everything kept again each time it doubles
+            lines = self.src.size * batch.height / max(1, int(batch.select(pl.col("text").str.len_bytes().sum()).item())
+                                                        + batch.height)
+            while lines * 2 / self.window > MAX_READINGS:
+                self.window *= 2
         p = self._fast(batch, raw)
         if p is None:
             p = self._slow(batch)
@@ -237,9 +244,12 @@ class _NvsmiCsv:
             cells = cells.slice(0, cells.height - 1)
         if cells.height != batch.height or cells[f"field_{n - 1}"].null_count():
             return None   # a blank line, or a row with fewer cells
+        # a cell after ", " starts with the space; the id and name checks strip it themselves, the
+        # memory cells must lose it (their fast path reads "N MiB")
+        memory = {m.roles[r] for r in nvsmi_csv.MEMORY if r in m.roles}
         cells = cells.select(
             batch["line"], batch["text"],
-            *[(pl.col(f"field_{i}").str.strip_prefix(" ") if i else pl.col("field_0")) for i in want],
+            *[(pl.col(f"field_{i}").str.strip_prefix(" ") if i in memory else pl.col(f"field_{i}")) for i in want],
             pl.lit(None, dtype=pl.String).alias(f"field_{n}"))
         rows, ids, bad = nvsmi_csv.read_cells(cells, m, self.opts.tz_for(self.src.path))
         if bad.height or rows["ph"].any() or rows["gpu"].null_count():

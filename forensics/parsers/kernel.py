@@ -320,11 +320,12 @@ def _victim_row(rows: pl.DataFrame, pid: int | None, before_line: int, after_lin
     window = rows.filter((pl.col("line") < before_line) & (pl.col("line") > after_line))
     for key in ("pid", "tgid"):
         if key == "pid":
-            hit = window.filter(pl.col("pid").cast(pl.Int64) == pid)
+            hit = window.filter(pl.col("pid").cast(pl.Int64, strict=False) == pid)
         else:
             hit = window.filter(pl.col("nums").list.get(1).cast(pl.Int64, strict=False) == pid)
         if hit.height:
-            return row_dict(hit.row(-1, named=True)) | {"line": int(hit["line"][-1])}
+            row = row_dict(hit.row(-1, named=True))
+            return row | {"line": int(hit["line"][-1])} if row is not None else None
     return None
 
 

@@ -81,9 +81,9 @@ _VOCAB = re.compile(
 # Prefixes that say who printed the line and when.
 _WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>\d{1,9}))?)\s+pid=(?P<pid>\d{1,10})(?:,\s*ip=[^)]*)?\)")
 _RANK = re.compile(r"\[(?:rank|default)(?P<rank>\d{1,9})\]:")
-_PID = re.compile(r"\bpid[=: ]\s*(?P<pid>\d+)", re.IGNORECASE)
+_PID = re.compile(r"\bpid[=: ]\s*(?P<pid>\d{1,10})\b", re.IGNORECASE)
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
-_SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>\d+)\]:\s")  # journal/syslog "python3[1234]: "
+_SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>\d{1,10})\]:\s")  # journal/syslog "python3[1234]: "
 # ISO-like logging stamps, and the HF example scripts' "%m/%d/%Y %H:%M:%S" (month first).
 _TIME = re.compile(
     r"(?:(?P<date>\d{4}-\d\d-\d\d)|(?P<us>\d\d/\d\d/\d{4}))[ T](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?"
