@@ -33,14 +33,36 @@ def is_big(src) -> bool:
     return src.encoding == "utf-8" and src.size * (5 if src.compression else 1) >= STREAM_MIN_BYTES
 
 
+# Literals that every line a scanner's SCAN_HINT matches contains: one pass of these (the regex engine
+# runs literal alternations at memory speed) leaves the full hints a few lines. Keyed by the hint's
+# hash: a scanner whose hint has changed since is prefiltered by its hint itself.
+_LITERALS = {
+    "b007ddc0f645": r"NVRM: ",
+    "543130f6a41f": r"invoked oom-killer:|Kill|oom-kill:constraint=|oom_reaper: reaped process|"
+                    r"killed as a result of limit of",
+    "09a89e59ff07": r"=========",
+    "3e9f58257a5a": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:|\|",
+    "f0f1b66e2460": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
+    "318fc0c90786": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
+                    r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
+                    r"\*{5}|_mem_",
+}
+
+
+def _prefilter(hint: str) -> str:
+    import hashlib
+
+    return _LITERALS.get(hashlib.sha1(hint.encode()).hexdigest()[:12], hint)
+
+
 class _Scanners:
-    """The free-text scanners of ingest._scan_free_text, fed batch by batch: one pass of all their
-    hints together, then each scanner's own hint on the few lines that passed."""
+    """The free-text scanners of ingest._scan_free_text, fed batch by batch: one pass of a prefilter
+    for all of them together, then each scanner's own hint on the few lines that passed."""
 
     def __init__(self, skip: set[str]):
         self.mods = [m for m in parsers.SCANNERS if m.NAME not in skip]
         self.hits: dict[str, list[pl.DataFrame]] = {m.NAME: [] for m in self.mods}
-        self.any_hint = "|".join(f"(?:{m.SCAN_HINT})" for m in self.mods)
+        self.any_hint = "|".join(f"(?:{_prefilter(m.SCAN_HINT)})" for m in self.mods)
 
     def feed(self, batch: pl.DataFrame) -> None:
         if not self.mods:
@@ -381,14 +403,15 @@ def _csv_consumer(src, opts, module):
 
 # -- kernel logs -------------------------------------------------------------------------------------
 
-# A line worth decoding, with the lines around it: the OOM killer's report, the driver, boots.
+# A line worth decoding, with the lines around it: the OOM killer's report, the driver, boots. (The
+# task table between a report's first and last line is kept as part of the report.)
 _KERNEL_HINT = (r"oom|Killed process|Kill process|killed as a result of limit|Memory cgroup|memory: usage|"
-                r"NVRM|Tasks state|\[\s*pid\s*\]|Linux version|fallen off the bus")
-_REPORT_OPEN = r"invoked oom-killer:"
-_REPORT_CLOSE = r"Killed process|oom_reaper: reaped"
+                r"NVRM|Tasks state|Linux version|fallen off the bus")
+_REPORT_OPEN = "invoked oom-killer:"
+_REPORT_CLOSE = ("Killed process", "oom_reaper: reaped")
 _CONTEXT = 8             # lines kept before and after each hint line
 _MAX_REPORT = 50_000     # an OOM report (with its task table) is never longer than this
-_EDGE = 200              # first and last lines kept (file's first/last time, year anchor)
+_EDGE = 200              # first and last lines kept (the file's first/last time, the year anchor)
 _MONTH_MARKS = 1000      # at most this many month-change lines per batch
 
 
@@ -404,42 +427,53 @@ class _Kernel:
         self.prev_month: str | None = None
         self.lines = 0
 
+    def _ranges(self, hits: pl.DataFrame) -> list[tuple[int, int]]:
+        """Line ranges to keep for these hint lines: each with its context, each OOM report whole."""
+        out = []
+        for line, text in hits.iter_rows():
+            out.append((line - _CONTEXT, line + _CONTEXT))
+            if _REPORT_OPEN in text:
+                self.report_open_at = line
+            elif self.report_open_at is not None and any(c in text for c in _REPORT_CLOSE):
+                out.append((self.report_open_at, line))
+                self.report_open_at = None
+        return out
+
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
+        import numpy as np
+
         if not batch.height:
             return
-        t = pl.col("text")
-        line = pl.col("line")
-        self.lines = int(batch["line"][-1])
-        hit = t.str.contains(_KERNEL_HINT)
-        opens, closes = t.str.contains(_REPORT_OPEN), t.str.contains(_REPORT_CLOSE)
-        state = pl.when(opens).then(pl.lit(1)).when(closes).then(pl.lit(0)).forward_fill() \
-            .fill_null(1 if self.report_open_at is not None else 0)
-        opened_at = pl.when(opens).then(line).forward_fill().fill_null(self.report_open_at or 0)
-        month = t.str.slice(0, 3)
-        marks = batch.select(
-            "line", hit.alias("hit"),
-            ((state == 1) & (line - opened_at <= _MAX_REPORT)).alias("in_report"),
-            (month != month.shift(1).fill_null(self.prev_month or "")).alias("month"),
-            state.alias("_s"), opened_at.alias("_o"))
-        last = marks.row(-1, named=True)
-        self.report_open_at = last["_o"] if last["_s"] == 1 else None
-        self.prev_month = batch["text"][-1][:3]
-        month_lines = marks.filter(pl.col("month"))["line"]
-        keep = marks["hit"] | marks["in_report"] | (line_le(marks, self.after_until))
-        if month_lines.len() <= _MONTH_MARKS:
-            keep = keep | marks["month"]
-        hits = marks.filter(pl.col("hit"))["line"]
-        if hits.len():
-            near = _near(batch.select("line"), hits, _CONTEXT)
-            keep = keep | near
-            self.after_until = max(self.after_until, int(hits[-1]) + _CONTEXT)
-            if self.tail is not None:
-                # the lines before a hint at the start of this batch
-                first_hit = int(hits[0])
-                self.kept.append(self.tail.filter(pl.col("line") >= first_hit - _CONTEXT))
-        if int(batch["line"][0]) <= _EDGE:
-            keep = keep | (batch["line"] <= _EDGE)
-        self.kept.append(batch.filter(keep))
+        first, last = int(batch["line"][0]), int(batch["line"][-1])
+        self.lines = last
+        hits = batch.filter(pl.col("text").str.contains(_KERNEL_HINT))
+        ranges = [(0, _EDGE), (0, self.after_until)]
+        if hits.height:
+            ranges += self._ranges(hits)
+            self.after_until = max(self.after_until, int(hits["line"][-1]) + _CONTEXT)
+            if self.tail is not None and int(hits["line"][0]) - _CONTEXT < first:
+                self.kept.append(self.tail.filter(pl.col("line") >= int(hits["line"][0]) - _CONTEXT))
+        if self.report_open_at is not None:
+            if last - self.report_open_at > _MAX_REPORT:
+                self.report_open_at = None
+            else:
+                ranges.append((self.report_open_at, last))
+        lo = np.array([r[0] for r in ranges])
+        hi = np.array([r[1] for r in ranges])
+        line = batch["line"].to_numpy()
+        keep = np.zeros(line.size, dtype=bool)
+        for a, b in zip(lo, hi):
+            if b >= first and a <= last:
+                keep[max(a, first) - first: min(b, last) - first + 1] = True
+        # the lines where a syslog month changes (the year inference walks them)
+        months = (batch["text"][0][:3], batch["text"][-1][:3])
+        if months[0] != months[1] or (self.prev_month is not None and months[0] != self.prev_month):
+            month = pl.col("text").str.slice(0, 3)
+            change = batch.select((month != month.shift(1).fill_null(self.prev_month or "")).alias("c"))["c"]
+            if change.sum() <= _MONTH_MARKS:
+                keep |= change.to_numpy()
+        self.prev_month = months[1]
+        self.kept.append(batch.filter(pl.Series(keep)))
         self.tail = batch.tail(_EDGE)
 
     def finish(self) -> Parsed:
@@ -462,19 +496,6 @@ class _Kernel:
                        "hold none of those and were only counted")
         p.meta["decoded_lines"] = decoded
         return p
-
-
-def line_le(marks: pl.DataFrame, until: int) -> pl.Series:
-    return marks["line"] <= until
-
-
-def _near(lines: pl.DataFrame, hits: pl.Series, k: int) -> pl.Series:
-    """Lines within k lines of a hit line."""
-    h = pl.DataFrame({"h": hits}).sort("h")
-    ln = lines.sort("line")
-    before = ln.join_asof(h, left_on="line", right_on="h", strategy="forward")["h"] - ln["line"]
-    after = ln["line"] - ln.join_asof(h, left_on="line", right_on="h", strategy="backward")["h"]
-    return ((before <= k).fill_null(False) | (after <= k).fill_null(False)).alias("near")
 
 
 # -- step logs -----------------------------------------------------------------------------------------

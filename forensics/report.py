@@ -781,8 +781,9 @@ def _onsets(chart: dict, findings: list, results: dict, clock: _Clock) -> list[d
                             "kind": f.kind, "series": f.series})
     if not out:
         cache = {(f.source, f.series) for f in findings if f.kind == "cache_growth"}
-        cands = sorted((s["onset"], s) for s in chart["series"]
-                       if s["onset"] is not None and chart["x0"] <= s["onset"] <= chart["x1"])
+        cands = sorted(((s["onset"], s) for s in chart["series"]
+                        if s["onset"] is not None and chart["x0"] <= s["onset"] <= chart["x1"]),
+                       key=lambda c: c[0])  # equal onsets: the first drawn series wins (dicts do not compare)
         if cands:
             x, s = cands[0]
             is_cache = (s["source"], s["series"]) in cache

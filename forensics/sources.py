@@ -75,7 +75,7 @@ def compression_of(path: Path) -> str | None:
 
 
 class _Decompressed:
-    """The decompressed bytes of a gzip/xz/bz2/zstd file, streamed with bounded output per read.
+    """The decompressed bytes of a gzip/xz/bz2/zstd file, streamed with bounded memory.
 
     Unlike gzip.open, a stream cut short first yields everything that can be decompressed, then raises
     EOFError; concatenated members (gzip -c a >> b, zstd frames) are read one after another."""
@@ -87,6 +87,7 @@ class _Decompressed:
         self._fh, self.kind = fh, kind
         self._in = b""
         self._obj = self._new()
+        self._error: Exception | None = None
 
     def _new(self):
         if self.kind == "gzip":
@@ -119,6 +120,30 @@ class _Decompressed:
         return getattr(self._obj, "needs_input", True)
 
     def read(self, size: int = -1) -> bytes:
+        """About `size` bytes (one piece when size <= 0); b"" at the end. An error after some data
+        is raised on the next call, so the data before it is never lost."""
+        if self._error is not None:
+            e, self._error = self._error, None
+            raise e
+        parts: list[bytes] = []
+        n = 0
+        while True:
+            try:
+                out = self._next()
+            except Exception as e:
+                if not parts:
+                    raise
+                self._error = e
+                break
+            if not out:
+                break
+            parts.append(out)
+            n += len(out)
+            if size <= 0 or n >= size:
+                break
+        return b"".join(parts)
+
+    def _next(self) -> bytes:
         while True:
             if self._obj.eof:
                 self._in = self._obj.unused_data + self._in

@@ -150,6 +150,29 @@ def test_sawtooth_that_returns_to_baseline_is_no_leak():
     assert an.series[0].classification == "sawtooth"
 
 
+def test_sawtooth_with_rising_floor_is_a_leak():
+    r = rng(15)
+    n = 8000
+    x = np.arange(n)
+    floor_rate = 2 * MiB                    # per sample, from sample 3000 on
+    y = (20 * GiB + (x % 400) / 400 * 4 * GiB + np.maximum(0, x - 3000) * floor_rate
+         + r.normal(0, 10 * MiB, n))
+    an = run(frame(y))
+    (f,) = leaks(an)
+    assert f.pattern == "linear"
+    assert abs((f.start - T0).total_seconds() - 3000) <= 400 + 0.02 * n   # within a tooth
+    assert f.rate_bytes_per_hour == pytest.approx(floor_rate * 3600, rel=0.1)
+
+
+def test_rising_half_of_a_slow_wave_is_no_leak():
+    r = rng(16)
+    x = np.arange(3000)
+    # ends while rising towards a crest (phase 1.2 rad at the last sample)
+    y = 30 * GiB + 2 * GiB * np.sin(2 * np.pi * x / 1400 + 0.31) + r.normal(0, 20 * MiB, x.size)
+    an = run(frame(y))
+    assert not leaks(an) and an.verdict == "no_leak"
+
+
 def test_plateau_near_capacity_is_no_leak():
     r = rng(6)
     y = 77 * GiB + r.normal(0, 50 * MiB, 5000)

@@ -13,6 +13,7 @@ scales them) so the suite stays fast on two cores.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -77,6 +78,7 @@ SEEDS = _load_seeds()
 SEED_LINES = sorted({ln for _, t in SEEDS for ln in t.splitlines() if ln.strip() and len(ln) < 400})[:5000]
 
 
+@functools.cache
 def _seeds_for(module) -> list[tuple[str, str]]:
     """Seeds whose head this module claims (so mutations exercise its parse, not only its sniff)."""
     out = []

@@ -287,7 +287,7 @@ _FORBIDDEN_CALLS = {
     ("xml.etree.ElementTree", "parse"), ("xml.etree.ElementTree", "fromstring"), ("xml.etree.ElementTree", "XML"),
     ("xml.etree.ElementTree", "iterparse"), ("xml.etree.ElementTree", "XMLParser"), ("xml.dom.minidom", "parse"),
     ("xml.dom.minidom", "parseString"), ("xml.sax", "parse"), ("xml.sax", "parseString"), ("lxml.etree", "parse"),
-    ("lxml.etree", "fromstring"), ("pandas", "read_pickle"), ("polars", "read_pickle"),
+    ("lxml.etree", "fromstring"), ("pandas", "read_pickle"),
 }
 _FORBIDDEN_BUILTINS = {"eval", "exec", "__import__", "compile"}
 

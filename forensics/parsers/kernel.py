@@ -125,7 +125,7 @@ def task_rows(records: pl.DataFrame) -> pl.DataFrame:
 
 def row_dict(row: dict) -> dict | None:
     """One task-table row as named values (pages converted to bytes)."""
-    if any(len(x) > 18 for x in row["nums"]):
+    if len(row["pid"] or "") > 18 or any(len(x) > 18 for x in row["nums"]):
         return None  # a digit run no Int64 holds: garbage, not a task-table row
     nums = [int(x) for x in row["nums"]]
     extra = row["cols"]
