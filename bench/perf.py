@@ -58,7 +58,7 @@ def _epoch_us(seconds: np.ndarray) -> pl.Series:
 
 
 def gen_csv(path: Path, days: int, seed: int = 1) -> int:
-    """1 Hz, 8 GPUs; GPU 3 leaks linearly from 40% of the span to +24 GiB at its end."""
+    """1 Hz, 8 GPUs; GPU 3 leaks linearly from 40% of the span to +16 GiB at its end."""
     total_s = days * DAY
     onset = int(total_s * 0.4)
     header = ("timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB], memory.free [MiB], "
@@ -70,13 +70,11 @@ def gen_csv(path: Path, days: int, seed: int = 1) -> int:
             sec = np.repeat(np.arange(d * DAY, (d + 1) * DAY, dtype=np.int64), GPUS)
             gpu = np.tile(np.arange(GPUS, dtype=np.int64), DAY)
             ms = np.repeat(rng.integers(0, 1000, DAY), GPUS)
-            # training: a steady footprint with small allocator noise; an idle hour every 6 h
-            base = 61000 + gpu * 300 + rng.integers(0, 48, sec.size)
-            idle = (sec // 3600) % 6 == 5
-            used = np.where(idle, 900 + gpu, base)
-            leak = np.where((gpu == LEAK_GPU) & (sec >= onset), (sec - onset) * 24576 // max(total_s - onset, 1), 0)
+            # training: a steady footprint with small allocator noise
+            used = 61000 + gpu * 300 + rng.integers(0, 48, sec.size)
+            leak = np.where((gpu == LEAK_GPU) & (sec >= onset), (sec - onset) * 16384 // max(total_s - onset, 1), 0)
             used = np.minimum(used + leak, 81559)
-            util = np.where(idle, 0, rng.integers(85, 100, sec.size))
+            util = rng.integers(85, 100, sec.size)
             temp = rng.integers(55, 75, sec.size)
             df = pl.DataFrame({
                 "t": (pl.from_epoch(_epoch_us(sec) + pl.Series(ms * 1000), "us")
@@ -223,3 +221,205 @@ def gen_step(path: Path, days: int, seed: int = 3) -> int:
 
 
 GENERATORS = {"csv": ("nvidia-smi.csv", gen_csv), "kern": ("kern.log", gen_kern), "step": ("train.log", gen_step)}
+
+
+# -- measuring ---------------------------------------------------------------------------------------
+
+# Runs `gpu-forensics report` in this child process, timing the change-point search inside it.
+_REPORT_CHILD = r"""
+import sys, time, atexit
+sys.path.insert(0, {root!r})
+from forensics import detect_series
+spent = [0.0]
+orig = detect_series.change_points
+def timed(*a, **k):
+    t = time.perf_counter()
+    try:
+        return orig(*a, **k)
+    finally:
+        spent[0] += time.perf_counter() - t
+detect_series.change_points = timed
+atexit.register(lambda: print(f"CHANGE_POINTS {{spent[0]:.3f}}", file=sys.stderr))
+from forensics.cli import main
+sys.argv = ["gpu-forensics", "report", *sys.argv[1:]]
+main()
+"""
+
+_FLOOR_CSV = "import sys, polars as pl; print(pl.read_csv(sys.argv[1], infer_schema=False).height)"
+_TIME = shutil.which("time") and Path("/usr/bin/time").exists()
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_mb: float
+    out: str
+
+
+def measure(cmd: list[str], stdout=None) -> Run:
+    """Wall time and peak RSS of one command (a process of its own)."""
+    if _TIME:
+        cmd = ["/usr/bin/time", "-f", "PEAK_KB %M", *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t = time.perf_counter()
+    p = subprocess.run(cmd, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    m = re.search(r"PEAK_KB (\d+)", p.stderr or "")
+    # without /usr/bin/time: the largest child so far (an upper bound of this one's)
+    peak = int(m.group(1)) if m else max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return Run(dt, peak / 1024, (p.stdout or "") + (p.stderr or ""))
+
+
+def best(cmd: list[str], repeat: int, stdout=None) -> Run:
+    runs = [measure(cmd, stdout) for _ in range(repeat)]
+    top = min(runs, key=lambda r: r.seconds)
+    top.peak_mb = max(r.peak_mb for r in runs)
+    return top
+
+
+def report_run(path: Path, work: Path, repeat: int) -> tuple[Run, float | None, int]:
+    """(the run, seconds of change-point search inside it, HTML size)."""
+    html, js = work / f"{path.name}.html", work / f"{path.name}.json"
+    run = best([sys.executable, "-c", _REPORT_CHILD.format(root=str(ROOT)), str(path), "-o", str(html),
+                "--json", str(js)], repeat)
+    m = re.findall(r"CHANGE_POINTS ([\d.]+)", run.out)
+    verdict = json.loads(js.read_text()).get("verdict")
+    run.out = verdict or ""
+    return run, (float(m[-1]) if m else None), html.stat().st_size
+
+
+def compress(path: Path, kind: str) -> Path:
+    out = path.with_name(path.name + (".zst" if kind == "zst" else ".gz"))
+    if not out.exists():
+        with open(out, "wb") as fh:
+            cmd = ["zstd", "-q", "-c", "-3", "-T0", str(path)] if kind == "zst" else ["gzip", "-c", "-6", str(path)]
+            subprocess.run(cmd, stdout=fh, check=True)
+    return out
+
+
+def decompress_cmd(path: Path) -> list[str]:
+    return (["zstd", "-q", "-d", "-c", str(path)] if path.suffix == ".zst" else ["gzip", "-d", "-c", str(path)])
+
+
+@dataclass
+class Row:
+    input: str
+    size_mb: float
+    what: str
+    seconds: float
+    peak_mb: float | None
+    floor: str = ""
+    floor_s: float | None = None
+    ratio: float | None = None
+    target: str = ""
+    ok: bool | None = None
+    note: str = ""
+
+
+def _fmt(rows: list[Row]) -> str:
+    head = f"{'input':<26} {'MB':>7} {'what':<30} {'s':>7} {'peak MB':>8} {'floor':<24} {'floor s':>7} {'ratio':>6} {'target':<9} ok"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.input:<26} {r.size_mb:>7.0f} {r.what:<30} {r.seconds:>7.2f} "
+            f"{(f'{r.peak_mb:.0f}' if r.peak_mb is not None else ''):>8} {r.floor:<24} "
+            f"{(f'{r.floor_s:.2f}' if r.floor_s is not None else ''):>7} "
+            f"{(f'{r.ratio:.2f}' if r.ratio is not None else ''):>6} {r.target:<9} "
+            f"{'' if r.ok is None else ('yes' if r.ok else 'NO')}{('  ' + r.note) if r.note else ''}")
+    return "\n".join(lines)
+
+
+def _load() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="day,week,month", help="comma list of day, week, month")
+    ap.add_argument("--only", default="csv,kern,step", help="comma list of csv, kern, step")
+    ap.add_argument("--compressed", default="zst,gz", help="compressed forms timed at the largest size ('' for none)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
+    ap.add_argument("--dir", default=None, help="work folder (default: a new one under /tmp, removed at the end)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated inputs")
+    args = ap.parse_args()
+    sizes = [s for s in args.sizes.split(",") if s]
+    kinds = [k for k in args.only.split(",") if k]
+    packs = [c for c in args.compressed.split(",") if c]
+    if set(sizes) - set(SIZES) or set(kinds) - set(GENERATORS) or set(packs) - {"zst", "gz"}:
+        ap.error("unknown size, input or compression")
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gf-perf-", dir="/tmp"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    load_before = _load()
+    started = time.perf_counter()
+    try:
+        for kind in kinds:
+            name, gen = GENERATORS[kind]
+            per_mb = {}
+            for size in sizes:
+                path = work / f"{size}-{name}"
+                if not path.exists():
+                    t = time.perf_counter()
+                    gen(path, SIZES[size])
+                    print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s",
+                          file=sys.stderr)
+                mb = path.stat().st_size / 1e6
+                label = f"{kind} {size}"
+                run, cp, html = report_run(path, work, args.repeat)
+                row = Row(label, mb, f"report -> {run.out}", run.seconds, run.peak_mb)
+                if kind == "csv":
+                    fl = best([sys.executable, "-c", _FLOOR_CSV, str(path)], args.repeat)
+                    row.floor, row.floor_s, row.target = "polars.read_csv (str)", fl.seconds, "<= 1.5"
+                    row.ratio = run.seconds / fl.seconds
+                    row.ok = row.ratio <= 1.5
+                    rows.append(row)
+                    rows.append(Row(label, mb, "  floor: polars.read_csv", fl.seconds, fl.peak_mb))
+                elif kind == "kern":
+                    fl = best(["grep", "-c", "-E", OOM_GREP, str(path)], args.repeat)
+                    row.floor, row.floor_s, row.target = "grep -c -E (OOM lines)", fl.seconds, "<= 2"
+                    row.ratio = run.seconds / fl.seconds
+                    row.ok = row.ratio <= 2.0
+                    rows.append(row)
+                else:
+                    fl = best(["grep", "-c", STEP_GREP, str(path)], args.repeat)
+                    row.floor, row.floor_s = "grep -c (memory lines)", fl.seconds
+                    row.ratio = run.seconds / fl.seconds
+                    rows.append(row)
+                if size == "month":
+                    rows.append(Row(label, mb, "  peak memory", run.seconds, run.peak_mb, target="<= 1536 MB",
+                                    ok=run.peak_mb <= 1536))
+                if cp is not None:
+                    rows.append(Row(label, mb, "  change-point search", cp, None, target="<= 2 s", ok=cp <= 2.0))
+                rows.append(Row(label, mb, "  report HTML size (kB)", html / 1e3, None, target="< 500", ok=html < 500e3))
+                per_mb[size] = run.seconds / mb
+                if size == sizes[-1]:
+                    for pack in packs:
+                        cpath = compress(path, pack)
+                        dec = best(decompress_cmd(cpath), args.repeat, stdout=subprocess.DEVNULL)
+                        crun, _, _ = report_run(cpath, work, args.repeat)
+                        over = (crun.seconds - run.seconds) / dec.seconds
+                        rows.append(Row(f"{label} .{pack}", cpath.stat().st_size / 1e6, f"report -> {crun.out}",
+                                        crun.seconds, crun.peak_mb, f"{decompress_cmd(cpath)[0]} -dc alone", dec.seconds,
+                                        over, "<= 1.3", over <= 1.3, "ratio: (report.zst - report) / decompress"))
+            if len(per_mb) > 1:
+                first, last = sizes[0], sizes[-1]
+                growth = per_mb[last] / per_mb[first]
+                rows.append(Row(f"{kind} {first}->{last}", 0, "  s/MB, largest vs smallest", per_mb[last], None,
+                                ratio=growth, target="~1 (linear)", ok=growth <= 1.3))
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(_fmt(rows))
+    print(f"\nload average before {load_before}, after {_load()} on {os.cpu_count()} cores (a shared machine: "
+          f"timings are the best of {args.repeat}); total {time.perf_counter() - started:.0f} s")
+    print("reproduce: python bench/perf.py " + " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
