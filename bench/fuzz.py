@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r.name:<{width}}  {r.cases:>8}  {r.failures:>8}  {r.seconds:>8.1f}  {r.slowest:>8.2f}")
     total_cases, total_fail = sum(r.cases for r in rows), sum(r.failures for r in rows)
-    print(f"{'total':<{width}}  {total_cases:>8}  {total_fail:>8}  {sum(r.seconds for r in rows):>8.1f}")
+    print(f"{'total':<{width}}  {total_cases:>8}  {total_fail:>8}  {sum(r.seconds for r in rows):>8.1f}  "
+          f"{max((r.slowest for r in rows), default=0):>8.2f}")
     for r in rows:
         for key, n in r.kinds.most_common():
             print(f"\n[{r.name}] {n} x {key}\n  first case: {r.examples[key]}")

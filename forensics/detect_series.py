@@ -6,12 +6,11 @@ noise-relative one is in units of the series' own noise, estimated robustly (MAD
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import ruptures as rpt
-from ruptures.base import BaseCost
 
 # Bounding the work
 MIN_POINTS = 8            # fewer samples than this cannot show a trend: "too_short"
@@ -249,7 +248,7 @@ def theil_sen(x: np.ndarray, y: np.ndarray, max_points: int = 300) -> float:
     return float(np.median((y[j] - y[i])[ok] / dx[ok]))
 
 
-class _LinearCost(BaseCost):
+class _LinearCost:
     """Residual sum of squares of one straight line per segment, O(1) per segment via prefix sums.
 
     A mean-shift cost (ruptures' l2 / linear kernel) cuts a ramp into a staircase of dozens of pieces;
@@ -273,7 +272,14 @@ class _LinearCost(BaseCost):
         return self
 
     def error(self, start, end):
-        s1, sx, sy, sxx, sxy, syy = (s[end] - s[start] for s in self._s)
+        # unrolled (no generator): Binseg calls this ~10^4 times per series; same arithmetic
+        p1, px, py, pxx, pxy, pyy = self._s
+        s1 = p1[end] - p1[start]
+        sx = px[end] - px[start]
+        sy = py[end] - py[start]
+        sxx = pxx[end] - pxx[start]
+        sxy = pxy[end] - pxy[start]
+        syy = pyy[end] - pyy[start]
         if s1 <= 0:
             return 0.0
         vx = sxx - sx * sx / s1
@@ -281,6 +287,15 @@ class _LinearCost(BaseCost):
         vy = syy - sy * sy / s1
         sse = vy - (cxy * cxy / vx if vx > 1e-18 else 0.0)
         return max(sse, 0.0) * self.scale
+
+
+@functools.cache
+def _ruptures_linear_cost() -> type:
+    """_LinearCost as a ruptures cost (Binseg takes a custom cost only if it is a BaseCost). Imported
+    on first use: ruptures pulls in scipy (~1.3 s), paid only by runs that have a series to search."""
+    from ruptures.base import BaseCost
+
+    return type("LinearCost", (_LinearCost, BaseCost), {})
 
 
 def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
@@ -298,8 +313,10 @@ def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
         return [n]
     sigma = max(sigma, yr * 1e-6)   # keeps prefix sums numerically meaningful
     signal = np.column_stack([(xb - xb[0]) / xr, (yb - y0) / yr])
-    cost = _LinearCost(scale=(yr / sigma) ** 2)
+    cost = _ruptures_linear_cost()(scale=(yr / sigma) ** 2)
     pen = PENALTY_PER_CHANGE * math.log(max(n, 3))
+    import ruptures as rpt
+
     algo = rpt.Binseg(custom_cost=cost, min_size=MIN_SEGMENT, jump=1).fit(signal)
     try:
         bkps = algo.predict(pen=pen)

@@ -119,14 +119,56 @@ def _reuse_big_buffers() -> None:
         pass   # not glibc: reading is slower, nothing else changes
 
 
-def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[pl.DataFrame]:
+def _prefetched(gen, depth: int = 16):
+    """The pieces of `gen` decompressed by a thread of their own (zlib and zstandard let go of the GIL),
+    so decompressing the next piece overlaps with reading this one; the generator's return value (a
+    read error) comes through. Consumed with send(None) like the plain reader."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def work():
+        try:
+            while not stop.is_set():
+                try:
+                    q.put(next(gen))
+                except StopIteration as e:
+                    q.put((done, e.value, None))
+                    return
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, which raises it
+            q.put((done, None, e))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if isinstance(item, tuple) and item[0] is done:
+                if item[2] is not None:
+                    raise item[2]
+                return item[1]
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():   # let the thread see the stop flag (it may wait on a full queue)
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.01)
+
+
+def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=_parse_buffer) -> Iterator[pl.DataFrame]:
     """(line, text) frames of a UTF-8 source, in file order, text not yet unwrapped. `stats` is
     complete once the iterator is exhausted.
 
     Pieces of about batch_bytes are read (an uncompressed file straight, a compressed one from the
     streaming decompressor) and handed to read_csv whole, the partial line at their end left for the
     next piece. (polars' own scan_csv of the file would save a copy, but when it meets a NUL byte or
-    invalid UTF-8 it can hand out a wrong batch before it raises.)"""
+    invalid UTF-8 it can hand out a wrong batch before it raises.) `parse` turns a piece's whole lines
+    into what is yielded (anything with a `height`: fastpath_kernel keeps most pieces as bytes)."""
     from .sources import MAX_LINE_CHARS
 
     # a line of more than this many bytes has more than MAX_LINE_CHARS characters for sure
@@ -134,7 +176,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterat
     if batch_bytes >= 1 << 20:
         _reuse_big_buffers()
     plain = src.compression is None
-    gen = _plain_chunks(src, batch_bytes) if plain else src._chunks(min(batch_bytes, 4 << 20))
+    gen = _plain_chunks(src, batch_bytes) if plain else _prefetched(src._chunks(min(batch_bytes, 4 << 20)))
     back = None
     pieces: list[bytes] = []
     size = 0
@@ -165,7 +207,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterat
         buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         end = buf.rfind(b"\n") + 1
         if end:
-            df = _parse_buffer(buf, end, next_line, stats)
+            df = parse(buf, end, next_line, stats)
             next_line += df.height
             yield df
             if plain and end < len(buf):
@@ -189,7 +231,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterat
         elif end < len(buf):
             stats.cut_partial = True   # the end of a cut stream: a partial line, never read as data
         if end:
-            df = _parse_buffer(buf, end, next_line, stats)
+            df = parse(buf, end, next_line, stats)
             next_line += df.height
             yield df
     stats.lines = next_line - 1
@@ -206,7 +248,7 @@ def unwrap(w, df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(wrappers.strip_expr(w, text).alias("text"))
 
 
-def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None = None) -> Iterator[pl.DataFrame]:
+def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None = None, parse=_parse_buffer) -> Iterator[pl.DataFrame]:
     """What Source.frame() holds, in batches: over-long lines emptied, wrapper removed. When the
     iterator is exhausted, the source's counts (decode errors, NULs, skipped lines, problems) are set,
     once per source however often it is read."""
@@ -215,7 +257,10 @@ def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None
     src.head()
     stats = stats if stats is not None else ReadStats()
     long_lines: list[int] = []
-    for df in raw_batches(src, stats, batch_bytes):
+    for df in raw_batches(src, stats, batch_bytes, parse):
+        if not isinstance(df, pl.DataFrame):
+            yield df   # a `parse` of fastpath_kernel's: whole lines left in their bytes, nothing to clean
+            continue
         too_long = pl.col("text").str.len_bytes() > MAX_LINE_CHARS
         if df.select(too_long.any()).item():
             too_long = too_long & (pl.col("text").str.len_chars() > MAX_LINE_CHARS)

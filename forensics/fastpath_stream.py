@@ -8,12 +8,19 @@ prefilters, and only what they keep stays in memory:
   when a file holds more than MAX_READINGS readings, each GPU's series is thinned to the lowest and the
   highest reading of every `window` consecutive readings (real lines, so every finding still quotes
   source:line; the window doubles as the file grows, and the result is the same as thinning the whole
-  series at once). Every line is still read and counted.
+  series at once). Every line is still read and counted. A batch of nothing but clean rows (n cells
+  each, every `,` followed by a space, `N MiB` memory, stamps and ids that check) has its cells cut by
+  polars' CSV reader and read by nvsmi_csv.read_plain (no regex or string copy per row, each distinct
+  stamp minute / id / total read once) and counted and thinned in numpy (_take_plain); any other batch
+  takes the general path, with the same result. The scanners read each batch in a thread of their own.
 - kernel logs: only the lines around OOM-killer reports, NVRM messages and boots (with context), the
   first and last lines and the lines where the month changes are decoded in full; the rest is counted.
+  Most batches are not even cut into lines: fastpath_kernel.py finds in their bytes the few blocks
+  that can hold such a line (or one for the scanners) and decodes only what is kept.
 - step logs: only lines the step-log families look at (their scan hints), the line before each (DeepSpeed
   labels), and of the step-marker lines the last one before each reading (the only one a reading takes
-  its step from).
+  its step from). A cheap prefilter (_STEP_PREFILTER) leaves the lines that can be a family line, a
+  reading or a step marker before the exact regexes run.
 Other formats are not streamed (their files are small).
 """
 from __future__ import annotations
@@ -24,7 +31,7 @@ from . import parsers
 from .schema import SAMPLES_SCHEMA, Parsed, conform
 
 # Files at least this big (decompressed size estimated at 5x for compressed ones) are streamed.
-STREAM_MIN_BYTES = 48 << 20
+STREAM_MIN_BYTES = 16 << 20
 # Readings of one nvidia-smi CSV kept at full resolution; beyond, series are thinned (min/max per window).
 MAX_READINGS = 2_000_000
 
@@ -41,7 +48,9 @@ _LITERALS = {
     "543130f6a41f": r"invoked oom-killer:|Kill|oom-kill:constraint=|oom_reaper: reaped process|"
                     r"killed as a result of limit of",
     "09a89e59ff07": r"=========",
-    "3e9f58257a5a": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:|\|",
+    # and a line whose first non-blank is `|` (_PIPE_ROWS; a `|` anywhere passed most lines of step
+    # logs that print `step 7 | loss ...`, an anchored `^\s*\|` here slows the whole alternation 5x)
+    "3e9f58257a5a": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
     "f0f1b66e2460": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
     "318fc0c90786": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
                     r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
@@ -49,10 +58,18 @@ _LITERALS = {
 }
 
 
+# Hints whose prefilter above also takes the lines that start with `|` after blanks (a summary row).
+_PIPE_ROWS = {"3e9f58257a5a"}
+
+
 def _prefilter(hint: str) -> str:
+    return _LITERALS.get(_hint_key(hint), hint)
+
+
+def _hint_key(hint: str) -> str:
     import hashlib
 
-    return _LITERALS.get(hashlib.sha1(hint.encode()).hexdigest()[:12], hint)
+    return hashlib.sha1(hint.encode()).hexdigest()[:12]
 
 
 class _Scanners:
@@ -63,11 +80,25 @@ class _Scanners:
         self.mods = [m for m in parsers.SCANNERS if m.NAME not in skip]
         self.hits: dict[str, list[pl.DataFrame]] = {m.NAME: [] for m in self.mods}
         self.any_hint = "|".join(f"(?:{_prefilter(m.SCAN_HINT)})" for m in self.mods)
+        self.pipe_rows = any(_hint_key(m.SCAN_HINT) in _PIPE_ROWS for m in self.mods)
 
     def feed(self, batch: pl.DataFrame) -> None:
         if not self.mods:
             return
-        cand = batch.filter(pl.col("text").str.contains(self.any_hint))
+        t = pl.col("text")
+        keep = batch.select(t.str.contains(self.any_hint))["text"]
+        if self.pipe_rows:
+            import numpy as np
+
+            # `^\s*\|` in two cheap steps: the lines with a `|`, then of those the ones it starts
+            # (strip_chars strips what `\s` matches: Unicode White_Space)
+            pipe = batch.select(t.str.contains("|", literal=True))["text"]
+            if pipe.any():
+                starts = batch.filter(pipe).select(t.str.strip_chars_start().str.starts_with("|"))["text"]
+                rows = np.zeros(batch.height, dtype=bool)
+                rows[pipe.arg_true().to_numpy()] = starts.to_numpy()
+                keep = keep | pl.Series(rows)
+        cand = batch.filter(keep)
         if not cand.height:
             return
         for m in self.mods:
@@ -113,10 +144,37 @@ def parse_streamed(src, module, opts, covered: set[str]) -> tuple[Parsed, list[P
     if consumer is None:
         return None
     sc = _Scanners(covered)
-    for batch, raw in _batches(src):
-        consumer.feed(batch, raw)
-        sc.feed(batch)
+    reader = consumer.raw_reader(sc) if hasattr(consumer, "raw_reader") else None
+    if reader is not None:
+        # a kernel log: most of its bytes are never cut into lines (fastpath_kernel.py)
+        for batch in reader.batches():
+            if isinstance(batch, pl.DataFrame):
+                consumer.feed(batch)
+                sc.feed(batch)
+            else:
+                consumer.feed_raw(batch, sc)
+        return consumer.finish(), sc.finish(src, opts)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the scanners read a batch while the parser reads it too (polars lets go of the GIL: two cores);
+    # one batch at a time, in file order
+    with ThreadPoolExecutor(1) as pool:
+        scanned = None
+        for batch, raw in _prefetched_batches(src):
+            if scanned is not None:
+                scanned.result()
+            scanned = pool.submit(sc.feed, batch)
+            consumer.feed(batch, raw)
+        if scanned is not None:
+            scanned.result()
     return consumer.finish(), sc.finish(src, opts)
+
+
+def _prefetched_batches(src):
+    """_batches(src), the next batch read (cut into lines) by a thread of its own meanwhile."""
+    from . import fastpath
+
+    return fastpath._prefetched(_batches(src), depth=1)
 
 
 # -- nvidia-smi CSV ----------------------------------------------------------------------------------
@@ -132,24 +190,49 @@ def thin(df: pl.DataFrame, window: int) -> pl.DataFrame:
     thousands of tiny windows is ten times slower.)"""
     if window <= 1 or df.height == 0:
         return df
+    return df.filter(pl.Series(_thin_mask(df["_sid"].to_numpy(), df["_i"].to_numpy(), df["bytes"].is_null().to_numpy(),
+                                          df["bytes"].fill_null(0).to_numpy(), window)))
+
+
+def _by_series(sid):
+    """The stable sort of rows by series (radix sort for small ids, 3x faster than a merge sort)."""
+    import numpy as np
+
+    top = sid.max()
+    return np.argsort(sid.astype(np.int16) if top < 1 << 15 else sid.astype(np.int32) if top < 1 << 31 else sid,
+                      kind="stable")
+
+
+def _thin_mask(sid, index, none, value, window: int, order=None):
+    """thin's rows to keep, as a mask over the rows (numpy arrays; `order`: _by_series(sid))."""
     import numpy as np
 
     # rows are in file order, where `_i` grows within each series: a stable sort by series suffices
-    sid = df["_sid"].to_numpy()
-    order = np.argsort(sid.astype(np.int32) if sid.max() < 1 << 31 else sid, kind="stable")
-    key = sid[order] * (1 << 40) + df["_i"].to_numpy()[order] // window
-    none = df["bytes"].is_null().to_numpy()[order]
-    value = df["bytes"].fill_null(0).to_numpy()[order]
+    if order is None:
+        order = _by_series(sid)
+    key = sid[order] * (1 << 40) + index[order] // window
+    none = none[order]
+    value = value[order]
     new = np.empty(key.size, dtype=bool)
     new[0] = True
     new[1:] = key[1:] != key[:-1]
     starts = np.flatnonzero(new)
     grp = np.cumsum(new) - 1
+    keep = np.zeros(key.size, dtype=bool)
+    if not none.any():
+        # every reading has a value (a clean log): the first lowest and highest of each window are the
+        # smallest positions holding the window's min and max
+        at = np.arange(key.size)
+        for extreme in (np.minimum, np.maximum):
+            hit = value == extreme.reduceat(value, starts)[grp]
+            keep[np.minimum.reduceat(np.where(hit, at, key.size), starts)] = True
+        mask = np.zeros(key.size, dtype=bool)
+        mask[order[keep]] = True
+        return mask
     big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     lo_src, hi_src = np.where(none, big, value), np.where(none, small, value)
     lo = ~none & (lo_src == np.minimum.reduceat(lo_src, starts)[grp])
     hi = ~none & (hi_src == np.maximum.reduceat(hi_src, starts)[grp])
-    keep = np.zeros(key.size, dtype=bool)
     for flag in (lo, hi, none):
         pos = np.flatnonzero(flag)
         if pos.size:
@@ -160,7 +243,7 @@ def thin(df: pl.DataFrame, window: int) -> pl.DataFrame:
             keep[pos[first]] = True
     mask = np.zeros(key.size, dtype=bool)
     mask[order[keep]] = True
-    return df.filter(pl.Series(mask))
+    return mask
 
 
 class _NvsmiCsv:
@@ -206,6 +289,15 @@ class _NvsmiCsv:
                                                         + batch.height)
             while lines * 2 / self.window > MAX_READINGS:
                 self.window *= 2
+        if not self.results and self.map is None and raw is not None and batch.height > 1:
+            # the first batch: its first line (the header) alone, so that its rows can take the fast
+            # path (the result does not depend on where batches end)
+            self._feed(batch.head(1), None)
+            self._feed(batch.slice(1), (*raw, 1))
+            return
+        self._feed(batch, raw)
+
+    def _feed(self, batch: pl.DataFrame, raw) -> None:
         p = self._fast(batch, raw)
         if p is None:
             p = self._slow(batch)
@@ -250,37 +342,99 @@ class _NvsmiCsv:
         if raw is None or m is None or not batch.height or not {"timestamp", "memory.used"} <= set(m.roles) \
                 or not {"index", "uuid", "pci.bus_id"} & set(m.roles):
             return None
-        buf, end = raw
+        buf, end, *skip = raw   # skip: lines at the start of buf that are not in the batch
         n = m.ncols
-        want = sorted(set(m.roles.values()) | {n - 1})
-        # every comma of every row is the ", " between two cells (then "," and ", " cut alike)
-        if buf.count(b", ", 0, end) != batch.height * (n - 1):
-            return None
+        if buf.find(b"\r", 0, end) >= 0 and buf.count(b"\r", 0, end) != buf.count(b"\r\n", 0, end):
+            return None   # a CR inside a line: the CSV reader would end the row there
         try:
-            cells = pl.read_csv(buf, has_header=False, separator=",", quote_char=None, encoding="utf8-lossy",
-                                schema={f"field_{i}": pl.String for i in range(n)}, columns=want,
-                                truncate_ragged_lines=False)
+            # all the cells (cutting is the cost, keeping a few more short cells is cheap)
+            cells = pl.read_csv(buf, has_header=False, separator=",", quote_char=None, skip_lines=sum(skip),
+                                schema={f"field_{i}": pl.String for i in range(n)}, truncate_ragged_lines=False)
         except pl.exceptions.PolarsError:
-            return None   # a row with more cells
+            return None   # a row with more cells, or invalid UTF-8 (its replacement is parse_lines' business)
         if end < len(buf):
             cells = cells.slice(0, cells.height - 1)
-        if cells.height != batch.height or cells[f"field_{n - 1}"].null_count():
-            return None   # a blank line, or a row with fewer cells
-        # a cell after ", " starts with the space; the id and name checks strip it themselves, the
-        # memory cells must lose it (their fast path reads "N MiB")
-        memory = {m.roles[r] for r in nvsmi_csv.MEMORY if r in m.roles}
-        cells = cells.select(
-            batch["line"], batch["text"],
-            *[(pl.col(f"field_{i}").str.strip_prefix(" ") if i in memory else pl.col(f"field_{i}")) for i in want],
-            pl.lit(None, dtype=pl.String).alias(f"field_{n}"))
-        rows, ids, bad = nvsmi_csv.read_cells(cells, m, self.opts.tz_for(self.src.path))
-        if bad.height or rows["ph"].any() or rows["gpu"].null_count():
+        # each row has n cells cut at ","; when each cell after the first starts with the space of ", "
+        # (a blank line, a short row or an empty cell gives a null), parse_lines' cut at ", " gives the
+        # same cells less that space
+        if cells.height != batch.height or not cells.select(pl.all_horizontal(
+                pl.col(f"field_{i}").str.starts_with(" ").fill_null(False).all() for i in range(1, n))).item():
             return None
+        zone = self.opts.tz_for(self.src.path)
         p = Parsed(clock="wall-assumed")
-        p.samples = conform(rows.select("time", "line", "gpu", "series", "bytes", "total_bytes"), SAMPLES_SCHEMA)
+        plain = nvsmi_csv.read_plain(cells.with_columns(batch["line"]), m, zone)
+        if plain is not None:
+            rows, keys, ids = plain
+            self._take_plain(rows, keys)
+        else:
+            # the id and name checks strip the space themselves, the memory cells must lose it (their
+            # fast path reads "N MiB"); memory.free is read only without memory.used
+            memory = {m.roles[r] for r in nvsmi_csv.MEMORY if r in m.roles}
+            want = sorted(i for r, i in m.roles.items() if r not in ("memory.free", "memory.reserved")) + [n - 1]
+            cells = cells.select(
+                batch["line"], batch["text"],
+                *[(pl.col(f"field_{i}").str.strip_prefix(" ") if i in memory else pl.col(f"field_{i}"))
+                  for i in sorted(set(want))],
+                pl.lit(None, dtype=pl.String).alias(f"field_{n}"))
+            rows, ids, bad = nvsmi_csv.read_cells(cells, m, zone)
+            if bad.height or rows["ph"].any() or rows["gpu"].null_count():
+                return None
+            p.samples = conform(rows.select("time", "line", "gpu", "series", "bytes", "total_bytes"), SAMPLES_SCHEMA)
         ids = ids.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
         nvsmi_csv._meta(p, ids)
         return p
+
+    def _take_plain(self, rows: pl.DataFrame, keys: list[str]) -> None:
+        """_take_samples for read_plain's rows (all memory.used readings, with a time): the same
+        counts, sample numbers and thinning in numpy, and only the rows kept become a frame."""
+        import numpy as np
+
+        gid = np.array([self.gpu_ids.setdefault(g, len(self.gpu_ids)) for g in keys], dtype=np.int64)[
+            rows["_key"].to_numpy()]
+        sid = gid * 2
+        h = gid.size
+        # each row's rank among its GPU's rows of this batch, from the rows sorted by GPU (stable)
+        order = _by_series(sid)
+        sorted_gid = gid[order]
+        new = np.empty(h, dtype=bool)
+        new[0] = True
+        new[1:] = sorted_gid[1:] != sorted_gid[:-1]
+        starts = np.flatnonzero(new)
+        rank = np.empty(h, dtype=np.int64)
+        rank[order] = np.arange(h) - np.repeat(starts, np.diff(np.append(starts, h)))
+
+        def carried(counts: dict[int, int], of) -> np.ndarray:
+            lut = np.zeros(int(of.max()) + 1, dtype=np.int64)
+            for k, v in counts.items():
+                if k < lut.size:
+                    lut[k] = v
+            return lut[of]
+
+        n = rank + 1 + carried(self.per_gpu, gid)
+        seq = np.maximum(np.maximum.accumulate(n), self.seq_max)
+        index = rank + carried(self.per_series, sid)
+        for g, c in zip(sorted_gid[starts].tolist(), np.diff(np.append(starts, h)).tolist()):
+            self.per_gpu[g] = self.per_gpu.get(g, 0) + c
+            self.per_series[2 * g] = self.per_series.get(2 * g, 0) + c
+        self.seq_max = int(seq[-1])
+        self.readings += h
+        self.last_time = rows["time"][-1]
+        keep = None if self.window <= 1 else \
+            _thin_mask(sid, index, np.zeros(h, dtype=bool), rows["bytes"].to_numpy(), self.window, order)
+        if keep is not None:
+            rows = rows.filter(pl.Series(keep))
+            gid, sid, seq, index = gid[keep], sid[keep], seq[keep], index[keep]
+        s = rows.select(
+            "time", pl.Series("seq", seq, dtype=pl.Int64), "line",
+            pl.Series("gpu", keys, dtype=pl.String).gather(rows["_key"]).alias("gpu"),
+            pl.lit("memory.used", dtype=pl.String).alias("series"), "bytes", "total_bytes",
+            pl.Series("_sid", sid, dtype=pl.Int64), pl.Series("_i", index, dtype=pl.Int64))
+        self.parts.append(s)
+        self.kept += s.height
+        while self.kept > MAX_READINGS:
+            self.window *= 2
+            whole = thin(pl.concat(self.parts), self.window)
+            self.parts, self.kept = [whole], whole.height
 
     def _take_samples(self, p: Parsed) -> None:
         s = p.samples
@@ -439,14 +593,9 @@ class _Kernel:
                 self.report_open_at = None
         return out
 
-    def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        import numpy as np
-
-        if not batch.height:
-            return
-        first, last = int(batch["line"][0]), int(batch["line"][-1])
+    def _plan(self, hits: pl.DataFrame, first: int, last: int) -> list[tuple[int, int]]:
+        """The line ranges to keep of the batch first..last with these hint lines."""
         self.lines = last
-        hits = batch.filter(pl.col("text").str.contains(_KERNEL_HINT))
         ranges = [(0, _EDGE), (0, self.after_until)]
         if hits.height:
             ranges += self._ranges(hits)
@@ -458,6 +607,49 @@ class _Kernel:
                 self.report_open_at = None
             else:
                 ranges.append((self.report_open_at, last))
+        return ranges
+
+    def raw_reader(self, sc: _Scanners):
+        """A fastpath_kernel.Reader for this source, or None where it does not apply."""
+        from . import fastpath_kernel
+
+        if self.src.wrapper is not None:
+            return None
+        pre = fastpath_kernel.block_prefilter(_KERNEL_HINT, [m.SCAN_HINT for m in sc.mods])
+        return fastpath_kernel.Reader(self.src, *pre) if pre is not None else None
+
+    def feed_raw(self, rb, sc: _Scanners) -> None:
+        """feed() and the scanners' feed for a fastpath_kernel.RawBatch: the same lines kept, from the
+        few blocks that can hold a hint line (every other line of the batch holds none)."""
+        if not rb.height:
+            return
+        found = rb.analysis()
+        if found is None:   # bytes the general reader must read (not UTF-8, NULs)
+            frame = rb.general_frame()
+            self.feed(frame)
+            sc.feed(frame)
+            return
+        cand = rb.blocks(found.nonzero()[0])
+        sc.feed(cand)
+        tail = rb.tail(_EDGE)
+        months = (rb.first_text()[:3], tail["text"][-1][:3])
+        if months[0] != months[1] or (self.prev_month is not None and months[0] != self.prev_month):
+            self.feed(rb.frame())   # a month changes in this batch: the general path finds where
+            return
+        hits = cand.filter(pl.col("text").str.contains(_KERNEL_HINT)).select("line", "text")
+        ranges = self._plan(hits, rb.first, rb.last)
+        self.prev_month = months[1]
+        self.kept.append(rb.lines_in(ranges))
+        self.tail = tail
+
+    def feed(self, batch: pl.DataFrame, raw=None) -> None:
+        import numpy as np
+
+        if not batch.height:
+            return
+        first, last = int(batch["line"][0]), int(batch["line"][-1])
+        hits = batch.filter(pl.col("text").str.contains(_KERNEL_HINT))
+        ranges = self._plan(hits, first, last)
         lo = np.array([r[0] for r in ranges])
         hi = np.array([r[1] for r in ranges])
         line = batch["line"].to_numpy()
@@ -500,6 +692,30 @@ class _Kernel:
 
 # -- step logs -----------------------------------------------------------------------------------------
 
+# What every line holds that stepmem's family hints, ANY_READING or a step marker (_STEP_MARKER after
+# strip_line_time) match, for the stepmem regexes of these sha1s (another version: no prefilter).
+_STEP_PREFILTER = {
+    "f2ff147a6590": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|_mem_"
+                    r"|(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu)|torch\.cuda\.|nvidia-smi"
+                    r"|^(?:{iso})?(?:{us})?\W*(?i:global[ _]step|step|iteration|iter)",
+}
+
+
+def _step_sources(S) -> str:
+    import hashlib
+
+    parts = [S.SCAN_HINT, S.GENERIC_HINT, S.ANY_READING, S.TS_ISO, S.TS_US, S._STEP_MARKER]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _step_prefilter(S) -> str | None:
+    rx = _STEP_PREFILTER.get(_step_sources(S))
+    if rx is None:
+        return None
+    # the clocks strip_line_time removes, one after the other (TS_US without its own `^`)
+    return rx.replace("{iso}", S._unnamed(S.TS_ISO)).replace("{us}", S._unnamed(S.TS_US).removeprefix("^"))
+
+
 class _StepLog:
     def __init__(self, src, opts, module):
         from .parsers import stepmem as S
@@ -511,6 +727,7 @@ class _StepLog:
         gen = S.GENERIC_HINT
         # the families' own hints (SCAN_HINT is the generic one, then theirs)
         self.family_hint = S.SCAN_HINT[len(gen) + 1:] if S.SCAN_HINT.startswith(gen + "|") else None
+        self.prefilter = _step_prefilter(S) if self.family_hint is not None else None
 
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
         S = self.S
@@ -518,7 +735,10 @@ class _StepLog:
         if self.family_hint is None:
             self.kept.append(batch.filter(t.str.contains(S.SCAN_HINT)))
             return
-        marks = batch.select(
+        # only a family line, a reading or a step marker changes what is kept (a pure line that gives
+        # no step is dropped below): one cheap pass leaves those, the exact regexes run on them
+        cand = batch.filter(t.str.contains(self.prefilter)) if self.prefilter is not None else batch
+        marks = cand.select(
             "line", "text",
             t.str.contains(self.family_hint).alias("fam"),
             (t.str.contains(S.GENERIC_HINT) & ~t.str.contains(S._NOT_OURS)).alias("gen"))
@@ -545,7 +765,8 @@ class _StepLog:
         # the batch's last marker may give its step to a reading of the next batch
         self.last_marker = (markers.tail(1).select("line", "text", "fam", "gen", "reading", "marker")
                             if markers.height and markers["_nr"][-1] is None else None)
-        keep = marks.filter(~pl.col("marker") & ~pl.col("_old")).select("line", "text")
+        # a pure line that gives no step (a "step 7 | loss ..." line read by nobody) changes nothing
+        keep = marks.filter(~pure & ~pl.col("_old")).select("line", "text")
         used = useful.select("line", "text")
         self.kept.append(pl.concat([keep, used]))
         # the line before each family line (DeepSpeed takes a label from it)

@@ -15,6 +15,7 @@ import base64
 import hashlib
 import functools
 import json
+import itertools
 import math
 import os
 import re
@@ -266,14 +267,15 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index.
 
     Grouping 20 M rows on six nullable text keys is slow (tens of seconds), so rows are grouped on a
-    64-bit hash of the keys' categorical codes instead, and the keys are read back once per series."""
+    64-bit hash of the keys instead, and the keys are read back once per series."""
     keys = list(SERIES_KEY)
     s = samples.filter(pl.col("bytes").is_not_null())
     if s.is_empty():
         return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
-    codes = [pl.col(k).cast(pl.Categorical).to_physical() if s.schema[k] == pl.String else pl.col(k) for k in keys]
-    s = s.with_columns(pl.struct(codes[:5]).hash(20240601).alias("_h5"))
-    s = s.with_columns(pl.struct("_h5", codes[5]).hash(20240601).alias("_h6"))
+    # the key columns hashed as they are: half the cost of casting them to categorical codes first
+    # (the hashes only group rows; series ids come from sorting the keys below)
+    s = s.with_columns(pl.struct(keys[:5]).hash(20240601).alias("_h5"))
+    s = s.with_columns(pl.struct("_h5", keys[5]).hash(20240601).alias("_h6"))
     # as detect.series_frames does: a label that changes with nearly every reading ("step 17") does
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
     per_label = s.group_by("_h5", "_h6").agg(pl.len().alias("c")).group_by("_h5").agg(
@@ -341,11 +343,11 @@ def _envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucke
         pl.col("y").max().alias("ymax"),
     ).sort("sid", "b")
     out: dict[int, list] = {}
-    for sid, grp in agg.group_by("sid", maintain_order=True):
-        sid = sid[0] if isinstance(sid, tuple) else sid
-        bs = grp["b"].to_list()
+    # plain lists, grouped here (agg is sorted by sid): no per-series frame, no per-value Series access
+    cols = [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]
+    for sid, grp in itertools.groupby(zip(*cols), key=lambda r: r[0]):
         pts_by_bucket = []
-        for b, xa, ya, xb, yb in zip(bs, grp["xmin"], grp["ymin"], grp["xmax"], grp["ymax"]):
+        for _, b, xa, ya, xb, yb in grp:
             pair = sorted({(xa, ya), (xb, yb)})
             pts_by_bucket.append((b, pair))
         # a gap wider than a few typical gaps means no data there: do not draw a line across it
@@ -373,7 +375,12 @@ def _thin(points: list) -> list:
         if not (points[i - 1][1] == points[i][1] == points[i + 1][1]):
             keep.append(points[i])
     keep.append(points[-1])
-    return [[_xround(x), int(y)] for x, y in keep]
+    # _xround inlined (thousands of points per chart)
+    out = []
+    for x, y in keep:
+        fx = float(x)
+        out.append([int(x) if fx.is_integer() else round(fx, 3), int(y)])
+    return out
 
 
 def _xround(x: float):
@@ -388,18 +395,22 @@ def _sparkline(runs: list, lo: float, hi: float) -> str:
     cells: list[float | None] = [None] * SPARK_CELLS
     span = (hi - lo) or 1.0
 
-    def cell(x):
-        return min(SPARK_CELLS - 1, max(0, int((x - lo) / span * SPARK_CELLS)))
-
+    last = SPARK_CELLS - 1
     for run in runs:
-        for (xa, ya), (xb, yb) in zip(run, run[1:]):
-            for c in range(cell(xa) + 1, cell(xb)):
+        # each point's cell once (the same formula as before, computed per point not per use)
+        cs = [min(last, max(0, int((x - lo) / span * SPARK_CELLS))) for x, _ in run]
+        for i in range(len(run) - 1):
+            ca, cb = cs[i], cs[i + 1]
+            if cb <= ca + 1:
+                continue
+            (xa, ya), (xb, yb) = run[i], run[i + 1]
+            for c in range(ca + 1, cb):
                 xc = lo + (c + 0.5) / SPARK_CELLS * span
                 y = ya + (yb - ya) * (xc - xa) / ((xb - xa) or 1)
                 cells[c] = y if cells[c] is None else max(cells[c], y)
-        for x, y in run:
-            c = cell(x)
-            cells[c] = y if cells[c] is None else max(cells[c], y)
+        for (x, y), c in zip(run, cs):
+            cur = cells[c]
+            cells[c] = y if cur is None else max(cur, y)
     values = [c for c in cells if c is not None]
     if not values:
         return ""

@@ -8,6 +8,7 @@ fingerprint is unchanged and redoes the rest.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -120,7 +121,8 @@ def job_id(archive: Path, job: Path) -> str:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", ident)
     # a name that had to be changed or cut gets a hash of the original, so two jobs never share an
     # output folder (jöb and jäb, two long names alike at the start); and no id is `..` or hidden
-    if safe != ident or len(safe) > 180 or safe.startswith("."):
+    # ("a/b" and a folder named "a__b" both read a__b: the one whose name holds "__" gets the hash)
+    if safe != ident or len(safe) > 180 or safe.startswith(".") or "__" in rel:
         digest = hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=5).hexdigest()
         safe = f"{safe[:160].lstrip('.') or 'job'}-{digest}"
     return safe
@@ -165,10 +167,13 @@ def _want_report(reports: str, severity: str | None) -> bool:
     return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[reports]
 
 
-def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str) -> dict:
-    """Analyze one job and write its outputs; returns its summary row. Never raises."""
+def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str | None) -> dict:
+    """Analyze one job and write its outputs; returns its summary row. Never raises. `fp`: the job's
+    fingerprint, computed here when None."""
     from . import pipeline, report as rep
 
+    if fp is None:
+        fp = fingerprint(Path(job))
     started = time.perf_counter()
     job_dir = Path(out_dir) / "jobs" / jid
     row = {k: None for k in SUMMARY_SCHEMA}
@@ -222,11 +227,12 @@ def _row_from_summary(summary: dict) -> dict:
 
 def _peak_bytes(bundle) -> int | None:
     """The highest GPU memory reading: nvidia-smi's per-GPU use when logged, else the framework's."""
-    s = bundle.samples
-    for series in ("memory.used", "process.used", "reserved", "allocated"):
-        sub = s.filter(pl.col("series") == series)["bytes"]
-        if sub.len() and sub.max() is not None:
-            return int(sub.max())
+    order = ("memory.used", "process.used", "reserved", "allocated")
+    peaks = dict(bundle.samples.filter(pl.col("series").is_in(list(order))).group_by("series")
+                 .agg(pl.col("bytes").max()).iter_rows())   # one pass for the four series
+    for series in order:
+        if peaks.get(series) is not None:
+            return int(peaks[series])
     return None
 
 
@@ -298,11 +304,16 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     jobs = [j for j in jobs if not str(j.resolve()).startswith(str(out_resolved))]
     ids = [job_id(cfg.archive, j) for j in jobs]
     rows: dict[str, dict] = {}
-    todo: list[tuple[Path, str, str]] = []
+    todo: list[tuple[Path, str, str | None]] = []
     for job, jid in zip(jobs, ids):
-        fp = fingerprint(job)
         state = None if cfg.force else _load_state(cfg.out_dir, jid)
-        if state and state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
+        if not state:
+            # nothing to compare with: the worker fingerprints the job (in parallel, and the pool
+            # starts at once instead of after hashing the whole archive here)
+            todo.append((job, jid, None))
+            continue
+        fp = fingerprint(job)
+        if state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
             row = dict(state["row"])
             row["reused"] = True
             rows[jid] = row
@@ -324,7 +335,7 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
                       seconds=time.perf_counter() - started)
 
 
-def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str]], executor: str) -> Iterator[dict]:
+def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor: str) -> Iterator[dict]:
     args = [(str(job), jid, str(cfg.out_dir), cfg.opts, cfg.reports, fp) for job, jid, fp in todo]
     if not args:
         return
@@ -339,9 +350,14 @@ def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str]], executor: str) 
 
     # spawn, not fork: polars' thread pool does not survive a fork
     ctx = mp.get_context("forkserver") if hasattr(os, "fork") else mp.get_context("spawn")
+    if ctx.get_start_method() == "forkserver":
+        # the forkserver imports ruptures (scipy: seconds) once, so the workers of this scan and of
+        # later ones start with it instead of each importing it. Nothing that runs polars code at
+        # import goes here: polars' threads must not exist in the process the workers fork from.
+        ctx.set_forkserver_preload(["__main__", "ruptures"])
     # bounded in flight: memory stays flat whatever the archive's size
     limit = cfg.workers * 4
-    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+    with _worker_env(cfg.workers), ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
         pending: set[Future] = set()
         it = iter(args)
         for a in it:
@@ -354,6 +370,22 @@ def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str]], executor: str) 
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
                 yield _result_or_failure(f)
+
+
+@contextlib.contextmanager
+def _worker_env(workers: int):
+    """Polars' threads per worker: the cores shared out (N workers x all-cores threads only contend).
+    Polars reads POLARS_MAX_THREADS when it is imported, so it is put in the environment the worker
+    processes (and the forkserver they come from) start with; a value the user set is kept."""
+    key = "POLARS_MAX_THREADS"
+    prev = os.environ.get(key)
+    if prev is None:
+        os.environ[key] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    try:
+        yield
+    finally:
+        if prev is None:
+            os.environ.pop(key, None)
 
 
 def _result_or_failure(f: Future) -> dict:

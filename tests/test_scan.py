@@ -135,3 +135,17 @@ def test_dask_local_mode(archive, tmp_path):
         res = sc.run_scan(cfg_for(archive, tmp_path / "out"), executor="dask")
     assert {r["job"] for r in res.rows} == {"2026-11__job-101", "2026-11__job-102", "2026-12__job-103"}
     assert (tmp_path / "out" / "index.html").exists()
+
+
+def test_job_ids_never_collide(tmp_path):
+    """Nested folders are joined with "__"; a folder whose own name holds "__" must not take the same id."""
+    from forensics.scan import job_id
+
+    a = tmp_path / "x" / "y"
+    b = tmp_path / "x__y"
+    c = tmp_path / "jöb"
+    d = tmp_path / "jäb"
+    ids = [job_id(tmp_path, p) for p in (a, b, c, d)]
+    assert len(set(ids)) == 4, ids
+    assert ids[0] == "x__y"
+    assert all(".." not in i and "/" not in i for i in ids)

@@ -424,7 +424,15 @@ def head_frame(head: list[str]) -> pl.DataFrame:
                         schema={"line": pl.Int64, "text": pl.String})
 
 
+_HEAD_CACHE: list = [None, None]  # (head lines, profile) of the last call: xid.sniff and kernel.sniff ask in turn
+
+
 def head_profile(head: list[str]) -> pl.DataFrame:
     """Per head line: family, msg, junk/blank (no joining, no times)."""
+    key = tuple(head)
+    if _HEAD_CACHE[0] == key:
+        return _HEAD_CACHE[1]
     cols = line_columns(head_frame(head))
-    return cols.with_columns((pl.col("t").str.strip_chars() == "").alias("blank"))
+    prof = cols.with_columns((pl.col("t").str.strip_chars() == "").alias("blank"))
+    _HEAD_CACHE[0], _HEAD_CACHE[1] = key, prof
+    return prof

@@ -26,6 +26,7 @@ import polars as pl
 from ..options import Options
 from ..schema import Parsed, events_frame, samples_frame
 from . import _kernel_prefix as kp
+from . import _sniff_fast
 from . import xid
 
 NAME = "kernel-log"
@@ -378,6 +379,8 @@ def _kill_event(r: dict, ep: _Episode, m: dict | None, pid: int | None, comm: st
 # -- the parser interface -------------------------------------------------------------------------
 
 def sniff(head: list[str]) -> str | None:
+    if _sniff_fast.kernel_impossible(head, _KERNEL_MSG):   # most files are no kernel log: no polars work
+        return None
     prof = kp.head_profile(head)
     body = prof.filter(~pl.col("junk") & ~pl.col("blank"))
     if body.height == 0:

@@ -461,8 +461,14 @@ def first_section(head: list[str]) -> tuple[str | None, str]:
     return None, ""
 
 
+_SECTION_CACHE: list = [None, None]  # (head, first_section(head)) of the last call: the five nvidia-smi sniffers ask in turn
+
+
 def sniff_for(name: str, head: list[str]) -> str | None:
-    fmt, why = first_section(head)
+    key = tuple(head)
+    if _SECTION_CACHE[0] != key:
+        _SECTION_CACHE[0], _SECTION_CACHE[1] = key, first_section(head)
+    fmt, why = _SECTION_CACHE[1]
     return why if fmt == name else None
 
 

@@ -350,6 +350,133 @@ def read_cells(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
             pl.concat([b.select(list(_BAD_SCHEMA)).cast(_BAD_SCHEMA) for b in bad]))
 
 
+_TS_FORMAT = "%Y/%m/%d %H:%M:%S%.f"
+
+
+_STAMP_SHAPE = r"^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}$"
+
+
+def _stamps(values: pl.Series) -> pl.Series:
+    """`strip_chars().str.strptime(Datetime("us"), _TS_FORMAT, strict=False)` of nvidia-smi stamps,
+    3x faster: when all are `YYYY/MM/DD HH:MM:SS.fff` with seconds below 60, the minutes (a few
+    distinct ones) are parsed and the seconds and milliseconds added as numbers."""
+    minute = values.str.head(16)
+    parts = pl.DataFrame({"m": minute, "s": values.str.slice(17, 2), "f": values.str.slice(20, 3)}).select(
+        "m", pl.col("s", "f").cast(pl.Int64, strict=False))
+    if values.str.contains(_STAMP_SHAPE).all() and parts["s"].max() < 60:
+        uniq = minute.unique()
+        at = dict(zip(uniq.to_list(), (uniq + ":00").str.strptime(pl.Datetime("us"), "%Y/%m/%d %H:%M:%S",
+                                                                   strict=False).to_list()))
+        return parts.select((pl.col("m").replace_strict(at, return_dtype=pl.Datetime("us"))
+                             + pl.duration(seconds=pl.col("s"), milliseconds=pl.col("f"))).alias(values.name)
+                            ).to_series()
+    return values.str.strip_chars().str.strptime(pl.Datetime("us"), _TS_FORMAT, strict=False)
+
+
+def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, list[str], pl.DataFrame] | None:
+    """read_cells for rows that all look as nvidia-smi prints them (the timestamp first, every memory
+    cell `N MiB`, GPU ids that check), without a regex or a string copy per row: (rows: `line`,
+    `time`, `bytes`, `total_bytes` and `_key`, the position of the row's GPU in `keys`; keys; ids as
+    read_cells gives them). Its readings are read_cells' (all memory.used); None as soon as one cell
+    does not look so (read_cells then decides). Unlike read_cells it takes the cells as cut at ","
+    from rows whose every cell after the first starts with the space of ", " (memory cells too)."""
+    import numpy as np
+
+    r = m.roles
+    # a timestamp in field_0 that parses cannot start with the `//` read_cells strips there
+    if r.get("timestamp") != 0 or "memory.used" not in r or not cells.height:
+        return None
+    raw = {key: f"field_{r[role]}" for role, key in (("index", "index"), ("uuid", "uuid"), ("pci.bus_id", "bus"),
+                                                      ("name", "name")) if role in r}
+    first = next((k for k in ("index", "uuid", "bus") if k in raw), None)
+    if first is None:
+        return None
+
+    def mib(cells: pl.Expr) -> pl.Expr:
+        # mem_bytes' fast branch: "N MiB", N an integer in range (else it takes its regex); " N MiB" ->
+        # N is what strip_prefix(" ") and its strip_suffix(" MiB") leave, in one slice
+        return cells.str.slice(1, cells.str.len_bytes() - 5).cast(pl.Int64, strict=False)
+
+    def fits(cells: pl.Expr, n: pl.Expr) -> pl.Expr:
+        return cells.str.ends_with(" MiB") & (n >= 0) & (n < C.MAX_MIB)
+
+    cell = pl.col(f"field_{r['memory.used']}")
+    used = cells.select(mib(cell).alias("n"), cell.str.ends_with(" MiB").alias("unit"))
+    nulls, units, lo, hi = used.select(pl.col("n").null_count(), pl.col("unit").sum(), pl.col("n").min().alias("lo"),
+                                       pl.col("n").max().alias("hi")).row(0)
+    if nulls or units != cells.height or lo < 0 or hi >= C.MAX_MIB:
+        return None
+    used = used.select((pl.col("n") * (1 << 20)).alias("bytes"))
+    total = _nulls(cells.height, pl.Int64)
+    if "memory.total" in r:
+        # the same for every row of a GPU: each distinct cell read once
+        uniq = cells.select(pl.col(f"field_{r['memory.total']}").unique().alias("cell"))
+        uniq = uniq.with_columns(pl.when(fits(pl.col("cell"), mib(pl.col("cell")))).then(mib(pl.col("cell")) * (1 << 20))
+                                 .alias("total"))
+        if uniq["total"].null_count():
+            return None
+        total = pl.repeat(uniq["total"][0], cells.height, dtype=pl.Int64, eager=True) if uniq.height == 1 else \
+            cells[f"field_{r['memory.total']}"].replace_strict(uniq["cell"], uniq["total"], return_dtype=pl.Int64)
+    # a timestamp repeats on each GPU's row of a sample: parsed once per run of equal stamps
+    runs = cells.select(pl.col("field_0").rle()).unnest("field_0")
+    naive = _stamps(runs["value"])
+    utc = zone in getattr(clock, "UTC_NAMES", ())
+    if utc:
+        naive = C.localize_series(naive, zone)   # per value; a zone with DST wants the rows in file order
+    if naive.null_count():
+        return None
+    times = pl.Series("time", np.repeat(naive.to_physical().to_numpy(), runs["len"].to_numpy()),
+                      dtype=pl.Int64).cast(naive.dtype)
+    if not utc:
+        times = C.localize_series(times, zone)
+        if times.null_count():
+            return None
+    rows = pl.DataFrame([cells["line"], times, used["bytes"], total.alias("total_bytes")])
+    # the GPU ids, checked once per distinct combination (read_cells groups by the same cells). The
+    # usual log lists the same GPUs in the same order in every sample: then the rows repeat with
+    # that period and its first rows hold every combination.
+    ids_cells = cells.select(*[pl.col(c).alias(k) for k, c in raw.items()])
+    h = ids_cells.height
+    head = ids_cells[first].head(256).to_list()
+    period = next((i for i in range(1, len(head)) if head[i] == head[0]), None)
+    if period is not None and h > period and not ids_cells.select(pl.all_horizontal(
+            pl.all().slice(period).eq_missing(pl.all().head(h - period)).all())).item():
+        period = None
+    if period is not None:
+        combos = ids_cells.head(min(period, h)).with_columns(pl.int_range(pl.len()).alias("_phase"))
+        padded = np.full(-(-h // period) * period, np.iinfo(np.int64).min, dtype=np.int64)
+        tb = rows["total_bytes"]
+        if tb.null_count() < h:
+            padded[:h] = tb.to_numpy()
+            per_phase = padded.reshape(-1, period).max(axis=0)[: combos.height]
+            combos = combos.with_columns(pl.Series("total_bytes", per_phase, dtype=pl.Int64))
+        else:
+            combos = combos.with_columns(_nulls(combos.height, pl.Int64).alias("total_bytes"))
+        combos = combos.group_by(*raw, maintain_order=True).agg(pl.col("total_bytes").max(), pl.col("_phase"))
+    else:
+        combos = pl.concat([ids_cells, rows.select("total_bytes")], how="horizontal").group_by(
+            *raw, maintain_order=True).agg(pl.col("total_bytes").max())
+    check = {"index": _is_index, "uuid": _is_uuid, "bus": C.norm_bus, "name": _is_name}
+    ids = combos.select(*[C.map_unique(combos[k], check[k]).alias(k) if k in raw
+                          else _nulls(combos.height, pl.String).alias(k) for k in ("index", "uuid", "bus", "name")],
+                        "total_bytes")
+    if ids[first].null_count():
+        return None   # a row's GPU would come from its second id (coalesce): read_cells does that
+    ids = ids.with_columns(pl.col(first).alias("gpu")).select(list(_ID_SCHEMA))
+    keys = list(dict.fromkeys(ids["gpu"].to_list()))
+    key_of = {g: i for i, g in enumerate(keys)}
+    combo_key = [key_of[g] for g in ids["gpu"].to_list()]
+    if period is not None:
+        phase_key = np.zeros(period, dtype=np.int64)
+        for k, phases in zip(combo_key, combos["_phase"].to_list()):
+            phase_key[phases] = k
+        key = np.tile(phase_key, -(-h // period))[:h]
+    else:
+        raw_key = dict(zip(combos[first].to_list(), combo_key))
+        key = ids_cells[first].replace_strict(raw_key, return_dtype=pl.Int64).to_numpy()
+    return rows.with_columns(pl.Series("_key", key, dtype=pl.Int64)), keys, ids
+
+
 def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False) -> Parsed:
     p = Parsed()
     zone = opts.tz_for(path)

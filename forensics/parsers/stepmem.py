@@ -154,7 +154,15 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
              .str.split("\n"))
     return (df.with_columns(split.alias("piece_text"))
             .explode("piece_text")
-            .with_columns(pl.int_range(pl.len()).over("line").alias("piece")))
+            .with_columns(_run_index("line").alias("piece")))
+
+
+def _run_index(*keys: str) -> pl.Expr:
+    """`int_range(pl.len()).over(keys)` for rows whose groups are runs of neighbours (the rows one
+    row became by explode): the same numbers without a group-by (2x faster on a month of readings)."""
+    i = pl.int_range(pl.len(), dtype=pl.Int64)
+    new = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys])
+    return i - pl.when(new).then(i).forward_fill()
 
 
 def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
@@ -167,9 +175,13 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
     if kv.height:
         key = (pl.col("key").str.to_lowercase().str.replace_all("_", " ")
                .str.replace(r"memory ", "").str.replace(r"^max(\S)", "max $1").str.replace(r" memory$", ""))
+        # the series of each distinct key spelling (few), not of every reading
+        keys = kv.select(pl.col("key").unique().drop_nulls())
+        series_of = dict(zip(keys["key"].to_list(), keys.select(
+            key.replace_strict(_SERIES_OF_KEY, default=None, return_dtype=pl.String))["key"].to_list()))
         parts.append(kv.select(
-            "line", "piece", pl.int_range(pl.len()).over("line", "piece").alias("k"),
-            key.replace_strict(_SERIES_OF_KEY, default=None, return_dtype=pl.String).alias("series"),
+            "line", "piece", _run_index("line", "piece").alias("k"),
+            pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
             "num", "total", pl.coalesce("unit", "punit").alias("unit"),
             pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
         ))
