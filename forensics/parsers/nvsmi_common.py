@@ -187,8 +187,10 @@ def mem_bytes(cells: pl.Series, default_unit: str | None) -> pl.Series:
     from ..units import unit_factor
 
     mib = cells.str.strip_suffix(" MiB").cast(pl.Int64, strict=False)
-    # a bare integer is not a `N MiB` cell: it takes the default unit, on the slow path
-    fast = pl.select(pl.when(cells.str.ends_with(" MiB") & (mib >= 0) & (mib < MAX_MIB)).then(mib * (1 << 20))
+    # a bare integer is not a `N MiB` cell: it takes the default unit, on the slow path. The cast also
+    # takes a sign ("+1", "-0"), which nvidia-smi never prints: such cells go to the regex, which refuses them
+    signed = cells.str.starts_with("+") | cells.str.starts_with("-")
+    fast = pl.select(pl.when(cells.str.ends_with(" MiB") & ~signed & (mib >= 0) & (mib < MAX_MIB)).then(mib * (1 << 20))
                      .otherwise(None)).to_series()
     missing = fast.is_null()
     if not missing.any():

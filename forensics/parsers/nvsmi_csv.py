@@ -398,13 +398,14 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
         return cells.str.slice(1, cells.str.len_bytes() - 5).cast(pl.Int64, strict=False)
 
     def fits(cells: pl.Expr, n: pl.Expr) -> pl.Expr:
-        return cells.str.ends_with(" MiB") & (n >= 0) & (n < C.MAX_MIB)
+        return cells.str.ends_with(" MiB") & ~cells.str.contains_any([" +", " -"]) & (n >= 0) & (n < C.MAX_MIB)
 
     cell = pl.col(f"field_{r['memory.used']}")
-    used = cells.select(mib(cell).alias("n"), cell.str.ends_with(" MiB").alias("unit"))
-    nulls, units, lo, hi = used.select(pl.col("n").null_count(), pl.col("unit").sum(), pl.col("n").min().alias("lo"),
-                                       pl.col("n").max().alias("hi")).row(0)
-    if nulls or units != cells.height or lo < 0 or hi >= C.MAX_MIB:
+    used = cells.select(mib(cell).alias("n"), cell.str.ends_with(" MiB").alias("unit"),
+                        cell.str.contains_any([" +", " -"]).alias("signed"))   # the cast would take a sign
+    nulls, units, signed, lo, hi = used.select(pl.col("n").null_count(), pl.col("unit").sum(), pl.col("signed").any(),
+                                               pl.col("n").min().alias("lo"), pl.col("n").max().alias("hi")).row(0)
+    if nulls or signed or units != cells.height or lo < 0 or hi >= C.MAX_MIB:
         return None
     used = used.select((pl.col("n") * (1 << 20)).alias("bytes"))
     total = _nulls(cells.height, pl.Int64)

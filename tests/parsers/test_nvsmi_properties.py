@@ -145,3 +145,14 @@ def test_query_never_raises_and_never_invents_numbers(lines):
 def test_any_mix_through_any_parser(lines):
     for m in (nvsmi_csv, nvsmi_apps, nvsmi_dmon, nvsmi_table, nvsmi_query):
         _check(m, lines)
+
+
+def test_signed_memory_cells_are_garbage_not_numbers():
+    """polars' integer cast takes "+1" and "-0"; nvidia-smi never prints a sign (found by hypothesis)."""
+    from forensics.parsers import nvsmi_apps, nvsmi_csv
+
+    _check(nvsmi_apps, ["gpu_uuid, pid, process_name, used_gpu_memory [MiB]", ", 0, , +1 MiB"])
+    lines = ["timestamp, index, memory.total [MiB], memory.used [MiB]",
+             "2024/01/01 00:00:00.000, 0, 100 MiB, +5 MiB", "2024/01/01 00:00:01.000, 0, -0 MiB, 6 MiB"]
+    p = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
+    assert p.samples.select("line", "bytes", "total_bytes").rows() == [(3, 6 << 20, None)]
