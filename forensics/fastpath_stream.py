@@ -429,6 +429,10 @@ class _NvsmiCsv:
             pl.Series("gpu", keys, dtype=pl.String).gather(rows["_key"]).alias("gpu"),
             pl.lit("memory.used", dtype=pl.String).alias("series"), "bytes", "total_bytes",
             pl.Series("_sid", sid, dtype=pl.Int64), pl.Series("_i", index, dtype=pl.Int64))
+        self._keep(s)
+
+    def _keep(self, s: pl.DataFrame) -> None:
+        """Hold a batch's (thinned) readings; past MAX_READINGS the window doubles and all are thinned again."""
         self.parts.append(s)
         self.kept += s.height
         while self.kept > MAX_READINGS:
@@ -466,12 +470,7 @@ class _NvsmiCsv:
             self.per_series[sid] = self.per_series.get(sid, 0) + int(n)
         self.readings += s.height
         s = thin(s, self.window)
-        self.parts.append(s)
-        self.kept += s.height
-        while self.kept > MAX_READINGS:
-            self.window *= 2
-            whole = thin(pl.concat(self.parts), self.window)
-            self.parts, self.kept = [whole], whole.height
+        self._keep(s)
 
     def finish(self) -> Parsed:
         out = Parsed()

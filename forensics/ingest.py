@@ -49,16 +49,8 @@ class Bundle:
     problems: list[str] = field(default_factory=list)   # one-line messages for people
 
 
-def _conform(df: pl.DataFrame | None, schema: dict) -> pl.DataFrame:
-    """schema.conform, skipped when the frame already has exactly these columns and types (parsers
-    build their frames with samples_frame/events_frame, so it usually has)."""
-    if df is not None and df.width and list(df.schema.items()) == list(schema.items()):
-        return df
-    return conform(df, schema)
-
-
 def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
-    df = _conform(df, schema)
+    df = conform(df, schema)
     return df.with_columns(pl.lit(path, dtype=pl.String).alias("source"))
 
 
@@ -104,7 +96,7 @@ def _plausible(parsed: Parsed, skipped: Skipped) -> None:
         df = getattr(parsed, attr)
         if df is None or not df.height:
             continue
-        df = _conform(df, schema)
+        df = conform(df, schema)
         negative_ok = pl.col("series").str.contains("delta").fill_null(False) if "series" in df.columns else pl.lit(False)
         # one query says whether anything is off (almost never): only then find the lines and fix
         years = pl.col("time").dt.year()
@@ -212,6 +204,8 @@ def _duration(seconds: float) -> str:
 
 
 def _row_hash(cols: list[str]) -> pl.Expr:
+    """One 64-bit hash per row from per-column hashes (faster than pl.struct(cols).hash(): 1.3 s
+    against 1.7 s on 5 M readings)."""
     h = None
     for i, c in enumerate(cols):
         x = pl.col(c).hash(i + 1)
@@ -226,7 +220,7 @@ def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> Non
     s = p.samples
     if s is None or s.height < 2:
         return
-    s = _conform(s, SAMPLES_SCHEMA).with_row_index("_row")
+    s = conform(s, SAMPLES_SCHEMA).with_row_index("_row")
     # "earlier" is by line; the rows keep their order (most parsers emit them in line order already)
     lines = s["line"]
     in_order = s if lines.null_count() == 0 and lines.is_sorted() else s.sort("line", maintain_order=True)

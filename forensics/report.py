@@ -375,12 +375,7 @@ def _thin(points: list) -> list:
         if not (points[i - 1][1] == points[i][1] == points[i + 1][1]):
             keep.append(points[i])
     keep.append(points[-1])
-    # _xround inlined (thousands of points per chart)
-    out = []
-    for x, y in keep:
-        fx = float(x)
-        out.append([int(x) if fx.is_integer() else round(fx, 3), int(y)])
-    return out
+    return [[_xround(x), int(y)] for x, y in keep]
 
 
 def _xround(x: float):

@@ -60,6 +60,8 @@ def conform(df: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.DataF
     """Add missing columns as nulls, cast, and order columns as the schema says."""
     if df is None or df.width == 0:
         return pl.DataFrame(schema=schema)
+    if list(df.schema.items()) == list(schema.items()):
+        return df   # already conforming (frames built by samples_frame / events_frame): no copy
     exprs = []
     for name, dtype in schema.items():
         if name in df.columns:

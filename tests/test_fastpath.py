@@ -287,14 +287,28 @@ def test_plain_csv_path_matches_one_pass(tmp_path, monkeypatch, batch_bytes):
             assert any(taken), name   # not periodic: the ids are grouped instead
 
 
+def _plain_then_general(p, monkeypatch, tz: str) -> list:
+    """(samples, info) of parse_one on `p`: first as it runs (the plain path may take it), then with
+    read_plain switched off (the general streamed path)."""
+    from forensics import ingest
+    from forensics.options import Options
+    from forensics.parsers import nvsmi_csv
+    from forensics.schema import SAMPLES_SCHEMA, conform
+
+    out = []
+    for plain in (True, False):
+        if not plain:
+            monkeypatch.setattr(nvsmi_csv, "read_plain", lambda *a: None)
+        info, results = ingest.parse_one(Source.open(p), Options(tz=tz))
+        out.append((pl.concat([conform(r.samples, SAMPLES_SCHEMA) for r in results]), info))
+    return out
+
+
 def test_plain_csv_path_with_a_zone_that_has_dst(tmp_path, monkeypatch):
     """Local stamps through the autumn fold: the plain path localizes as the general streamed path.
     (Both localize batch by batch: across a batch boundary the fold rule does not see the step back,
     which one pass does; known, not the plain path's doing.)"""
-    from forensics import fastpath_stream, ingest
-    from forensics.options import Options
-    from forensics.parsers import nvsmi_csv
-    from forensics.schema import SAMPLES_SCHEMA, conform
+    from forensics import fastpath_stream
 
     def row(i, g, text):
         t = 2 * 3600 + 40 * 60 + i * 2 - (1800 if i > 600 else 0)   # 02:40 .. 03:00, back to 02:30 ..
@@ -303,34 +317,20 @@ def test_plain_csv_path_with_a_zone_that_has_dst(tmp_path, monkeypatch):
     p = _plain_csv(tmp_path, row=row)
     monkeypatch.setattr(fastpath_stream, "STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(fastpath, "BATCH_BYTES", 4000)
-    out = []
-    for plain in (True, False):
-        if not plain:
-            monkeypatch.setattr(nvsmi_csv, "read_plain", lambda *a: None)
-        info, results = ingest.parse_one(Source.open(p), Options(tz="Europe/Berlin"))
-        out.append((pl.concat([conform(r.samples, SAMPLES_SCHEMA) for r in results]).sort("line", "series"),
-                    info.skip_reasons, info.problems))
+    out = [(samples.sort("line", "series"), info.skip_reasons, info.problems)
+           for samples, info in _plain_then_general(p, monkeypatch, "Europe/Berlin")]
     assert out[0][0].equals(out[1][0]) and out[0][1:] == out[1][1:]
 
 
 def test_plain_csv_path_thins_as_the_general_path(tmp_path, monkeypatch):
     """With thinning, read_plain + _take_plain keep exactly the rows the general path keeps."""
-    from forensics import fastpath_stream, ingest
-    from forensics.options import Options
-    from forensics.parsers import nvsmi_csv
-    from forensics.schema import SAMPLES_SCHEMA, conform
+    from forensics import fastpath_stream
 
     p = _plain_csv(tmp_path, rows=3000, row=lambda i, g, t: None if g == 3 and 1000 < i < 1400 else t)
     monkeypatch.setattr(fastpath_stream, "STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(fastpath_stream, "MAX_READINGS", 1500)
     monkeypatch.setattr(fastpath, "BATCH_BYTES", 20000)
-    got = []
-    for plain in (True, False):
-        if not plain:
-            monkeypatch.setattr(nvsmi_csv, "read_plain", lambda *a: None)
-        info, results = ingest.parse_one(Source.open(p), Options(tz="UTC"))
-        got.append((pl.concat([conform(r.samples, SAMPLES_SCHEMA) for r in results]).sort("line"), info))
-    (a, ia), (b, ib) = got
+    (a, ia), (b, ib) = [(samples.sort("line"), info) for samples, info in _plain_then_general(p, monkeypatch, "UTC")]
     assert ia.meta["thinned"]["window"] > 1
     assert a.equals(b)
     assert (ia.lines, ia.records, ia.skip_reasons, ia.meta, ia.notes) == (ib.lines, ib.records, ib.skip_reasons,

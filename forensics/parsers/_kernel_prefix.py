@@ -13,6 +13,8 @@ stage 2, applied to what is left, is the kernel's own `[uptime]` (with the CONFI
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -424,15 +426,12 @@ def head_frame(head: list[str]) -> pl.DataFrame:
                         schema={"line": pl.Int64, "text": pl.String})
 
 
-_HEAD_CACHE: list = [None, None]  # (head lines, profile) of the last call: xid.sniff and kernel.sniff ask in turn
-
-
 def head_profile(head: list[str]) -> pl.DataFrame:
     """Per head line: family, msg, junk/blank (no joining, no times)."""
-    key = tuple(head)
-    if _HEAD_CACHE[0] == key:
-        return _HEAD_CACHE[1]
-    cols = line_columns(head_frame(head))
-    prof = cols.with_columns((pl.col("t").str.strip_chars() == "").alias("blank"))
-    _HEAD_CACHE[0], _HEAD_CACHE[1] = key, prof
-    return prof
+    return _head_profile(tuple(head))
+
+
+@functools.lru_cache(maxsize=1)   # xid.sniff and kernel.sniff ask about the same head in turn
+def _head_profile(head: tuple[str, ...]) -> pl.DataFrame:
+    cols = line_columns(head_frame(list(head)))
+    return cols.with_columns((pl.col("t").str.strip_chars() == "").alias("blank"))

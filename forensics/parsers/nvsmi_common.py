@@ -7,6 +7,8 @@ nvsmi_table and nvsmi_query.
 """
 from __future__ import annotations
 
+import functools
+
 import re
 
 import polars as pl
@@ -463,14 +465,13 @@ def first_section(head: list[str]) -> tuple[str | None, str]:
     return None, ""
 
 
-_SECTION_CACHE: list = [None, None]  # (head, first_section(head)) of the last call: the five nvidia-smi sniffers ask in turn
+@functools.lru_cache(maxsize=1)   # the five nvidia-smi sniffers ask about the same head in turn
+def _first_section_of(head: tuple[str, ...]) -> tuple[str | None, str]:
+    return first_section(list(head))
 
 
 def sniff_for(name: str, head: list[str]) -> str | None:
-    key = tuple(head)
-    if _SECTION_CACHE[0] != key:
-        _SECTION_CACHE[0], _SECTION_CACHE[1] = key, first_section(head)
-    fmt, why = _SECTION_CACHE[1]
+    fmt, why = _first_section_of(tuple(head))
     return why if fmt == name else None
 
 
