@@ -346,3 +346,32 @@ def test_plain_stamps_match_strptime():
         s = pl.Series("t", stamps + extra)
         want = s.str.strip_chars().str.strptime(pl.Datetime("us"), nvsmi_csv._TS_FORMAT, strict=False)
         assert nvsmi_csv._stamps(s).equals(want), extra
+
+
+def test_streaming_consumers_are_keyed_by_parser_names():
+    """A consumer under a name no parser has is never used: its format's big files are read whole
+    (this once left DeepSpeed, Megatron and HF Trainer logs unstreamed)."""
+    from forensics import fastpath_stream, parsers
+
+    assert set(fastpath_stream._CONSUMERS) <= set(parsers.BY_NAME)
+    for name in ("nvidia-smi-csv", "kernel-log", "nvrm-xid", "step-markers", "deepspeed-memory",
+                 "megatron-memory", "hf-trainer-memory"):
+        assert name in fastpath_stream._CONSUMERS, name
+
+
+def test_csv_batches_prepared_ahead_with_a_header_that_changes(tmp_path, monkeypatch):
+    """The next batches' cells are read in threads with the header in force when they were read; a
+    batch whose header has changed by its turn is read again (the result is one pass's)."""
+    from forensics import fastpath_stream
+
+    stale, used = [], []
+    real_feed = fastpath_stream._NvsmiCsv.feed
+
+    def feed(self, batch, raw=None, prepared=None):
+        if prepared is not None:
+            (used if prepared[0] is self.map else stale).append(int(batch["line"][0]))
+        return real_feed(self, batch, raw, prepared)
+
+    monkeypatch.setattr(fastpath_stream._NvsmiCsv, "feed", feed)
+    _same_parse(_big_csv(tmp_path), monkeypatch, 5000)
+    assert used and stale   # both branches taken: the header changes at sample 900

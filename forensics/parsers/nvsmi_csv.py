@@ -397,12 +397,16 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
         # N is what strip_prefix(" ") and its strip_suffix(" MiB") leave, in one slice
         return cells.str.slice(1, cells.str.len_bytes() - 5).cast(pl.Int64, strict=False)
 
+    def has_sign(cells: pl.Expr) -> pl.Expr:
+        # the cast takes a sign (and refuses a blank), so a number that it read had its sign, if any,
+        # right after the cell's leading space
+        return cells.str.starts_with(" +") | cells.str.starts_with(" -")
+
     def fits(cells: pl.Expr, n: pl.Expr) -> pl.Expr:
-        return cells.str.ends_with(" MiB") & ~cells.str.contains_any([" +", " -"]) & (n >= 0) & (n < C.MAX_MIB)
+        return cells.str.ends_with(" MiB") & ~has_sign(cells) & (n >= 0) & (n < C.MAX_MIB)
 
     cell = pl.col(f"field_{r['memory.used']}")
-    used = cells.select(mib(cell).alias("n"), cell.str.ends_with(" MiB").alias("unit"),
-                        cell.str.contains_any([" +", " -"]).alias("signed"))   # the cast would take a sign
+    used = cells.select(mib(cell).alias("n"), cell.str.ends_with(" MiB").alias("unit"), has_sign(cell).alias("signed"))
     nulls, units, signed, lo, hi = used.select(pl.col("n").null_count(), pl.col("unit").sum(), pl.col("signed").any(),
                                                pl.col("n").min().alias("lo"), pl.col("n").max().alias("hi")).row(0)
     if nulls or signed or units != cells.height or lo < 0 or hi >= C.MAX_MIB:

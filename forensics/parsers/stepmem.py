@@ -374,6 +374,12 @@ def looks_like_source_code(head: list[str]) -> bool:
 def sniff(head: list[str]) -> str | None:
     if looks_like_source_code(head):
         return None
+    # a reading needs a line with a hint and a reading shape (extract_generic reads no other): one
+    # query says whether there is one (most files that get this far have none)
+    t = pl.col("text")
+    if not _head_frame(head).select((t.str.contains(GENERIC_HINT) & ~t.str.contains(_NOT_OURS)
+                                     & t.str.contains(ANY_READING)).any()).item():
+        return None
     found = head_readings(head)
     if not found.height:
         return None

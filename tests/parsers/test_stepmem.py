@@ -318,3 +318,18 @@ def test_the_training_script_itself_is_not_a_log(tmp_path):
     hits = src.frame().filter(pl.col("text").str.contains(stepmem.SCAN_HINT))
     assert hits.height == 2
     assert stepmem.scan(hits, src, Options(tz="UTC")).records == 0
+
+
+def test_sniff_rejects_a_head_without_a_reading_line_in_one_query(monkeypatch):
+    """A head with memory words but no line that is both a hint and a reading shape cannot give a
+    reading: sniff says no without running the extraction (most files that reach it are such)."""
+    from forensics.parsers import stepmem
+
+    def boom(*a, **k):
+        raise AssertionError("extraction ran")
+
+    monkeypatch.setattr(stepmem, "extract_generic", boom)
+    head = ["INFO starting run, allocated buffers", "step 3 done", '{"reserved": true, "note": "cached"}']
+    assert stepmem.sniff(head) is None
+    with pytest.raises(AssertionError, match="extraction ran"):
+        stepmem.sniff(["step 7 | allocated: 1024.00 MB, reserved: 2048.00 MB"])
