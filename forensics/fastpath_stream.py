@@ -11,8 +11,11 @@ prefilters, and only what they keep stays in memory:
   series at once). Every line is still read and counted. A batch of nothing but clean rows (n cells
   each, every `,` followed by a space, `N MiB` memory, stamps and ids that check) has its cells cut by
   polars' CSV reader and read by nvsmi_csv.read_plain (no regex or string copy per row, each distinct
-  stamp minute / id / total read once) and counted and thinned in numpy (_take_plain); any other batch
-  takes the general path, with the same result. The scanners read each batch in a thread of their own.
+  stamp minute / id / total read once); any other batch takes the general path, with the same result.
+  Both count, number and thin their readings in numpy (_NvsmiCsv._number). The cells of the next two
+  32 MB batches are read and checked in threads while one is taken (with the header then in force: a
+  batch whose header has changed by its turn is read again); the scanners read each batch in a thread
+  of their own.
 - kernel logs: only the lines around OOM-killer reports, NVRM messages and boots (with context), the
   first and last lines and the lines where the month changes are decoded in full; the rest is counted.
   Most batches are not even cut into lines: fastpath_kernel.py finds in their bytes the few blocks
@@ -436,51 +439,44 @@ class _NvsmiCsv:
         return p, plain
 
     def _take_plain(self, rows: pl.DataFrame, keys: list[str]) -> None:
-        """_take_samples for read_plain's rows (all memory.used readings, with a time): the same
-        counts, sample numbers and thinning in numpy, and only the rows kept become a frame."""
+        """_take_samples for read_plain's rows (all memory.used readings, with a time): only the rows
+        kept become a frame."""
         import numpy as np
 
         gid = np.array([self.gpu_ids.setdefault(g, len(self.gpu_ids)) for g in keys], dtype=np.int64)[
             rows["_key"].to_numpy()]
         sid = gid * 2
-        h = gid.size
-        # each row's rank among its GPU's rows of this batch, from the rows sorted by GPU (stable)
-        order = _by_series(sid)
-        sorted_gid = gid[order]
-        new = np.empty(h, dtype=bool)
-        new[0] = True
-        new[1:] = sorted_gid[1:] != sorted_gid[:-1]
-        starts = np.flatnonzero(new)
-        rank = np.empty(h, dtype=np.int64)
-        rank[order] = np.arange(h) - np.repeat(starts, np.diff(np.append(starts, h)))
-
-        def carried(counts: dict[int, int], of) -> np.ndarray:
-            lut = np.zeros(int(of.max()) + 1, dtype=np.int64)
-            for k, v in counts.items():
-                if k < lut.size:
-                    lut[k] = v
-            return lut[of]
-
-        n = rank + 1 + carried(self.per_gpu, gid)
-        seq = np.maximum(np.maximum.accumulate(n), self.seq_max)
-        index = rank + carried(self.per_series, sid)
-        for g, c in zip(sorted_gid[starts].tolist(), np.diff(np.append(starts, h)).tolist()):
-            self.per_gpu[g] = self.per_gpu.get(g, 0) + c
-            self.per_series[2 * g] = self.per_series.get(2 * g, 0) + c
-        self.seq_max = int(seq[-1])
-        self.readings += h
         self.last_time = rows["time"][-1]
-        keep = None if self.window <= 1 else \
-            _thin_mask(sid, index, np.zeros(h, dtype=bool), rows["bytes"].to_numpy(), self.window, order)
+        seq, index, keep = self._number(gid, sid, np.zeros(gid.size, dtype=bool), rows["bytes"].to_numpy())
         if keep is not None:
             rows = rows.filter(pl.Series(keep))
-            gid, sid, seq, index = gid[keep], sid[keep], seq[keep], index[keep]
+            sid, seq, index = sid[keep], seq[keep], index[keep]
         s = rows.select(
             "time", pl.Series("seq", seq, dtype=pl.Int64), "line",
             pl.Series("gpu", keys, dtype=pl.String).gather(rows["_key"]).alias("gpu"),
             pl.lit("memory.used", dtype=pl.String).alias("series"), "bytes", "total_bytes",
             pl.Series("_sid", sid, dtype=pl.Int64), pl.Series("_i", index, dtype=pl.Int64))
         self._keep(s)
+
+    def _number(self, gid, sid, none, value):
+        """For a batch's own readings in file order (numpy: GPU id, series id, no value, value): `seq`
+        (a new sample starts when a GPU repeats) and `_i` (the reading's index in its series), counted
+        across batches as in one pass, and which readings thinning keeps (None: all)."""
+        import numpy as np
+
+        order_g, rank_g, seen_g = _ranks(gid)
+        order_s, rank_s, seen_s = (order_g, rank_g, seen_g) if np.array_equal(sid, gid * 2) else _ranks(sid)
+        n = rank_g + 1 + _carried(self.per_gpu, gid)
+        seq = np.maximum(np.maximum.accumulate(n), self.seq_max)
+        index = rank_s + _carried(self.per_series, sid)
+        for k, c in seen_g:
+            self.per_gpu[k] = self.per_gpu.get(k, 0) + c
+        for k, c in (seen_s if seen_s is not seen_g else [(2 * k, c) for k, c in seen_g]):
+            self.per_series[k] = self.per_series.get(k, 0) + c
+        self.seq_max = int(seq[-1])
+        self.readings += gid.size
+        keep = None if self.window <= 1 else _thin_mask(sid, index, none, value, self.window, order_s)
+        return seq, index, keep
 
     def _keep(self, s: pl.DataFrame) -> None:
         """Hold a batch's (thinned) readings; past MAX_READINGS the window doubles and all are thinned again."""
@@ -505,23 +501,13 @@ class _NvsmiCsv:
             self.gpu_ids.setdefault(g, len(self.gpu_ids))
         gid = pl.DataFrame({"gpu": list(self.gpu_ids), "_gid": list(self.gpu_ids.values())},
                            schema={"gpu": pl.String, "_gid": pl.Int64})
-        s = s.join(gid, on="gpu", how="left", nulls_equal=True, maintain_order="left").with_columns(
-            (pl.col("_gid") * 2 + (pl.col("series") == "memory.free").cast(pl.Int64)).alias("_sid"))
-        # seq: a new sample starts when a GPU repeats, counted across batches as in one pass
-        s = s.with_columns((pl.int_range(1, pl.len() + 1).over("_gid") + _offset(pl.col("_gid"), self.per_gpu))
-                           .alias("_n"))
-        s = s.with_columns(pl.max_horizontal(pl.col("_n").cum_max(), pl.lit(self.seq_max)).cast(pl.Int64).alias("seq"))
-        for g, n in s.group_by("_gid").agg(pl.col("_n").max()).iter_rows():
-            self.per_gpu[g] = int(n)
-        self.seq_max = int(s["seq"].max())
-        # the reading's index within its series, for thinning
-        s = s.drop("_n", "_gid").with_columns(
-            (pl.int_range(pl.len()).over("_sid") + _offset(pl.col("_sid"), self.per_series)).alias("_i"))
-        for sid, n in s.group_by("_sid").agg(pl.len()).iter_rows():
-            self.per_series[sid] = self.per_series.get(sid, 0) + int(n)
-        self.readings += s.height
-        s = thin(s, self.window)
-        self._keep(s)
+        ids = s.select("gpu").join(gid, on="gpu", how="left", nulls_equal=True, maintain_order="left").select(
+            "_gid", (pl.col("_gid") * 2 + (s["series"] == "memory.free").cast(pl.Int64)).alias("_sid"))
+        gid, sid = ids["_gid"].to_numpy(), ids["_sid"].to_numpy()
+        seq, index, keep = self._number(gid, sid, s["bytes"].is_null().to_numpy(), s["bytes"].fill_null(0).to_numpy())
+        s = s.with_columns(pl.Series("seq", seq, dtype=pl.Int64), pl.Series("_sid", sid, dtype=pl.Int64),
+                           pl.Series("_i", index, dtype=pl.Int64))
+        self._keep(s if keep is None else s.filter(pl.Series(keep)))
 
     def finish(self) -> Parsed:
         out = Parsed()
@@ -549,12 +535,33 @@ class _NvsmiCsv:
         return out
 
 
-def _offset(key: pl.Expr, counts: dict[int, int]) -> pl.Expr:
-    """Per row, the count carried over from earlier batches for its key (0 for a new key)."""
-    if not counts:
-        return pl.lit(0, dtype=pl.Int64)
-    return key.replace_strict(counts, default=0, return_dtype=pl.Int64)
+def _ranks(keys):
+    """(the stable order of the rows by key, each row's rank among the rows of its key in file order,
+    [(key, rows)] of the keys present) of a numpy array of small non-negative ids."""
+    import numpy as np
 
+    h = keys.size
+    order = _by_series(keys)
+    ordered = keys[order]
+    new = np.empty(h, dtype=bool)
+    new[0] = True
+    new[1:] = ordered[1:] != ordered[:-1]
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, h))
+    rank = np.empty(h, dtype=np.int64)
+    rank[order] = np.arange(h) - np.repeat(starts, sizes)
+    return order, rank, list(zip(ordered[starts].tolist(), sizes.tolist()))
+
+
+def _carried(counts: dict[int, int], keys):
+    """counts[key] for each of the keys (0 for a key not in counts)."""
+    import numpy as np
+
+    lut = np.zeros(int(keys.max()) + 1, dtype=np.int64)
+    for k, v in counts.items():
+        if k < lut.size:
+            lut[k] = v
+    return lut[keys]
 
 def _uncount(skipped, lines: list[int]) -> None:
     """Take the carried lines (read again in front of a batch) off the skipped counts."""

@@ -375,3 +375,40 @@ def test_csv_batches_prepared_ahead_with_a_header_that_changes(tmp_path, monkeyp
     monkeypatch.setattr(fastpath_stream._NvsmiCsv, "feed", feed)
     _same_parse(_big_csv(tmp_path), monkeypatch, 5000)
     assert used and stale   # both branches taken: the header changes at sample 900
+
+
+@pytest.mark.parametrize("columns", ["memory.used [MiB], memory.free [MiB]", "memory.free [MiB]"])
+def test_streamed_thinning_equals_thinning_the_whole_series(tmp_path, monkeypatch, columns):
+    """Logs the general path reads (placeholders among the readings; memory.free alone is its own
+    series): each series thinned batch by batch keeps exactly what thinning it whole with the final
+    window keeps, and every reading has the sample number one pass gives it."""
+    from forensics import fastpath_stream, ingest
+    from forensics.options import Options
+    from forensics.schema import SAMPLES_SCHEMA, conform
+
+    head = f"timestamp, index, {columns}"
+
+    def row(i, g, text):
+        used = "[N/A]" if (i * 7 + g) % 53 == 0 else f"{30000 + (i * 7919 + g * 104729) % 997} MiB"
+        cells = [text.split(", ")[0], str(g), used] + ([f"{50000 - (i * 31 + g) % 211} MiB"] if "used" in columns else [])
+        return ", ".join(cells)
+
+    p = _plain_csv(tmp_path, head=head, rows=2500, gpus=3, row=row)
+
+    def samples(streamed: bool) -> tuple[pl.DataFrame, dict]:
+        monkeypatch.setattr(fastpath_stream, "STREAM_MIN_BYTES", 0 if streamed else 1 << 62)
+        monkeypatch.setattr(fastpath_stream, "MAX_READINGS", 2000 if streamed else 1 << 62)
+        monkeypatch.setattr(fastpath, "BATCH_BYTES", 9000)
+        info, results = ingest.parse_one(Source.open(p), Options(tz="UTC"))
+        return pl.concat([conform(r.samples, SAMPLES_SCHEMA) for r in results]), info.meta
+
+    thinned, meta = samples(True)
+    whole, _ = samples(False)
+    window = meta["thinned"]["window"]
+    assert window >= 4 and thinned["bytes"].null_count()
+    assert set(thinned["series"]) == {"memory.used" if "used" in columns else "memory.free"}
+    sid = pl.col("gpu").rank("dense").cast(pl.Int64) * 2 + (pl.col("series") == "memory.free").cast(pl.Int64)
+    whole = whole.sort("line", "series").with_columns(sid.alias("_sid"))
+    whole = whole.with_columns(pl.int_range(pl.len()).over("_sid").alias("_i"))
+    expected = fastpath_stream.thin(whole, window).drop("_sid", "_i")
+    assert thinned.sort("line", "series").equals(expected.select(thinned.columns))
