@@ -182,7 +182,7 @@ def parse_streamed(src, module, opts, covered: set[str]) -> tuple[Parsed, list[P
 
         for batch, raw in _prefetched_batches(src, PREPARED_BATCH_BYTES if prepare else None):
             waiting.append((batch, raw, prepare(prep_pool, batch, raw) if prepare else None))
-            if len(waiting) > PREPARED_AHEAD:
+            if len(waiting) > (PREPARED_AHEAD if prepare else 0):
                 take(*waiting.popleft())
         while waiting:
             take(*waiting.popleft())
