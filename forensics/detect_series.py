@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -287,6 +289,19 @@ class _LinearCost:
         vy = syy - sy * sy / s1
         sse = vy - (cxy * cxy / vx if vx > 1e-18 else 0.0)
         return max(sse, 0.0) * self.scale
+
+
+_warming: threading.Thread | None = None
+
+
+def warm_up() -> None:
+    """Start importing ruptures in a thread of its own (once), so that its import overlaps with the
+    work before the first search; the search then waits for it if need be (the import lock). Not a
+    daemon: an import cut off at exit can crash the interpreter."""
+    global _warming
+    if _warming is None and "ruptures" not in sys.modules:
+        _warming = threading.Thread(target=_ruptures_linear_cost, name="import-ruptures")
+        _warming.start()
 
 
 @functools.cache
