@@ -451,3 +451,37 @@ def test_single_line_bytes_come_from_that_line(line):
                 sizes = {units.parse_size(f"{n} {u}") for n, u in
                          re.findall(r"(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTP]iB|B)\b", ev["text"])}
                 assert ev["bytes"] in sizes, ev
+
+
+_START_PIECES = [" ", "   ", "\t", "\u00a0", ":", "x", "My", ".", "1", "torch.", "cuda.", "OutOfMemoryError",
+                 "AcceleratorError", "RuntimeError", "CUDA out of memory", "CUDA error: out of memory",
+                 "Allocation on device"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_START_PIECES), max_size=10))
+def test_start_finds_what_the_start_regex_finds(pieces):
+    """_start is _START.search without its cubic blank runs: the same span, groups and body."""
+    line = "".join(pieces)
+
+    def key(m):
+        return None if m is None else (m.span(), m.groupdict(), m.span("body"))
+
+    assert key(torch_oom._start(line)) == key(torch_oom._START.search(line))
+
+
+def test_long_runs_of_blanks_do_not_stall_the_reader(tmp_path):
+    """A padded line (progress bars, aligned tables) after an OOM message or in the head: the message
+    regex alone took 37 s on 2000 blanks and grew with their cube (found by bench/fuzz.py)."""
+    import time
+
+    pad = " " * 200_000
+    p = tmp_path / "stderr.log"
+    p.write_text("Traceback (most recent call last):\n"
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total "
+                 "capacity of 79.19 GiB of which 3.94 MiB is free.\n"
+                 f"memory{pad}x\n{pad}OutOfMemoryError{pad}:{pad}y\n")
+    started = time.perf_counter()
+    _, parsed = parse_file(p, expect=torch_oom.NAME)
+    assert time.perf_counter() - started < 20
+    assert parsed.events.height == 1 and parsed.events["bytes"][0] == 20 * 2**20
