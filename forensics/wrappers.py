@@ -54,6 +54,14 @@ WRAPPERS: tuple[Wrapper, ...] = (
 _JSON_LINE = re.compile(r'^\s*\{.*"(textPayload|MESSAGE|log)"\s*:')
 # Lines that are not content: the provenance line of realworld/ snippets and paste separators.
 _JUNK = re.compile(r"^\s*# source:|^\s*-{3,}.*-{3,}\s*$|^--$")
+
+
+def _is_junk(line: str) -> bool:
+    """_JUNK.match(line), without its `-{3,}.*-{3,}` trying every split of a run of dashes (a line of
+    20 000 dashes took seconds)."""
+    core = line.strip()
+    return (line.lstrip().startswith("# source:") or line in ("--", "--\n")
+            or (len(core) >= 6 and core.startswith("---") and core.endswith("---") and "\n" not in core))
 # After a grep -n prefix, text that continues a number instead (12:34:56, 2024-01-15) means no grep.
 _GREP_NUM = re.compile(r"^\s*(\d+)[:-]")
 _LOOKS_LIKE_TIME = re.compile(r"^\s*(?:\d{1,2}:\d\d:\d\d|\d{4}-\d\d-\d\d)")
@@ -102,7 +110,7 @@ def _detect_one(lines: list[str], skip: set[str]) -> Wrapper | None:
 
 def detect(head: list[str]) -> Wrapper | None:
     """The wrapper (or a stack of two) that fits the non-blank head lines."""
-    lines = [ln for ln in head if ln.strip() and not _JUNK.match(ln)][:200]
+    lines = [ln for ln in head if ln.strip() and not _is_junk(ln)][:200]
     if not lines:
         return None
     first = _detect_one(lines, set())

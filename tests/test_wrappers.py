@@ -129,3 +129,44 @@ def test_realworld_wrappers(name):
     head = src.head()
     assert (src.wrapper.name if src.wrapper else None) == EXPECTED.get(name)
     assert head[0].startswith("# source:")  # the provenance line is never cut
+
+
+def test_junk_lines_without_the_quadratic_regex():
+    """_is_junk says what _JUNK says (on lines built from the pieces that matter), and a line of a
+    million dashes costs no more than reading it (the regex tried every split of the run)."""
+    import random
+    import time
+
+    rng = random.Random(3)
+    pieces = [" ", "\t", "\n", "-", "--", "---", "# source:", "#", "x", "\u00a0", "source"]
+    for _ in range(20000):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 9)))
+        assert wrappers._is_junk(line) == bool(wrappers._JUNK.match(line)), repr(line)
+    started = time.perf_counter()
+    assert not wrappers._is_junk("-" * 1_000_000 + "x")
+    assert wrappers._is_junk("-" * 1_000_000)
+    assert wrappers.detect(["-" * 1_000_000 + "x"] * 3 + ["plain line"]) is None
+    assert time.perf_counter() - started < 5
+
+
+def test_sizes_are_read_in_linear_time():
+    """units.SIZE_RE matches as its plain form `-?[\\d,]*\\.?\\d+ \\s*(unit)?\\s*` does, without trying every
+    split of a digit or blank run (20 000 digits took seconds)."""
+    import random
+    import re
+    import time
+
+    from forensics import units
+
+    plain = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*(" + units.UNIT_RE + r")?\s*$")
+    rng = random.Random(5)
+    pieces = [" ", "\t", "\n", "-", ".", ",", "1", "0", "\u0663", "B", "KiB", "kb", "bytes", "byte", "x", "MB", "M", "i"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 9)))
+        a, b = plain.match(text), units.SIZE_RE.match(text)
+        assert (a and (a.span(), a.groups())) == (b and (b.span(), b.groups())), repr(text)
+    started = time.perf_counter()
+    assert units.parse_size("1" * 1_000_000 + "!") is None
+    assert units.parse_size("1" + " " * 1_000_000 + "x") is None
+    assert units.parse_size("1,024 KiB") == 1024 * 1024
+    assert time.perf_counter() - started < 5

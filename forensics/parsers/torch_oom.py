@@ -86,6 +86,31 @@ _COMPLETE = re.compile(
     r"(?:PYTORCH_CUDA_ALLOC_CONF\.?|\(https?://[^)\s]*\)|\.\.\.|(?:cached|by PyTorch)\)"
     r"|Allocation on device|CUDA error: out of memory|memory fraction\)\s*:\s*[\d.,]+\s*\w+)\s*$"
 )
+# _COMPLETE.search(msg) in linear time (searched as it is, its number-and-unit and URL parts are
+# quadratic: 20 000 digits after "memory fraction):" take 10 s). A match must end the text (bar blanks).
+_ENDINGS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF.", "...", "cached)", "by PyTorch)",
+            "Allocation on device", "CUDA error: out of memory")
+_URL_START = re.compile(r"\(https?://")
+# `\s*:\s*[\d.,]+\s*\w+` with one way to match: a digit is both a [\d.,] and a \w
+_FRACTION_TAIL = re.compile(r"\s*:\s*[\d.,]++(?:\s++\w++|[^\W\d]\w*+|(?<=[\d.,]\d))")
+
+
+def _complete(msg: str) -> bool:
+    text = msg.rstrip()
+    if text.endswith(_ENDINGS):
+        return True
+    if text.endswith(")"):
+        # `\(https?://[^)\s]*\)`: a URL start after the last `)` or blank before the closing one
+        start = len(text) - 1
+        while start > 0 and text[start - 1] != ")" and not text[start - 1].isspace():
+            start -= 1
+        if _URL_START.search(text, start, len(text) - 1):
+            return True
+    # nothing after it may hold a `)`: only the last "memory fraction)" can end the message
+    at = text.rfind("memory fraction)")
+    return at >= 0 and _FRACTION_TAIL.fullmatch(text, at + len("memory fraction)")) is not None
+
+
 _NEW_RECORD = re.compile(
     r"^\s*(?:Traceback \(most recent call last\)|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d"
     r"|[\w.]+(?:Error|Exception|Warning)\s*:|\||={3,}|-{4}|\$ |>>> )"
@@ -226,7 +251,7 @@ def _join(first: str, first_raw: str, following: list[str]) -> tuple[str, int]:
     used = 0
     prev = first_raw
     for nxt_raw in following[:MAX_CONTINUATION]:
-        if _COMPLETE.search(msg):
+        if _complete(msg):
             break
         nxt = _LINE_PREFIX.sub("", nxt_raw, count=1)
         if not nxt.strip() or _NEW_RECORD.match(nxt) or _start(nxt):
@@ -360,7 +385,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             detail["note"] = "cudaMallocAsync backend: the message states no sizes"
 
         process = pid = None
-        w = _WORKER.search(prefix)
+        w = _WORKER.search(prefix) if "pid=" in prefix else None   # no regex over a long prefix without one
         if w:
             process, pid = w["proc"], int(w["pid"])
             if w["rank"]:

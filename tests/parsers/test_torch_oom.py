@@ -485,3 +485,28 @@ def test_long_runs_of_blanks_do_not_stall_the_reader(tmp_path):
     _, parsed = parse_file(p, expect=torch_oom.NAME)
     assert time.perf_counter() - started < 20
     assert parsed.events.height == 1 and parsed.events["bytes"][0] == 20 * 2**20
+
+
+_COMPLETE_PIECES = [" ", "\t", "\n", ":", ".", ",", "1", "7", "\u0663", "\u00b2", "_", "x", "GiB", "!", ")", "(",
+                    "(http://", "(https://", "/", "memory fraction)", "PYTORCH_CUDA_ALLOC_CONF", "...", "cached)",
+                    "by PyTorch)", "Allocation on device", "CUDA error: out of memory", "\u00a0"]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.sampled_from(_COMPLETE_PIECES), max_size=10))
+def test_complete_says_what_the_complete_regex_says(pieces):
+    """_complete is _COMPLETE.search without its quadratic number and URL parts."""
+    msg = "".join(pieces)
+    assert torch_oom._complete(msg) == bool(torch_oom._COMPLETE.search(msg))
+
+
+def test_long_numbers_and_urls_do_not_stall_the_joining():
+    """20 000 digits after "memory fraction):" took the regex 10 s, 20 000 "(http://" 24 s."""
+    import time
+
+    started = time.perf_counter()
+    assert torch_oom._complete("PyTorch limit (set by user-supplied memory fraction): " + "1" * 1_000_000)
+    assert not torch_oom._complete("memory fraction): " + "1" * 1_000_000 + "!")
+    assert not torch_oom._complete("(http://" * 200_000)
+    assert torch_oom._complete("see (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+    assert time.perf_counter() - started < 5
