@@ -137,6 +137,42 @@ _LINE_PREFIX = re.compile(
     r"|\[(?:rank|default)\d+\]:\s?)"
 )
 
+_PID = re.compile(r"(?<=\s)pid=")
+_RANK_END = re.compile(r" rank=\d{1,9}\Z")
+_PROC_START = re.compile(r"[A-Za-z_]")
+
+
+def _worker(text: str) -> re.Match | None:
+    r"""`_WORKER.search(text)` in linear time (searched as it is, every start inside a long word reads
+    the rest of the word again). A match ends its tag with `\s+pid=`: each such "pid=" is a candidate,
+    in order. Its tag starts in the word ([\w.-]) right before the blanks, or before a " rank=N" there,
+    at the word's first [A-Za-z_] (one "(" before it when that is where the word starts): the first
+    candidate that matches from there is the leftmost match."""
+    last_paren = text.rfind(")")
+    for cand in _PID.finditer(text):
+        if cand.start() > last_paren:
+            return None   # the tag ends with ")"
+        blanks = cand.start()
+        while blanks > 0 and text[blanks - 1].isspace():
+            blanks -= 1
+        ends = [blanks]
+        rank = _RANK_END.search(text, max(0, blanks - 15), blanks)
+        if rank:
+            ends.insert(0, rank.start())
+        for end in ends:
+            start = end
+            while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+                start -= 1
+            first = _PROC_START.search(text, start, end)
+            if first is None:
+                continue
+            at = first.start() - (1 if first.start() == start and start > 0 and text[start - 1] == "(" else 0)
+            m = _WORKER.match(text, at)
+            if m:
+                return m
+    return None
+
+
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d{1,9}), in (?P<func>.+?)\s*$")
 _LIBRARY_PATH = re.compile(r"site-packages|dist-packages|[\\/]lib[\\/]python\d|[\\/]torch[\\/]|<frozen |^<")
@@ -385,7 +421,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             detail["note"] = "cudaMallocAsync backend: the message states no sizes"
 
         process = pid = None
-        w = _WORKER.search(prefix) if "pid=" in prefix else None   # no regex over a long prefix without one
+        w = _worker(prefix)
         if w:
             process, pid = w["proc"], int(w["pid"])
             if w["rank"]:

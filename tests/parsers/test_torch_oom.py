@@ -510,3 +510,38 @@ def test_long_numbers_and_urls_do_not_stall_the_joining():
     assert not torch_oom._complete("(http://" * 200_000)
     assert torch_oom._complete("see (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
     assert time.perf_counter() - started < 5
+
+
+def test_worker_tag_found_as_the_regex_finds_it_in_linear_time():
+    """_worker is _WORKER.search (same span and groups) on text made of tag-like pieces, and a word of a
+    million characters before a "pid=" costs no more than reading it (the regex re-read the word from
+    each of its characters)."""
+    import random
+    import time
+
+    rng = random.Random(12)
+    junk = [" ", "(", ")", "=", "a", "1", "_", ".", "-", "\u00e9", "\t", ",", "x"]
+
+    def tag() -> str:
+        pick = rng.choice
+        return (pick(["", "("]) + pick(["", "1", "-", "\u00e9"]) + pick(["RayWorker", "a", "_x", "Q.w-1", ""])
+                + pick(["", " rank=3", " rank=1234567890", " rank=", "rank=2"]) + pick([" ", "  ", "\t", ""])
+                + pick(["pid=", "pid", "pid=="]) + pick(["7", "12345678901", "", "x"])
+                + pick(["", ", ip=1.2.3.4", ",ip=", ", ip=(x", ", i"]) + pick([")", "", " )"]))
+
+    def key(m):
+        return None if m is None else (m.span(), m.groupdict())
+
+    found = 0
+    for _ in range(20000):
+        text = "".join("".join(rng.choice(junk) for _ in range(rng.randrange(0, 4))) + tag()
+                       for _ in range(rng.randrange(1, 4)))
+        want = torch_oom._WORKER.search(text)
+        assert key(torch_oom._worker(text)) == key(want), repr(text)
+        found += want is not None
+    assert found > 100
+    started = time.perf_counter()
+    assert torch_oom._worker("a" * 1_000_000 + " pid=x)") is None
+    assert torch_oom._worker("(" + "a" * 1_000_000 + " pid=5)")["pid"] == "5"
+    assert torch_oom._worker("1 pid=2 " * 100_000 + ")") is None
+    assert time.perf_counter() - started < 5
