@@ -94,6 +94,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     p.skipped.add_lines("driver error", errors["line"])
     p.events = C.driver_error_events(errors)
 
+    # (a header without a gpu column gives no rows, and no columns either)
+    samples = [s for s in samples if s.height]
     rows = pl.concat(samples, how="vertical").sort("line") if samples else None
     if rows is not None and rows.height:
         key = pl.concat_str([pl.col("gpu").fill_null(""), pl.col("pid").cast(pl.String).fill_null("")], separator="|")

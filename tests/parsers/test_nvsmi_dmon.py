@@ -96,3 +96,13 @@ def test_dash_in_fb_is_null_and_garbage_is_skipped(tmp_path):
     p = parse_text(tmp_path, text)
     assert p.samples["bytes"].to_list() == [None, 300 * MiB]
     assert p.skipped.counts == {"row does not fit the columns": 1, "unrecognized line": 1}
+
+
+def test_a_header_without_a_memory_column_beside_one_with_it(tmp_path):
+    """Two dmon runs in one file, one without `fb` (`-s p`): its rows give no readings and the other's
+    are read (the empty part once made the parser fail; found by bench/fuzz.py)."""
+    p = tmp_path / "dmon.txt"
+    p.write_text("# gpu   pwr  temp    sm\n# Idx     W     C     %\n    0   111    83    25\n"
+                 "# gpu    fb  bar1\n# Idx    MB    MB\n    0 11651     2\n    1 11653     2\n")
+    _, parsed = parse_file(p, expect="nvidia-smi-dmon")
+    assert parsed.samples["bytes"].to_list() == [11651 << 20, 11653 << 20]
