@@ -465,14 +465,16 @@ class _NvsmiCsv:
         import numpy as np
 
         order_g, rank_g, seen_g = _ranks(gid)
-        order_s, rank_s, seen_s = (order_g, rank_g, seen_g) if np.array_equal(sid, gid * 2) else _ranks(sid)
+        if np.array_equal(sid, gid * 2):   # one series per GPU (the usual log): the same ranks
+            order_s, rank_s, seen_s = order_g, rank_g, [(2 * k, c) for k, c in seen_g]
+        else:
+            order_s, rank_s, seen_s = _ranks(sid)
         n = rank_g + 1 + _carried(self.per_gpu, gid)
         seq = np.maximum(np.maximum.accumulate(n), self.seq_max)
         index = rank_s + _carried(self.per_series, sid)
-        for k, c in seen_g:
-            self.per_gpu[k] = self.per_gpu.get(k, 0) + c
-        for k, c in (seen_s if seen_s is not seen_g else [(2 * k, c) for k, c in seen_g]):
-            self.per_series[k] = self.per_series.get(k, 0) + c
+        for counts, seen in ((self.per_gpu, seen_g), (self.per_series, seen_s)):
+            for k, c in seen:
+                counts[k] = counts.get(k, 0) + c
         self.seq_max = int(seq[-1])
         self.readings += gid.size
         keep = None if self.window <= 1 else _thin_mask(sid, index, none, value, self.window, order_s)

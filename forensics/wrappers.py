@@ -52,7 +52,8 @@ WRAPPERS: tuple[Wrapper, ...] = (
 )
 
 _JSON_LINE = re.compile(r'^\s*\{.*"(textPayload|MESSAGE|log)"\s*:')
-# Lines that are not content: the provenance line of realworld/ snippets and paste separators.
+# Lines that are not content: the provenance line of realworld/ snippets and paste separators (the
+# definition; _is_junk says the same in linear time).
 _JUNK = re.compile(r"^\s*# source:|^\s*-{3,}.*-{3,}\s*$|^--$")
 
 
