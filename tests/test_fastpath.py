@@ -7,6 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forensics import fastpath
 from forensics.errors import InputError
@@ -412,3 +414,81 @@ def test_streamed_thinning_equals_thinning_the_whole_series(tmp_path, monkeypatc
     whole = whole.with_columns(pl.int_range(pl.len()).over("_sid").alias("_i"))
     expected = fastpath_stream.thin(whole, window).drop("_sid", "_i")
     assert thinned.sort("line", "series").equals(expected.select(thinned.columns))
+
+
+# -- the scanners' quick first pass (fastpath_stream._QUICK) -------------------------------------------
+
+def _prefilter_hits(lines: list[str]) -> tuple[list[bool], list[bool]]:
+    """For each line: (does a scanner's hint or prefilter match it, does the quick pass let it through)."""
+    from forensics import fastpath_stream, parsers
+
+    hints = [m.SCAN_HINT for m in parsers.SCANNERS]
+    quick = "|".join(f"(?:{fastpath_stream._quick(h)})" for h in hints)
+    frame = pl.DataFrame({"text": lines}, schema={"text": pl.String})
+    t = pl.col("text")
+    wanted = frame.select(pl.any_horizontal([t.str.contains(h) for h in hints]
+                                            + [t.str.contains(fastpath_stream._prefilter(h)) for h in hints]))
+    # a line whose first non-blank is `|` is let through apart from the quick pass (_PIPE_ROWS)
+    passed = frame.select(t.str.contains(quick) | t.str.strip_chars_start().str.starts_with("|"))
+    return wanted.to_series().to_list(), passed.to_series().to_list()
+
+
+def test_every_scanner_hint_has_a_quick_pass():
+    # a changed step-markers hint silently loses the quick pass (and CSV months get 20% slower)
+    from forensics import fastpath_stream, parsers
+
+    stepmem = next(m for m in parsers.SCANNERS if m.NAME == "step-markers")
+    assert fastpath_stream._hint_key(stepmem.SCAN_HINT) in fastpath_stream._QUICK
+
+
+def test_quick_pass_lets_through_every_hinted_line():
+    """On every recorded line: whatever a scanner's hint or prefilter matches, the quick pass does."""
+    from test_fastpath_kernel import _text_lines
+
+    lines = list(_text_lines())
+    wanted, quick = _prefilter_hits(lines)
+    assert sum(wanted) > 100
+    missed = [line for line, w, q in zip(lines, wanted, quick) if w and not q]
+    assert not missed, missed[:5]
+
+
+_HINT_WORDS = ["allocated", "reserved", "cached", "occupied", "gpu:", "gpu =", "free gpu", "free_gpu", "iter",
+               "iteration", "step", "torch.cuda.", "nvidia-smi", "Max_MA", "*****", "_mem_", "oom-kill:constraint=",
+               "Kill", "NVRM: ", "=========", "CUDA out of memory", "Allocation on device "]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_HINT_WORDS), st.integers(0, 2**20)), min_size=1, max_size=4),
+       st.text(alphabet="ab .:=[]|0123456789_\tKſ", max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_quick_pass_holds_the_hints_in_any_case(words, filler):
+    """A line made of hint words, each in a random mix of cases, with random text between them."""
+    parts = []
+    for word, mask in words:
+        parts.append("".join(c.upper() if mask >> (i % 20) & 1 else c for i, c in enumerate(word)))
+    line = filler.join(parts) + f" {len(parts)} MiB"
+    wanted, quick = _prefilter_hits([line])
+    assert quick[0] or not wanted[0], line
+
+
+def test_quick_pass_gives_the_same_hits_when_it_turns_itself_off():
+    """Batches where most lines hold the quick pass's letters (it then stops), then CSV rows with a
+    few hinted lines among them: the scanners keep exactly what their hints match over all lines."""
+    from forensics import fastpath_stream, parsers
+
+    rows = [f"2026/10/01 00:00:{i % 60:02d}.000, {i % 8}, NVIDIA H100 80GB HBM3, 81559 MiB, 30000 MiB" for i in range(400)]
+    rows[50] = "[step 12] allocated: 1024.5 MB, cached: 2048 MB"
+    rows[120] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"
+    rows[300] = "|  Allocated memory      |   1024 MB  |   2048 MB  |"
+    chatty = [f"gpuhost kernel: [{i}.0] eth0: link is up, iteration {i}" for i in range(300)]
+    for order in ([rows[:200], rows[200:]], [chatty, rows[:200], rows[200:]], [rows[:200], chatty, rows[200:]]):
+        sc = fastpath_stream._Scanners(set())
+        line = 0
+        for part in order:
+            sc.feed(pl.DataFrame({"line": range(line + 1, line + 1 + len(part)), "text": part}))
+            line += len(part)
+        every = [x for part in order for x in part]
+        frame = pl.DataFrame({"line": range(1, len(every) + 1), "text": every})
+        for m in sc.mods:
+            got = pl.concat(sc.hits[m.NAME])["line"].to_list() if sc.hits[m.NAME] else []
+            assert got == frame.filter(pl.col("text").str.contains(m.SCAN_HINT))["line"].to_list(), m.NAME
+    assert sc.quick == sc.any_hint   # the chatty batch turned it off
