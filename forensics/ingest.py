@@ -58,26 +58,12 @@ def _scan_free_text(src: Source, opts: Options, skip: set[str]) -> list[Parsed]:
     """Run the free-text event scanners over the lines that pass their prefilter."""
     if fastpath_stream.is_big(src) and src._frame is None:
         return fastpath_stream.scan_streamed(src, opts, skip)   # one streamed pass, bounded memory
-    results = []
-    frame = src.frame()
-    active = [m for m in parsers.SCANNERS if m.NAME not in skip]
-    if not active:
-        return results
-    # one pass with all the hints together, then each hint on the few lines that passed (usually
-    # none): the same rows, in the same order, as each hint over the whole file
-    try:
-        frame = frame.filter(pl.col("text").str.contains("|".join(f"(?:{m.SCAN_HINT})" for m in active)))
-    except pl.exceptions.PolarsError:  # e.g. over the regex size limit: each hint on its own
-        pass
-    if frame.height == 0:
-        return results
-    for m in active:
-        hits = frame.filter(pl.col("text").str.contains(m.SCAN_HINT))
-        if hits.height:
-            p = m.scan(hits, src, opts)
-            if p is not None and p.records:
-                results.append(p)
-    return results
+    # the streamed scanners' work on the whole file as one batch: a literal prefilter for all of them
+    # together, then each hint on the few lines that passed (usually none); the same rows, in the same
+    # order, as each hint over the whole file (and 5x cheaper than the hints themselves over every line)
+    scanners = fastpath_stream._Scanners(skip)
+    scanners.feed(src.frame())
+    return scanners.finish(src, opts)
 
 
 # A byte count outside these bounds is garbage read as a number (no GPU or host holds 2^50 bytes,

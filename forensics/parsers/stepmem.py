@@ -57,7 +57,7 @@ KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*
 GPU_USED_TOTAL = (rf"(?i:\bgpu)[ \t]*[:=][ \t]*(?P<num>{NUM})[ \t]*/[ \t]*(?P<total>{NUM})[ \t]*"
                   rf"(?P<unit>{UNIT})\b")
 TORCH_RAW = (r"torch\.cuda\.(?P<max>max_)?memory_(?P<kind>allocated|reserved|cached)\((?P<dev>[^)]*)\)"
-             r"[ \t]*[:=]?[ \t]*(?P<num>\d+)\b")
+             r"[ \t]*[:=]?[ \t]*(?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b")
 NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>\d+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
                rf"(?P<num>{NUM})\b")
 FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\))?[ \t]*[:=][ \t]*"

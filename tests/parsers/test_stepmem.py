@@ -75,6 +75,18 @@ def test_torch_02_raw_bytes_per_device_with_iter_markers():
     assert set(p.samples["series"]) == {"allocated", "reserved", "max_allocated", "max_reserved", "memory.used"}
 
 
+def test_torch_raw_byte_counts_printed_as_floats(tmp_path):
+    # `print(name, torch.cuda.memory_allocated(0) / 1)` prints a float: the whole number is the
+    # reading, not its digits before the point (3.0e2 was read as 3 bytes; found by a property test)
+    p = parse_text(tmp_path, "\n".join([
+        "torch.cuda.memory_allocated(0) 3.0e2",
+        "torch.cuda.memory_allocated(0) 1.5e9",
+        "torch.cuda.memory_allocated(0) 318986240.0",
+        "torch.cuda.memory_allocated(0) 318986240",
+    ]) + "\n", Options(tz="UTC"))
+    assert series(p, "allocated", "0")["bytes"].to_list() == [300, 1_500_000_000, 318986240, 318986240]
+
+
 def test_misc_01_deeplabcut_epochs_tqdm_and_hf_on_log_dict():
     _, p = parse_file(realworld("stepmem_misc_01.txt"), expect=NAME)
     res = series(p, "reserved")
