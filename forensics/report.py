@@ -1398,11 +1398,41 @@ def template_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
+class _BytecodeCache(jinja2.FileSystemBytecodeCache):
+    """The compiled templates kept between runs, in jinja2's per-user cache folder (compiling the report
+    template is ~0.2 s of every `report` run; loading it ~5 ms). Keyed by the template's source, so an
+    edited template is compiled again. A cache that cannot be read or written is passed over."""
+
+    def load_bytecode(self, bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # noqa: BLE001 - unreadable or damaged entry: compile instead
+            bucket.reset()
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:  # a read-only or full disk: nothing is kept, nothing else changes
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    try:
+        return _BytecodeCache()
+    except (OSError, RuntimeError):  # no safe per-user folder (jinja2 checks its owner and mode)
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     """One environment per process: compiling the templates costs more than rendering them."""
+    return _new_env(_bytecode_cache())
+
+
+def _new_env(bytecode_cache: jinja2.BytecodeCache | None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(d) for d in template_dirs()]),
+        bytecode_cache=bytecode_cache,
         autoescape=True,  # every file, whatever its name: log text is hostile
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -492,3 +492,35 @@ def test_templates_load_from_the_installed_package_layout(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(site))
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+# -- compiled templates kept between runs (report._BytecodeCache) --------------------------------------
+
+def _compiles(env, monkeypatch) -> int:
+    """How often env compiles report.html.j2 from its source when asked for it."""
+    calls = []
+    compile_ = env.compile
+    monkeypatch.setattr(env, "compile", lambda *a, **k: calls.append(1) or compile_(*a, **k))
+    env.get_template("report.html.j2")
+    return len(calls)
+
+
+def test_compiled_report_template_is_kept_between_runs(tmp_path, monkeypatch):
+    cache = report._BytecodeCache(str(tmp_path))
+    assert _compiles(report._new_env(cache), monkeypatch) == 1
+    assert len(list(tmp_path.glob("__jinja2_*.cache"))) == 1
+    assert _compiles(report._new_env(cache), monkeypatch) == 0   # a later run (a new environment) loads it
+
+
+def test_a_damaged_or_unwritable_template_cache_is_passed_over(tmp_path, monkeypatch):
+    from jinja2.bccache import bc_magic
+
+    cache = report._BytecodeCache(str(tmp_path))
+    report._new_env(cache).get_template("report.html.j2")
+    for damage in (b"garbage", bc_magic + b"\x80\x04garbage", bc_magic):
+        for f in tmp_path.glob("__jinja2_*.cache"):
+            f.write_bytes(damage)
+        assert _compiles(report._new_env(cache), monkeypatch) == 1
+    gone = report._BytecodeCache(str(tmp_path / "missing" / "folder"))   # every write fails
+    assert _compiles(report._new_env(gone), monkeypatch) == 1
+    assert _compiles(report._new_env(gone), monkeypatch) == 1

@@ -47,8 +47,9 @@ def sniff(head: list[str]) -> str | None:
     return None
 
 
-def extract(frame: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(samples, marker events) of the metrics blocks in `frame` (line, text)."""
+def extract(frame: pl.DataFrame, zone: str, skipped=None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(samples, marker events) of the metrics blocks in `frame` (line, text). A negative figure that
+    is not a `*_delta` (no memory holds less than nothing) is left out and counted in `skipped`."""
     t = pl.col("text")
     rows = frame.filter(t.str.contains(BANNER) | t.str.contains(KV_LINE)).sort("line")
     none = pl.DataFrame(schema={"line": pl.Int64})
@@ -84,6 +85,10 @@ def extract(frame: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]
             bytes_expr(pl.col("num"), pl.col("unit")).alias("bytes"),
             pl.col("what").alias("label"),
         ).filter(pl.col("bytes").is_not_null())
+        negative = (pl.col("bytes") < 0) & ~pl.col("series").str.ends_with("_delta")
+        if skipped is not None:
+            skipped.add_lines("negative memory value", samples.filter(negative)["line"].to_list())
+        samples = samples.filter(~negative)
 
     events = []
     for block in rows.partition_by("block", maintain_order=True):  # a handful per file

@@ -315,7 +315,7 @@ def extract_all(frame: pl.DataFrame, src, opts) -> Parsed:
     frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
 
     ds = deepspeed.extract(frame, zone)
-    hf_samples, hf_events = hf_trainer.extract(frame, zone)
+    hf_samples, hf_events = hf_trainer.extract(frame, zone, skipped)
     mg_events, iteration_times = megatron.extract(frame, zone)
     used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
     rest = frame.join(used, on="line", how="anti") if used.height else frame

@@ -137,7 +137,7 @@ _LINE_PREFIX = re.compile(
     r"|\[(?:rank|default)\d+\]:\s?)"
 )
 
-_PID = re.compile(r"(?<=\s)pid=")
+_WORKER_PID = re.compile(r"(?<=\s)pid=")
 _RANK_END = re.compile(r" rank=\d{1,9}\Z")
 _PROC_START = re.compile(r"[A-Za-z_]")
 
@@ -149,7 +149,7 @@ def _worker(text: str) -> re.Match | None:
     at the word's first [A-Za-z_] (one "(" before it when that is where the word starts): the first
     candidate that matches from there is the leftmost match."""
     last_paren = text.rfind(")")
-    for cand in _PID.finditer(text):
+    for cand in _WORKER_PID.finditer(text):
         if cand.start() > last_paren:
             return None   # the tag ends with ")"
         blanks = cand.start()

@@ -69,3 +69,17 @@ def test_sniff():
     assert hf_trainer.sniff(["  train_mem_gpu_alloc_delta  =     -153MB"])
     assert hf_trainer.sniff(["***** Running training *****"])
     assert hf_trainer.sniff(['# note: "key = value" lines', "total = 5"]) is None
+
+
+def test_a_negative_figure_that_is_not_a_delta_is_counted_not_read(tmp_path):
+    # only *_delta figures can be negative; -1MB of CPU memory before init is garbage (found by bench/fuzz.py)
+    path = tmp_path / "hf.log"
+    path.write_text("***** train metrics *****\n"
+                    "  before_init_mem_cpu        =     -1MB\n"
+                    "  before_init_mem_gpu        =        0MB\n"
+                    "  train_mem_gpu_alloc_delta  =     -153MB\n")
+    _, p = parse_file(path, expect=NAME)
+    assert value(p, "before_init_mem_cpu") == []
+    assert value(p, "before_init_mem_gpu") == [0]
+    assert value(p, "train_mem_gpu_alloc_delta") == [-153 * MiB]
+    assert p.skipped.counts == {"negative memory value": 1} and p.skipped.examples["negative memory value"] == [2]

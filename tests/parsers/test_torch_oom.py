@@ -114,6 +114,17 @@ def test_oom_10_vllm_worker_in_a_container():
     assert ev["time"] is None and p.clock == "none"
 
 
+@pytest.mark.parametrize("prefix, pid", [
+    ("VllmWorker rank=-0 pid=254) ", 254),          # not a worker tag (rank=-0): the bare pid= is read
+    ("2026-11-30 10:00:01 host pid: 31337 ", 31337),
+])
+def test_a_pid_outside_a_worker_tag(tmp_path, prefix, pid):
+    # the worker tag's own `pid=` search once shadowed this one's regex: IndexError (found by bench/fuzz.py)
+    ev, _ = one(write(tmp_path, prefix + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. "
+                      "GPU 0 has a total capacity of 79.15 GiB of which 3.69 MiB is free.\n"))
+    assert ev["pid"] == pid and ev["bytes"] == mib(20)
+
+
 def test_oom_02_oldest_cached_form():
     ev, _ = one(realworld("torch_oom_02.txt"))
     d = ev["detail"]
