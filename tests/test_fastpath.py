@@ -492,3 +492,22 @@ def test_quick_pass_gives_the_same_hits_when_it_turns_itself_off():
             got = pl.concat(sc.hits[m.NAME])["line"].to_list() if sc.hits[m.NAME] else []
             assert got == frame.filter(pl.col("text").str.contains(m.SCAN_HINT))["line"].to_list(), m.NAME
     assert sc.quick == sc.any_hint   # the chatty batch turned it off
+
+
+def test_scanners_keep_what_each_hint_keeps_on_every_recorded_line():
+    """ingest._scan_free_text runs the scanners' prefilters (quick pass, literals) before the hints:
+    on every recorded line, each scanner gets exactly the lines its own hint matches over all lines."""
+    from test_fastpath_kernel import _text_lines
+
+    from forensics import fastpath_stream
+
+    lines = list(_text_lines())
+    frame = pl.DataFrame({"line": range(1, len(lines) + 1), "text": lines}, schema={"line": pl.Int64, "text": pl.String})
+    sc = fastpath_stream._Scanners(set())
+    sc.feed(frame)
+    found = 0
+    for m in sc.mods:
+        got = pl.concat(sc.hits[m.NAME])["line"].to_list() if sc.hits[m.NAME] else []
+        assert got == frame.filter(pl.col("text").str.contains(m.SCAN_HINT))["line"].to_list(), m.NAME
+        found += len(got)
+    assert found > 100
