@@ -44,6 +44,10 @@ def is_big(src) -> bool:
     return src.encoding == "utf-8" and src.size * (5 if src.compression else 1) >= STREAM_MIN_BYTES
 
 
+# The case-sensitive part of the step-markers prefilter below, shared with its quick pass (_QUICK).
+_STEP_LITERALS = (r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
+                  r"\*{5}|_mem_")
+
 # Literals that every line a scanner's SCAN_HINT matches contains: one pass of these (the regex engine
 # runs literal alternations at memory speed) leaves the full hints a few lines. Keyed by the hint's
 # hash: a scanner whose hint has changed since is prefiltered by its hint itself.
@@ -57,8 +61,7 @@ _LITERALS = {
     "3e9f58257a5a": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
     "f0f1b66e2460": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
     "e7af8e3bdbd2": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
-                    r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
-                    r"\*{5}|_mem_",
+                    + _STEP_LITERALS,
 }
 
 
@@ -74,8 +77,7 @@ _PIPE_ROWS = {"3e9f58257a5a"}
 _QUICK = {
     "e7af8e3bdbd2": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
                                      for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}))
-                    + r"|torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
-                      r"\*{5}|_mem_",
+                    + "|" + _STEP_LITERALS,
 }
 
 
@@ -94,8 +96,9 @@ def _hint_key(hint: str) -> str:
 
 
 class _Scanners:
-    """The free-text scanners of ingest._scan_free_text, fed batch by batch: one pass of a prefilter
-    for all of them together, then each scanner's own hint on the few lines that passed."""
+    """The free-text scanners of ingest._scan_free_text, fed batch by batch: one pass of a quick literal
+    filter and the prefilters for all of them together, then each scanner's own hint on the few lines
+    that passed."""
 
     def __init__(self, skip: set[str]):
         self.mods = [m for m in parsers.SCANNERS if m.NAME not in skip]
