@@ -115,15 +115,15 @@ class _Scanners:
             keep = batch.select(t.str.contains(self.any_hint))["text"]
         else:
             keep = batch.select(t.str.contains(self.quick))["text"]
-            rows = keep.arg_true()
-            if 4 * rows.len() > batch.height:
+            passed = keep.arg_true()
+            if 4 * passed.len() > batch.height:
                 # most lines hold the two letters (a kernel log's "gpuhost", English text): the quick
                 # pass only adds to the prefilter's cost, here and in the batches that follow
                 self.quick = self.any_hint
-            if rows.len():   # the prefilter proper on the lines the quick pass let through
-                hit = batch["text"].gather(rows).to_frame().select(t.str.contains(self.any_hint))["text"]
+            if passed.len():   # the prefilter proper on the lines the quick pass let through
+                hit = batch["text"].gather(passed).to_frame().select(t.str.contains(self.any_hint))["text"]
                 keep = pl.Series("text", np.zeros(batch.height, dtype=bool))
-                keep.scatter(rows.filter(hit), True)
+                keep.scatter(passed.filter(hit), True)
         if self.pipe_rows:
             # `^\s*\|` in two cheap steps: the lines with a `|`, then of those the ones it starts
             # (strip_chars strips what `\s` matches: Unicode White_Space)
@@ -149,6 +149,13 @@ class _Scanners:
                 if p is not None and p.records:
                     out.append(p)
         return out
+
+
+def scan_lines(frame: pl.DataFrame, src, opts, skip: set[str]) -> list[Parsed]:
+    """ingest._scan_free_text for a file read whole: its lines as one batch."""
+    sc = _Scanners(skip)
+    sc.feed(frame)
+    return sc.finish(src, opts)
 
 
 def scan_streamed(src, opts, skip: set[str]) -> list[Parsed]:
@@ -584,6 +591,7 @@ def _carried(counts: dict[int, int], keys):
         if k < lut.size:
             lut[k] = v
     return lut[keys]
+
 
 def _uncount(skipped, lines: list[int]) -> None:
     """Take the carried lines (read again in front of a batch) off the skipped counts."""

@@ -58,12 +58,10 @@ def _scan_free_text(src: Source, opts: Options, skip: set[str]) -> list[Parsed]:
     """Run the free-text event scanners over the lines that pass their prefilter."""
     if fastpath_stream.is_big(src) and src._frame is None:
         return fastpath_stream.scan_streamed(src, opts, skip)   # one streamed pass, bounded memory
-    # the streamed scanners' work on the whole file as one batch: a literal prefilter for all of them
-    # together, then each hint on the few lines that passed (usually none); the same rows, in the same
-    # order, as each hint over the whole file (and 5x cheaper than the hints themselves over every line)
-    scanners = fastpath_stream._Scanners(skip)
-    scanners.feed(src.frame())
-    return scanners.finish(src, opts)
+    # literal prefilters for all the scanners together, then each hint on the few lines that passed
+    # (usually none): the same rows, in the same order, as each hint over the whole file, and 5x
+    # cheaper than the hints themselves over every line
+    return fastpath_stream.scan_lines(src.frame(), src, opts, skip)
 
 
 # A byte count outside these bounds is garbage read as a number (no GPU or host holds 2^50 bytes,
