@@ -437,8 +437,11 @@ class _NvsmiCsv:
             return False   # a CR inside a line: the CSV reader would end the row there
         try:
             # all the cells (cutting is the cost, keeping a few more short cells is cheap)
+            # the line numbers as the reader's row index: chunked as the cells are (a column added
+            # afterwards is one chunk, and every select of the frame would copy the cells to align them)
             cells = pl.read_csv(buf, has_header=False, separator=",", quote_char=None, skip_lines=sum(skip),
-                                schema={f"field_{i}": pl.String for i in range(n)}, truncate_ragged_lines=False)
+                                schema={f"field_{i}": pl.String for i in range(n)}, truncate_ragged_lines=False,
+                                row_index_name="line", row_index_offset=int(batch["line"][0]))
         except pl.exceptions.PolarsError:
             return False   # a row with more cells, or invalid UTF-8 (its replacement is parse_lines' business)
         if end < len(buf):
@@ -451,7 +454,7 @@ class _NvsmiCsv:
             return False
         zone = self.opts.tz_for(self.src.path)
         p = Parsed(clock="wall-assumed")
-        plain = nvsmi_csv.read_plain(cells.with_columns(batch["line"]), m, zone)
+        plain = nvsmi_csv.read_plain(cells.with_columns(pl.col("line").cast(pl.Int64)), m, zone)
         if plain is not None:
             rows, keys, ids = plain
             plain = (rows, keys)
@@ -461,7 +464,7 @@ class _NvsmiCsv:
             memory = {m.roles[r] for r in nvsmi_csv.MEMORY if r in m.roles}
             want = sorted(i for r, i in m.roles.items() if r not in ("memory.free", "memory.reserved")) + [n - 1]
             cells = cells.select(
-                batch["line"], batch["text"],
+                pl.col("line").cast(pl.Int64), batch["text"],
                 *[(pl.col(f"field_{i}").str.strip_prefix(" ") if i in memory else pl.col(f"field_{i}"))
                   for i in sorted(set(want))],
                 pl.lit(None, dtype=pl.String).alias(f"field_{n}"))
@@ -495,6 +498,9 @@ class _NvsmiCsv:
         """For a batch's own readings in file order (numpy: GPU id, series id, no value, value): `seq`
         (a new sample starts when a GPU repeats) and `_i` (the reading's index in its series), counted
         across batches as in one pass, and which readings thinning keeps (None: all)."""
+        period = _period(gid)
+        if period and np.array_equal(sid, gid * 2) and not none.any():
+            return self._number_periodic(gid, value, period)
         order_g, rank_g, seen_g = _ranks(gid)
         if np.array_equal(sid, gid * 2):   # one series per GPU (the usual log): the same ranks
             order_s, rank_s, seen_s = order_g, rank_g, [(2 * k, c) for k, c in seen_g]
@@ -509,6 +515,41 @@ class _NvsmiCsv:
         self.seq_max = int(seq[-1])
         self.readings += gid.size
         keep = None if self.window <= 1 else _thin_mask(sid, index, none, value, self.window, order_s)
+        return seq, index, keep
+
+    def _number_periodic(self, gid, value, period: int):
+        """_number for the usual log: each sample lists the same GPUs in the same order (row r is the
+        (r // period)-th reading of GPU gid[r % period]), one series per GPU, every reading with a value.
+        Ranks are then arithmetic and each series is a column of a (samples x period) matrix, thinned
+        with a reshape: 10x faster than sorting the rows by series."""
+        h, w = gid.size, self.window
+        phases = gid[:period]
+        rows = -(-h // period)
+        carried_g = _carried(self.per_gpu, phases)
+        carried_s = _carried(self.per_series, phases * 2)
+        step = np.arange(rows, dtype=np.int64)[:, None]
+        seq = np.maximum(np.maximum.accumulate((step + 1 + carried_g).ravel()[:h]), self.seq_max)
+        index = (step + carried_s).ravel()[:h]
+        for j, k in enumerate(phases.tolist()):
+            c = (h - j + period - 1) // period
+            self.per_gpu[k] = self.per_gpu.get(k, 0) + c
+            self.per_series[2 * k] = self.per_series.get(2 * k, 0) + c
+        self.seq_max = int(seq[-1])
+        self.readings += h
+        if w <= 1:
+            return seq, index, None
+        keep = np.zeros(h, dtype=bool)
+        big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        for j in range(period):
+            col = value[j::period]
+            # windows of the series' index (carried + t): pad the front so they start at multiples of w
+            pad = int(carried_s[j]) % w
+            full = -(-(pad + col.size) // w) * w
+            for fill, pick in ((big, np.argmin), (small, np.argmax)):
+                m = np.full(full, fill, dtype=np.int64)
+                m[pad:pad + col.size] = col
+                first = pick(m.reshape(-1, w), axis=1) + np.arange(0, full, w) - pad   # first of equals
+                keep[j + period * first] = True
         return seq, index, keep
 
     def _keep(self, s: pl.DataFrame) -> None:
@@ -582,6 +623,20 @@ def _ranks(keys):
     rank = np.empty(h, dtype=np.int64)
     rank[order] = np.arange(h) - np.repeat(starts, sizes)
     return order, rank, list(zip(ordered[starts].tolist(), sizes.tolist()))
+
+
+def _period(gid) -> int | None:
+    """p when the ids repeat with period p (gid[r] == gid[r % p]) and the first p are distinct: each
+    sample lists the same GPUs in the same order. None otherwise (or when the batch is not longer than
+    one period)."""
+    head = gid[:256]
+    again = np.flatnonzero(head[1:] == head[0])
+    if not again.size:
+        return None
+    p = int(again[0]) + 1
+    if gid.size <= p or np.unique(gid[:p]).size != p or not np.array_equal(gid[p:], gid[:-p]):
+        return None
+    return p
 
 
 def _carried(counts: dict[int, int], keys):

@@ -416,6 +416,56 @@ def test_streamed_thinning_equals_thinning_the_whole_series(tmp_path, monkeypatc
     assert thinned.sort("line", "series").equals(expected.select(thinned.columns))
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_periodic_numbering_matches_the_general_one(data):
+    """_NvsmiCsv._number's shortcut for batches that list the same GPUs in the same order gives the
+    sample numbers, series indexes, kept readings and carried counts of its general path, batch after
+    batch (batches that start mid-sample, windows that end mid-batch, repeated values)."""
+    import numpy as np
+
+    from forensics import fastpath_stream
+
+    period = data.draw(st.integers(1, 9), label="gpus")
+    window = data.draw(st.sampled_from([1, 2, 3, 4, 8, 16]), label="window")
+    ids = np.array(data.draw(st.permutations(range(period + 3)), label="ids")[:period], dtype=np.int64)
+    sizes = data.draw(st.lists(st.integers(1, 60), min_size=1, max_size=6), label="batch sizes")
+    values = data.draw(st.lists(st.integers(0, 5), min_size=sum(sizes), max_size=sum(sizes)), label="values")
+    gid_all = np.tile(ids, -(-sum(sizes) // period) + 1)[data.draw(st.integers(0, period - 1), label="phase"):]
+
+    def run(shortcut: bool):
+        c = fastpath_stream._NvsmiCsv.__new__(fastpath_stream._NvsmiCsv)
+        c.per_gpu, c.per_series, c.seq_max, c.readings, c.window = {}, {}, 0, 0, window
+        out, at = [], 0
+        for n in sizes:
+            gid, value = gid_all[at:at + n], np.array(values[at:at + n], dtype=np.int64)
+            at += n
+            if not shortcut:
+                fastpath_stream._period, saved = (lambda g: None), fastpath_stream._period
+            try:
+                seq, index, keep = c._number(gid, gid * 2, np.zeros(n, dtype=bool), value)
+            finally:
+                if not shortcut:
+                    fastpath_stream._period = saved
+            out.append((seq.tolist(), index.tolist(), None if keep is None else keep.tolist()))
+        return out, (c.per_gpu, c.per_series, c.seq_max, c.readings)
+
+    assert run(True) == run(False)
+
+
+def test_periodic_numbering_takes_only_periodic_batches():
+    import numpy as np
+
+    from forensics.fastpath_stream import _period
+
+    assert _period(np.array([3, 1, 2, 3, 1, 2, 3])) == 3
+    assert _period(np.array([5, 5, 5])) == 1
+    assert _period(np.array([3, 1, 2, 3, 2, 1])) is None       # another order in the second sample
+    assert _period(np.array([3, 1, 3, 1, 2, 3, 1])) is None    # a GPU missing from a sample
+    assert _period(np.array([3, 1, 1, 3, 1, 1])) is None       # a GPU twice in a sample
+    assert _period(np.array([3, 1, 2])) is None                 # not longer than one sample
+
+
 # -- the scanners' quick first pass (fastpath_stream._QUICK) -------------------------------------------
 
 def _prefilter_hits(lines: list[str]) -> tuple[list[bool], list[bool]]:
