@@ -37,11 +37,24 @@ from .schema import SAMPLES_SCHEMA, Parsed, conform
 # Files at least this big (decompressed size estimated at 5x for compressed ones) are streamed.
 STREAM_MIN_BYTES = 16 << 20
 # Readings of one nvidia-smi CSV kept at full resolution; beyond, series are thinned (min/max per window).
-MAX_READINGS = 2_000_000
+# A day of 1 Hz readings of 8 GPUs (0.7 M) is kept whole; a month of them keeps one reading in 32 (the
+# lowest and the highest of every 64: a point every ~30 s per GPU, finer than any chart or onset needs).
+# What comes after reading (GPU ids, detection, the report's tables) costs time in proportion to it.
+MAX_READINGS = 1_000_000
 
 
 def is_big(src) -> bool:
     return src.encoding == "utf-8" and src.size * (5 if src.compression else 1) >= STREAM_MIN_BYTES
+
+
+def _own(df: pl.DataFrame) -> pl.DataFrame:
+    """df with its text in buffers of its own. A filter or a slice of a batch shares the batch's string
+    buffers, so a few lines kept of each batch would keep every batch in memory (a month of step log:
+    1 GB held); the kept lines are copied out instead (concat_str with "" writes new strings)."""
+    cols = [c for c, t in df.schema.items() if t == pl.String]
+    if not cols or not df.height:
+        return df
+    return df.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in cols)
 
 
 # The case-sensitive part of the step-markers prefilter below, shared with its quick pass (_QUICK).
@@ -139,7 +152,7 @@ class _Scanners:
         for m in self.mods:
             h = cand.filter(pl.col("text").str.contains(m.SCAN_HINT))
             if h.height:
-                self.hits[m.NAME].append(h)
+                self.hits[m.NAME].append(_own(h))
 
     def finish(self, src, opts) -> list[Parsed]:
         out = []
@@ -387,6 +400,7 @@ class _NvsmiCsv:
         if timed.height:
             self.last_time = timed.sort("line")["time"][-1]
         self._take_samples(p)
+        p.samples, p.events = _own(p.samples), _own(p.events)   # an error line's text, a row's ids
         self.results.append(p)
 
     def _slow(self, batch: pl.DataFrame) -> Parsed:
@@ -401,10 +415,10 @@ class _NvsmiCsv:
             if self.first_header is None:
                 first_gpu = starts.filter(pl.col("gpu"))
                 if first_gpu.height:
-                    self.first_header = batch.filter(pl.col("line") == first_gpu["line"][0])
+                    self.first_header = _own(batch.filter(pl.col("line") == first_gpu["line"][0]))
             last = batch.filter(pl.col("line") == starts["line"][-1])
             carry = [f for f in (self.first_header, last) if f is not None]
-            self.carry = pl.concat(carry).unique("line", maintain_order=True).sort("line")
+            self.carry = _own(pl.concat(carry).unique("line", maintain_order=True).sort("line"))
             found, maps, _ = nvsmi_csv._start_lines(last)
             self.map = maps.get(int(found["start"][-1])) if found.height else None
         return p
@@ -743,7 +757,7 @@ class _Kernel:
             ranges += self._ranges(hits)
             self.after_until = max(self.after_until, int(hits["line"][-1]) + _CONTEXT)
             if self.tail is not None and int(hits["line"][0]) - _CONTEXT < first:
-                self.kept.append(self.tail.filter(pl.col("line") >= int(hits["line"][0]) - _CONTEXT))
+                self.kept.append(_own(self.tail.filter(pl.col("line") >= int(hits["line"][0]) - _CONTEXT)))
         if self.report_open_at is not None:
             if last - self.report_open_at > _MAX_REPORT:
                 self.report_open_at = None
@@ -805,8 +819,8 @@ class _Kernel:
             if change.sum() <= _MONTH_MARKS:
                 keep |= change.to_numpy()
         self.prev_month = months[1]
-        self.kept.append(batch.filter(pl.Series(keep)))
-        self.tail = batch.tail(_EDGE)
+        self.kept.append(_own(batch.filter(pl.Series(keep))))
+        self.tail = _own(batch.tail(_EDGE))
 
     def finish(self) -> Parsed:
         from .parsers import _kernel_prefix as kp
@@ -873,7 +887,7 @@ class _StepLog:
         S = self.S
         t = pl.col("text")
         if self.family_hint is None:
-            self.kept.append(batch.filter(t.str.contains(S.SCAN_HINT)))
+            self.kept.append(_own(batch.filter(t.str.contains(S.SCAN_HINT))))
             return
         # only a family line, a reading or a step marker changes what is kept (a pure line that gives
         # no step is dropped below): one cheap pass leaves those, the exact regexes run on them
@@ -903,20 +917,20 @@ class _StepLog:
         markers = marks.filter(pl.col("marker"))
         useful = markers.filter(pl.col("_nr").is_not_null() & (pl.col("_nm").is_null() | (pl.col("_nm") > pl.col("_nr"))))
         # the batch's last marker may give its step to a reading of the next batch
-        self.last_marker = (markers.tail(1).select("line", "text", "fam", "gen", "reading", "marker")
+        self.last_marker = (_own(markers.tail(1).select("line", "text", "fam", "gen", "reading", "marker"))
                             if markers.height and markers["_nr"][-1] is None else None)
         # a pure line that gives no step (a "step 7 | loss ..." line read by nobody) changes nothing
         keep = marks.filter(~pure & ~pl.col("_old")).select("line", "text")
         used = useful.select("line", "text")
-        self.kept.append(pl.concat([keep, used]))
+        self.kept.append(_own(pl.concat([keep, used])))
         # the line before each family line (DeepSpeed takes a label from it)
         fam_lines = marks.filter(pl.col("fam") & ~pl.col("_old"))["line"]
         if fam_lines.len():
             prev = batch.filter(pl.col("line").is_in((fam_lines - 1).implode()))
             if self.prev_tail is not None and int(fam_lines[0]) - 1 == int(self.prev_tail["line"][0]):
                 prev = pl.concat([self.prev_tail, prev])
-            self.kept.append(prev)
-        self.prev_tail = batch.tail(1)
+            self.kept.append(_own(prev))
+        self.prev_tail = _own(batch.tail(1))
 
     def finish(self) -> Parsed:
         kept = [k.select("line", "text") for k in self.kept if k.height]
