@@ -10,23 +10,16 @@ from .options import Options
 # one is claimed, ruptures (scipy: ~1.5 s) is imported in a thread while the files are read.
 SERIES_FORMATS = {"nvidia-smi-csv", "nvidia-smi-dmon", "nvidia-smi-q", "nvidia-smi-apps", "step-markers",
                   "deepspeed-memory", "megatron-memory", "hf-trainer-memory"}
-# ... unless the file is this big (decompressed size estimated at 5x): reading it keeps both cores busy,
-# and the import only competes with it (a month of CSV: ~1 s slower than importing after reading; a day
-# of it, 77 MB: 0.6 s faster with the import alongside). Then it starts once the files are read, alongside
-# the timeline and the first steps of detection (one core).
-WARM_MAX_BYTES = 256 << 20
 
 
-def _on_claim(fmt: str, src) -> None:
-    if fmt in SERIES_FORMATS and src.size * (5 if src.compression else 1) < WARM_MAX_BYTES:
+def _on_claim(fmt: str) -> None:
+    if fmt in SERIES_FORMATS:
         detect_series.warm_up()
 
 
 def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None):
     """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
     bundle = ingest.load(paths, opts, progress=progress, on_claim=_on_claim)
-    if any(i.format in SERIES_FORMATS for i in bundle.inputs):
-        detect_series.warm_up()   # a big file's (a no-op when it has started)
     bundle = timeline.align(bundle, opts)
     # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
     # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views

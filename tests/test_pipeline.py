@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import gzip
 
-import pytest
-
 from forensics import pipeline
 from forensics.options import Options
 
@@ -66,51 +64,3 @@ def test_ruptures_is_imported_while_the_files_are_read_only_when_a_series_format
 
     assert "import-ruptures" in threads(root / "sample_logs" / "leak_linear")
     assert threads(kern) == "[]"
-
-
-def test_ruptures_is_imported_after_reading_a_big_file(monkeypatch):
-    """A file big enough to keep both cores busy while it is read does not start the import alongside
-    (it would compete with the reading); a small one does, and a compressed one counts 5x its size."""
-    from forensics import detect_series, pipeline
-
-    started = []
-    monkeypatch.setattr(detect_series, "warm_up", lambda: started.append(True))
-
-    class Src:
-        def __init__(self, size, compression=None):
-            self.size, self.compression = size, compression
-
-    for src, warm in [(Src(77 << 20), True), (Src(2300 << 20), False), (Src(60 << 20, "zst"), False),
-                      (Src(40 << 20, "gzip"), True)]:
-        started.clear()
-        pipeline._on_claim("nvidia-smi-csv", src)
-        assert bool(started) == warm, (src.size, src.compression)
-        started.clear()
-        pipeline._on_claim("kernel-log", src)
-        assert not started
-
-
-@pytest.mark.parametrize("big", [False, True])
-def test_ruptures_import_starts_after_reading_when_a_file_is_big(monkeypatch, big):
-    """A small series file starts the import while it is read; with a big one it starts once everything
-    is read (before the timeline and detection)."""
-    from pathlib import Path
-
-    from forensics import detect_series, ingest, pipeline
-    from forensics.options import Options
-
-    steps = []
-    real_load = ingest.load
-
-    def load(*a, **k):
-        out = real_load(*a, **k)
-        steps.append("read")
-        return out
-
-    monkeypatch.setattr(ingest, "load", load)
-    monkeypatch.setattr(detect_series, "warm_up", lambda: steps.append("import"))
-    if big:
-        monkeypatch.setattr(pipeline, "WARM_MAX_BYTES", 0)
-    pipeline.run([str(Path(__file__).resolve().parent.parent / "sample_logs" / "leak_linear")], Options(tz="UTC"))
-    assert "import" in steps[steps.index("read"):]
-    assert ("import" in steps[:steps.index("read")]) is not big
