@@ -345,6 +345,7 @@ class _NvsmiCsv:
         self.per_gpu: dict[int, int] = {}           # rows so far per GPU id (for seq)
         self.seq_max = 0
         self.results: list[Parsed] = []
+        self._guess = None                           # the map guessed from the first line (prepare)
 
     def _starts(self, batch: pl.DataFrame) -> pl.DataFrame:
         from .parsers import nvsmi_csv
@@ -358,20 +359,31 @@ class _NvsmiCsv:
 
     def prepare(self, pool, batch: pl.DataFrame, raw):
         """The stateless part of _fast for this batch, started in `pool` with the header in force now
-        (a Future, or None when the batch cannot take the fast path with it). feed() checks that the
-        header is still the one in force when the batch's turn comes (a batch before it may change it)."""
-        m = self.map
-        if m is None or raw is None or not batch.height:
+        ((map, Future, lines of the batch left out in front), or None when the batch cannot take the
+        fast path with it). feed() checks that the header is still the one in force when the batch's
+        turn comes (a batch before it may change it). Before the first batch is taken, the header in
+        force is guessed from its first line (the header, which feed() reads alone): without the guess
+        the first batches, all of a day's log, would be read one after the other by the main thread."""
+        m, skip = self.map, 0
+        if m is None and not self.results and raw is not None:
+            if self._guess is None:
+                self._guess = self._header_map(batch.head(1))
+                skip = 1 if batch.height > 1 else 0
+            m = self._guess or None
+        if m is None or raw is None or batch.height <= skip:
             return None
-        return m, pool.submit(self._prepared, batch, raw, m)
+        work = batch.slice(skip) if skip else batch
+        return m, pool.submit(self._prepared, work, (*raw, 1) if skip else raw, m), skip
+
+    @staticmethod
+    def _header_map(line: pl.DataFrame):
+        """The column map _slow takes from this line when it is a header (else False)."""
+        from .parsers import nvsmi_csv
+
+        found, maps, _ = nvsmi_csv._start_lines(line)
+        return (maps.get(int(found["start"][-1])) if found.height else None) or False
 
     def feed(self, batch: pl.DataFrame, raw=None, prepared=None) -> None:
-        if prepared is not None:
-            m, future = prepared
-            if m is self.map:
-                self._feed(batch, raw, future.result())
-                return
-            future.cancel()
         if self.window == 1 and not self.results and batch.height and self.src.compression is None:
             # an uncompressed file's size tells how many readings will come: thin with that window
             # from the start rather than thinning everything kept again each time it doubles
@@ -379,6 +391,18 @@ class _NvsmiCsv:
                                                         + batch.height)
             while lines * 2 / self.window > MAX_READINGS:
                 self.window *= 2
+        if prepared is not None:
+            m, future, skip = prepared
+            if skip:
+                self._feed(batch.head(skip), None)   # the header, read alone: it sets the map
+                batch, raw = batch.slice(skip), (*raw, skip)
+            if m == self.map:
+                self._feed(batch, raw, future.result())
+                return
+            future.cancel()
+            if skip:
+                self._feed(batch, raw)
+                return
         if not self.results and self.map is None and raw is not None and batch.height > 1:
             # the first batch: its first line (the header) alone, so that its rows can take the fast
             # path (the result does not depend on where batches end)

@@ -371,12 +371,33 @@ def test_csv_batches_prepared_ahead_with_a_header_that_changes(tmp_path, monkeyp
 
     def feed(self, batch, raw=None, prepared=None):
         if prepared is not None:
-            (used if prepared[0] is self.map else stale).append(int(batch["line"][0]))
+            (used if prepared[0] == self.map else stale).append(int(batch["line"][0]))
         return real_feed(self, batch, raw, prepared)
 
     monkeypatch.setattr(fastpath_stream._NvsmiCsv, "feed", feed)
     _same_parse(_big_csv(tmp_path), monkeypatch, 5000)
     assert used and stale   # both branches taken: the header changes at sample 900
+
+
+def test_first_csv_batches_are_read_in_threads_too(tmp_path, monkeypatch):
+    """Before the first batch is taken, its first line (the header) gives the map the next batches are
+    read with in threads, the first batch's other rows included; the result is one pass's."""
+    import threading
+
+    from forensics import fastpath_stream
+
+    monkeypatch.setattr(fastpath_stream, "PREPARED_BATCH_BYTES", 20000)
+    where = {}
+    real = fastpath_stream._NvsmiCsv._prepared
+
+    def prepared(self, batch, raw, m):
+        where[int(batch["line"][0])] = threading.current_thread() is threading.main_thread()
+        return real(self, batch, raw, m)
+
+    monkeypatch.setattr(fastpath_stream._NvsmiCsv, "_prepared", prepared)
+    _same_parse(_plain_csv(tmp_path, rows=1500), monkeypatch, 20000)
+    # line 1, the header, is read alone by the main thread (as a slow-path line: no cells to prepare)
+    assert len(where) > 3 and where[2] is False and not any(v for line, v in where.items() if line > 1)
 
 
 @pytest.mark.parametrize("columns", ["memory.used [MiB], memory.free [MiB]", "memory.free [MiB]"])
