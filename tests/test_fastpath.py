@@ -69,6 +69,10 @@ EDGE_CASES = {
 @pytest.mark.parametrize("name", sorted(EDGE_CASES))
 @pytest.mark.parametrize("batch_bytes", [7, 1 << 20])
 def test_native_reader_matches_line_reader_on_edge_cases(tmp_path, name, batch_bytes):
+    if name == "huge.log" and batch_bytes == 7:
+        # its 5 MB line read 7 bytes at a time took 100 s of the suite (each piece joins the ones
+        # before); 4 KB pieces still cut it into 1,280 of them
+        batch_bytes = 4096
     p = tmp_path / name
     p.write_bytes(EDGE_CASES[name])
     _same(p, batch_bytes)
