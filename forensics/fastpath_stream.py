@@ -373,11 +373,11 @@ class _NvsmiCsv:
         if m is None or raw is None or batch.height <= skip:
             return None
         work = batch.slice(skip) if skip else batch
-        return m, pool.submit(self._prepared, work, (*raw, 1) if skip else raw, m), skip
+        return m, pool.submit(self._prepared, work, (*raw, skip) if skip else raw, m), skip
 
     @staticmethod
     def _header_map(line: pl.DataFrame):
-        """The column map _slow takes from this line when it is a header (else False)."""
+        """The column map of the last start line (header or command) in these lines, else False."""
         from .parsers import nvsmi_csv
 
         found, maps, _ = nvsmi_csv._start_lines(line)
@@ -443,8 +443,7 @@ class _NvsmiCsv:
             last = batch.filter(pl.col("line") == starts["line"][-1])
             carry = [f for f in (self.first_header, last) if f is not None]
             self.carry = _own(pl.concat(carry).unique("line", maintain_order=True).sort("line"))
-            found, maps, _ = nvsmi_csv._start_lines(last)
-            self.map = maps.get(int(found["start"][-1])) if found.height else None
+            self.map = self._header_map(last) or None
         return p
 
     def _fast(self, batch: pl.DataFrame, raw, prepared=None) -> Parsed | None:
@@ -536,11 +535,12 @@ class _NvsmiCsv:
         """For a batch's own readings in file order (numpy: GPU id, series id, no value, value): `seq`
         (a new sample starts when a GPU repeats) and `_i` (the reading's index in its series), counted
         across batches as in one pass, and which readings thinning keeps (None: all)."""
-        period = _period(gid)
-        if period and np.array_equal(sid, gid * 2) and not none.any():
+        one_series = np.array_equal(sid, gid * 2)   # one series per GPU (the usual log)
+        period = _period(gid) if one_series and not none.any() else None
+        if period:
             return self._number_periodic(gid, value, period)
         order_g, rank_g, seen_g = _ranks(gid)
-        if np.array_equal(sid, gid * 2):   # one series per GPU (the usual log): the same ranks
+        if one_series:   # the same ranks
             order_s, rank_s, seen_s = order_g, rank_g, [(2 * k, c) for k, c in seen_g]
         else:
             order_s, rank_s, seen_s = _ranks(sid)
