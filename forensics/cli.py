@@ -372,10 +372,13 @@ def main() -> None:
     except Exception as e:  # click usage errors and the like
         import click
 
-        if isinstance(e, click.exceptions.ClickException):
+        # typer 0.2x ships its own copy of click, whose exceptions are not click's classes: a usage
+        # error is told by what it can do (show itself, carry an exit code)
+        if isinstance(e, click.exceptions.ClickException) or (
+                callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int)):
             e.show()
             sys.exit(EXIT_USAGE)
-        if isinstance(e, click.exceptions.Abort):
+        if isinstance(e, (click.exceptions.Abort, typer.Abort)):
             sys.exit(130)
         raise
 

@@ -142,6 +142,20 @@ def test_missing_path_is_usage_error(tmp_path):
     assert "Traceback" not in res.stderr
 
 
+def test_unknown_option_is_usage_error(tmp_path):
+    res = run_cli("report", str(tmp_path), "--no-such-option")
+    assert res.returncode == 2, res.stderr
+    assert "No such option: --no-such-option" in res.stderr
+    assert "Traceback" not in res.stderr and "\u256d" not in res.stderr   # no (rich) traceback box
+
+
+def test_missing_argument_is_usage_error():
+    res = run_cli("report")
+    assert res.returncode == 2, res.stderr
+    assert "Missing argument" in res.stderr
+    assert "Traceback" not in res.stderr and "\u256d" not in res.stderr
+
+
 def test_bad_zone_is_usage_error(incident, tmp_path):
     res = run_cli("report", str(incident), "-o", str(tmp_path / "r.html"), "--tz", "Mars/Olympus")
     assert res.returncode == 2
