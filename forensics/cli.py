@@ -353,14 +353,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=version_ca
     pass
 
 
-# The reading threads take the GIL back after each of hundreds of polars calls per batch; with a thread
-# that runs Python beside them (ruptures' import: ~1.5 s of it) each take waits up to the switch interval,
-# 5 ms by default. At 0.5 ms a day of nvidia-smi CSV reads ~0.3 s faster and a week ~0.4 s (interleaved runs).
-SWITCH_INTERVAL = 0.0005
-
-
 def main() -> None:
-    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)

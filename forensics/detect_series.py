@@ -7,9 +7,11 @@ noise-relative one is in units of the series' own noise, estimated robustly (MAD
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import sys
 import threading
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -291,26 +293,53 @@ class _LinearCost:
         return max(sse, 0.0) * self.scale
 
 
-_warming: threading.Thread | None = None
+# ruptures' package import loads every cost and search it ships, and three of their modules take
+# functions from scipy (rank, rbf and cosine costs, the window search): ~1.3 s of CPU, more than the
+# rest of a day's run. We use Binseg with our own cost only. While ruptures is imported, those scipy
+# modules are stood in for by ones whose functions import the real module when first called (so the
+# costs we do not use still work); the stand-ins are gone once ruptures is loaded.
+_SCIPY_USED_BY_RUPTURES = ("scipy.spatial.distance", "scipy.stats.mstats", "scipy.signal")
 
 
-def warm_up() -> None:
-    """Start importing ruptures in a thread of its own (once), so that its import overlaps with the
-    work before the first search; the search then waits for it if need be (the import lock). Not a
-    daemon: an import cut off at exit can crash the interpreter."""
-    global _warming
-    if _warming is None and "ruptures" not in sys.modules:
-        _warming = threading.Thread(target=_ruptures_linear_cost, name="import-ruptures")
-        _warming.start()
+def _deferred_module(name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+
+    def __getattr__(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def deferred(*args, **kwargs):
+            return getattr(importlib.import_module(name), attr)(*args, **kwargs)
+
+        deferred.__name__ = deferred.__qualname__ = attr
+        return deferred
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def _import_ruptures() -> types.ModuleType:
+    with _IMPORT_LOCK:
+        if "ruptures" in sys.modules:
+            return sys.modules["ruptures"]
+        placed = {name: _deferred_module(name) for name in _SCIPY_USED_BY_RUPTURES if name not in sys.modules}
+        sys.modules.update(placed)
+        try:
+            import ruptures
+        finally:
+            for name, module in placed.items():
+                if sys.modules.get(name) is module:
+                    del sys.modules[name]
+    return ruptures
 
 
 @functools.cache
 def _ruptures_linear_cost() -> type:
-    """_LinearCost as a ruptures cost (Binseg takes a custom cost only if it is a BaseCost). Imported
-    on first use: ruptures pulls in scipy (~1.3 s), paid only by runs that have a series to search."""
-    from ruptures.base import BaseCost
-
-    return type("LinearCost", (_LinearCost, BaseCost), {})
+    """_LinearCost as a ruptures cost (Binseg takes a custom cost only if it is a BaseCost)."""
+    return type("LinearCost", (_LinearCost, _import_ruptures().base.BaseCost), {})
 
 
 def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
@@ -330,9 +359,7 @@ def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
     signal = np.column_stack([(xb - xb[0]) / xr, (yb - y0) / yr])
     cost = _ruptures_linear_cost()(scale=(yr / sigma) ** 2)
     pen = PENALTY_PER_CHANGE * math.log(max(n, 3))
-    import ruptures as rpt
-
-    algo = rpt.Binseg(custom_cost=cost, min_size=MIN_SEGMENT, jump=1).fit(signal)
+    algo = _import_ruptures().Binseg(custom_cost=cost, min_size=MIN_SEGMENT, jump=1).fit(signal)
     try:
         bkps = algo.predict(pen=pen)
     except Exception:   # ruptures refuses when no admissible split exists

@@ -109,7 +109,7 @@ def _plausible(parsed: Parsed, skipped: Skipped) -> None:
             setattr(parsed, attr, df.with_columns(fixes))
 
 
-def parse_one(src: Source, opts: Options, on_claim: Callable[[str], None] | None = None) -> tuple[InputInfo, list[Parsed]]:
+def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     """Claim and parse one source. Raises InputError for an unreadable file.
 
     Whatever happens to the file (not recognized, empty, truncated, lines too long) is counted in the
@@ -119,8 +119,6 @@ def parse_one(src: Source, opts: Options, on_claim: Callable[[str], None] | None
     info.wrapper = src.wrapper.describe() if src.wrapper else None
     module, reason = parsers.claim(head)
     info.reason = reason
-    if module is not None and on_claim is not None:
-        on_claim(module.NAME)
     results: list[Parsed] = []
     skipped = Skipped()
     if module is not None:
@@ -352,8 +350,7 @@ def _one_line(msg: str, limit: int = 1000) -> str:
     return msg if len(msg) <= limit else msg[: limit - 1] + "…"
 
 
-def load(paths: list[str], opts: Options, progress: ProgressFn | None = None,
-         on_claim: Callable[[str], None] | None = None) -> Bundle:
+def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) -> Bundle:
     """Read everything under `paths` into one Bundle. No file can stop the others: an unreadable one
     becomes a one-line problem and an input row with `error`; a parser crash too (saying so)."""
     found = discover(paths)
@@ -369,7 +366,7 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None,
         src = None
         try:
             src = Source.open(real, shown)
-            info, results = parse_one(src, opts, on_claim)
+            info, results = parse_one(src, opts)
         except InputError as e:
             _failed(bundle, shown, str(e))
             continue

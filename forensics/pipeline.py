@@ -1,25 +1,14 @@
 """The pipeline: ingest -> timeline -> detect. Report rendering is separate (report.py)."""
 from __future__ import annotations
 
-from . import detect, detect_series, ingest, timeline
+from . import detect, ingest, timeline
 from .parsers import kernel
 from .options import Options
 
 
-# Formats whose readings are memory series that detection searches for change points: once a file of
-# one is claimed, ruptures (scipy: ~1.5 s) is imported in a thread while the files are read.
-SERIES_FORMATS = {"nvidia-smi-csv", "nvidia-smi-dmon", "nvidia-smi-q", "nvidia-smi-apps", "step-markers",
-                  "deepspeed-memory", "megatron-memory", "hf-trainer-memory"}
-
-
-def _on_claim(fmt: str) -> None:
-    if fmt in SERIES_FORMATS:
-        detect_series.warm_up()
-
-
 def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None):
     """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
-    bundle = ingest.load(paths, opts, progress=progress, on_claim=_on_claim)
+    bundle = ingest.load(paths, opts, progress=progress)
     bundle = timeline.align(bundle, opts)
     # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
     # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views

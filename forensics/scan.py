@@ -350,11 +350,6 @@ def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor
 
     # spawn, not fork: polars' thread pool does not survive a fork
     ctx = mp.get_context("forkserver") if hasattr(os, "fork") else mp.get_context("spawn")
-    if ctx.get_start_method() == "forkserver":
-        # the forkserver imports ruptures (scipy: seconds) once, so the workers of this scan and of
-        # later ones start with it instead of each importing it. Nothing that runs polars code at
-        # import goes here: polars' threads must not exist in the process the workers fork from.
-        ctx.set_forkserver_preload(["__main__", "ruptures"])
     # bounded in flight: memory stays flat whatever the archive's size
     limit = cfg.workers * 4
     with _worker_env(cfg.workers), ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:

@@ -176,18 +176,3 @@ def test_timeline_writes_tables(incident, tmp_path):
     res = run_cli("timeline", str(incident), "-o", str(tmp_path / "aligned.parquet"), "--tz", "UTC")
     assert res.returncode == 0, res.stderr
     assert list(tmp_path.glob("aligned*.parquet"))
-
-
-def test_cli_hands_the_gil_over_sooner(monkeypatch):
-    """The command shortens the interpreter's switch interval (the reading threads wait for the GIL
-    behind ruptures' import otherwise)."""
-    from forensics import cli
-
-    before = sys.getswitchinterval()
-    monkeypatch.setattr(sys, "argv", ["gpu-forensics", "--version"])
-    try:
-        with pytest.raises(SystemExit):
-            cli.main()
-        assert sys.getswitchinterval() == pytest.approx(cli.SWITCH_INTERVAL) != pytest.approx(before)
-    finally:
-        sys.setswitchinterval(before)

@@ -24,43 +24,46 @@ def test_rotated_overlap_gives_one_finding_per_kill(tmp_path):
     assert kills == [11, 12, 13]
 
 
-def test_series_formats_are_parser_names():
-    from forensics import parsers
-
-    assert pipeline.SERIES_FORMATS <= set(parsers.BY_NAME)
-
-
-_WARM_PROBE = """
-import sys, threading
-from forensics import detect_series, pipeline
+_SCIPY_PROBE = """
+import sys
+from forensics import pipeline
 from forensics.options import Options
-seen = []
-real = detect_series._ruptures_linear_cost
-def probe():
-    seen.append(threading.current_thread().name)
-    return real()
-detect_series._ruptures_linear_cost = probe
-pipeline.run([sys.argv[1]], Options(tz="UTC"))
-print(sorted(set(seen)))
+_, analysis = pipeline.run([sys.argv[1]], Options(tz="UTC"))
+print(sorted({f.kind for f in analysis.findings}))
+print(sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy.")))
+import numpy as np
+import ruptures
+from ruptures.costs import costrank, costrbf
+# the costs we do not use still work: their scipy functions import scipy when called
+print(costrank.rankdata(np.array([30.0, 10.0, 20.0])).tolist(), costrbf.pdist(np.array([[0.0], [3.0]])).tolist())
+print("scipy.stats" in sys.modules, ruptures.Binseg.__name__)
 """
 
 
-def test_ruptures_is_imported_while_the_files_are_read_only_when_a_series_format_is_there(tmp_path):
-    """A file of a series format starts the import of ruptures (seconds: scipy) in a thread while the
-    rest is read; a run without one (a kernel log alone) never imports it."""
+def test_change_points_are_searched_without_importing_scipy(tmp_path):
+    """ruptures' import would load scipy (~1.3 s of CPU) for costs we never use: the run finds its
+    leak with ruptures' Binseg and no scipy module, and ruptures' other costs still work after."""
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    kern = tmp_path / "kern-only"
-    kern.mkdir()
-    (kern / "kern.log").write_bytes((root / "sample_logs" / "incident_linear_oom" / "dmesg.txt").read_bytes())
+    out = subprocess.run([sys.executable, "-c", _SCIPY_PROBE, str(root / "sample_logs" / "leak_linear")],
+                         capture_output=True, text=True, cwd=root, check=True).stdout.strip().splitlines()
+    assert "leak" in out[-4]
+    assert out[-3] == "[]"
+    assert out[-2] == "[3.0, 1.0, 2.0] [3.0]"
+    assert out[-1] == "True Binseg"
 
-    def threads(folder) -> str:
-        out = subprocess.run([sys.executable, "-c", _WARM_PROBE, str(folder)], capture_output=True, text=True,
-                             cwd=root, check=True)
-        return out.stdout.strip().splitlines()[-1]
 
-    assert "import-ruptures" in threads(root / "sample_logs" / "leak_linear")
-    assert threads(kern) == "[]"
+def test_a_scipy_module_already_loaded_is_left_alone():
+    import subprocess
+    import sys
+
+    code = ("import sys, scipy.signal; real = sys.modules['scipy.signal']\n"
+            "from forensics import detect_series\n"
+            "detect_series._import_ruptures()\n"
+            "import ruptures.detection.window as w\n"
+            "print(sys.modules['scipy.signal'] is real, w.argrelmax is real.argrelmax)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]
