@@ -363,15 +363,12 @@ def main() -> None:
         err.print(f"error: {e}", markup=False)
         sys.exit(EXIT_USAGE)
     except Exception as e:  # click usage errors and the like
-        import click
-
-        # typer 0.2x ships its own copy of click, whose exceptions are not click's classes: a usage
-        # error is told by what it can do (show itself, carry an exit code)
-        if isinstance(e, click.exceptions.ClickException) or (
-                callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int)):
+        # typer 0.2x ships its own copy of click (and no longer installs click): a usage error is told
+        # by what it can do (show itself, carry an exit code), whichever click raised it
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(EXIT_USAGE)
-        if isinstance(e, (click.exceptions.Abort, typer.Abort)):
+        if isinstance(e, typer.Abort):   # click's Abort, under either copy
             sys.exit(130)
         raise
 

@@ -176,3 +176,15 @@ def test_timeline_writes_tables(incident, tmp_path):
     res = run_cli("timeline", str(incident), "-o", str(tmp_path / "aligned.parquet"), "--tz", "UTC")
     assert res.returncode == 0, res.stderr
     assert list(tmp_path.glob("aligned*.parquet"))
+
+
+def test_usage_error_needs_no_click_package(tmp_path):
+    """typer 0.2x no longer installs click: telling a usage error must not import it."""
+    code = ("import sys; sys.modules['click'] = None\n"   # `import click` now fails, as without the package
+            "from forensics.cli import main\n"
+            f"sys.argv = ['gpu-forensics', 'report', {str(tmp_path)!r}, '--no-such-option']\n"
+            "main()")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "No such option: --no-such-option" in res.stderr
+    assert "Traceback" not in res.stderr and "\u256d" not in res.stderr
