@@ -50,7 +50,7 @@ _BLOCK_LITERALS = {
     "09a89e59ff07": ["========="],
     "3e9f58257a5a": ["cuda"],    # and "|", tested apart
     "f0f1b66e2460": ["cuda", "outofmemoryerror", "allocat"],
-    "e7af8e3bdbd2": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
+    "2aed232324ce": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
                      "free_gpu", "iter", "step", "torch.cuda.", "nvidia-smi", "see_memory_usage]", "] mp: ",
                      "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "_mem_"],
 }

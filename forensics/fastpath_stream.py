@@ -73,7 +73,7 @@ _LITERALS = {
     # logs that print `step 7 | loss ...`, an anchored `^\s*\|` here slows the whole alternation 5x)
     "3e9f58257a5a": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
     "f0f1b66e2460": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
-    "e7af8e3bdbd2": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
+    "2aed232324ce": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
                     + _STEP_LITERALS,
 }
 
@@ -88,7 +88,7 @@ _PIPE_ROWS = {"3e9f58257a5a"}
 # occupied: cc, gpu: pu, iter/step: te; no k or s, which also match non-ASCII letters under (?i)),
 # and the case-sensitive literals as they are. Lines it passes then go through the prefilter.
 _QUICK = {
-    "e7af8e3bdbd2": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
+    "2aed232324ce": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
                                      for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}))
                     + "|" + _STEP_LITERALS,
 }
@@ -873,7 +873,7 @@ class _Kernel:
 # What every line holds that stepmem's family hints, ANY_READING or a step marker (_STEP_MARKER after
 # strip_line_time) match, for the stepmem regexes of these sha1s (another version: no prefilter).
 _STEP_PREFILTER = {
-    "519bd976faa6": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|_mem_"
+    "b679a40e61f7": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|_mem_"
                     r"|(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu)|torch\.cuda\.|nvidia-smi"
                     r"|^(?:{iso})?(?:{us})?\W*(?i:global[ _]step|step|iteration|iter)",
 }

@@ -53,13 +53,17 @@ _KEY = r"(?i:(?:max[ _]?)?(?:memory[ _])?(?:allocated|reserved|cached)|occupied(
 # "/total", optional unit
 KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*(?P<num>{NUM})"
       rf"(?:[ \t]*/[ \t]*(?P<total>{NUM}))?(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# The end of a number that ends a reading: `\b` alone would let the regex back off into a shorter
+# number ("12" of "12.5x", "1" of "1,234"); polars' regex engine has no lookahead, so the character
+# after the number is matched (never part of a group)
+_NUM_END = r"(?:$|[^\w.,]|[.,](?:$|\D))"
 # DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix
 GPU_USED_TOTAL = (rf"(?i:\bgpu)[ \t]*[:=][ \t]*(?P<num>{NUM})[ \t]*/[ \t]*(?P<total>{NUM})[ \t]*"
                   rf"(?P<unit>{UNIT})\b")
 TORCH_RAW = (r"torch\.cuda\.(?P<max>max_)?memory_(?P<kind>allocated|reserved|cached)\((?P<dev>[^)]*)\)"
-             r"[ \t]*[:=]?[ \t]*(?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b")
+             r"[ \t]*[:=]?[ \t]*(?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)" + _NUM_END)
 NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>\d+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
-               rf"(?P<num>{NUM})\b")
+               rf"(?P<num>{NUM})" + _NUM_END)
 FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\))?[ \t]*[:=][ \t]*"
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"

@@ -6,7 +6,7 @@ import re
 from types import SimpleNamespace
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from forensics.options import Options
@@ -70,6 +70,8 @@ def _comes_from_line(value: int, text: str) -> bool:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(line_strategy, min_size=1, max_size=12))
+# found by this test (2026-12-01): the nvidia-smi print shape read 12 MB out of "12.5allocated"
+@example(lines=["allocated: 0", "nvidia-smi GPU-3 memory (MB): 12.5allocated"])
 def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     for module in (stepmem, deepspeed, megatron, hf_trainer):
         module.sniff(lines)
@@ -108,3 +110,15 @@ def test_spine_reading_is_exact(key, num, unit, sep, prefix):
     if "step 5" in prefix:
         assert row["step"] == 5
     assert (row["time"] is None) == ("2026" not in prefix)
+
+
+def test_a_number_that_ends_a_reading_is_read_whole_or_not_at_all():
+    """The torch.cuda and nvidia-smi print shapes end at their number: the regex must not back off into
+    a shorter number when the one written goes on ("12" of "12.5x", "1" of "1,234")."""
+    lines = ["nvidia-smi GPU-3 memory (MB): 12.5allocated", "torch.cuda.memory_allocated(0) 12.5x",
+             "nvidia-smi GPU-1 memory (MB) 1,2345", "torch.cuda.memory_reserved(0) 1,234",
+             "nvidia-smi GPU-1 memory (MB) 1494.", "torch.cuda.memory_allocated(0) 318986240, next",
+             "nvidia-smi GPU-2 memory (MB) 1,494", "nvidia-smi GPU-0 memory (MB) 77.5"]
+    parsed = stepmem.extract_all(_frame(lines), SRC, Options(tz="UTC"))
+    got = dict(zip(parsed.samples["line"].to_list(), parsed.samples["bytes"].to_list()))
+    assert got == {5: 1494 << 20, 6: 318986240, 7: 1494 << 20, 8: int(77.5 * (1 << 20))}
