@@ -242,7 +242,32 @@ def _plain_variants(tmp_path: Path) -> dict[str, Path]:
     def uuid_row(i, g, text):
         return f"{text.split(', ')[0]}, GPU-{g:08x}-aaaa-bbbb-cccc-dddddddddddd, {30000 + (i * 3 + g) % 77} MiB, 81559 MiB"
 
+    # a longer query: the cells the path does not read (memory.free, utilization, temperature) are left
+    # out when cutting, so a fault there is seen only by counting the commas in the bytes
+    wide_head = ("timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB], memory.free [MiB], "
+                 "utilization.gpu [%], temperature.gpu")
+
+    def wide(change=None):
+        def row(i, g, text):
+            cells = text.split(", ")
+            text = ", ".join([*cells[:6], "20000 MiB", cells[6], str(40 + g)])
+            return change(i, g, text) if change else text
+        return row
+
     return {
+        "wide": _plain_csv(tmp_path, "wide.csv", head=wide_head, rows=400, row=wide()),
+        "wide_extra_cell": _plain_csv(tmp_path, "wide_cell.csv", head=wide_head, rows=400, row=wide(
+            lambda i, g, t: t + ", 5" if i == 100 and g == 3 else t)),
+        "wide_short": _plain_csv(tmp_path, "wide_short.csv", head=wide_head, rows=400, row=wide(
+            lambda i, g, t: t.rsplit(", ", 1)[0] if i == 150 and g == 2 else t)),
+        "wide_no_comma_space": _plain_csv(tmp_path, "wide_comma.csv", head=wide_head, rows=400, row=wide(
+            lambda i, g, t: ",".join(t.rsplit(", ", 1)) if i == 200 and g == 1 else t)),
+        "wide_bad_utf8": _plain_csv(tmp_path, "wide_utf8.csv", head=wide_head, rows=400, row=wide(
+            lambda i, g, t: t.replace(" %", "\udcff%") if i == 250 and g == 0 else t)),
+        # one row a cell short, the next one a cell over: as many commas in the batch as if all were right
+        "wide_balanced": _plain_csv(tmp_path, "wide_balanced.csv", head=wide_head, rows=400, row=wide(
+            lambda i, g, t: t.rsplit(", ", 1)[0] if i == 300 and g == 0 else t + ", 5" if i == 300 and g == 1
+            else t)),
         "clean": _plain_csv(tmp_path, "clean.csv"),
         "crlf": _plain_csv(tmp_path, "crlf.csv", eol="\r\n"),
         "uuid": _plain_csv(tmp_path, "uuid.csv", head=uuid_head, row=uuid_row),
@@ -287,7 +312,7 @@ def test_plain_csv_path_matches_one_pass(tmp_path, monkeypatch, batch_bytes):
             _same_parse(p, monkeypatch, batch_bytes)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from e
-        if name in ("clean", "crlf", "uuid", "no_total"):
+        if name in ("clean", "crlf", "uuid", "no_total", "wide"):
             assert taken and all(taken), name
         if name in ("gpu_gone", "order"):
             assert any(taken), name   # not periodic: the ids are grouped instead
