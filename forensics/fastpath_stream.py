@@ -663,10 +663,12 @@ def _cells_cut_clean(buf: bytes, start: int, end: int, rows: int, n: int) -> boo
     commas = int(np.count_nonzero(a == ord(",")))
     if commas != rows * (n - 1):
         return False
-    # ", " as a little-endian 16-bit word, at even and at odd offsets
+    # ", " as a little-endian 16-bit word, at even and at odd offsets: every pair of bytes once
     word = ord(",") | ord(" ") << 8
-    pairs = sum(int(np.count_nonzero(np.frombuffer(buf, "<u2", count=(end - start - off) // 2, offset=start + off) == word))
-                for off in (0, 1))
+    pairs = 0
+    for off in (0, 1):
+        words = np.frombuffer(buf, "<u2", count=(end - start - off) // 2, offset=start + off)
+        pairs += int(np.count_nonzero(words == word))
     return pairs == commas
 
 
