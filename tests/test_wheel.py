@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,14 @@ def test_wheel_renders_report(tmp_path):
     # the environment's dependencies are reused; the package itself comes only from the wheel
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
+    # --system-site-packages reaches the base interpreter's packages only; when the tests run from a
+    # virtual environment (as .ci/run does) its packages are where the dependencies are: a .pth file
+    # puts its folders after the new environment's own (.pth files inside them, such as the editable
+    # install's, are not read, so the package still comes from the wheel)
+    new_site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    Path(new_site, "_test_deps.pth").write_text("".join(f"{d}\n" for d in ours))
     res = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
