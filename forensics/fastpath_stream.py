@@ -121,7 +121,10 @@ class _Scanners:
         self.quick = "|".join(f"(?:{_quick(m.SCAN_HINT)})" for m in self.mods)
         self.pipe_rows = any(_hint_key(m.SCAN_HINT) in _PIPE_ROWS for m in self.mods)
 
-    def feed(self, batch: pl.DataFrame) -> None:
+    def feed(self, batch: pl.DataFrame, raw: tuple | None = None) -> None:
+        """`raw`: the batch's bytes as _batches gives them ((buf, end): its lines are exactly buf[:end]),
+        when known: a `|` is then looked for in them first (memchr, ~1 ms per 32 MB against ~10 ms for
+        the lines; a `|` byte is a `|` in the lines, whatever else the reader replaced)."""
         if not self.mods:
             return
         t = pl.col("text")
@@ -138,7 +141,7 @@ class _Scanners:
                 hit = batch["text"].gather(passed).to_frame().select(t.str.contains(self.any_hint))["text"]
                 keep = pl.Series("text", np.zeros(batch.height, dtype=bool))
                 keep.scatter(passed.filter(hit), True)
-        if self.pipe_rows:
+        if self.pipe_rows and (raw is None or raw[0].find(b"|", 0, raw[1]) >= 0):
             # `^\s*\|` in two cheap steps: the lines with a `|`, then of those the ones it starts
             # (strip_chars strips what `\s` matches: Unicode White_Space)
             pipe = batch.select(t.str.contains("|", literal=True))["text"]
@@ -227,7 +230,7 @@ def parse_streamed(src, module, opts, covered: set[str]) -> tuple[Parsed, list[P
             nonlocal scanned
             if scanned is not None:
                 scanned.result()
-            scanned = pool.submit(sc.feed, batch)
+            scanned = pool.submit(sc.feed, batch, raw)
             if prepared is None:
                 consumer.feed(batch, raw)
             else:

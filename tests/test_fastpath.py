@@ -570,6 +570,21 @@ def test_quick_pass_holds_the_hints_in_any_case(words, filler):
     assert quick[0] or not wanted[0], line
 
 
+@pytest.mark.parametrize("at", [5, 230, 399])
+def test_summary_rows_in_a_streamed_csv_are_found_as_in_one_pass(tmp_path, monkeypatch, at):
+    """A row of a PyTorch memory summary holds none of the quick pass's letters ("Active memory"): the
+    scanners take it for its leading `|`, which a streamed batch looks for in its bytes first (at the
+    start, the middle, the end of a batch)."""
+    head = "timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB]"
+    rows = [f"2026/10/01 00:{i // 60:02d}:{i % 60:02d}.000, 0, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559 MiB, "
+            f"{30000 + i} MiB" for i in range(400)]
+    rows[at:at] = ["PyTorch CUDA memory summary, device ID 0",
+                   "|  Active memory         |   1024 MiB |   2048 MiB |   3072 MiB |   4096 MiB |"]
+    p = tmp_path / "gpu.csv"
+    p.write_text("\n".join([head, *rows]) + "\n")
+    _same_parse(p, monkeypatch, batch_bytes=3000)
+
+
 def test_quick_pass_gives_the_same_hits_when_it_turns_itself_off():
     """Batches where most lines hold the quick pass's letters (it then stops), then CSV rows with a
     few hinted lines among them: the scanners keep exactly what their hints match over all lines."""
