@@ -573,8 +573,8 @@ def test_quick_pass_holds_the_hints_in_any_case(words, filler):
 @pytest.mark.parametrize("at", [5, 230, 399])
 def test_summary_rows_in_a_streamed_csv_are_found_as_in_one_pass(tmp_path, monkeypatch, at):
     """A row of a PyTorch memory summary holds none of the quick pass's letters ("Active memory"): the
-    scanners take it for its leading `|`, which a streamed batch looks for in its bytes first (at the
-    start, the middle, the end of a batch)."""
+    scanners take it for its leading `|`, which a streamed batch looks for in its bytes first (near the
+    file's start, in its middle, at its end; batches of 3000 bytes put it at different places in one)."""
     head = "timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB]"
     rows = [f"2026/10/01 00:{i // 60:02d}:{i % 60:02d}.000, 0, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559 MiB, "
             f"{30000 + i} MiB" for i in range(400)]
