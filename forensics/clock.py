@@ -112,12 +112,12 @@ def parse_offset_datetime(text: pl.Expr) -> pl.Expr:
     a comma or dot before the fraction; up to nanoseconds) -> UTC. Anything else -> null."""
     norm = (
         text.str.strip_chars()
-        .str.replace(r"^(\d{4}-\d\d-\d\d) ", "${1}T")
-        .str.replace(r",(\d)", r".$1")
+        .str.replace(r"^([0-9]{4}-[0-9]{2}-[0-9]{2}) ", "${1}T")
+        .str.replace(r",([0-9])", r".$1")
         .str.replace(r"[zZ]$", "+00:00")
-        .str.replace(r"([+-]\d\d)(\d\d)$", r"$1:$2")
-        .str.replace(r"([+-]\d\d)$", r"$1:00")
-        .str.replace(r"(\.\d{6})\d+", r"$1")  # nanoseconds (Talos) -> microseconds
+        .str.replace(r"([+-][0-9]{2})([0-9]{2})$", r"$1:$2")
+        .str.replace(r"([+-][0-9]{2})$", r"$1:00")
+        .str.replace(r"(\.[0-9]{6})[0-9]+", r"$1")  # nanoseconds (Talos) -> microseconds
     )
     return norm.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
 

@@ -46,15 +46,15 @@ _BOM = b"\xef\xbb\xbf"
 # and then the general path reads the file).
 _BLOCK_LITERALS = {
     "b007ddc0f645": ["nvrm: "],
-    "543130f6a41f": ["oom", "kill"],
+    "1f8bfe8133b7": ["oom", "kill"],
     "09a89e59ff07": ["========="],
-    "3e9f58257a5a": ["cuda"],    # and "|", tested apart
-    "f0f1b66e2460": ["cuda", "outofmemoryerror", "allocat"],
-    "2aed232324ce": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
+    "a0719ffb2774": ["cuda"],    # and "|", tested apart
+    "d092d4f40949": ["cuda", "outofmemoryerror", "allocat"],
+    "5ccd0304273b": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
                      "free_gpu", "iter", "step", "torch.cuda.", "nvidia-smi", "see_memory_usage]", "] mp: ",
                      "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "_mem_"],
 }
-_PIPE_HINTS = {"3e9f58257a5a"}
+_PIPE_HINTS = {"a0719ffb2774"}
 # ... and for fastpath_stream._KERNEL_HINT (keyed by its own sha1)
 _KERNEL_LITERALS = {
     "503712e4f7dd": ["oom", "kill", "killed as a result of limit", "memory cgroup", "memory: usage", "nvrm",

@@ -67,20 +67,20 @@ _STEP_LITERALS = (r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|C
 # hash: a scanner whose hint has changed since is prefiltered by its hint itself.
 _LITERALS = {
     "b007ddc0f645": r"NVRM: ",
-    "543130f6a41f": r"invoked oom-killer:|Kill|oom-kill:constraint=|oom_reaper: reaped process|"
+    "1f8bfe8133b7": r"invoked oom-killer:|Kill|oom-kill:constraint=|oom_reaper: reaped process|"
                     r"killed as a result of limit of",
     "09a89e59ff07": r"=========",
     # and a line whose first non-blank is `|` (_PIPE_ROWS; a `|` anywhere passed most lines of step
     # logs that print `step 7 | loss ...`, an anchored `^\s*\|` here slows the whole alternation 5x)
-    "3e9f58257a5a": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
-    "f0f1b66e2460": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
-    "2aed232324ce": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
+    "a0719ffb2774": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
+    "d092d4f40949": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
+    "5ccd0304273b": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
                     + _STEP_LITERALS,
 }
 
 
 # Hints whose prefilter above also takes the lines that start with `|` after blanks (a summary row).
-_PIPE_ROWS = {"3e9f58257a5a"}
+_PIPE_ROWS = {"a0719ffb2774"}
 
 
 # A cheaper first pass for the prefilters above that the regex engine cannot run as a literal search
@@ -89,7 +89,7 @@ _PIPE_ROWS = {"3e9f58257a5a"}
 # occupied: cc, gpu: pu, iter/step: te; no k or s, which also match non-ASCII letters under (?i)),
 # and the case-sensitive literals as they are. Lines it passes then go through the prefilter.
 _QUICK = {
-    "2aed232324ce": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
+    "5ccd0304273b": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
                                      for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}))
                     + "|" + _STEP_LITERALS,
 }
@@ -901,7 +901,7 @@ class _Kernel:
 # What every line holds that stepmem's family hints, ANY_READING or a step marker (_STEP_MARKER after
 # strip_line_time) match, for the stepmem regexes of these sha1s (another version: no prefilter).
 _STEP_PREFILTER = {
-    "b679a40e61f7": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|_mem_"
+    "5a76ad336a12": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|_mem_"
                     r"|(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu)|torch\.cuda\.|nvidia-smi"
                     r"|^(?:{iso})?(?:{us})?\W*(?i:global[ _]step|step|iteration|iter)",
 }

@@ -107,7 +107,7 @@ FATAL_XIDS = {48, 62, 64, 74, 79, 92, 94, 95, 119, 120, 140}
 # Library modules in a host backtrace: frames from these are not where the user allocated.
 _LIB_FRAME = re.compile(
     r"libcuda|libcudart|nvcuda|libcublas|libcudnn|libnccl|libtorch|libc10|libcaffe2|_C\.(?:cpython|so)|"
-    r"libpython|python3?(?:\.\d+)?$|ld-linux|libc\.so|libstdc\+\+|cudart_static|libcupy|cupy_backends|"
+    r"libpython|python3?(?:\.[0-9]+)?$|ld-linux|libc\.so|libstdc\+\+|cudart_static|libcupy|cupy_backends|"
     r"\bcuMem|\bcudaMalloc|\bcudaHostAlloc|\bcuMemHostAlloc|\bcudaMallocManaged", re.IGNORECASE)
 
 
@@ -152,7 +152,7 @@ def _plain(value):
 def _natural(text) -> tuple:
     """Sort "2" before "10", numbers before names."""
     text = "" if text is None else str(text)
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", text) if p)
 
 
 def _base(path: str | None) -> str:

@@ -494,7 +494,7 @@ def _os_error(shown: str, e: OSError) -> InputError:
 
 # -- discovery ----------------------------------------------------------------------------------
 
-_ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d+)|-(?P<date>\d{8}))?(?P<ext>\.(?:gz|zst|xz|bz2))?$")
+_ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>[0-9]+)|-(?P<date>[0-9]{8}))?(?P<ext>\.(?:gz|zst|xz|bz2))?$")
 _SKIP_NAMES = {".DS_Store"}
 _SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
 

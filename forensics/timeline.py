@@ -73,7 +73,7 @@ COMMON_INTERVALS = (0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 # a rotated file may overlap its successor by a few duplicated lines (copytruncate)
 ROTATION_OVERLAP = timedelta(hours=1)
 
-_CTIME_PREFIX = r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
+_CTIME_PREFIX = r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\]"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -440,9 +440,9 @@ def message_key(text: pl.Expr) -> pl.Expr:
     """The kernel message without its stamps and prefixes, for matching one line across outputs
     (raw dmesg, dmesg -T, dmesg --time-format iso, kern.log, journal)."""
     return (
-        text.str.replace(r"^<\d+>", "")
+        text.str.replace(r"^<[0-9]+>", "")
         .str.replace(r"^[^\[]{0,120}?\bkernel:\s*", "")
-        .str.replace(r"^\d{4}-\d\d-\d\d[T ][\d:.,]+(?:[zZ]|[+-]\d\d:?\d\d)?\s+", "")
+        .str.replace(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+(?:[zZ]|[+-][0-9]{2}:?[0-9]{2})?\s+", "")
         .str.replace(r"^(?:\s*\[[^\]]*\])+", "")
         .str.replace(r"^\s*\S+ kernel:\s*", "")   # journalctl -o short-monotonic: `[ 12.3] host kernel: `
         .str.replace_all(r"\s+", " ")

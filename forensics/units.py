@@ -69,7 +69,7 @@ def factor_expr(unit: pl.Expr) -> pl.Expr:
 
 def bytes_expr(number: pl.Expr, unit: pl.Expr | int) -> pl.Expr:
     """Vectorized: numeric text (thousands separators allowed) times unit -> Int64 bytes, null on garbage."""
-    num = number.str.replace_all(",", "").str.strip_chars().cast(pl.Float64, strict=False)
+    num = number.str.replace_all(",", "", literal=True).str.strip_chars().cast(pl.Float64, strict=False)
     factor = pl.lit(unit, dtype=pl.Int64) if isinstance(unit, int) else factor_expr(unit)
     return (num * factor).round(0).cast(pl.Int64, strict=False)
 

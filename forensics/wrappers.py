@@ -42,11 +42,11 @@ WRAPPERS: tuple[Wrapper, ...] = (
     Wrapper("Cloud Logging JSON (textPayload)", r"", json_field="textPayload"),
     Wrapper("journalctl JSON export (MESSAGE)", r"", json_field="MESSAGE"),
     Wrapper("docker json-file log (log)", r"", json_field="log"),
-    Wrapper("GitHub Actions timestamp", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z "),
-    Wrapper("Kubernetes CRI log prefix", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "),
-    Wrapper("Metaflow task prefix", r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[[^\]]*\(pid \d+\)\] \[[0-9a-f-]+\] "),
+    Wrapper("GitHub Actions timestamp", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{7}Z "),
+    Wrapper("Kubernetes CRI log prefix", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2}) (?:stdout|stderr) [FP] "),
+    Wrapper("Metaflow task prefix", r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} \[[^\]]*\(pid [0-9]+\)\] \[[0-9a-f-]+\] "),
     Wrapper("docker compose service prefix", r"^[A-Za-z0-9][A-Za-z0-9_.-]*\s+\| "),
-    Wrapper(GREP_N, r"^\s*\d+[:-]"),
+    Wrapper(GREP_N, r"^\s*[0-9]+[:-]"),
     Wrapper(MARKDOWN, r"^> ?"),
     Wrapper(CI_INDENT, r"^  "),
 )
@@ -64,8 +64,8 @@ def _is_junk(line: str) -> bool:
     return (line.lstrip().startswith("# source:") or line in ("--", "--\n")
             or (len(core) >= 6 and core.startswith("---") and core.endswith("---") and "\n" not in core))
 # After a grep -n prefix, text that continues a number instead (12:34:56, 2024-01-15) means no grep.
-_GREP_NUM = re.compile(r"^\s*(\d+)[:-]")
-_LOOKS_LIKE_TIME = re.compile(r"^\s*(?:\d{1,2}:\d\d:\d\d|\d{4}-\d\d-\d\d)")
+_GREP_NUM = re.compile(r"^\s*([0-9]+)[:-]")
+_LOOKS_LIKE_TIME = re.compile(r"^\s*(?:[0-9]{1,2}:[0-9]{2}:[0-9]{2}|[0-9]{4}-[0-9]{2}-[0-9]{2})")
 _MIN_SHARE = 0.8
 _MIN_SHARE_INDENT = 0.9
 # Markdown escapes a paste picks up (`\#`, `\_`); only undone inside a Markdown quote.
@@ -147,7 +147,7 @@ def _json_expr(w: Wrapper, out: pl.Expr) -> pl.Expr:
         extracted = pl.when(is_kernel.fill_null(False)).then(kernel_line).otherwise(extracted)
     elif w.json_field == "textPayload":
         stamp = out.str.json_path_match("$.timestamp")
-        dmesg_like = extracted.str.contains(r"^\s*\[\s*\d+\.\d{6}\]")
+        dmesg_like = extracted.str.contains(r"^\s*\[\s*[0-9]+\.[0-9]{6}\]")
         extracted = (pl.when(dmesg_like.fill_null(False) & stamp.is_not_null())
                      .then(pl.concat_str([stamp, pl.lit(" "), extracted])).otherwise(extracted))
     return pl.when(extracted.is_not_null()).then(extracted).otherwise(out)

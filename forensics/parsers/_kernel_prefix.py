@@ -23,8 +23,8 @@ from .. import clock
 from ..options import Options
 from ..schema import UTC_TIME, Skipped
 
-_PRI = r"(?:<\d{1,3}>)?"
-_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_PRI = r"(?:<[0-9]{1,3}>)?"
+_ISO = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
 
 # Stage 1, tried in this order. Each pattern matches only the prefix, captured whole as `pre` (the
 # rest of the line is sliced off after it: capturing a trailing `.*` costs several times more).
@@ -34,33 +34,33 @@ STAGE1: tuple[tuple[str, str], ...] = (
     # talosctl dmesg: `192.168.11.119: kern: warning: [2026-04-22T21:27:51.291882381Z]: `
     ("talos", r"^(?P<pre>\s*(?P<host>[^\s:\[\]]+): [a-z]+: +[a-z]+: \[(?P<iso>" + _ISO + r")\]: ?)"),
     # dmesg -T / --ctime: `[Thu Dec  7 00:05:14 2017] `
-    ("dmesg-T", r"^(?P<pre>\s*" + _PRI + r"\[\p{L}{2,4}\.? (?P<mon>\p{L}{3,5}\.?) {1,2}(?P<day>\d{1,2}) "
-                r"(?P<hms>\d\d:\d\d:\d\d) (?P<year>\d{4})\] ?)"),
+    ("dmesg-T", r"^(?P<pre>\s*" + _PRI + r"\[\p{L}{2,4}\.? (?P<mon>\p{L}{3,5}\.?) {1,2}(?P<day>[0-9]{1,2}) "
+                r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}) (?P<year>[0-9]{4})\] ?)"),
     # OpenWrt logread: `Sun Jul 27 09:17:38 2025 kern.warn kernel: `
-    ("openwrt", r"^(?P<pre>\s*\p{L}{3} (?P<mon>\p{L}{3}) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) (?P<year>\d{4}) "
+    ("openwrt", r"^(?P<pre>\s*\p{L}{3} (?P<mon>\p{L}{3}) {1,2}(?P<day>[0-9]{1,2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}) (?P<year>[0-9]{4}) "
                 r"[a-z]+\.[a-z]+ )"),
     # dmesg --time-format iso, journalctl -o short-iso[-precise], rsyslog RFC3339, CI stamps
     ("iso", r"^(?P<pre>\s*" + _PRI + r"(?P<iso>" + _ISO + r") )"),
     # CI / Jenkins style bracketed stamps: `[2024-01-15T18:10:29.216Z] `, zone optional
-    ("ci", r"^(?P<pre>\s*\[(?P<ciso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<zone>Z|[+-]\d\d:?\d\d)?\] ?)"),
+    ("ci", r"^(?P<pre>\s*\[(?P<ciso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?)(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?\] ?)"),
     # RFC3164 syslog / journalctl short (also localized, lowercase months): `May 15 23:09:30 `
-    ("syslog", r"^(?P<pre>\s*" + _PRI + r"(?P<mon>\p{L}{3,5}\.?) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?) )"),
+    ("syslog", r"^(?P<pre>\s*" + _PRI + r"(?P<mon>\p{L}{3,5}\.?) {1,2}(?P<day>[0-9]{1,2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?) )"),
     # journalctl -o short-full: `Fri 2023-09-08 17:20:30 CEST `
-    ("journal-full", r"^(?P<pre>\s*\p{L}{2,4}\.? (?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?) "
-                     r"(?P<zone>[A-Za-z]{2,5}|[+-]\d{4}) )"),
+    ("journal-full", r"^(?P<pre>\s*\p{L}{2,4}\.? (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?) "
+                     r"(?P<zone>[A-Za-z]{2,5}|[+-][0-9]{4}) )"),
     # journalctl -o short-unix: `1694186430.655028 `
-    ("unix", r"^(?P<pre>\s*(?P<epoch>\d{9,10}\.\d{1,6}) )"),
+    ("unix", r"^(?P<pre>\s*(?P<epoch>[0-9]{9,10}\.[0-9]{1,6}) )"),
 )
 # families whose rest must be `host ident[pid]: msg` to count (else the stamp is not a log prefix)
 _NEEDS_HOST = {"syslog", "journal-full", "unix"}
-_HOST_IDENT = r"^(?P<pre>(?P<host>[^\s\[]\S*) (?P<ident>[^\s:\[\]]+)(?:\[\d+\])?: ?)"
-_IDENT = r"^(?P<pre>(?P<ident>[^\s:\[\]]+)(?:\[\d+\])?: ?)"
+_HOST_IDENT = r"^(?P<pre>(?P<host>[^\s\[]\S*) (?P<ident>[^\s:\[\]]+)(?:\[[0-9]+\])?: ?)"
+_IDENT = r"^(?P<pre>(?P<ident>[^\s:\[\]]+)(?:\[[0-9]+\])?: ?)"
 
 # Stage 2: the kernel's own prefix (always 6 decimals, so `[0.5]` in an app log is not one). The `[`
 # may be lost when a paste starts mid-line (kernlog_oom_14).
 STAGE2 = (
     r"^(?P<pre>\s*" + _PRI + r"(?:[a-z]+ *:[a-z]+ *: )?(?P<kern>kernel: )?"
-    r"(?:\[\s*(?P<up>\d+\.\d{6})\]|(?P<up2>\d+\.\d{6})\])?(?:\[\s*(?P<caller>[A-Z]\d+)\])? ?)"
+    r"(?:\[\s*(?P<up>[0-9]+\.[0-9]{6})\]|(?P<up2>[0-9]+\.[0-9]{6})\])?(?:\[\s*(?P<caller>[A-Z][0-9]+)\])? ?)"
 )
 
 # Lines that are not log content: provenance, paste separators, shell prompts, elisions.
@@ -68,9 +68,9 @@ JUNK = r"^\s*# source:|^\s*-{3,}.*-{3,}\s*$|^\s*\$ |^\s*(?:\.\.\.|…)\s*$"
 # An unstamped, unindented line that starts like this is its own record, not a wrapped tail.
 _LOOKS_LIKE_START = (
     r"^(?:NVRM:|kernel:|Out of [Mm]emory|Killed process|oom-kill:|oom_reaper:|Memory cgroup|Task in |"
-    r"Tasks state|\[|#|\S+(?: \S+)? invoked oom-killer:|CPU: \d|Call Trace|Hardware name:)"
+    r"Tasks state|\[|#|\S+(?: \S+)? invoked oom-killer:|CPU: [0-9]|Call Trace|Hardware name:)"
 )
-_TIMESTAMP_LINE = r'^\s*"?timestamp"?\s*:\s*["\']?(?P<ts>\d{4}-\d\d-\d\dT[^"\',\s]+)["\']?\s*,?\s*$'
+_TIMESTAMP_LINE = r'^\s*"?timestamp"?\s*:\s*["\']?(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}T[^"\',\s]+)["\']?\s*,?\s*$'
 
 FAMILY_CLOCK = {
     "dmesg": "uptime", "dmesg-T": "wall-assumed", "dmesg-iso": "wall", "syslog-iso": "wall", "iso": "wall",
@@ -193,7 +193,7 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
     )
     hi_msg = pl.col("rest").str.slice(pl.col("_hi").struct.field("pre").str.len_chars())
     id_msg = pl.col("rest").str.slice(pl.col("_id").struct.field("pre").str.len_chars())
-    iso_comma = pl.col("iso").str.contains(r"T\d\d:\d\d:\d\d,")
+    iso_comma = pl.col("iso").str.contains(r"T[0-9]{2}:[0-9]{2}:[0-9]{2},")
     df = df.with_columns(
         pl.when(pl.col("s1") == "iso")
         .then(pl.when(iso_comma).then(pl.lit("dmesg-iso"))
@@ -332,7 +332,7 @@ def compute_times(rec: pl.DataFrame, opts: Options, path: str,
     year = pl.coalesce(pl.col("year").cast(pl.Int32, strict=False), pl.col("_year"))
     local_naive = (
         pl.when(fam.is_in(["dmesg-T", "openwrt", "syslog"])).then(_naive(_ymd(year, pl.col("_month"), pl.col("day")), pl.col("hms")))
-        .when((fam == "journal-full") & ~pl.col("zone").is_in(["UTC", "GMT", "+0000"]) & ~pl.col("zone").str.contains(r"^[+-]\d{4}$"))
+        .when((fam == "journal-full") & ~pl.col("zone").is_in(["UTC", "GMT", "+0000"]) & ~pl.col("zone").str.contains(r"^[+-][0-9]{4}$"))
         .then(_naive(pl.col("date"), pl.col("hms")))
         .when(fam == "ci-local")
         .then(pl.col("ciso").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
@@ -343,7 +343,7 @@ def compute_times(rec: pl.DataFrame, opts: Options, path: str,
         .when(fam == "ci")
         .then(clock.parse_offset_datetime(pl.col("ciso").str.replace(" ", "T", literal=True) + pl.col("zone")))
         .when(fam == "journal-full").then(
-            pl.when(pl.col("zone").str.contains(r"^[+-]\d{4}$"))
+            pl.when(pl.col("zone").str.contains(r"^[+-][0-9]{4}$"))
             .then(clock.parse_offset_datetime(pl.col("date") + pl.lit("T") + pl.col("hms") + pl.col("zone")))
             .when(pl.col("zone").is_in(["UTC", "GMT"]))
             .then(_naive(pl.col("date"), pl.col("hms")).dt.replace_time_zone("UTC")))

@@ -32,15 +32,15 @@ COVERS = ("step-markers",)  # parse reads the generic step-marker lines too
 _MA_LINE = rf"(?:^|[\s|:\]])MA[ \t]+{NUM}[ \t]*{UNIT}\b.*\bMax_MA\b"
 _CPU = rf"CPU Virtual Memory:\s+used\s*=\s*(?P<num>{NUM})\s*(?P<unit>{UNIT})"
 _SEE = r"see_memory_usage\]"
-_MP = r"^\s*\[(?P<rank>\d+)\] mp: "
+_MP = r"^\s*\[(?P<rank>[0-9]+)\] mp: "
 _FIELDS = (("MA", "allocated"), ("Max_MA", "max_allocated"), ("CA", "reserved"), ("Max_CA", "max_reserved"),
            ("NV", "memory.used"))
-_LOGGER = r"^\s*\[[^\]]*\]\s*\[(?:INFO|WARNING|DEBUG|ERROR|CRITICAL)\]\s*\[[\w.\-]+:\d+:\w+\]\s?"
-_RANK = r"\[Rank (\d+)\]"
+_LOGGER = r"^\s*\[[^\]]*\]\s*\[(?:INFO|WARNING|DEBUG|ERROR|CRITICAL)\]\s*\[[\w.\-]+:[0-9]+:\w+\]\s?"
+_RANK = r"\[Rank ([0-9]+)\]"
 
 # DeepSpeed's own logger format, and words that only DeepSpeed logs use
-_DS_LOGGER_RE = re.compile(r"^\s*\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|DEBUG|ERROR)\] "
-                           r"\[[\w.\-]+:\d+:\w+\] ")
+_DS_LOGGER_RE = re.compile(r"^\s*\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}\] \[(?:INFO|WARNING|DEBUG|ERROR)\] "
+                           r"\[[\w.\-]+:[0-9]+:\w+\] ")
 _DS_WORDS_RE = re.compile(r"DeepSpeed|deepspeed|log_dist|real_accelerator\.py|ds_accelerator")
 
 
@@ -61,8 +61,8 @@ def _body(text: pl.Expr) -> pl.Expr:
     """The message of a line: without clock, DeepSpeed logger prefix, `[rank] mp:` and `[Rank N]`."""
     t = text.str.replace(r"^.*?" + _SEE + r"\s?", "")
     t = stepmem.strip_line_time(t.str.replace(_MP, "")).str.replace(_LOGGER, "")
-    return t.str.replace(r"^\s*(?:\[(?:INFO|WARNING|DEBUG|ERROR)\]\s*)?(?:\[[\w.\-]+:\d+:\w+\]\s*)?", "") \
-        .str.replace(r"^\s*" + _RANK + r"\s*", "").str.replace(r"^\s*\[\d+\] mp: ", "")
+    return t.str.replace(r"^\s*(?:\[(?:INFO|WARNING|DEBUG|ERROR)\]\s*)?(?:\[[\w.\-]+:[0-9]+:\w+\]\s*)?", "") \
+        .str.replace(r"^\s*" + _RANK + r"\s*", "").str.replace(r"^\s*\[[0-9]+\] mp: ", "")
 
 
 def extract(frame: pl.DataFrame, zone: str) -> pl.DataFrame:
@@ -81,13 +81,13 @@ def extract(frame: pl.DataFrame, zone: str) -> pl.DataFrame:
         pl.coalesce(t.str.extract(_MP), t.str.extract(_RANK), pl.lit("0")).alias("gpu"),
     )
     rows = rows.with_columns((~pl.col("is_ma") & ~pl.col("is_cpu")).alias("is_msg"))
-    ma_at = pl.col("body").str.find(r"(?:^|[\s|:\]])MA[ \t]+\d")
+    ma_at = pl.col("body").str.find(r"(?:^|[\s|:\]])MA[ \t]+[0-9]")
     same_line = pl.col("body").str.slice(0, ma_at).str.strip_chars(" \t|:-")
     prev_msg = pl.when(pl.col("is_msg").shift(1)).then(pl.col("body").shift(1).str.strip_chars())
     # print() copies have no logger: the message is simply the line before
     plain_prev = pl.when(
         (pl.col("prev_line") == pl.col("line") - 1) & pl.col("text").str.contains(r"^\s*MA[ \t]")
-        & ~pl.col("prev_text").str.contains(r"MA[ \t]+[\d.]|CPU Virtual Memory|^\s*$")
+        & ~pl.col("prev_text").str.contains(r"MA[ \t]+[0-9.]|CPU Virtual Memory|^\s*$")
     ).then(pl.col("prev_text").str.strip_chars())
     rows = rows.with_columns(
         pl.when(pl.col("is_ma")).then(pl.coalesce(

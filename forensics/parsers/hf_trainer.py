@@ -29,10 +29,10 @@ COVERS = ("step-markers",)
 BANNER = r"\*{5} (?P<split>\w+) metrics \*{5}"
 # "  key = value" as log_metrics writes it: key after two blanks at the start of the message
 KV_LINE = r"(?:^|[^\w\s\"'(]\s)\s+(?P<key>[A-Za-z_]\w*)\s+=\s+(?P<val>[^=\s][^=]*?)\s*$"
-_MEM_VALUE = r"^(?P<num>-?\d+)\s*(?P<unit>[KMGT]?i?B)$"
+_MEM_VALUE = r"^(?P<num>-?[0-9]+)\s*(?P<unit>[KMGT]?i?B)$"
 
 _BANNER_RE = re.compile(BANNER)
-_MEM_LINE_RE = re.compile(r"(?:^|\s)\w+_mem_\w+\s+=\s+-?\d+\s*[KMGT]?i?B\s*$")
+_MEM_LINE_RE = re.compile(r"(?:^|\s)\w+_mem_\w+\s+=\s+-?[0-9]+\s*[KMGT]?i?B\s*$")
 _RUNNING_RE = re.compile(r"\*{5} Running (?:training|Evaluation|Prediction) \*{5}")
 
 

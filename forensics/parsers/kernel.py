@@ -32,39 +32,39 @@ from . import xid
 NAME = "kernel-log"
 COVERS = ("nvrm-xid",)
 # OOM-killer lines worth reading inside any other text file (a job log with pasted dmesg)
-SCAN_HINT = (r"invoked oom-killer:|Killed process \d+ \(|Kill process \d+ \(|oom-kill:constraint=|"
+SCAN_HINT = (r"invoked oom-killer:|Killed process [0-9]+ \(|Kill process [0-9]+ \(|oom-kill:constraint=|"
              r"oom_reaper: reaped process|killed as a result of limit of")
 
 INVOKED_RE = r"^(?P<comm>.+?) invoked oom-killer:(?P<args>.*)$"
 CPUSET_RE = r"^(?P<comm>.+?) cpuset=(?P<cpuset>\S*) mems_allowed=(?P<mems>\S+)\s*$"
-CPU_RE = r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<comm>.+?) (?:Not tainted|Tainted|Kdump)"
+CPU_RE = r"^CPU: [0-9]+ (?:UID: [0-9]+ )?PID: (?P<pid>[0-9]+) Comm: (?P<comm>.+?) (?:Not tainted|Tainted|Kdump)"
 _MSG = r"(?P<msg>Out of [Mm]emory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory)"
-SELECT_RE = r"^" + _MSG + r": Kill process (?P<pid>\d{1,10}) \((?P<comm>.*)\) score (?P<score>-?\d{1,12}) or sacrifice child"
+SELECT_RE = r"^" + _MSG + r": Kill process (?P<pid>[0-9]{1,10}) \((?P<comm>.*)\) score (?P<score>-?[0-9]{1,12}) or sacrifice child"
 KILLED_RE = (
-    r"^(?:" + _MSG + r": )?Killed process (?P<pid>\d{1,10}) \((?P<comm>.*)\),?\s*(?:total-vm|vsz):(?P<tvm>\d+)kB,"
-    r"\s*anon-rss:(?P<anon>\d+)kB,\s*file-rss:(?P<file>\d+)kB(?:,\s*shmem-rss:(?P<shmem>\d+)kB)?"
-    r"(?:,?\s*UID:(?P<uid>\d+))?(?:,?\s*pgtables:(?P<pgt>\d+)kB)?(?:,?\s*oom_score_adj:(?P<adj>-?\d+))?"
+    r"^(?:" + _MSG + r": )?Killed process (?P<pid>[0-9]{1,10}) \((?P<comm>.*)\),?\s*(?:total-vm|vsz):(?P<tvm>[0-9]+)kB,"
+    r"\s*anon-rss:(?P<anon>[0-9]+)kB,\s*file-rss:(?P<file>[0-9]+)kB(?:,\s*shmem-rss:(?P<shmem>[0-9]+)kB)?"
+    r"(?:,?\s*UID:(?P<uid>[0-9]+))?(?:,?\s*pgtables:(?P<pgt>[0-9]+)kB)?(?:,?\s*oom_score_adj:(?P<adj>-?[0-9]+))?"
 )
 # the 2.4 form, and modern lines cut before their numbers
-KILLED_SHORT_RE = r"^(?:" + _MSG + r": )?Killed process (?P<pid>\d{1,10}) \((?P<comm>.*?)\)(?:[.,\s]|$)"
-REAPED_RE = (r"^oom_reaper: reaped process (?P<pid>\d{1,10}) \((?P<comm>.*)\),?\s*now anon-rss:(?P<anon>\d+)kB,"
-             r"\s*file-rss:(?P<file>\d+)kB,\s*shmem-rss:(?P<shmem>\d+)kB")
-REAPED_SHORT_RE = r"^oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*?)\)(?:[.,\s]|$)"
+KILLED_SHORT_RE = r"^(?:" + _MSG + r": )?Killed process (?P<pid>[0-9]{1,10}) \((?P<comm>.*?)\)(?:[.,\s]|$)"
+REAPED_RE = (r"^oom_reaper: reaped process (?P<pid>[0-9]{1,10}) \((?P<comm>.*)\),?\s*now anon-rss:(?P<anon>[0-9]+)kB,"
+             r"\s*file-rss:(?P<file>[0-9]+)kB,\s*shmem-rss:(?P<shmem>[0-9]+)kB")
+REAPED_SHORT_RE = r"^oom_reaper: reaped process (?P<pid>[0-9]+) \((?P<comm>.*?)\)(?:[.,\s]|$)"
 SUMMARY_RE = r"^oom-kill:(?P<body>constraint=.*)$"
 TASK_IN_RE = r"^Task in (?P<task_memcg>\S+) killed as a result of limit of (?P<oom_memcg>\S+)"
-MEMCG_USAGE_RE = r"^memory: usage (?P<usage>\d+)kB, limit (?P<limit>\d+)kB, failcnt (?P<failcnt>\d+)"
+MEMCG_USAGE_RE = r"^memory: usage (?P<usage>[0-9]+)kB, limit (?P<limit>[0-9]+)kB, failcnt (?P<failcnt>[0-9]+)"
 MEMCG_STATS_RE = r"^Memory cgroup stats for (?P<path>[^:\s]+):"
 TABLE_HEADER_RE = r"^\[\s*pid\s*\]\s+uid\s+tgid\s+total_vm\s+rss\s+(?P<cols>.*?)\s*name\s*$"
-TABLE_ROW_RE = r"^\[\s*(?P<pid>\d+)\]\s+(?P<nums>-?\d+(?:\s+-?\d+){5,})\s+(?P<name>\S.*?)\s*$"
+TABLE_ROW_RE = r"^\[\s*(?P<pid>[0-9]+)\]\s+(?P<nums>-?[0-9]+(?:\s+-?[0-9]+){5,})\s+(?P<name>\S.*?)\s*$"
 # What the prefilter keeps for the per-record pass (everything else in a kernel log is context).
 _OOM_HINT = (
-    r"invoked oom-killer:|Kill process \d+ \(|Killed process \d+ \(|"
+    r"invoked oom-killer:|Kill process [0-9]+ \(|Killed process [0-9]+ \(|"
     r"^oom-kill:|^,(?:global_oom|oom_memcg=)|^oom_reaper: reaped|killed as a result of limit of|"
-    r"^memory: usage \d+kB|^Memory cgroup stats for|^\[\s*pid\s*\]"
+    r"^memory: usage [0-9]+kB|^Memory cgroup stats for|^\[\s*pid\s*\]"
 )
 # Lines about the trigger that only count right after an `invoked oom-killer` line (CPU: lines are
 # printed by every kernel warning).
-_TRIGGER_HINT = r"^CPU: \d+ |cpuset=\S* mems_allowed="
+_TRIGGER_HINT = r"^CPU: [0-9]+ |cpuset=\S* mems_allowed="
 # Bare (unprefixed) messages that make a file a kernel log for sniffing.
 _KERNEL_MSG = SCAN_HINT + r"|^Out of Memory: Killed process|^Tasks state \(memory values in pages\)"
 
@@ -83,7 +83,7 @@ def _kib(v: str | None) -> int | None:
 
 
 def _int(v: str | None) -> int | None:
-    return int(v) if v is not None and re.fullmatch(r"-?\d{1,18}", v) else None
+    return int(v) if v is not None and re.fullmatch(r"-?[0-9]{1,18}", v) else None
 
 
 def parse_summary(body: str) -> dict:
@@ -104,7 +104,7 @@ def parse_summary(body: str) -> dict:
 def task_rows(records: pl.DataFrame) -> pl.DataFrame:
     """Task-table rows with their header's columns: pid, uid, tgid, total_vm/rss (pages), the rest by
     name; a row printed without its header (kernlog_oom_13) is read by its number of columns."""
-    cand = records.filter(pl.col("msg").str.contains(r"^\[\s*(?:pid\s*\]|\d+\]\s+-?\d+\s)"))
+    cand = records.filter(pl.col("msg").str.contains(r"^\[\s*(?:pid\s*\]|[0-9]+\]\s+-?[0-9]+\s)"))
     if cand.height == 0:
         return pl.DataFrame()
     headers = cand.filter(pl.col("msg").str.contains(TABLE_HEADER_RE)).select(
@@ -232,8 +232,8 @@ def oom_events(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, set[i
             args = m["args"]
             ev = _event(r, "oom_invoked", None, m["comm"], None, {
                 "gfp_mask": _field(args, r"gfp_mask=([^,\s]+)"),
-                "order": _int(_field(args, r"order=(-?\d+)")),
-                "oom_score_adj": _int(_field(args, r"oom_score_adj=(-?\d+)")),
+                "order": _int(_field(args, r"order=(-?[0-9]+)")),
+                "oom_score_adj": _int(_field(args, r"oom_score_adj=(-?[0-9]+)")),
                 "nodemask": _field(args, r"nodemask=([^,\s]*)"),
                 "host": r["host"],
             })

@@ -25,16 +25,16 @@ from .stepmem import NUM
 NAME = "megatron-memory"
 COVERS = ("step-markers",)
 
-_DATETIME = r"^\s*\[(?P<what>[^\]]+)\] datetime: (?P<dt>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"
-_ITERATION = r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<of>\d+)\s*\|"
+_DATETIME = r"^\s*\[(?P<what>[^\]]+)\] datetime: (?P<dt>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2})"
+_ITERATION = r"\biteration\s+(?P<step>[0-9]+)\s*/\s*(?P<of>[0-9]+)\s*\|"
 _STEP_MS = rf"elapsed time per iteration \(ms\):\s*(?P<ms>{NUM})"
 
 _SIGNS = (
-    (re.compile(r"\[Rank \d+\] .*memory \((?:MB|GB)\) \| allocated: "), "Megatron report_memory line"),
+    (re.compile(r"\[Rank [0-9]+\] .*memory \((?:MB|GB)\) \| allocated: "), "Megatron report_memory line"),
     (re.compile(_DATETIME), "Megatron '[...] datetime:' line"),
     (re.compile(_ITERATION + r".*consumed samples:"), "Megatron iteration log line"),
     (re.compile(r"^-{8,} arguments -{8,}$"), "Megatron argument dump"),
-    (re.compile(r"^using world size: \d+, data-parallel[- ]size: \d+"), "Megatron parallel-size banner"),
+    (re.compile(r"^using world size: [0-9]+, data-parallel[- ]size: [0-9]+"), "Megatron parallel-size banner"),
     (re.compile(r"^Theoretical memory footprints: weight and optimizer="), "Megatron memory estimate"),
     (re.compile(r"^> (?:initializing torch distributed|building \S+ model|compiling dataset index builder)"),
      "Megatron start-up line"),

@@ -30,14 +30,14 @@ NAME = "compute-sanitizer"
 SCAN_HINT = r"={9}(?:[ \t]|$)"
 
 _SNIFF = re.compile(
-    r"(?:^|[^=])={9} (?:COMPUTE-SANITIZER|CUDA-MEMCHECK|LEAK SUMMARY: [\d,]+ bytes|ERROR SUMMARY: [\d,]+ error"
-    r"|Leaked [\d,]+ bytes at 0x|Invalid __\w+__ (?:read|write)|Program hit cuda\w+ \(error \d+\))"
+    r"(?:^|[^=])={9} (?:COMPUTE-SANITIZER|CUDA-MEMCHECK|LEAK SUMMARY: [0-9,]+ bytes|ERROR SUMMARY: [0-9,]+ error"
+    r"|Leaked [0-9,]+ bytes at 0x|Invalid __\w+__ (?:read|write)|Program hit cuda\w+ \(error [0-9]+\))"
 )
 
 _BANNER = re.compile(r"^(COMPUTE-SANITIZER|CUDA-MEMCHECK)\s*$")
-_LEAK = re.compile(r"^Leaked (?P<n>\d[\d,]{0,24}) bytes at (?P<addr>0x[0-9a-fA-F]+)")
-_LEAK_SUMMARY = re.compile(r"^LEAK SUMMARY: (?P<n>\d[\d,]{0,24}) bytes leaked in (?P<m>\d[\d,]{0,24}) allocations?")
-_ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d[\d,]{0,24}) errors?")
+_LEAK = re.compile(r"^Leaked (?P<n>[0-9][0-9,]{0,24}) bytes at (?P<addr>0x[0-9a-fA-F]+)")
+_LEAK_SUMMARY = re.compile(r"^LEAK SUMMARY: (?P<n>[0-9][0-9,]{0,24}) bytes leaked in (?P<m>[0-9][0-9,]{0,24}) allocations?")
+_ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>[0-9][0-9,]{0,24}) errors?")
 # The tool could not check anything (formats.md §2.2, "Failure-to-instrument lines").
 _NOT_INSTRUMENTED = re.compile(
     r"^(?:Error: Target application terminated before first instrumented API call"
@@ -47,7 +47,7 @@ _NOT_INSTRUMENTED = re.compile(
 )
 _HINT_LINES = re.compile(
     r"^(?:This tool is deprecated|Please use the compute-sanitizer|Default timeout can be adjusted"
-    r"|Target application returned an error|NVIDIA \(R\)|Version \d|Copyright)"
+    r"|Target application returned an error|NVIDIA \(R\)|Version [0-9]|Copyright)"
 )
 _ERROR_HEAD = re.compile(
     r"^(?:Invalid __\w+__ |Invalid \w+|Program hit |Misaligned |Out-of-range |Uninitialized |Race reported"
@@ -55,19 +55,19 @@ _ERROR_HEAD = re.compile(
     r"|Unused memory|Hardware Exception|Device-side assertion|Error: |Warning: |\w[\w ]* error detected)"
 )
 _PROGRAM_HIT = re.compile(
-    r"^Program hit (?P<err>\w+) \(error (?P<code>\d{1,9})\) due to \"(?P<msg>[^\"]*)\" on CUDA API call to (?P<api>\w+)"
+    r"^Program hit (?P<err>\w+) \(error (?P<code>[0-9]{1,9})\) due to \"(?P<msg>[^\"]*)\" on CUDA API call to (?P<api>\w+)"
 )
 _SAVED = re.compile(r"^Saved host backtrace up to driver entry point(?: at (?P<where>.+?))?\s*$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _LEGACY_SYMBOL = re.compile(r"^(?P<module>.*?) \((?P<symbol>.*) \+ (?P<off>0x[0-9a-fA-F]+)\)$")
-_FILE_LINE = re.compile(r"^(?P<file>\S+):(?P<line>\d{1,9})$")
+_FILE_LINE = re.compile(r"^(?P<file>\S+):(?P<line>[0-9]{1,9})$")
 
 # -- allocation site -------------------------------------------------------------------------------
 # Frames that are never "the user's code": the driver and runtime, cuBLAS, PyTorch's own libraries
 # (allocator and dispatch), the Python interpreter and libc's start-up frames.
 _SKIP_MODULE = re.compile(
     r"^(?:libcuda\.so|nvcuda|libcudart|cudart(?:32|64)|libcublas|cublas(?:Lt)?(?:32|64)|libtorch|libc10|torch_cuda"
-    r"|torch_cpu|c10(?:_cuda)?\.dll|python[\d.]*(?:\.exe)?$|libpython|python3\d*\.dll|libc\.so|ld-linux"
+    r"|torch_cpu|c10(?:_cuda)?\.dll|python[0-9.]*(?:\.exe)?$|libpython|python3[0-9]*\.dll|libc\.so|ld-linux"
     r"|ntdll\.dll|kernel32\.dll)",
     re.IGNORECASE,
 )
@@ -252,7 +252,7 @@ def _looks_like_module(text: str) -> bool:
     return bool(text) and (
         text.startswith(("/", "./", "../", "~"))
         or bool(re.match(r"^[A-Za-z]:[\\/]", text))
-        or bool(re.search(r"\.(?:so(?:\.\d+)*|dll|exe|dylib)$", text, re.IGNORECASE))
+        or bool(re.search(r"\.(?:so(?:\.[0-9]+)*|dll|exe|dylib)$", text, re.IGNORECASE))
     )
 
 

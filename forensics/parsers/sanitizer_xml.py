@@ -41,7 +41,7 @@ _ROOT_TAG = "ComputeSanitizerOutput"
 _SNIFF = re.compile(r"<\s*" + _ROOT_TAG + r"[\s>/]")
 _RECORD_START = re.compile(r"<record[\s>/]")
 _TEXT_START = re.compile(r"<text[\s>]")
-_LEAKED = re.compile(r"Leaked (\d[\d,]*) bytes")
+_LEAKED = re.compile(r"Leaked ([0-9][0-9,]*) bytes")
 
 
 def sniff(head: list[str]) -> str | None:

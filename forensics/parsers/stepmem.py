@@ -29,22 +29,22 @@ NAME = "step-markers"
 
 # -- shared pieces --------------------------------------------------------------------------------
 
-NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?"
+NUM = r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 UNIT = r"(?:[KMGTP]i?B|[kmgtp]i?b|[Bb]ytes|B)"
 
 # A clock at the start of a line: python logging `2026-11-30 03:04:08,405`, `[2026-11-30 03:04:08]`,
 # ISO with T and an optional zone; and the `%m/%d/%Y %H:%M:%S` that the HF example scripts configure.
-TS_ISO = (r"^\s*\[?(?P<date>\d{4}-\d\d-\d\d)[T ](?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?"
-          r"(?P<zone>Z|[ ]?[+-]\d\d:?\d\d\b|[ ]UTC\b)?\]?")
-TS_US = r"^\s*\[?(?P<mon>\d\d)/(?P<day>\d\d)/(?P<year>\d{4})[ ,]+(?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?\]?"
+TS_ISO = (r"^\s*\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?"
+          r"(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b|[ ]UTC\b)?\]?")
+TS_US = r"^\s*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?"
 _LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
 
 # A step taken from the text in front of a reading (its tag) or from a marker line of its own.
-_STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*(\d+)\b"
-                r"|\b(\d+)\s+iterations?\b)")
-_STEP_MARKER = r"(?i)^\W*(?:global[ _]step|step|iteration|iter)\s*[:=#]?\s*(\d+)\b"
-_GPU_IN_TAG = (r"(?i:\[rank\s*(\d+)\]|\brank[ \t]*[:=#]?[ \t]*(\d+)\b|\bcuda:(\d+)\b|\bgpu[ \t]*#?(\d+)\b"
-               r"|\bdevice[ \t]*[:=#]?[ \t]*(\d+)\b)")
+_STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
+                r"|\b([0-9]+)\s+iterations?\b)")
+_STEP_MARKER = r"(?i)^\W*(?:global[ _]step|step|iteration|iter)\s*[:=#]?\s*([0-9]+)\b"
+_GPU_IN_TAG = (r"(?i:\[rank\s*([0-9]+)\]|\brank[ \t]*[:=#]?[ \t]*([0-9]+)\b|\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b"
+               r"|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)")
 
 # -- reading shapes -------------------------------------------------------------------------------
 
@@ -56,13 +56,13 @@ KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*
 # The end of a number that ends a reading: `\b` alone would let the regex back off into a shorter
 # number ("12" of "12.5x", "1" of "1,234"); polars' regex engine has no lookahead, so the character
 # after the number is matched (never part of a group)
-_NUM_END = r"(?:$|[^\w.,]|[.,](?:$|\D))"
+_NUM_END = r"(?:$|[^\w.,]|[.,](?:$|[^0-9]))"
 # DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix
 GPU_USED_TOTAL = (rf"(?i:\bgpu)[ \t]*[:=][ \t]*(?P<num>{NUM})[ \t]*/[ \t]*(?P<total>{NUM})[ \t]*"
                   rf"(?P<unit>{UNIT})\b")
 TORCH_RAW = (r"torch\.cuda\.(?P<max>max_)?memory_(?P<kind>allocated|reserved|cached)\((?P<dev>[^)]*)\)"
-             r"[ \t]*[:=]?[ \t]*(?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)" + _NUM_END)
-NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>\d+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
+             r"[ \t]*[:=]?[ \t]*(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)" + _NUM_END)
+NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>[0-9]+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
                rf"(?P<num>{NUM})" + _NUM_END)
 FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\))?[ \t]*[:=][ \t]*"
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
@@ -82,14 +82,14 @@ _NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memor
              r"|(?i:\bpages reserved\b)")
 
 # Generic part of the scan prefilter: a reading, or a step marker line that gives readings a step.
-GENERIC_HINT = ANY_READING + r"|(?i:\b(?:iter|iteration|step)\b\s*[:=#]?\s*\d)"
+GENERIC_HINT = ANY_READING + r"|(?i:\b(?:iter|iteration|step)\b\s*[:=#]?\s*[0-9])"
 
 # Which lines are worth a look for any of the four step-log families (ingest's prefilter for `scan`).
 SCAN_HINT = "|".join([
     GENERIC_HINT,
-    r"see_memory_usage\]|\] mp: |\bMax_MA [\d.]+|CPU Virtual Memory:",     # DeepSpeed
-    r"\] datetime: \d{4}-|\biteration\s+\d+\s*/\s*\d+\s*\|",                # Megatron
-    r"\*{5} \w+ metrics \*{5}|\w_mem_\w+\s*=\s*-?\d+\s*[KMGT]?i?B",         # HF Trainer
+    r"see_memory_usage\]|\] mp: |\bMax_MA [0-9.]+|CPU Virtual Memory:",     # DeepSpeed
+    r"\] datetime: [0-9]{4}-|\biteration\s+[0-9]+\s*/\s*[0-9]+\s*\|",                # Megatron
+    r"\*{5} \w+ metrics \*{5}|\w_mem_\w+\s*=\s*-?[0-9]+\s*[KMGT]?i?B",         # HF Trainer
 ])
 
 _SERIES_OF_KEY = {
@@ -111,7 +111,7 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     df = df.with_columns(
         iso.struct.field("date").alias("_d"), iso.struct.field("hms").alias("_t"),
         iso.struct.field("frac").fill_null("0").alias("_f"),
-        iso.struct.field("zone").str.strip_chars().str.replace("UTC", "Z").alias("_z"),
+        iso.struct.field("zone").str.strip_chars().str.replace("UTC", "Z", literal=True).alias("_z"),
         (us.struct.field("year") + "-" + us.struct.field("mon") + "-" + us.struct.field("day") + " "
          + us.struct.field("hms") + "." + us.struct.field("frac").fill_null("0")).alias("_us"),
     )
@@ -119,9 +119,11 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
         (pl.col("_d") + " " + pl.col("_t") + "." + pl.col("_f")),
         pl.col("_us"),
     ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-    zoned = clock.parse_offset_datetime(pl.col("_d") + "T" + pl.col("_t") + "." + pl.col("_f") + pl.col("_z"))
-    df = df.with_columns(
-        pl.when(pl.col("_z").is_not_null()).then(zoned).otherwise(clock.localize(naive, zone)).alias("time"))
+    time = clock.localize(naive, zone)
+    if df["_z"].null_count() < df.height:   # (most logs carry no zone: the offset parser's regexes are not run)
+        zoned = clock.parse_offset_datetime(pl.col("_d") + "T" + pl.col("_t") + "." + pl.col("_f") + pl.col("_z"))
+        time = pl.when(pl.col("_z").is_not_null()).then(zoned).otherwise(time)
+    df = df.with_columns(time.alias("time"))
     return df.with_columns(
         pl.when(pl.col("time").is_not_null()).then(pl.col("_z").is_not_null()).alias("zoned"),
     ).drop("_d", "_t", "_f", "_z", "_us")
@@ -152,10 +154,10 @@ def json_detail(*exprs: pl.Expr) -> pl.Expr:
 def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     """One row per reading context: tqdm refreshes (`\\r`) and ranks glued on one line
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
-    body = strip_line_time(pl.col("text"))
-    split = (body.str.replace_all("\r", "\n", literal=True)
-             .str.replace_all(r"(\S)[ \t]*(\[Rank \d+\])", "$1\n$2")
-             .str.split("\n"))
+    body = strip_line_time(pl.col("text")).str.replace_all("\r", "\n", literal=True)
+    if df["text"].str.contains("[Rank ", literal=True).any():   # (else no regex to compile)
+        body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
+    split = body.str.split("\n")
     return (df.with_columns(split.alias("piece_text"))
             .explode("piece_text")
             .with_columns(_run_index("line").alias("piece")))
@@ -169,6 +171,14 @@ def _run_index(*keys: str) -> pl.Expr:
     return i - pl.when(new).then(i).forward_fill()
 
 
+def _series_of_key(key: str) -> str | None:
+    """`Max_Memory_Allocated` -> max_allocated. In Python: a handful of spellings, and each polars
+    regex is compiled again once 32 others have been used since (its per-thread cache)."""
+    k = key.lower().replace("_", " ").replace("memory ", "", 1)
+    k = re.sub(r" memory$", "", re.sub(r"^max(\S)", r"max \1", k, count=1), count=1)
+    return _SERIES_OF_KEY.get(k)
+
+
 def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
     """All readings in the pieces: line, piece, k, series, num, total, unit, gpu_arg."""
     t = pl.col("piece_text")
@@ -177,12 +187,8 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
           .explode("m").drop_nulls("m")
           .with_columns(pl.col("m").str.extract_groups(KV).alias("g")).unnest("g"))
     if kv.height:
-        key = (pl.col("key").str.to_lowercase().str.replace_all("_", " ")
-               .str.replace(r"memory ", "").str.replace(r"^max(\S)", "max $1").str.replace(r" memory$", ""))
         # the series of each distinct key spelling (few), not of every reading
-        keys = kv.select(pl.col("key").unique().drop_nulls())
-        series_of = dict(zip(keys["key"].to_list(), keys.select(
-            key.replace_strict(_SERIES_OF_KEY, default=None, return_dtype=pl.String))["key"].to_list()))
+        series_of = {k: _series_of_key(k) for k in kv["key"].unique().drop_nulls().to_list()}
         parts.append(kv.select(
             "line", "piece", _run_index("line", "piece").alias("k"),
             pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
@@ -190,8 +196,16 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
         ))
 
-    def single(rx: str, k: int, series: pl.Expr, unit: pl.Expr, gpu: pl.Expr | None, default_unit: str | None,
-               total: bool = False) -> None:
+    # the word each shape below holds (in any case: the (?i) ones have no k or s, which (?i) also
+    # matches outside ASCII): a shape whose word no piece holds is skipped, its regex not even compiled
+    words = ("gpu", "torch.cuda.", "nvidia-smi", "free")
+    present = dict(zip(words, pieces.select(
+        t.str.contains_any([w], ascii_case_insensitive=True).any().alias(w) for w in words).row(0)))
+
+    def single(rx: str, word: str, k: int, series: pl.Expr, unit: pl.Expr, gpu: pl.Expr | None,
+               default_unit: str | None, total: bool = False) -> None:
+        if not present[word]:
+            return
         hit = pieces.filter(t.str.contains(rx))
         if not hit.height:
             return
@@ -203,14 +217,14 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
             pl.lit(default_unit, dtype=pl.String).alias("default_unit"),
         ))
 
-    single(GPU_USED_TOTAL, 100, pl.lit("reserved"), pl.col("unit"), None, None, total=True)
-    single(TORCH_RAW, 101,
+    single(GPU_USED_TOTAL, "gpu", 100, pl.lit("reserved"), pl.col("unit"), None, None, total=True)
+    single(TORCH_RAW, "torch.cuda.", 101,
            pl.when(pl.col("max").is_not_null()).then(pl.lit("max_")).otherwise(pl.lit(""))
            + pl.col("kind").replace({"cached": "reserved"}),
-           pl.lit("B"), pl.col("dev").str.extract(r"(\d+)"), None)
-    single(NVSMI_PRINT, 102, pl.lit("memory.used"), pl.col("punit"), pl.col("dev"), None)
+           pl.lit("B"), pl.col("dev").str.extract(r"([0-9]+)"), None)
+    single(NVSMI_PRINT, "nvidia-smi", 102, pl.lit("memory.used"), pl.col("punit"), pl.col("dev"), None)
     # the one known producer computes MiB (available_cuda_memory_in_mbytes, MinkowskiEngine#359)
-    single(FREE, 103, pl.lit("free"), pl.coalesce("unit", "punit"), None, "MiB")
+    single(FREE, "free", 103, pl.lit("free"), pl.coalesce("unit", "punit"), None, "MiB")
     if not parts:
         return pl.DataFrame(schema={"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "series": pl.String,
                                     "num": pl.String, "total": pl.String, "unit": pl.String,
@@ -223,10 +237,15 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per piece: label (the tag), step and gpu read from the text in front of the first reading,
     a header unit such as `memory (MB)`, and a `total_memory` figure."""
     t = pl.col("piece_text")
-    pre = t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "")
-    pre_clean = pre.str.replace(r"^\s*\[Rank \d+\]", "").str.strip_chars(" \t|:,;-=>")
-    tag = pre.str.extract(r"\[([^\[\]]+)\][\s|:\-]*$")
-    epoch = t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})")
+    # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
+    staged = pieces.with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
+    pre = pl.col("_pre")
+    staged = staged.with_columns(
+        pre.str.replace(r"^\s*\[Rank [0-9]+\]", "").str.strip_chars(" \t|:,;-=>").alias("_clean"),
+        pre.str.extract(r"\[([^\[\]]+)\][\s|:\-]*$").alias("_tag"),
+        t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})").alias("_epoch"),
+    )
+    pre_clean, tag, epoch = pl.col("_clean"), pl.col("_tag"), pl.col("_epoch")
     label = (pl.when(tag.is_not_null()).then(tag.str.strip_chars())
              .when((pre_clean.str.len_chars() > 0) & (pre_clean.str.len_chars() <= 60)
                    & ~pre_clean.str.starts_with("{"))
@@ -234,10 +253,10 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
              .when(epoch.is_not_null()).then(pl.lit("epoch ") + epoch)
              .otherwise(pl.lit(None, dtype=pl.String)))
     step_m = pre.str.extract_groups(_STEP_IN_TAG)
-    dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*(\d+)\b")
+    dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b")
     gpu_m = pre.str.extract_groups(_GPU_IN_TAG)
     total = t.str.extract_groups(TOTAL)
-    return pieces.select(
+    return staged.select(
         "line", "piece", "time", "zoned", "marker_step",
         label.alias("label"),
         pl.coalesce(step_m.struct.field("1"), step_m.struct.field("2"), dict_step)
@@ -277,15 +296,19 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped) -> pl.DataFra
         bytes_expr(pl.col("num"), unit).alias("bytes"),
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
     )
-    bad_series = r.filter(pl.col("series").is_null())
-    no_unit = r.filter(pl.col("series").is_not_null() & pl.col("unit").is_null())
-    unreadable = r.filter(pl.col("series").is_not_null() & pl.col("unit").is_not_null() & pl.col("bytes").is_null())
-    negative = r.filter(pl.col("bytes") < 0)
-    skipped.add_lines("memory value without a unit", no_unit["line"].unique(maintain_order=True))
-    skipped.add_lines("memory value out of range", unreadable["line"].unique(maintain_order=True))
-    skipped.add_lines("negative memory value", negative["line"].unique(maintain_order=True))
-    skipped.add_lines("unknown memory key", bad_series["line"].unique(maintain_order=True))
-    good = r.filter(pl.col("series").is_not_null() & (pl.col("bytes") >= 0))
+    series, unit, value = pl.col("series"), pl.col("unit"), pl.col("bytes")
+    checks = {  # in the order they are counted
+        "memory value without a unit": series.is_not_null() & unit.is_null(),
+        "memory value out of range": series.is_not_null() & unit.is_not_null() & value.is_null(),
+        "negative memory value": value < 0,
+        "unknown memory key": series.is_null(),
+    }
+    # one query says which checks any reading fails (usually none); only those are looked up
+    failed = r.select(c.fill_null(False).any().alias(why) for why, c in checks.items()).row(0, named=True)
+    for why, check in checks.items():
+        if failed[why]:
+            skipped.add_lines(why, r.filter(check)["line"].unique(maintain_order=True))
+    good = r.filter(series.is_not_null() & (value >= 0)) if any(failed.values()) else r
     return good.select(
         "line", "piece", "k", "time", "zoned", "series", "bytes",
         pl.coalesce("total_bytes", "piece_total").alias("total_bytes"),

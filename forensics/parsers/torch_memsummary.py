@@ -24,15 +24,15 @@ from ..sources import Source
 
 NAME = "pytorch-memory-summary"
 
-_HEADER = r"PyTorch CUDA memory summary, device ID (\d+)"
-_COUNTERS = r"CUDA OOMs:\s*(\d{1,12})\s*\|\s*cudaMalloc retries:\s*(\d{1,12})\b"
+_HEADER = r"PyTorch CUDA memory summary, device ID ([0-9]+)"
+_COUNTERS = r"CUDA OOMs:\s*([0-9]{1,12})\s*\|\s*cudaMalloc retries:\s*([0-9]{1,12})\b"
 _METRICS = (
     "Allocated memory", "Active memory", "Requested memory", "GPU reserved memory", "Non-releasable memory",
     "Allocations", "Active allocs", "GPU reserved segments", "Non-releasable allocs", "Oversize allocations",
     "Oversize GPU segments",
 )
 _ROW = (r"^\s*\|\s*(" + "|".join(re.escape(m) for m in _METRICS) + r")\s*\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|\s*$")
-_CELL = r"^\s*(\d+)\s*([KMGTP]i?B|B|[KM])?\s*$"
+_CELL = r"^\s*([0-9]+)\s*([KMGTP]i?B|B|[KM])?\s*$"
 SCAN_HINT = _HEADER + "|" + _COUNTERS + "|" + r"^\s*\|\s*(?:" + "|".join(re.escape(m) for m in _METRICS) + r")\s*\|"
 
 # (row, column) -> series

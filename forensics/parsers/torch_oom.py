@@ -27,7 +27,7 @@ from ..sources import Source
 
 NAME = "pytorch-oom"
 
-SCAN_HINT = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device \d+ would exceed"
+SCAN_HINT = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device [0-9]+ would exceed"
 
 # Where a message starts. "Allocation on device" alone is the cudaMallocAsync backend's message; it is
 # only taken after the exception class or as the documented "would exceed" sentence.
@@ -57,7 +57,7 @@ def _start(line: str) -> re.Match | None:
 
 # the lookbehind makes a search start only at the first digit of a run: linear, not quadratic, on a
 # line of a million digits (and never reads the tail of a longer number)
-_NUM = r"(?<![\d,.])(\d[\d,]*(?:\.\d+)?)\s*(bytes|[KMGTP]iB|[KMGTP]B|B)\b"
+_NUM = r"(?<![0-9,.])([0-9][0-9,]*(?:\.[0-9]+)?)\s*(bytes|[KMGTP]iB|[KMGTP]B|B)\b"
 _FIELDS: dict[str, list[re.Pattern]] = {
     "requested": [re.compile(r"Tried to allocate\s+" + _NUM), re.compile(r"Requested\s*:\s*" + _NUM)],
     "total": [re.compile(_NUM + r"\s+total capacity"), re.compile(r"total capac(?:i)?ty of\s+" + _NUM),
@@ -74,9 +74,9 @@ _FIELDS: dict[str, list[re.Pattern]] = {
                 re.compile(r"PyTorch limit \(set by user-supplied memory fraction\)\s*:\s*" + _NUM)],
     "this_process_in_use": [re.compile(r"this process has\s+" + _NUM + r"\s+memory in use")],
 }
-_GPU = [re.compile(r"\(GPU (\d+)\s*;"), re.compile(r"\bGPU (\d+) has a total capac"),
-        re.compile(r"Allocation on device (\d+)")]
-_OTHER_PROCESS = re.compile(r"Process (\d{1,10}) has\s+" + _NUM + r"\s+memory in use")
+_GPU = [re.compile(r"\(GPU ([0-9]+)\s*;"), re.compile(r"\bGPU ([0-9]+) has a total capac"),
+        re.compile(r"Allocation on device ([0-9]+)")]
+_OTHER_PROCESS = re.compile(r"Process ([0-9]{1,10}) has\s+" + _NUM + r"\s+memory in use")
 # NVML's "not available" value (2^64-1 bytes) printed as 17179869184.00 GiB on Windows/WSL, and
 # cudaMallocAsync's "no limit": no real GPU has 2^60 bytes.
 _SENTINEL = 1 << 60
@@ -84,7 +84,7 @@ _SENTINEL = 1 << 60
 # Complete messages: the last clause of each era, or a truncation mark.
 _COMPLETE = re.compile(
     r"(?:PYTORCH_CUDA_ALLOC_CONF\.?|\(https?://[^)\s]*\)|\.\.\.|(?:cached|by PyTorch)\)"
-    r"|Allocation on device|CUDA error: out of memory|memory fraction\)\s*:\s*[\d.,]+\s*\w+)\s*$"
+    r"|Allocation on device|CUDA error: out of memory|memory fraction\)\s*:\s*[0-9.,]+\s*\w+)\s*$"
 )
 # _COMPLETE.search(msg) in linear time (searched as it is, its number-and-unit and URL parts are
 # quadratic: 20 000 digits after "memory fraction):" take 10 s). A match must end the text (bar blanks).
@@ -92,7 +92,7 @@ _ENDINGS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF.", "...", "cache
             "Allocation on device", "CUDA error: out of memory")
 _URL_START = re.compile(r"\(https?://")
 # `\s*:\s*[\d.,]+\s*\w+` with one way to match: a digit is both a [\d.,] and a \w
-_FRACTION_TAIL = re.compile(r"\s*:\s*[\d.,]++(?:\s++\w++|[^\W\d]\w*+|(?<=[\d.,]\d))")
+_FRACTION_TAIL = re.compile(r"\s*:\s*[0-9.,]++(?:\s++\w++|[^\W0-9]\w*+|(?<=[0-9.,][0-9]))")
 
 
 def _complete(msg: str) -> bool:
@@ -112,33 +112,33 @@ def _complete(msg: str) -> bool:
 
 
 _NEW_RECORD = re.compile(
-    r"^\s*(?:Traceback \(most recent call last\)|File \"|During handling|The above exception|\[?\d{4}-\d\d-\d\d"
+    r"^\s*(?:Traceback \(most recent call last\)|File \"|During handling|The above exception|\[?[0-9]{4}-[0-9]{2}-[0-9]{2}"
     r"|[\w.]+(?:Error|Exception|Warning)\s*:|\||={3,}|-{4}|\$ |>>> )"
 )
 _VOCAB = re.compile(
     r"GiB|MiB|KiB|bytes|\bGPU\b|PyTorch|allocat|capac|memory|free|reserved|PYTORCH_CUDA_ALLOC_CONF|https?://"
-    r"|documentation|fragmentation|expandable|private pools|cached|Process \d+|limit|Requested|Management|cuda\.html",
+    r"|documentation|fragmentation|expandable|private pools|cached|Process [0-9]+|limit|Requested|Management|cuda\.html",
     re.IGNORECASE,
 )
 
 # Prefixes that say who printed the line and when.
-_WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>\d{1,9}))?)\s+pid=(?P<pid>\d{1,10})(?:,\s*ip=[^)]*)?\)")
-_RANK = re.compile(r"\[(?:rank|default)(?P<rank>\d{1,9})\]:")
-_PID = re.compile(r"\bpid[=: ]\s*(?P<pid>\d{1,10})\b", re.IGNORECASE)
+_WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>[0-9]{1,9}))?)\s+pid=(?P<pid>[0-9]{1,10})(?:,\s*ip=[^)]*)?\)")
+_RANK = re.compile(r"\[(?:rank|default)(?P<rank>[0-9]{1,9})\]:")
+_PID = re.compile(r"\bpid[=: ]\s*(?P<pid>[0-9]{1,10})\b", re.IGNORECASE)
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
-_SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>\d{1,10})\]:\s")  # journal/syslog "python3[1234]: "
+_SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>[0-9]{1,10})\]:\s")  # journal/syslog "python3[1234]: "
 # ISO-like logging stamps, and the HF example scripts' "%m/%d/%Y %H:%M:%S" (month first).
 _TIME = re.compile(
-    r"(?:(?P<date>\d{4}-\d\d-\d\d)|(?P<us>\d\d/\d\d/\d{4}))[ T](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?"
-    r"\s*(?P<zone>Z|[+-]\d\d:?\d\d)?"
+    r"(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})|(?P<us>[0-9]{2}/[0-9]{2}/[0-9]{4}))[ T](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?"
+    r"\s*(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?"
 )
 _LINE_PREFIX = re.compile(
-    r"^(?:[A-Za-z0-9][\w.-]*\s+\|\s|\(?[A-Za-z_][\w.-]*(?: rank=\d+)?\s+pid=\d+(?:,\s*ip=[^)]*)?\)\s?"
-    r"|\[(?:rank|default)\d+\]:\s?)"
+    r"^(?:[A-Za-z0-9][\w.-]*\s+\|\s|\(?[A-Za-z_][\w.-]*(?: rank=[0-9]+)?\s+pid=[0-9]+(?:,\s*ip=[^)]*)?\)\s?"
+    r"|\[(?:rank|default)[0-9]+\]:\s?)"
 )
 
 _WORKER_PID = re.compile(r"(?<=\s)pid=")
-_RANK_END = re.compile(r" rank=\d{1,9}\Z")
+_RANK_END = re.compile(r" rank=[0-9]{1,9}\Z")
 _PROC_START = re.compile(r"[A-Za-z_]")
 
 
@@ -174,8 +174,8 @@ def _worker(text: str) -> re.Match | None:
 
 
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
-_TB_FRAME = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d{1,9}), in (?P<func>.+?)\s*$")
-_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|[\\/]lib[\\/]python\d|[\\/]torch[\\/]|<frozen |^<")
+_TB_FRAME = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>[0-9]{1,9}), in (?P<func>.+?)\s*$")
+_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|[\\/]lib[\\/]python[0-9]|[\\/]torch[\\/]|<frozen |^<")
 TRACEBACK_LOOKBACK = 400
 MAX_FRAMES = 6
 MAX_CONTINUATION = 8

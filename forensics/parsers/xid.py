@@ -48,12 +48,12 @@ UNKNOWN_MEANING = "unknown Xid, see NVIDIA's Xid catalog"
 
 _BUS = r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
 _UUID = r"GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
-XID_RE = (r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")(?:\.\d)?(?:\s+GPU-I:\s*(?P<gi>\d{1,9}))?\):\s*(?P<code>\d{1,9})\b"
+XID_RE = (r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")(?:\.[0-9])?(?:\s+GPU-I:\s*(?P<gi>[0-9]{1,9}))?\):\s*(?P<code>[0-9]{1,9})\b"
           r"(?:,\s*(?P<rest>.*))?$")
-_PID_NAME = r"^pid=(?P<pid>'<unknown>'|<unknown>|\d{1,10}),\s*name=(?P<name>[^,]*)(?:,\s*(?P<text>.*))?$"
+_PID_NAME = r"^pid=(?P<pid>'<unknown>'|<unknown>|[0-9]{1,10}),\s*name=(?P<name>[^,]*)(?:,\s*(?P<text>.*))?$"
 GPU_AT_RE = r"NVRM: GPU at PCI:(?P<bus>" + _BUS + r"): (?P<uuid>" + _UUID + r")"
-FALLEN_MULTI_RE = r"NVRM: The NVIDIA GPU (?P<bus>" + _BUS + r")(?:\.\d)?\b.*fallen off the bus"
-FALLEN_SHORT_RE = r"NVRM: GPU (?P<bus>" + _BUS + r")(?:\.\d)?: GPU has fallen off the bus"
+FALLEN_MULTI_RE = r"NVRM: The NVIDIA GPU (?P<bus>" + _BUS + r")(?:\.[0-9])?\b.*fallen off the bus"
+FALLEN_SHORT_RE = r"NVRM: GPU (?P<bus>" + _BUS + r")(?:\.[0-9])?: GPU has fallen off the bus"
 FALLEN_BARE_RE = r"NVRM: fallen off the bus"
 THE_GPU_RE = r"NVRM: The NVIDIA GPU (?P<bus>" + _BUS + r")"
 _NEAR_LINES = 10  # a fallen-off message this close to an Xid 79 of the same GPU is the same event
@@ -104,7 +104,7 @@ def xid_events(records: pl.DataFrame) -> tuple[pl.DataFrame, set[int], list[int]
             pid = int(pn["pid"]) if pn["pid"].isdigit() else None
             name = pn["name"].strip() if pn["name"] and pn["name"].strip() != "<unknown>" else None
             text = pn["text"] or ""
-        caused = _match(r"caused by previous Xid (?P<c>\d{1,9})\b", text)
+        caused = _match(r"caused by previous Xid (?P<c>[0-9]{1,9})\b", text)
         channel = _match(r"\bCh(?:Id)? (?P<ch>[0-9A-Fa-f]+)\b", text)
         uuid = _uuid_for(maps, bus, r["line"])
         mean, weight = meaning(code)

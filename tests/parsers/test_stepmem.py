@@ -206,10 +206,15 @@ def test_near_misses_are_counted_not_guessed(tmp_path):
         "[step 2] allocated: 20",            # no unit anywhere: not a reading
         "[step 3] allocated: 1e400 GB",      # not a finite size
         "[step 4] allocated: N/A",           # placeholder: no number at all
+        "[step 5] allocated: -5 MB",         # no memory holds less than nothing
+        "[step 6] re\u017ferved: 30 MB",     # a long s: (?i) reads it as a key of no series
     ]) + "\n")
     assert series(p, "allocated")["bytes"].to_list() == [mib(10)]
-    assert p.skipped.counts == {"memory value without a unit": 1, "memory value out of range": 1}
+    assert p.skipped.counts == {"memory value without a unit": 1, "memory value out of range": 1,
+                                "negative memory value": 1, "unknown memory key": 1}
     assert p.skipped.examples["memory value without a unit"] == [2]
+    assert p.skipped.examples["negative memory value"] == [5]
+    assert p.skipped.examples["unknown memory key"] == [6]
 
 
 def test_unit_from_the_line_header(tmp_path):
