@@ -294,7 +294,32 @@ def _plain_variants(tmp_path: Path) -> dict[str, Path]:
             if i == 1000 else [])),
         "bad_utf8": _plain_csv(tmp_path, "utf8.csv", row=lambda i, g, t: t.replace("H100", "H1\udcff0")
                                if i == 700 and g == 0 else t),
+        # one GPU's ids or memory.total other on one row (the ids right after the stamp: nvsmi_csv.id_prefix
+        # must see it, in the lines, since those cells are then not cut)
+        "bus_changes": _plain_csv(tmp_path, "bus.csv", rows=400, row=lambda i, g, t:
+                                  t.replace(":12:00.0", ":13:00.0") if i == 300 and g == 2 else t),
+        "name_changes": _plain_csv(tmp_path, "name.csv", rows=400, row=lambda i, g, t:
+                                   t.replace("H100", "H200") if i == 300 and g == 1 else t),
+        "total_changes": _plain_csv(tmp_path, "total.csv", rows=400, row=lambda i, g, t:
+                                    t.replace("81559 MiB", "81558 MiB") if i >= 350 and g == 0 else t),
+        "ids_after_memory": _plain_csv(tmp_path, "late_ids.csv", rows=400,
+                                       head="timestamp, memory.used [MiB], index, name",
+                                       row=lambda i, g, t: ", ".join(t.split(", ")[k] for k in (0, 5, 1, 2))),
+        # each GPU its own memory.total (right after the ids: read once per phase from the lines)
+        "totals_differ": _plain_csv(tmp_path, "totals.csv", rows=400, row=lambda i, g, t:
+                                    t.replace("81559 MiB", f"{81559 - 97 * g} MiB")),
+        # ... one of them not in MiB on every row (read_cells reads it), or with more after its unit on one
+        "gib_gpu": _plain_csv(tmp_path, "gib_gpu.csv", rows=400, row=lambda i, g, t:
+                              t.replace("81559 MiB", "79.6 GiB") if g == 1 else t),
+        "total_suffix": _plain_csv(tmp_path, "suffix.csv", rows=400, row=lambda i, g, t:
+                                   t.replace("81559 MiB,", "81559 MiBx,") if i == 300 and g == 3 else t),
+        "short_stamp": _plain_csv(tmp_path, "stamp.csv", rows=400, row=lambda i, g, t:
+                                  t[:19] + t[23:] if i == 350 else t),
     }
+
+
+# the variants whose every batch nvsmi_csv.id_prefix takes (the rest it may decline)
+_PREFIX_TAKES = ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ", "gib_gpu")
 
 
 @pytest.mark.parametrize("batch_bytes", [3000, 64 << 10])
@@ -303,19 +328,30 @@ def test_plain_csv_path_matches_one_pass(tmp_path, monkeypatch, batch_bytes):
     always parse_lines' own."""
     from forensics.parsers import nvsmi_csv
 
-    taken = []
+    taken, prefixed = [], []
     real = nvsmi_csv.read_plain
     monkeypatch.setattr(nvsmi_csv, "read_plain", lambda *a: taken.append(real(*a) is not None) or real(*a))
+    real_prefix = nvsmi_csv.id_prefix
+    monkeypatch.setattr(nvsmi_csv, "id_prefix",
+                        lambda text, m: prefixed.append((real_prefix(text, m), text.len())) or prefixed[-1][0])
     for name, p in _plain_variants(tmp_path).items():
         taken.clear()
+        prefixed.clear()
         try:
             _same_parse(p, monkeypatch, batch_bytes)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from e
-        if name in ("clean", "crlf", "uuid", "no_total", "wide"):
+        if name in ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ"):
             assert taken and all(taken), name
-        if name in ("gpu_gone", "order"):
-            assert any(taken), name   # not periodic: the ids are grouped instead
+        if name in ("gpu_gone", "order", "bus_changes", "name_changes", "total_changes", "ids_after_memory"):
+            assert any(taken), name   # not periodic, or the ids elsewhere: the ids are read and grouped instead
+        if name == "gib_gpu":
+            assert taken and not any(taken), name
+        if name in _PREFIX_TAKES:   # every batch that holds more than one sample of the 4 GPUs
+            assert prefixed and all(got is not None for got, lines in prefixed if lines > 4), name
+        if name in ("gpu_gone", "order", "bus_changes", "name_changes", "total_changes", "ids_after_memory",
+                    "short_stamp", "bad_id", "placeholder", "gib", "odd_stamps", "total_suffix"):
+            assert any(got is None and lines > 4 for got, lines in prefixed), name
 
 
 def _plain_then_general(p, monkeypatch, tz: str) -> list:
