@@ -308,6 +308,8 @@ def _plain_variants(tmp_path: Path) -> dict[str, Path]:
         # each GPU its own memory.total (right after the ids: read once per phase from the lines)
         "totals_differ": _plain_csv(tmp_path, "totals.csv", rows=400, row=lambda i, g, t:
                                     t.replace("81559 MiB", f"{81559 - 97 * g} MiB")),
+        # 12 GPUs: the ids of GPUs 10 and 11 a character longer than the others'
+        "twelve_gpus": _plain_csv(tmp_path, "twelve.csv", rows=300, gpus=12),
         # ... one of them not in MiB on every row (read_cells reads it), or with more after its unit on one
         "gib_gpu": _plain_csv(tmp_path, "gib_gpu.csv", rows=400, row=lambda i, g, t:
                               t.replace("81559 MiB", "79.6 GiB") if g == 1 else t),
@@ -319,7 +321,7 @@ def _plain_variants(tmp_path: Path) -> dict[str, Path]:
 
 
 # the variants whose every batch nvsmi_csv.id_prefix takes (the rest it may decline)
-_PREFIX_TAKES = ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ", "gib_gpu")
+_PREFIX_TAKES = ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ", "gib_gpu", "twelve_gpus")
 
 
 @pytest.mark.parametrize("batch_bytes", [3000, 64 << 10])
@@ -341,14 +343,15 @@ def test_plain_csv_path_matches_one_pass(tmp_path, monkeypatch, batch_bytes):
             _same_parse(p, monkeypatch, batch_bytes)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from e
-        if name in ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ"):
+        if name in ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ", "twelve_gpus"):
             assert taken and all(taken), name
         if name in ("gpu_gone", "order", "bus_changes", "name_changes", "total_changes", "ids_after_memory"):
             assert any(taken), name   # not periodic, or the ids elsewhere: the ids are read and grouped instead
         if name == "gib_gpu":
             assert taken and not any(taken), name
-        if name in _PREFIX_TAKES:   # every batch that holds more than one sample of the 4 GPUs
-            assert prefixed and all(got is not None for got, lines in prefixed if lines > 4), name
+        if name in _PREFIX_TAKES:   # every batch that holds more than one sample of its GPUs
+            gpus = 12 if name == "twelve_gpus" else 4
+            assert prefixed and all(got is not None for got, lines in prefixed if lines > gpus), name
         if name in ("gpu_gone", "order", "bus_changes", "name_changes", "total_changes", "ids_after_memory",
                     "short_stamp", "bad_id", "placeholder", "gib", "odd_stamps", "total_suffix"):
             assert any(got is None and lines > 4 for got, lines in prefixed), name
