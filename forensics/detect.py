@@ -17,6 +17,7 @@ from . import detect_events
 from .detect_series import MIN_POINTS, SeriesFit, analyze_xy
 from .findings import SEVERITY_RANK, Evidence, Finding
 from .units import human
+from .frames import rows_where
 
 DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -149,7 +150,7 @@ def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
 
 def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
     source, host, gpu, pid, series, label = key
-    df = df.filter(pl.col("bytes").is_not_null())
+    df = rows_where(df, pl.col("bytes").is_not_null())
     kind, df = _pick_x(df) if df.height else ("index", df)
     t0, sec = None, None
     steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None

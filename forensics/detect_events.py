@@ -10,6 +10,7 @@ import polars as pl
 
 from .findings import Evidence, Finding
 from .units import human
+from .frames import rows_where
 
 XID_CRITICAL = {48, 79, 95, 119, 154}
 XID_WARNING = {13, 31, 43, 45}
@@ -200,7 +201,7 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
         return []
     killed: dict[int, dict] = {}
     if events.height:
-        for row in events.filter(pl.col("kind").is_in(["oom_kill", "process_gone"]) & pl.col("pid").is_not_null()).iter_rows(named=True):
+        for row in rows_where(events, pl.col("kind").is_in(["oom_kill", "process_gone"]) & pl.col("pid").is_not_null()).iter_rows(named=True):
             killed.setdefault(int(row["pid"]), row)
     out = []
     # compare processes that share a clock: timed ones together, untimed ones within their source

@@ -36,6 +36,7 @@ import polars as pl
 
 from . import parsers
 from .schema import SAMPLES_SCHEMA, Parsed, conform
+from .frames import rows_where
 
 # Files at least this big (decompressed size estimated at 5x for compressed ones) are streamed.
 STREAM_MIN_BYTES = 16 << 20
@@ -152,11 +153,11 @@ class _Scanners:
                 rows = np.zeros(batch.height, dtype=bool)
                 rows[pipe.arg_true().to_numpy()] = starts.to_numpy()
                 keep = keep | pl.Series(rows)
-        cand = batch.filter(keep)
+        cand = rows_where(batch, keep)
         if not cand.height:
             return
         for m in self.mods:
-            h = cand.filter(pl.col("text").str.contains(m.SCAN_HINT))
+            h = rows_where(cand, pl.col("text").str.contains(m.SCAN_HINT))
             if h.height:
                 self.hits[m.NAME].append(_own(h))
 

@@ -34,6 +34,7 @@ import forensics
 from .detect_series import MIN_POINTS
 from .findings import SEVERITY_RANK, iso, summary_json
 from .units import human
+from .frames import rows_where
 
 # ---- limits: they keep the report small on the worst day -------------------------------------------
 PLOT_BUCKETS = 250          # min/max buckets per series across a chart's width
@@ -269,7 +270,7 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     Grouping 20 M rows on six nullable text keys is slow (tens of seconds), so rows are grouped on a
     64-bit hash of the keys instead, and the keys are read back once per series."""
     keys = list(SERIES_KEY)
-    s = samples.filter(pl.col("bytes").is_not_null())
+    s = rows_where(samples, pl.col("bytes").is_not_null())
     if s.is_empty():
         return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
     # the key columns hashed as they are: half the cost of casting them to categorical codes first
@@ -280,7 +281,7 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
     per_label = s.group_by("_h5", "_h6").agg(pl.len().alias("c")).group_by("_h5").agg(
         pl.len().alias("labels"), pl.col("c").median().alias("median"))
-    loose = per_label.filter((pl.col("labels") > 1) & (pl.col("median") < MIN_POINTS))["_h5"]
+    loose = rows_where(per_label, (pl.col("labels") > 1) & (pl.col("median") < MIN_POINTS))["_h5"]
     s = s.with_columns(
         pl.when(pl.col("_h5").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"),
         pl.when(pl.col("_h5").is_in(loose.implode())).then(pl.col("_h5")).otherwise(pl.col("_h6")).alias("_h"),
@@ -297,11 +298,11 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     ).sort(keys, nulls_last=False).with_row_index("sid").with_columns(pl.col("sid").cast(pl.Int64))
     rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
         flags.select("_h", "sid", "xkind"), on="_h", how="inner")
-    rows = rows.with_columns(
+    rows = rows_where(rows.with_columns(
         pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
         .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
         .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
-    ).filter(pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
+    ), pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
     stats = rows.group_by("sid").agg(
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),
@@ -326,9 +327,9 @@ def _envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucke
                        schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
     # a close-up needs a sliver of the rows: cut them down before the join
     lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    rows = rows.filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+    rows = rows_where(rows, pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
     # ranges come rounded to the millisecond: a reading on the edge must not fall out
-    part = rows.join(rng, on="sid", how="inner").filter(
+    part = rows_where(rows.join(rng, on="sid", how="inner"),
         (pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
     if part.is_empty():
         return {}
@@ -507,7 +508,7 @@ def _chart_title(kind: str, host, ident, labels: list[str], xkind: str, multi_ho
 
 def _events_for_charts(events: pl.DataFrame) -> list[dict]:
     drawn = [k for k, v in EVENT_STYLE.items() if v[2]]
-    ev = events.filter(pl.col("time").is_not_null() & pl.col("kind").is_in(drawn))
+    ev = rows_where(events, pl.col("time").is_not_null() & pl.col("kind").is_in(drawn))
     if ev.is_empty():
         return []
     ev = ev.with_columns((pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6).alias("x")).sort("x")
@@ -589,13 +590,13 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
     results = _series_results(analysis)
     findings = list(_get(analysis, "findings", default=None) or [])
     gpu_capacity: dict[tuple, int] = {}
-    for r in table.filter(pl.col("series") == "memory.used").iter_rows(named=True):
+    for r in rows_where(table, pl.col("series") == "memory.used").iter_rows(named=True):
         if r["capacity"]:
             k = (r["host"], r["gpu"])
             gpu_capacity[k] = max(gpu_capacity.get(k, 0), r["capacity"])
 
     pid_gpus: dict[int, set] = defaultdict(set)
-    for r in table.filter(pl.col("pid").is_not_null() & pl.col("gpu").is_not_null()).iter_rows(named=True):
+    for r in rows_where(table, pl.col("pid").is_not_null() & pl.col("gpu").is_not_null()).iter_rows(named=True):
         pid_gpus[r["pid"]].add(r["gpu"])
     groups: dict[tuple, dict] = {}
     for r in table.iter_rows(named=True):
@@ -985,7 +986,7 @@ def _events_ctx(events: pl.DataFrame, clock: _Clock) -> dict:
         kinds.append({"kind": r["kind"], "label": EVENT_STYLE.get(r["kind"], (r["kind"],))[0], "count": r["count"],
                       "first": f["local"] if f else None, "last": l["local"] if l else None})
     # sanitizer leak records get their own section; here the timeline of things that happened
-    timeline_events = events.filter(~pl.col("kind").is_in(["sanitizer_leak"]))
+    timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak"]))
     ordered = timeline_events.with_row_index("_i").sort(["time", "_i"], nulls_last=True).head(MAX_EVENT_ROWS)
     rows = []
     for e in ordered.iter_rows(named=True):
@@ -1018,7 +1019,7 @@ def _is_user_frame(frame) -> bool:
 
 
 def _sanitizer_ctx(events: pl.DataFrame) -> dict | None:
-    leaks = events.filter(pl.col("kind") == "sanitizer_leak")
+    leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
     if leaks.is_empty():
         return None
     leaks = leaks.with_columns(
@@ -1202,11 +1203,11 @@ def _chart_for(f, charts: list) -> dict | None:
 
 def _fatal_event(events: pl.DataFrame, clock: _Clock) -> dict | None:
     """What ended the job: the first OOM kill or CUDA OOM (else a fatal Xid), with its evidence."""
-    cand = events.filter(pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
+    cand = rows_where(events, pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
     if cand.is_empty():
         xids = events.filter(pl.col("kind") == "xid").with_columns(
             pl.col("detail").str.json_path_match("$.code").cast(pl.Int64, strict=False).alias("_code"))
-        cand = xids.filter(pl.col("_code").is_in(list(FATAL_XIDS))).drop("_code").with_row_index("_i")
+        cand = rows_where(xids, pl.col("_code").is_in(list(FATAL_XIDS))).drop("_code").with_row_index("_i")
     if cand.is_empty():
         return None
     e = cand.sort(["time", "_i"], nulls_last=True).row(0, named=True)

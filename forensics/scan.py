@@ -26,6 +26,7 @@ from .errors import UsageError
 from .findings import SEVERITY_RANK
 from .options import Options
 from .sources import _SKIP_SUFFIXES
+from .frames import rows_where
 
 STATE_NAME = "summary.json"
 VERDICT_RANK = {"leak": 4, "cache_growth": 2, "inconclusive": 1, "no_leak": 0}
@@ -228,7 +229,7 @@ def _row_from_summary(summary: dict) -> dict:
 def _peak_bytes(bundle) -> int | None:
     """The highest GPU memory reading: nvidia-smi's per-GPU use when logged, else the framework's."""
     order = ("memory.used", "process.used", "reserved", "allocated")
-    peaks = dict(bundle.samples.filter(pl.col("series").is_in(list(order))).group_by("series")
+    peaks = dict(rows_where(bundle.samples, pl.col("series").is_in(list(order))).group_by("series")
                  .agg(pl.col("bytes").max()).iter_rows())   # one pass for the four series
     for series in order:
         if peaks.get(series) is not None:

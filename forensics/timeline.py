@@ -43,6 +43,7 @@ from .ingest import Bundle, InputInfo
 from .options import Options
 from .schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, conform
 from .sources import rotation_key
+from .frames import rows_where
 
 MIB = 1 << 20
 US = 1_000_000
@@ -109,7 +110,7 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
     `dmesg -T`, `dmesg --time-format iso`, kern.log): same kind, pid and bytes, from different files,
     within TWIN_WINDOW_S once aligned. Kept: the copy with the finest clock (sub-second, then an
     explicit one), the others' file:line go into its detail as `twins` so the report can quote them."""
-    kernel = events.filter(pl.col("kind").is_in(TWIN_KINDS) & pl.col("time").is_not_null())
+    kernel = rows_where(events, pl.col("kind").is_in(TWIN_KINDS) & pl.col("time").is_not_null())
     if kernel.height < 2 or kernel["source"].n_unique() < 2:
         return events
     kernel = kernel.with_row_index("_k").with_columns(
@@ -164,7 +165,7 @@ def merge_twin_samples(samples: pl.DataFrame) -> pl.DataFrame:
     """The kernel task-table readings (`host.rss`) that several views of one ring buffer repeat:
     same pid and bytes within TWIN_WINDOW_S from different files; the finest-clocked file's copy stays."""
     mine = pl.col("series") == "host.rss"
-    rss = samples.filter(mine & pl.col("time").is_not_null())
+    rss = rows_where(samples, mine & pl.col("time").is_not_null())
     if rss.height < 2 or rss["source"].n_unique() < 2:
         return samples
     order = {src: i for i, src in enumerate(samples["source"].unique(maintain_order=True).to_list())}
@@ -240,7 +241,7 @@ def _zone_reason(path: str, opts: Options) -> tuple[str, str]:
 
 def _is_ctime_source(events: pl.DataFrame, path: str) -> bool:
     """A `dmesg -T` output: its stamps are computed by dmesg from the current boot time."""
-    texts = events.filter(pl.col("source") == path)["text"].drop_nulls().head(200)
+    texts = rows_where(events, pl.col("source") == path)["text"].drop_nulls().head(200)
     return texts.len() > 0 and bool(texts.str.contains(_CTIME_PREFIX).mean() > 0.5)
 
 
@@ -492,8 +493,8 @@ def _segment_boots(samples: pl.DataFrame, events: pl.DataFrame, sources: list[st
 
 def anchor_uptime(samples, events, infos: dict[str, InputInfo], opts: Options):
     need = pl.concat([
-        samples.filter(pl.col("time").is_null() & pl.col("uptime").is_not_null()).select("source"),
-        events.filter(pl.col("time").is_null() & pl.col("uptime").is_not_null()).select("source"),
+        rows_where(samples, pl.col("time").is_null() & pl.col("uptime").is_not_null()).select("source"),
+        rows_where(events, pl.col("time").is_null() & pl.col("uptime").is_not_null()).select("source"),
     ])["source"].unique().drop_nulls().to_list()
     if not need:
         return samples, events
@@ -820,7 +821,7 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
     untimed = [p for p in infos if p in has_rows and p not in timed and p not in with_uptime]
     for path in untimed:
         info = infos[path]
-        rows = samples.filter(pl.col("source") == path)
+        rows = rows_where(samples, pl.col("source") == path)
         if rows.is_empty():
             info.anchor = "no clock: analyzed in file order (no samples to place)"
             continue
@@ -883,13 +884,13 @@ def _place_by_curve(path: str, rows: pl.DataFrame, samples: pl.DataFrame, timed:
     most varied curve first; the first curve with a close, unique fit places the whole source, by the
     timed source that agrees best with it."""
     rows = rows.with_columns(_index_column(rows).alias("_i")).drop_nulls(["bytes", "_i"])
-    ref = samples.filter(pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null()
+    ref = rows_where(samples, pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null()
                          & pl.col("bytes").is_not_null() & pl.col("series").is_in(CURVE_SERIES))
     if ref.is_empty() or rows.is_empty():
         return None, ""
     curves = []
-    for (series, gpu, pid), part in rows.filter(pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid"):
-        same = ref.filter((pl.col("series") == series)
+    for (series, gpu, pid), part in rows_where(rows, pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid"):
+        same = rows_where(ref, (pl.col("series") == series)
                           & (pl.col("gpu") == gpu if gpu is not None else pl.lit(True))
                           & (pl.col("pid") == pid if pid is not None else pl.col("pid").is_null()))
         if same.height:
@@ -981,8 +982,8 @@ def detect_skew(samples: pl.DataFrame, events: pl.DataFrame, infos: dict[str, In
 def _skew_from_pid_deaths(samples, events) -> list[dict]:
     """An oom_kill of pid P (source A) vs P's last process.used reading and the next reading of that
     source without it (source B): in B's clock the kill lies between the two."""
-    kills = events.filter((pl.col("kind") == "oom_kill") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
-    seen = samples.filter((pl.col("series") == "process.used") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
+    kills = rows_where(events, (pl.col("kind") == "oom_kill") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
+    seen = rows_where(samples, (pl.col("series") == "process.used") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
     if kills.is_empty() or seen.is_empty():
         return []
     last = seen.group_by("source", "pid").agg(pl.col("time").max().alias("t_last"), pl.col("line").max().alias("b_line")).sort("t_last")
@@ -1014,8 +1015,8 @@ def _skew_from_kill_and_fall(samples, events) -> list[dict]:
     """An oom_kill of pid P that held GPU memory (P is in a process list) vs the one fall of that GPU's
     memory.used by at least half of P's memory in another source, within a day: the kill lies between
     the readings before and after the fall."""
-    kills = events.filter((pl.col("kind") == "oom_kill") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
-    procs = samples.filter((pl.col("series") == "process.used") & pl.col("pid").is_not_null()
+    kills = rows_where(events, (pl.col("kind") == "oom_kill") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
+    procs = rows_where(samples, (pl.col("series") == "process.used") & pl.col("pid").is_not_null()
                            & pl.col("gpu").is_not_null() & pl.col("bytes").is_not_null())
     if kills.is_empty() or procs.is_empty():
         return []
@@ -1045,8 +1046,8 @@ def _skew_from_kill_and_fall(samples, events) -> list[dict]:
 def _skew_from_gpu_oom(samples, events) -> list[dict]:
     """A CUDA OOM (source A) cannot come after the GPU's memory fell from its peak in source B (the
     dying process frees it): an OOM stamped after that fall means A's clock is ahead, at least by the gap."""
-    ooms = events.filter((pl.col("kind") == "gpu_oom") & pl.col("time").is_not_null())
-    mem = samples.filter((pl.col("series") == "memory.used") & pl.col("time").is_not_null() & pl.col("bytes").is_not_null())
+    ooms = rows_where(events, (pl.col("kind") == "gpu_oom") & pl.col("time").is_not_null())
+    mem = rows_where(samples, (pl.col("series") == "memory.used") & pl.col("time").is_not_null() & pl.col("bytes").is_not_null())
     if ooms.is_empty() or mem.is_empty():
         return []
     out = []

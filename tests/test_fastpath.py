@@ -738,3 +738,26 @@ def test_polars_allocator_keeps_freed_pages_a_while(theirs, decay):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"opt.dirty_decay_ms: {decay} " in out.stderr and "opt.muzzy_decay_ms: 10000 " in out.stderr
+
+
+# -- frames.rows_where: DataFrame.filter without polars' thread pool --------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 5)), st.one_of(st.none(), st.text(max_size=4)),
+                          st.one_of(st.none(), st.booleans())), max_size=30),
+       st.sampled_from(["mask", "a>0", "b null", "lit true", "lit false", "lit null", "regex", "two columns"]))
+def test_rows_where_is_filter(rows, how):
+    from forensics.frames import rows_where
+
+    df = pl.DataFrame(rows, schema={"a": pl.Int64, "b": pl.String, "m": pl.Boolean}, orient="row")
+    predicate = {"mask": df["m"], "a>0": pl.col("a") > 0, "b null": pl.col("b").is_null(),
+                 "lit true": pl.lit(True), "lit false": pl.lit(False), "lit null": pl.lit(None, dtype=pl.Boolean),
+                 "regex": pl.col("b").str.contains("^[a-m]"), "two columns": pl.col("a", "b").is_not_null()}[how]
+    try:
+        want = df.filter(predicate)
+    except pl.exceptions.PolarsError as e:
+        with pytest.raises(type(e)):
+            rows_where(df, predicate)
+        return
+    got = rows_where(df, predicate)
+    assert got.schema == want.schema and got.equals(want), how

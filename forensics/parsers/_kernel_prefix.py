@@ -22,6 +22,7 @@ import polars as pl
 from .. import clock
 from ..options import Options
 from ..schema import UTC_TIME, Skipped
+from ..frames import rows_where
 
 _PRI = r"(?:<[0-9]{1,3}>)?"
 _ISO = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
@@ -112,7 +113,7 @@ class Decoded:
     def kernel_records(self) -> pl.DataFrame:
         """Records the kernel wrote: a syslog line tagged by another program (dockerd, a job's own
         logger echoing an Xid) does not count as the kernel saying it."""
-        return self.records.filter(pl.col("ident").is_null() | pl.col("ident").is_in(["kernel", "kern"]))
+        return rows_where(self.records, pl.col("ident").is_null() | pl.col("ident").is_in(["kernel", "kern"]))
 
     def unused_unstamped(self, used_lines: set[int]) -> list[int]:
         if not self.mostly_stamped:
@@ -142,12 +143,12 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
             ok = ok & g["rest"].str.contains(_HOST_IDENT).fill_null(False)
         if not ok.any():
             continue
-        hit = g.filter(ok)
+        hit = rows_where(g, ok)
         found.append(hit.select(
             "line", pl.lit(fam).alias("s1"),
             *[(pl.col(c) if c in hit.columns else pl.lit(None, dtype=pl.String)).alias("s1host" if c == "host" else c)
               for c in _S1_COLUMNS]))
-        remaining = remaining.filter(~ok)
+        remaining = rows_where(remaining, ~ok)
     cols = ["s1", *[("s1host" if c == "host" else c) for c in _S1_COLUMNS]]
     if not found:
         return df.with_columns([pl.lit(None, dtype=pl.String).alias(c) for c in cols])
@@ -276,8 +277,8 @@ def join_records(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         (pl.col("cont") & joined).alias("is_cont"),
         pl.when(joined).then(pl.col("_grp")).otherwise(-pl.col("line")).alias("_rec"),
     )
-    dropped = df.filter(pl.col("junk") | pl.col("blank"))["line"]
-    body = df.filter(~pl.col("junk") & ~pl.col("blank"))
+    dropped = rows_where(df, pl.col("junk") | pl.col("blank"))["line"]
+    body = rows_where(df, ~pl.col("junk") & ~pl.col("blank"))
     if not body["is_cont"].any():
         return body.select("line", pl.col("t").alias("text"), "msg", *_KEEP), dropped
     body = body.with_columns(
@@ -401,7 +402,7 @@ def decode(lines: pl.DataFrame, opts: Options, path: str, mtime: float | None, j
 def boot_times(rec: pl.DataFrame) -> list[dict]:
     """Boot times implied by records that carry a wall clock and an uptime (kern.log), one per boot
     (a boot ends where the uptime goes backwards): the median of time - uptime."""
-    both = rec.filter(pl.col("time").is_not_null() & pl.col("uptime").is_not_null())
+    both = rows_where(rec, pl.col("time").is_not_null() & pl.col("uptime").is_not_null())
     if both.height == 0:
         return []
     both = both.with_columns(

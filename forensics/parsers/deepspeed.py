@@ -25,6 +25,7 @@ import polars as pl
 from ..units import bytes_expr
 from . import stepmem
 from .stepmem import NUM, UNIT
+from ..frames import rows_where
 
 NAME = "deepspeed-memory"
 COVERS = ("step-markers",)  # parse reads the generic step-marker lines too
@@ -73,7 +74,7 @@ def extract(frame: pl.DataFrame, zone: str) -> pl.DataFrame:
     work = frame.with_columns(t.shift(1).alias("prev_text"), pl.col("line").shift(1).alias("prev_line"))
     is_ma, is_cpu, is_see, is_mp = (t.str.contains(_MA_LINE), t.str.contains(_CPU), t.str.contains(_SEE),
                                     t.str.contains(_MP))
-    rows = work.filter(is_ma | is_cpu | is_see | is_mp).sort("line")
+    rows = rows_where(work, is_ma | is_cpu | is_see | is_mp).sort("line")
     if not rows.height:
         return pl.DataFrame(schema={"line": pl.Int64})
     rows = stepmem.with_line_time(rows, zone).with_columns(

@@ -22,6 +22,7 @@ import polars as pl
 
 from ..units import bytes_expr
 from . import stepmem
+from ..frames import rows_where
 
 NAME = "hf-trainer-memory"
 COVERS = ("step-markers",)
@@ -51,7 +52,7 @@ def extract(frame: pl.DataFrame, zone: str, skipped=None) -> tuple[pl.DataFrame,
     """(samples, marker events) of the metrics blocks in `frame` (line, text). A negative figure that
     is not a `*_delta` (no memory holds less than nothing) is left out and counted in `skipped`."""
     t = pl.col("text")
-    rows = frame.filter(t.str.contains(BANNER) | t.str.contains(KV_LINE)).sort("line")
+    rows = rows_where(frame, t.str.contains(BANNER) | t.str.contains(KV_LINE)).sort("line")
     none = pl.DataFrame(schema={"line": pl.Int64})
     if not rows.height:
         return none, none

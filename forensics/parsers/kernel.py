@@ -28,6 +28,7 @@ from ..schema import Parsed, events_frame, samples_frame
 from . import _kernel_prefix as kp
 from . import _sniff_fast
 from . import xid
+from ..frames import rows_where
 
 NAME = "kernel-log"
 COVERS = ("nvrm-xid",)
@@ -104,7 +105,7 @@ def parse_summary(body: str) -> dict:
 def task_rows(records: pl.DataFrame) -> pl.DataFrame:
     """Task-table rows with their header's columns: pid, uid, tgid, total_vm/rss (pages), the rest by
     name; a row printed without its header (kernlog_oom_13) is read by its number of columns."""
-    cand = records.filter(pl.col("msg").str.contains(r"^\[\s*(?:pid\s*\]|[0-9]+\]\s+-?[0-9]+\s)"))
+    cand = rows_where(records, pl.col("msg").str.contains(r"^\[\s*(?:pid\s*\]|[0-9]+\]\s+-?[0-9]+\s)"))
     if cand.height == 0:
         return pl.DataFrame()
     headers = cand.filter(pl.col("msg").str.contains(TABLE_HEADER_RE)).select(
@@ -185,7 +186,7 @@ def oom_events(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, set[i
     samples = rss_samples(rows, records)
     ri = pl.int_range(pl.len())
     last_invoked = pl.when(pl.col("msg").str.contains("invoked oom-killer:")).then(ri).forward_fill()
-    hits = records.filter(pl.col("msg").str.contains(_OOM_HINT) | (
+    hits = rows_where(records, pl.col("msg").str.contains(_OOM_HINT) | (
         pl.col("msg").str.contains(_TRIGGER_HINT) & ((ri - last_invoked) <= _CPU_LOOKAHEAD).fill_null(False)))
     events: list[dict] = []
     used: set[int] = set(rows["line"].to_list()) if rows.height else set()
@@ -382,7 +383,7 @@ def sniff(head: list[str]) -> str | None:
     if _sniff_fast.kernel_impossible(head, _KERNEL_MSG):   # most files are no kernel log: no polars work
         return None
     prof = kp.head_profile(head)
-    body = prof.filter(~pl.col("junk") & ~pl.col("blank"))
+    body = rows_where(prof, ~pl.col("junk") & ~pl.col("blank"))
     if body.height == 0:
         return None
     payload = body.filter(pl.col("family") == "gce-json")
@@ -460,7 +461,7 @@ def _dedupe(df: pl.DataFrame, mine: pl.Expr, key_sets: list[list[str]]) -> pl.Da
     if df.height == 0:
         return df
     df = df.with_row_index("_i")
-    rows = df.filter(mine & (pl.col("time").is_not_null() | pl.col("uptime").is_not_null()))
+    rows = rows_where(df, mine & (pl.col("time").is_not_null() | pl.col("uptime").is_not_null()))
     if rows.height == 0:
         return df.drop("_i")
     src_order = {s: i for i, s in enumerate(df["source"].unique(maintain_order=True).to_list())}

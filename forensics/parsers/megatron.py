@@ -21,6 +21,7 @@ import polars as pl
 from .. import clock
 from . import stepmem
 from .stepmem import NUM
+from ..frames import rows_where
 
 NAME = "megatron-memory"
 COVERS = ("step-markers",)
@@ -53,7 +54,7 @@ def extract(frame: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]
     """(marker events, iteration clocks: line, step, time, zoned) from `frame` (line, text)."""
     t = pl.col("text")
     events = []
-    dt = frame.filter(t.str.contains(_DATETIME))
+    dt = rows_where(frame, t.str.contains(_DATETIME))
     if dt.height:
         g = dt.with_columns(t.str.extract_groups(_DATETIME).alias("g")).unnest("g")
         naive = pl.col("dt").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
@@ -62,7 +63,7 @@ def extract(frame: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]
             stepmem.json_detail(pl.col("what").str.strip_chars().alias("what")).alias("detail"),
             t.alias("text"), pl.lit(False).alias("zoned"),
         ))
-    it = frame.filter(t.str.contains(_ITERATION))
+    it = rows_where(frame, t.str.contains(_ITERATION))
     times = pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64, "time": pl.Datetime("us", "UTC"),
                                  "zoned": pl.Boolean})
     if it.height:

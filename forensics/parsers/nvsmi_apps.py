@@ -28,6 +28,7 @@ from ..options import Options
 from ..schema import Parsed, events_frame, samples_frame
 from ..sources import Source
 from . import nvsmi_common as C
+from ..frames import rows_where
 
 NAME = "nvidia-smi-apps"
 
@@ -90,7 +91,7 @@ def infer_map(texts: list[str]) -> tuple[AppsMap | None, list[str]]:
 
 
 def _start_lines(df: pl.DataFrame) -> dict[str, AppsMap | None]:
-    cand = df.filter(pl.col("t").str.contains(C.HEADER_LINE_RE) | pl.col("t").str.contains("--query-", literal=True))
+    cand = rows_where(df, pl.col("t").str.contains(C.HEADER_LINE_RE) | pl.col("t").str.contains("--query-", literal=True))
     out: dict[str, AppsMap | None] = {}
     for t in cand["t"].unique(maintain_order=True).to_list():
         kind = C.header_kind(t)
@@ -146,7 +147,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     p.skipped.add_lines("repeated header", again.filter(is_header)["line"])
     p.skipped.add_lines("shell prompt", again.filter(~is_header)["line"])
     # a sample block starts at a header, or at a command whose output has none
-    apps_headers = apps_starts.filter(is_header | pl.col("t").str.contains("noheader", literal=True))
+    apps_headers = rows_where(apps_starts, is_header | pl.col("t").str.contains("noheader", literal=True))
     other_starts = header_rows.filter(~pl.col("line").is_in(apps_starts["line"].implode()))
     rest = pl.concat([rest, other_starts.select("line", "text").with_columns(pl.lit("query-gpu section").alias("reason"))])
 
@@ -258,7 +259,7 @@ def _read_rows(part: pl.DataFrame, m: AppsMap, zone: str) -> tuple[pl.DataFrame,
         ok = ok & pl.col("pid").is_not_null()
     if "timestamp" in r:
         ok = ok & pl.col("time").is_not_null()
-    good = res.filter(ok).select("line", "time", "gpu", "gpu_name", "pid", "name", "used")
+    good = rows_where(res, ok).select("line", "time", "gpu", "gpu_name", "pid", "name", "used")
     bad = part.filter(~pl.col("line").is_in(good["line"].implode())).select("line", "text").with_columns(
         pl.lit("row does not fit the columns").alias("reason"))
     return good, bad

@@ -24,6 +24,7 @@ from ..options import Options
 from ..schema import Parsed, samples_frame
 from ..sources import Source
 from . import nvsmi_common as C
+from ..frames import rows_where
 
 NAME = "nvidia-smi-csv"
 
@@ -191,8 +192,8 @@ def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | 
     """Header and `--query-gpu=` command lines -> (frame of line, start: map id, why: the skip reason
     when it is not the file's own header), the maps by id (None: a foreign section, e.g. a
     compute-apps header), and the line of the first gpu header. Each distinct text is looked at once."""
-    cand = df.filter(pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True)
-                     ).select("line", pl.col("text").str.strip_chars().alias("t"))
+    cand = rows_where(df, pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True)
+                 ).select("line", pl.col("text").str.strip_chars().alias("t"))
     ids: dict[str, int] = {}
     why: dict[str, str] = {}
     maps: dict[int, ColumnMap | None] = {}
@@ -211,11 +212,11 @@ def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | 
         ids[t] = len(ids) + 1
         maps[ids[t]] = m
         why[t] = "repeated header" if kind else "shell prompt"
-    starts = cand.filter(pl.col("t").is_in(list(ids))).select(
+    starts = rows_where(cand, pl.col("t").is_in(list(ids))).select(
         "line", pl.col("t").replace_strict(ids, return_dtype=pl.Int32).alias("start"),
         pl.col("t").replace_strict(why, return_dtype=pl.String).alias("why"))
     gpu_headers = [t for t, i in ids.items() if maps[i] is not None and why[t] == "repeated header"]
-    first_header = starts.filter(pl.col("start").is_in([ids[t] for t in gpu_headers]))["line"].min()
+    first_header = rows_where(starts, pl.col("start").is_in([ids[t] for t in gpu_headers]))["line"].min()
     # a header with other columns than the one before is news (another query appended), not a repeat
     is_header = pl.col("why") == "repeated header"
     starts = starts.sort("line").with_columns(
@@ -286,7 +287,7 @@ def read_cells(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
     n_sep = m.ncols - 1
     # exactly ncols cells: the last one present, none beyond it
     fits = cells[f"field_{n_sep}"].is_not_null() & cells[f"field_{m.ncols}"].is_null()
-    bad = [cells.filter(~fits).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))]
+    bad = [rows_where(cells, ~fits).select("line", "text").with_columns(pl.lit("row does not fit the columns").alias("reason"))]
     df = cells.filter(fits) if not fits.all() else cells
     del cells
     first = df["field_0"]
@@ -333,7 +334,7 @@ def read_cells(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
     ok = (pl.col("bytes").is_not_null() | pl.col("ph")) if value_role else pl.lit(True)
     if "timestamp" in r:
         ok = ok & pl.col("time").is_not_null()
-    bad_rows = res.filter(~ok)
+    bad_rows = rows_where(res, ~ok)
     if bad_rows.height:
         reason = pl.when(pl.col("time").is_null() & pl.lit("timestamp" in r)).then(pl.lit("unreadable timestamp")) \
             .otherwise(pl.lit("row does not fit the columns"))
@@ -555,13 +556,13 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     if starts.height:
         df = df.join(starts.select("line", "start"), on="line", how="left", maintain_order="left").with_columns(
             pl.col("start").forward_fill().fill_null(0).alias("map"))
-        body = df.filter(pl.col("start").is_null())
+        body = rows_where(df, pl.col("start").is_null())
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.Int32).alias("start"), pl.lit(0, dtype=pl.Int32).alias("map"))
         body = df
 
     # rows before any header: columns from the cell shapes
-    lead = body.filter(pl.col("map") == 0) if starts.height else body
+    lead = rows_where(body, pl.col("map") == 0) if starts.height else body
     if lead.height:
         candidates = lead.head(2000).filter(pl.col("text").str.contains(", ", literal=True)).head(400)["text"].to_list()
         maps[0], notes = infer_map(candidates)
@@ -590,7 +591,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
 
     # repeated headers and command lines are counted; the first header is the file's own
     foreign = [i for i, m in maps.items() if m is None and i]
-    for why, lines in starts.filter((pl.col("line") != (first_header or -1)) & ~pl.col("start").is_in(foreign)) \
+    for why, lines in rows_where(starts, (pl.col("line") != (first_header or -1)) & ~pl.col("start").is_in(foreign)) \
             .group_by("why", maintain_order=True).agg(pl.col("line")).iter_rows():
         p.skipped.add_lines(why, lines)
     # a compute-apps header and the rows under it are another section: the rest, for its parser
@@ -622,7 +623,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     if not timed and rows.height:
         p.notes.append("no timestamp column: rows are ordered by sample number (a new sample starts when a GPU repeats)")
 
-    out = rows.filter(pl.col("series").is_not_null() & (pl.col("bytes").is_not_null() | pl.col("ph")))
+    out = rows_where(rows, pl.col("series").is_not_null() & (pl.col("bytes").is_not_null() | pl.col("ph")))
     p.samples = samples_frame(out.select("time", "seq", "line", "gpu", "series", "bytes", "total_bytes"))
     if out.height and out["bytes"].null_count() == out.height:
         p.notes.append("memory is a placeholder such as [N/A] on every row (a unified-memory GPU such as GB10 "

@@ -18,6 +18,7 @@ from ..options import Options
 from ..schema import Parsed, samples_frame
 from ..sources import Source
 from . import nvsmi_common as C
+from ..frames import rows_where
 
 NAME = "nvidia-smi-dmon"
 
@@ -57,8 +58,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
     ).with_columns(pl.col("header").forward_fill().alias("seg"))
 
     headers = df.filter(pl.col("is_names"))
-    units_lines = df.filter(pl.col("is_units") & pl.col("is_names").shift(1).fill_null(False))
-    rest_parts = [df.filter(pl.col("is_units") & ~pl.col("line").is_in(units_lines["line"].implode()))
+    units_lines = rows_where(df, pl.col("is_units") & pl.col("is_names").shift(1).fill_null(False))
+    rest_parts = [rows_where(df, pl.col("is_units") & ~pl.col("line").is_in(units_lines["line"].implode()))
                   .select("line", "text", pl.lit("comment").alias("reason"))]
     first = headers["line"].min()
     for line in headers["line"].to_list() + units_lines["line"].to_list():
@@ -89,8 +90,8 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
                       & pl.col("text").str.contains(r"^\s*[0-9]")).then(pl.col("reason"))
               .otherwise(C.junk_reason_expr(pl.col("text"))))
         .otherwise(pl.col("reason")).alias("reason"))
-    errors = rest.filter(pl.col("text").str.contains(C.DRIVER_ERROR_RE))
-    rest = rest.filter(~pl.col("text").str.contains(C.DRIVER_ERROR_RE))
+    errors = rows_where(rest, pl.col("text").str.contains(C.DRIVER_ERROR_RE))
+    rest = rows_where(rest, ~pl.col("text").str.contains(C.DRIVER_ERROR_RE))
     p.skipped.add_lines("driver error", errors["line"])
     p.events = C.driver_error_events(errors)
 
@@ -132,8 +133,8 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
                 [], "none")
     gpu = col("gpu")
     fits = fits & gpu.str.contains(r"^[0-9]{1,4}$").fill_null(False)
-    bad = df.filter(~fits).select("line", "text", pl.lit("row does not fit the columns").alias("reason"))
-    df = df.filter(fits)
+    bad = rows_where(df, ~fits).select("line", "text", pl.lit("row does not fit the columns").alias("reason"))
+    df = rows_where(df, fits)
 
     state = "none"
     if "date" in names and "time" in names:
@@ -181,7 +182,7 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
                              pl.lit(None, dtype=pl.String).alias("label"))
         # a `-` in fb is a reading the GPU does not give: null, kept; garbage is not a row
         okv = number.is_not_null() | (value == "-")
-        bad = pl.concat([bad, df.filter(~okv).select("line", "text", pl.lit("row does not fit the columns").alias("reason"))])
-        df = df.filter(okv)
+        bad = pl.concat([bad, rows_where(df, ~okv).select("line", "text", pl.lit("row does not fit the columns").alias("reason"))])
+        df = rows_where(df, okv)
     out = df.select("line", "time", "gpu", "pid", "series", "bytes", "label")
     return out, bad, gone, state

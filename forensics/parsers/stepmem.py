@@ -24,6 +24,7 @@ import polars as pl
 from .. import clock
 from ..schema import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
 from ..units import bytes_expr
+from ..frames import rows_where
 
 NAME = "step-markers"
 
@@ -271,7 +272,7 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
 def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped) -> pl.DataFrame:
     """Readings of the free-text shapes from `df` (line, text). Returns sample rows with the
     working columns line, piece, k, zoned."""
-    hint = df.filter(pl.col("text").str.contains(GENERIC_HINT) & ~pl.col("text").str.contains(_NOT_OURS))
+    hint = rows_where(df, pl.col("text").str.contains(GENERIC_HINT) & ~pl.col("text").str.contains(_NOT_OURS))
     if not hint.height:
         return pl.DataFrame()
     hint = with_line_time(hint.sort("line"), zone)
@@ -282,7 +283,7 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped) -> pl.DataFra
         pl.when(~has_reading).then(body.str.extract(_STEP_MARKER).cast(pl.Int64, strict=False))
         .alias("marker_step"))
     hint = hint.with_columns(pl.col("marker_step").forward_fill())
-    pieces = _pieces(hint.filter(has_reading))
+    pieces = _pieces(rows_where(hint, has_reading))
     if not pieces.height:
         return pl.DataFrame()
     readings = _readings(pieces)
@@ -307,8 +308,8 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped) -> pl.DataFra
     failed = r.select(c.fill_null(False).any().alias(why) for why, c in checks.items()).row(0, named=True)
     for why, check in checks.items():
         if failed[why]:
-            skipped.add_lines(why, r.filter(check)["line"].unique(maintain_order=True))
-    good = r.filter(series.is_not_null() & (value >= 0)) if any(failed.values()) else r
+            skipped.add_lines(why, rows_where(r, check)["line"].unique(maintain_order=True))
+    good = rows_where(r, series.is_not_null() & (value >= 0)) if any(failed.values()) else r
     return good.select(
         "line", "piece", "k", "time", "zoned", "series", "bytes",
         pl.coalesce("total_bytes", "piece_total").alias("total_bytes"),
@@ -433,7 +434,7 @@ def scan(lines: pl.DataFrame, src, opts) -> Parsed:
 def notes(parsed: Parsed, units: bool = True) -> list[str]:
     """What a reader of the report should know about these readings."""
     out = []
-    s = parsed.samples.filter(~pl.col("series").str.starts_with("hf."))
+    s = rows_where(parsed.samples, ~pl.col("series").str.starts_with("hf."))
     if not s.height:
         return out
     if s["step"].is_null().all() and s["time"].is_null().all():

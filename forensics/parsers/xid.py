@@ -19,6 +19,7 @@ import polars as pl
 from ..options import Options
 from ..schema import Parsed, events_frame
 from . import _kernel_prefix as kp
+from ..frames import rows_where
 
 NAME = "nvrm-xid"
 # parse() runs the whole kernel-log reading (OOM killer too), so the kernel scanner is not needed
@@ -84,7 +85,7 @@ def _uuid_for(maps: list[tuple[int, str, str]], bus: str, line: int) -> str | No
 def xid_events(records: pl.DataFrame) -> tuple[pl.DataFrame, set[int], list[int]]:
     """Xid events from decoded kernel records (`line`, `text`, `msg`, `time`, `uptime`, `host`).
     Returns the events, the record lines used, and lines that look like an Xid but cannot be read."""
-    nv = records.filter(pl.col("msg").str.contains("NVRM:"))
+    nv = rows_where(records, pl.col("msg").str.contains("NVRM:"))
     if nv.height == 0:
         return events_frame([]), set(), []
     maps = _uuid_lookup(nv)
@@ -120,7 +121,7 @@ def xid_events(records: pl.DataFrame) -> tuple[pl.DataFrame, set[int], list[int]
         if code == 79:
             xid79.append((r["line"], bus))
     # lines that say Xid but are not in any shape we know (e.g. synthetic `NVRM: Xid (43, pid: 5678)`)
-    for r in nv.filter(pl.col("code").is_null() & pl.col("msg").str.contains(r"NVRM: Xid\b")).iter_rows(named=True):
+    for r in rows_where(nv, pl.col("code").is_null() & pl.col("msg").str.contains(r"NVRM: Xid\b")).iter_rows(named=True):
         unreadable.append(r["line"])
     rows.extend(_fallen_off_events(nv, maps, xid79, used))
     return events_frame(rows), used, unreadable
