@@ -298,11 +298,12 @@ def _series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     ).sort(keys, nulls_last=False).with_row_index("sid").with_columns(pl.col("sid").cast(pl.Int64))
     rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
         flags.select("_h", "sid", "xkind"), on="_h", how="inner")
-    rows = rows_where(rows.with_columns(
+    rows = rows.with_columns(
         pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
         .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
         .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
-    ), pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
+    )
+    rows = rows_where(rows, pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
     stats = rows.group_by("sid").agg(
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),

@@ -235,9 +235,9 @@ def placeholder_mask(cells: pl.Series, values: pl.Series) -> pl.Series:
 def map_unique(values: pl.Series, fn, dtype=pl.String) -> pl.Series:
     """Apply a Python function once per distinct value (ids repeat on every row of a long log)."""
     if len(values) <= 64:   # a few GPUs' ids: a polars query costs more than the Python
-        cache: dict = {}
-        return pl.Series(values.name, [None if v is None else cache[v] if v in cache else cache.setdefault(v, fn(v))
-                                       for v in values.to_list()], dtype=dtype)
+        listed = values.to_list()
+        mapping = {v: fn(v) for v in dict.fromkeys(listed) if v is not None}
+        return pl.Series(values.name, [mapping.get(v) for v in listed], dtype=dtype)
     uniq = values.unique().drop_nulls().to_list()
     mapping = {v: fn(v) for v in uniq}
     if not mapping:

@@ -192,8 +192,8 @@ def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | 
     """Header and `--query-gpu=` command lines -> (frame of line, start: map id, why: the skip reason
     when it is not the file's own header), the maps by id (None: a foreign section, e.g. a
     compute-apps header), and the line of the first gpu header. Each distinct text is looked at once."""
-    cand = rows_where(df, pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True)
-                 ).select("line", pl.col("text").str.strip_chars().alias("t"))
+    header_like = pl.col("text").str.contains(C.HEADER_LINE_RE) | pl.col("text").str.contains("--query-", literal=True)
+    cand = rows_where(df, header_like).select("line", pl.col("text").str.strip_chars().alias("t"))
     ids: dict[str, int] = {}
     why: dict[str, str] = {}
     maps: dict[int, ColumnMap | None] = {}
@@ -457,12 +457,15 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str,
     def fits(cells: pl.Expr, n: pl.Expr) -> pl.Expr:
         return cells.str.ends_with(" MiB") & ~has_sign(cells) & (n >= 0) & (n < C.MAX_MIB)
 
+    def total_bytes(cells: pl.Expr) -> pl.Expr:   # a memory.total cell in bytes, null unless it fits
+        return pl.when(fits(cells, mib(cells))).then(mib(cells) * (1 << 20))
+
     cell = pl.col(f"field_{r['memory.used']}")
     # one query (its checks as aggregates, broadcast): 25% less than a frame of three columns and a second query
     used = cells.lazy().select(mib(cell).alias("n"), cell.str.ends_with(" MiB").all().alias("unit"),
                                has_sign(cell).any().alias("signed")).collect()
     n = used["n"]
-    if not used.height or n.null_count() or used["signed"][0] or not used["unit"][0] or n.min() < 0 \
+    if n.null_count() or used["signed"][0] or not used["unit"][0] or n.min() < 0 \
             or n.max() >= C.MAX_MIB:
         return None
     used = (n * (1 << 20)).alias("bytes").to_frame()
@@ -471,15 +474,14 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str,
     if prefix is not None and "memory.total" in r and r["memory.total"] <= prefix.k:
         # one cell per phase
         per = pl.DataFrame({"cell": prefix.cells[r["memory.total"]]}, schema={"cell": pl.String}).select(
-            pl.when(fits(pl.col("cell"), mib(pl.col("cell")))).then(mib(pl.col("cell")) * (1 << 20)).alias("total"))
+            total_bytes(pl.col("cell")).alias("total"))
         if per["total"].null_count():
             return None
         total = pl.Series(np.tile(per["total"].to_numpy(), -(-h // prefix.period))[:h], dtype=pl.Int64)
     elif "memory.total" in r:
         # the same for every row of a GPU: each distinct cell read once
         uniq = cells.select(pl.col(f"field_{r['memory.total']}").unique().alias("cell"))
-        uniq = uniq.with_columns(pl.when(fits(pl.col("cell"), mib(pl.col("cell")))).then(mib(pl.col("cell")) * (1 << 20))
-                                 .alias("total"))
+        uniq = uniq.with_columns(total_bytes(pl.col("cell")).alias("total"))
         if uniq["total"].null_count():
             return None
         total = pl.repeat(uniq["total"][0], cells.height, dtype=pl.Int64, eager=True) if uniq.height == 1 else \
@@ -504,7 +506,7 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str,
     # that period and its first rows hold every combination.
     if prefix is not None:   # the period's ids, checked against every row by id_prefix
         period = prefix.period
-        ids_cells = pl.DataFrame({k: prefix.cells[int(c[len("field_"):])] for k, c in raw.items()},
+        ids_cells = pl.DataFrame({key: prefix.cells[r[role]] for role, key in _ID_KEYS.items() if role in r},
                                  schema={k: pl.String for k in raw})
     else:
         ids_cells = cells.select(*[pl.col(c).alias(k) for k, c in raw.items()])
