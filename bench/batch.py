@@ -150,7 +150,7 @@ class TreeMemory:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, nargs="*", default=[250, 500, 1000])
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=sc.usable_cpus())
     ap.add_argument("--synthetic", type=int, default=12, help="distinct synthetic job templates")
     ap.add_argument("--repeat", type=int, default=1,
                     help="scans of each archive (each into a fresh output folder); the fastest is reported, as "

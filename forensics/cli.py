@@ -276,7 +276,7 @@ def scan(
             raise UsageError(f"--job-pattern {job_pattern}: not a valid regular expression ({e})")
     opts = build_options(tz, year, None, None)
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
-                        reports=reports.value, workers=workers or os.cpu_count() or 1, opts=opts, force=force)
+                        reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force)
     client = None
     if engine is Engine.dask:
         try:

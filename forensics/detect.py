@@ -52,7 +52,6 @@ class SeriesResult:
     segments: list[tuple] = field(default_factory=list)
     change_points: list = field(default_factory=list)
     onset: object = None             # datetime | int | None (start of the leak)
-    points: list[tuple] = field(default_factory=list)   # (x, bytes), at most DRAW_POINTS
     capacity: int | None = None      # total_bytes when known
     slope_unit: str = "bytes/hour"   # bytes/hour | bytes/step | bytes/sample
     first_x: object = None
@@ -63,6 +62,16 @@ class SeriesResult:
     noise_bytes: float | None = None
     growth_bytes: int | None = None  # growth that did not fall back
     leak: dict | None = None         # pattern, onset, rate_bytes_per_hour, rate_bytes_per_step, growth_bytes, confidence
+    _draw: object = field(default=None, repr=False, compare=False)   # the series, to make `points` from
+    _points: list | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def points(self) -> list[tuple]:
+        """(x, bytes), at most DRAW_POINTS, made on first use: a datetime per point costs more than
+        the rest of the series' result, and only the batch scan's sparkline reads them (for one series)."""
+        if self._points is None:
+            self._points = _draw_points(self._draw) if self._draw is not None and self._draw.x.size else []
+        return self._points
 
 
 @dataclass
@@ -193,7 +202,7 @@ def _fill_result(s: _Series) -> None:
     r, fit = s.result, s.fit
     if s.x.size:
         r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
-        r.points = _draw_points(s)
+    r._draw = s
     r.segments = [(s.to_x(g.x0), s.to_x(g.x1), g.kind, _display_slope(s, g.slope, g.x0, g.x1))
                   for g in fit.segments]
     if fit.release_x is not None:

@@ -48,7 +48,7 @@ class ScanConfig:
     depth: int | None = None              # jobs are the folders exactly this deep below the archive
     job_pattern: str | None = None        # regex on the folder name that marks a job
     reports: str = "all"                  # "all" | "critical" | "warning" | "info" | "none": per-job HTML for these
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    workers: int = field(default_factory=lambda: usable_cpus())
     opts: Options = field(default_factory=Options)
     force: bool = False
 
@@ -241,15 +241,14 @@ def _sparkline_points(analysis, n: int = 48) -> list[float]:
     """The memory curve of the job's most telling series, reduced to n values for a sparkline."""
     best = None
     for s in getattr(analysis, "series", []) or []:
-        pts = getattr(s, "points", None) or []
-        if not pts:
+        if not getattr(s, "n", 0):   # no readings: no points (counted first: points are made on use)
             continue
         rank = 2 if getattr(s, "classification", "") in ("linear_growth", "staircase") else 1
         if best is None or rank > best[0]:
-            best = (rank, pts)
-    if best is None:
+            best = (rank, s)
+    if best is None or not best[1].points:
         return []
-    ys = [p[1] if isinstance(p, (list, tuple)) else p for p in best[1]]
+    ys = [p[1] if isinstance(p, (list, tuple)) else p for p in best[1].points]
     ys = [float(y) for y in ys if y is not None]
     if len(ys) <= n:
         return ys
@@ -368,15 +367,23 @@ def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor
                 yield _result_or_failure(f)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, cgroup cpusets), not all the machine has."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 @contextlib.contextmanager
 def _worker_env(workers: int):
-    """Polars' threads per worker: the cores shared out (N workers x all-cores threads only contend).
+    """Polars' threads per worker: the usable cores shared out (N workers x all-cores threads only contend).
     Polars reads POLARS_MAX_THREADS when it is imported, so it is put in the environment the worker
     processes (and the forkserver they come from) start with; a value the user set is kept."""
     key = "POLARS_MAX_THREADS"
     prev = os.environ.get(key)
     if prev is None:
-        os.environ[key] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+        os.environ[key] = str(max(1, usable_cpus() // max(1, workers)))
     try:
         yield
     finally:

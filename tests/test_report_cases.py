@@ -33,7 +33,7 @@ def opts(tz: str = "Europe/Berlin") -> Options:
 def _series_result(key, x_kind, classification, change_points=(), onset=None, capacity=None):
     """The shape of detect.SeriesResult (the fields the report reads)."""
     return SimpleNamespace(key=key, x_kind=x_kind, classification=classification, segments=[],
-                           change_points=list(change_points), onset=onset, points=[], capacity=capacity)
+                           change_points=list(change_points), onset=onset, capacity=capacity)
 
 
 def leak_case() -> tuple[Bundle, SimpleNamespace]:

@@ -149,3 +149,29 @@ def test_job_ids_never_collide(tmp_path):
     assert len(set(ids)) == 4, ids
     assert ids[0] == "x__y"
     assert all(".." not in i and "/" not in i for i in ids)
+
+
+def test_sparkline_is_the_leaking_series_and_reads_points_of_that_one_only():
+    from types import SimpleNamespace as NS
+
+    class Drawn(NS):
+        @property
+        def points(self):
+            reads.append(self.name)
+            return self.pts
+
+    reads: list[str] = []
+    flat = Drawn(name="flat", n=5, classification="flat", pts=[(i, 7) for i in range(5)])
+    empty = Drawn(name="empty", n=0, classification="linear_growth", pts=[])
+    leak = Drawn(name="leak", n=96, classification="linear_growth", pts=[(i, i * 10) for i in range(96)])
+    assert sc._sparkline_points(NS(series=[flat, empty, leak])) == [float(20 * i + 10) for i in range(48)]
+    assert set(reads) == {"leak"}   # the others are never drawn
+    assert sc._sparkline_points(NS(series=[empty])) == []
+    assert sc._sparkline_points(NS(series=[flat])) == [7.0] * 5
+
+
+def test_usable_cpus_follows_the_affinity_mask():
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    assert sc.usable_cpus() == len(os.sched_getaffinity(0))
+    assert sc.ScanConfig(archive=Path("."), out_dir=Path("o")).workers == sc.usable_cpus()

@@ -27,6 +27,14 @@ from ..frames import rows_where
 _PRI = r"(?:<[0-9]{1,3}>)?"
 _ISO = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
 
+# A letter in a stamp's weekday or month. Rust's \p{L} costs ~1-3 ms to compile in each of these
+# regexes, and polars keeps only its last 32 compiled regexes per thread (a job uses ~120), so they
+# were compiled again for every file. This class (ASCII letters or any non-ASCII character) compiles
+# in ~0.1 ms; `_stage1` then drops a match whose weekday or month holds a non-ASCII non-letter, which
+# gives exactly the lines that \p{L} matched (each run is delimited by a space or dot either way).
+LETTERISH = r"[^\x00-@\[-`{-\x7F]"
+_LETTER_RUNS = ("wd", "mon")   # the captured runs of LETTERISH
+
 # Stage 1, tried in this order. Each pattern matches only the prefix, captured whole as `pre` (the
 # rest of the line is sliced off after it: capturing a trailing `.*` costs several times more).
 STAGE1: tuple[tuple[str, str], ...] = (
@@ -35,19 +43,19 @@ STAGE1: tuple[tuple[str, str], ...] = (
     # talosctl dmesg: `192.168.11.119: kern: warning: [2026-04-22T21:27:51.291882381Z]: `
     ("talos", r"^(?P<pre>\s*(?P<host>[^\s:\[\]]+): [a-z]+: +[a-z]+: \[(?P<iso>" + _ISO + r")\]: ?)"),
     # dmesg -T / --ctime: `[Thu Dec  7 00:05:14 2017] `
-    ("dmesg-T", r"^(?P<pre>\s*" + _PRI + r"\[\p{L}{2,4}\.? (?P<mon>\p{L}{3,5}\.?) {1,2}(?P<day>[0-9]{1,2}) "
+    ("dmesg-T", r"^(?P<pre>\s*" + _PRI + r"\[(?P<wd>" + LETTERISH + r"{2,4})\.? (?P<mon>" + LETTERISH + r"{3,5}\.?) {1,2}(?P<day>[0-9]{1,2}) "
                 r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}) (?P<year>[0-9]{4})\] ?)"),
     # OpenWrt logread: `Sun Jul 27 09:17:38 2025 kern.warn kernel: `
-    ("openwrt", r"^(?P<pre>\s*\p{L}{3} (?P<mon>\p{L}{3}) {1,2}(?P<day>[0-9]{1,2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}) (?P<year>[0-9]{4}) "
+    ("openwrt", r"^(?P<pre>\s*(?P<wd>" + LETTERISH + r"{3}) (?P<mon>" + LETTERISH + r"{3}) {1,2}(?P<day>[0-9]{1,2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}) (?P<year>[0-9]{4}) "
                 r"[a-z]+\.[a-z]+ )"),
     # dmesg --time-format iso, journalctl -o short-iso[-precise], rsyslog RFC3339, CI stamps
     ("iso", r"^(?P<pre>\s*" + _PRI + r"(?P<iso>" + _ISO + r") )"),
     # CI / Jenkins style bracketed stamps: `[2024-01-15T18:10:29.216Z] `, zone optional
     ("ci", r"^(?P<pre>\s*\[(?P<ciso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?)(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?\] ?)"),
     # RFC3164 syslog / journalctl short (also localized, lowercase months): `May 15 23:09:30 `
-    ("syslog", r"^(?P<pre>\s*" + _PRI + r"(?P<mon>\p{L}{3,5}\.?) {1,2}(?P<day>[0-9]{1,2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?) )"),
+    ("syslog", r"^(?P<pre>\s*" + _PRI + r"(?P<mon>" + LETTERISH + r"{3,5}\.?) {1,2}(?P<day>[0-9]{1,2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?) )"),
     # journalctl -o short-full: `Fri 2023-09-08 17:20:30 CEST `
-    ("journal-full", r"^(?P<pre>\s*\p{L}{2,4}\.? (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?) "
+    ("journal-full", r"^(?P<pre>\s*(?P<wd>" + LETTERISH + r"{2,4})\.? (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?) "
                      r"(?P<zone>[A-Za-z]{2,5}|[+-][0-9]{4}) )"),
     # journalctl -o short-unix: `1694186430.655028 `
     ("unix", r"^(?P<pre>\s*(?P<epoch>[0-9]{9,10}\.[0-9]{1,6}) )"),
@@ -143,6 +151,13 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
             ok = ok & g["rest"].str.contains(_HOST_IDENT).fill_null(False)
         if not ok.any():
             continue
+        for run in _LETTER_RUNS:
+            if run in g.columns:
+                odd = _not_letters(g[run].filter(ok))
+                if odd:
+                    ok = ok & ~g[run].is_in(odd).fill_null(False)
+        if not ok.any():
+            continue
         hit = rows_where(g, ok)
         found.append(hit.select(
             "line", pl.lit(fam).alias("s1"),
@@ -154,6 +169,13 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns([pl.lit(None, dtype=pl.String).alias(c) for c in cols])
     stamps = pl.concat(found, how="vertical")
     return df.join(stamps, on="line", how="left", maintain_order="left")
+
+
+def _not_letters(runs: pl.Series) -> list[str]:
+    """The distinct LETTERISH runs (one trailing dot allowed) that are not all letters (\\p{L}:
+    Python's isalpha is the same Unicode category L). Few values per file; ASCII ones are letters."""
+    return [v for v in runs.drop_nulls().unique().to_list()
+            if not v.isascii() and not (v[:-1] if v.endswith(".") else v).isalpha()]
 
 
 def _unquote_payload(val: pl.Expr) -> pl.Expr:

@@ -19,7 +19,7 @@ import re
 from . import _kernel_prefix as kp
 
 _LETTER = r"[^\W\d_]"   # Python's re has no \p{L}: letters (and a few number signs, a superset)
-_STAGE1 = re.compile("|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", rx).replace(r"\p{L}", _LETTER) + ")"
+_STAGE1 = re.compile("|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", rx).replace(kp.LETTERISH, _LETTER) + ")"
                               for _, rx in kp.STAGE1))
 _CLEAN = re.compile(r"(\S) {20,}")
 _UPTIME = re.compile(r"\d\.\d{6}\]")

@@ -66,3 +66,52 @@ def test_arbitrary_lines_never_raise_nor_invent(texts):
 class _Src:
     path = "x.log"
     mtime = 1.7e9
+
+
+# -- stage 1 reads a weekday or month of letters exactly as Rust's \p{L} does ---------------------
+
+def _stage1_with_unicode_letters(df: pl.DataFrame) -> pl.DataFrame:
+    """The stage-1 loop as it was with \\p{L} in the regexes (the reference for kp._stage1)."""
+    remaining, found = df.select("line", "t"), []
+    for fam, rx in kp.STAGE1:
+        rx = rx.replace(kp.LETTERISH, r"\p{L}")
+        g = remaining.select("line", "t", pl.col("t").str.extract_groups(rx).alias("g")).unnest("g")
+        if fam == "gce-json":
+            ok = g["val"].is_not_null()
+        else:
+            g = g.with_columns(pl.col("t").str.slice(pl.col("pre").str.len_chars()).alias("rest"))
+            ok = g["pre"].is_not_null()
+        if fam in kp._NEEDS_HOST:
+            ok = ok & g["rest"].str.contains(kp._HOST_IDENT).fill_null(False)
+        hit = g.filter(ok)
+        found.append(hit.select("line", pl.lit(fam).alias("s1"),
+                                *[(pl.col(c) if c in hit.columns else pl.lit(None, dtype=pl.String))
+                                  .alias("s1host" if c == "host" else c) for c in kp._S1_COLUMNS]))
+        remaining = remaining.filter(~ok)
+    return df.join(pl.concat(found), on="line", how="left", maintain_order="left")
+
+
+# letters of every kind (Lu, Ll, Lt, Lm, Lo) and non-ASCII non-letters that a looser class would take
+STAMP_CHARS = "MonTueNovDecéäûßДекабрьΝοε中ǅʰ→·²\u0301\u00a0\u2003 .5"
+word = st.text(alphabet=STAMP_CHARS, min_size=1, max_size=6)
+STAMP_SHAPES = ["[{w} {m} 7 00:05:14 2017] kernel: x", "{w} {m} 27 09:17:38 2025 kern.warn kernel: x",
+                "{m} 15 23:09:30 host kernel: [  5.050606] x", "{m}. 5 23:09:30.5 host kernel: x",
+                "{w} 2023-09-08 17:20:30 CEST host kernel: x", " {w}. {m}  7 00:05:14 2017 kern.err x"]
+stamp_line = st.builds(lambda shape, w, m: shape.format(w=w, m=m), st.sampled_from(STAMP_SHAPES), word, word)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(stamp_line, st.text(max_size=40)), min_size=1, max_size=12))
+def test_stage1_reads_letters_as_unicode_letter_class(texts):
+    df = pl.DataFrame({"line": list(range(1, len(texts) + 1)), "t": texts},
+                      schema={"line": pl.Int64, "t": pl.String})
+    got = kp._stage1(df)
+    want = _stage1_with_unicode_letters(df)
+    assert got.select(want.columns).equals(want)
+
+
+def test_stage1_rejects_a_month_of_non_letters():
+    texts = ["Nov 15 23:09:30 host kernel: a", "→→→ 15 23:09:30 host kernel: b", "Déc. 15 23:09:30 host kernel: c",
+             "[Thu Дек  7 00:05:14 2017] d", "[T·u Dec  7 00:05:14 2017] e", "ǅʰ中 2023-09-08 17:20:30 CEST host kernel: f"]
+    df = pl.DataFrame({"line": list(range(1, 7)), "t": texts})
+    assert kp._stage1(df)["s1"].to_list() == ["syslog", None, "syslog", "dmesg-T", None, "journal-full"]
