@@ -264,7 +264,6 @@ def scan(
 
     Exit 0 when every job was read and none reaches --fail-on; 1 when a job reaches --fail-on or a job
     could not be read at all (it is listed with its reason); 2 on usage errors."""
-    import os
     import re as _re
 
     from . import scan as sc
