@@ -134,41 +134,57 @@ _S1_COLUMNS = ("rest", "val", "iso", "ciso", "zone", "mon", "day", "hms", "year"
 
 
 def _stage1(df: pl.DataFrame) -> pl.DataFrame:
-    """Stage-1 columns (`s1` family, `rest`, stamp parts, `s1host`) for the `t` column. Each family's
-    regex runs only on the lines no earlier family took, so a uniform file costs about one pass."""
-    remaining = df.select("line", "t")
-    found = []
-    for fam, rx in STAGE1:
-        if remaining.height == 0:
-            break
-        g = remaining.select("line", "t", pl.col("t").str.extract_groups(rx).alias("g")).unnest("g")
-        if fam == "gce-json":
-            ok = g["val"].is_not_null()
-        else:
-            g = g.with_columns(pl.col("t").str.slice(pl.col("pre").str.len_chars()).alias("rest"))
-            ok = g["pre"].is_not_null()
+    """Stage-1 columns (`s1` family, `rest`, stamp parts, `s1host`) for the `t` column: each line's
+    family is the first in STAGE1 order whose regex matches it (and, for _NEEDS_HOST, whose rest
+    reads `host ident:`). One query tries every family on every line (all are anchored, so a family
+    that does not fit fails on the first characters): a small file's lines cost a few polars calls,
+    not a few per family."""
+    t = pl.col("t")
+    g = df.select("line", "t", *[t.str.extract_groups(rx).alias(f"_g{i}") for i, (_, rx) in enumerate(STAGE1)])
+    g = g.with_columns(
+        t.str.slice(pl.col(f"_g{i}").struct.field("pre").str.len_chars()).alias(f"_rest{i}")
+        for i, (fam, _) in enumerate(STAGE1) if fam != "gce-json")
+    ok = []
+    for i, (fam, _) in enumerate(STAGE1):
+        hit = pl.col(f"_g{i}").struct.field("val" if fam == "gce-json" else "pre").is_not_null()
         if fam in _NEEDS_HOST:
-            ok = ok & g["rest"].str.contains(_HOST_IDENT).fill_null(False)
-        if not ok.any():
-            continue
+            hit = hit & pl.col(f"_rest{i}").str.contains(_HOST_IDENT).fill_null(False)
+        ok.append(hit)
+    ok = _letters_only(g, ok)
+    fam_of = pl.coalesce([pl.when(hit).then(pl.lit(i, dtype=pl.Int32)) for i, hit in enumerate(ok)])
+    g = g.with_columns(fam_of.alias("_fam"))
+
+    def field(c: str) -> pl.Expr:
+        """Column c of each line's family (null where that family has no such part)."""
+        picks = []
+        for i, (fam, rx) in enumerate(STAGE1):
+            if c == "rest" and fam != "gce-json":
+                picks.append(pl.when(pl.col("_fam") == i).then(pl.col(f"_rest{i}")))
+            elif c != "rest" and f"?P<{c}>" in rx:
+                picks.append(pl.when(pl.col("_fam") == i).then(pl.col(f"_g{i}").struct.field(c)))
+        return pl.coalesce(picks) if picks else pl.lit(None, dtype=pl.String)
+
+    family = pl.coalesce([pl.when(pl.col("_fam") == i).then(pl.lit(fam)) for i, (fam, _) in enumerate(STAGE1)])
+    found = g.select(family.alias("s1"), *[field(c).alias("s1host" if c == "host" else c) for c in _S1_COLUMNS])
+    return df.with_columns(found.get_columns())
+
+
+def _letters_only(g: pl.DataFrame, ok: list[pl.Expr]) -> list[pl.Expr]:
+    """`ok` per family, less the lines whose weekday or month run (LETTERISH) is not all letters.
+    Only a file with non-ASCII text can hold such a run: the check is skipped for the others."""
+    if (g["t"].str.len_bytes() == g["t"].str.len_chars()).all():
+        return ok
+    out = []
+    for i, (fam, rx) in enumerate(STAGE1):
+        hit = ok[i]
         for run in _LETTER_RUNS:
-            if run in g.columns:
-                odd = _not_letters(g[run].filter(ok))
+            if f"?P<{run}>" in rx:
+                values = g.select(pl.col(f"_g{i}").struct.field(run).filter(ok[i]))[:, 0]
+                odd = _not_letters(values)
                 if odd:
-                    ok = ok & ~g[run].is_in(odd).fill_null(False)
-        if not ok.any():
-            continue
-        hit = rows_where(g, ok)
-        found.append(hit.select(
-            "line", pl.lit(fam).alias("s1"),
-            *[(pl.col(c) if c in hit.columns else pl.lit(None, dtype=pl.String)).alias("s1host" if c == "host" else c)
-              for c in _S1_COLUMNS]))
-        remaining = rows_where(remaining, ~ok)
-    cols = ["s1", *[("s1host" if c == "host" else c) for c in _S1_COLUMNS]]
-    if not found:
-        return df.with_columns([pl.lit(None, dtype=pl.String).alias(c) for c in cols])
-    stamps = pl.concat(found, how="vertical")
-    return df.join(stamps, on="line", how="left", maintain_order="left")
+                    hit = hit & ~pl.col(f"_g{i}").struct.field(run).is_in(odd).fill_null(False)
+        out.append(hit)
+    return out
 
 
 def _not_letters(runs: pl.Series) -> list[str]:
