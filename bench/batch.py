@@ -3,6 +3,7 @@
     python bench/batch.py                 # 250, 500 and 1000 jobs, all cores
     python bench/batch.py --jobs 1000 --workers 2
     python bench/batch.py --jobs 200 1000 --workers 2 --repeat 2   # best of two scans of each archive
+    python bench/batch.py --stages        # where a job's CPU goes: per stage, in one process
 
 Jobs are made from the recorded incidents in sample_logs/ (copied as they are) and from seeded
 synthetic ones (a few MB each: 1 Hz nvidia-smi CSV for several GPUs over hours, a training log with
@@ -147,6 +148,68 @@ class TreeMemory:
                 self.peak_all = max(self.peak_all, sum(kids) + rss.get(me, 0))
 
 
+def stage_table(tpls: list[Path], repeat: int = 2) -> None:
+    """CPU per job by stage, in this process, over the templates (the last of `repeat` runs of each
+    counted: the first pays imports and warms caches), with the eager polars calls each stage makes."""
+    import json
+
+    import polars as pl
+    from polars.lazyframe import frame as lazy_frame
+
+    from forensics import detect, ingest, report as rep, timeline
+    from forensics.parsers import kernel
+
+    calls = {"n": 0}
+    collect = lazy_frame.LazyFrame._collect_eager   # where every eager DataFrame call runs (polars 1.x, 2.x)
+
+    def counted(self, *a, **k):
+        calls["n"] += 1
+        return collect(self, *a, **k)
+
+    cpu: dict[str, float] = {}
+    ncalls: dict[str, int] = {}
+
+    def stage(name, fn, *a):
+        n0, t0 = calls["n"], time.process_time()
+        out = fn(*a)
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - t0
+        ncalls[name] = ncalls.get(name, 0) + calls["n"] - n0
+        return out
+
+    def dedupe(bundle):
+        bundle.events = timeline.merge_twin_events(kernel.dedupe_events(bundle.events))
+        bundle.samples = timeline.merge_twin_samples(kernel.dedupe_samples(bundle.samples))
+        return bundle
+
+    out = Path(tempfile.mkdtemp(prefix="gf-stages-"))
+    lazy_frame.LazyFrame._collect_eager = counted
+    try:
+        for r in range(repeat):
+            cpu.clear()
+            ncalls.clear()
+            for t in tpls:
+                opts = Options(tz="UTC")
+                stage("fingerprint", sc.fingerprint, t)
+                bundle = stage("ingest (read, sniff, parse, scan, check)", ingest.load, [str(t)], opts)
+                bundle = stage("timeline (align, dedupe)", lambda b: dedupe(timeline.align(b, opts)), bundle)
+                analysis = stage("detect", detect.analyze, bundle, opts)
+                summary = stage("JSON summary", rep.summary, bundle, analysis)
+                ctx = stage("report context", rep.build_context, bundle, analysis, opts)
+                html = stage("report HTML", rep.render_html, ctx)
+                stage("write", lambda: ((out / "r.html").write_text(html),
+                                        (out / "s.json").write_text(json.dumps(summary, default=str))))
+    finally:
+        lazy_frame.LazyFrame._collect_eager = collect
+        shutil.rmtree(out, ignore_errors=True)
+    n, total = len(tpls), sum(cpu.values())
+    print(f"\nCPU per job by stage, one process, {n} job templates (polars {pl.__version__}, "
+          f"POLARS_MAX_THREADS={os.environ.get('POLARS_MAX_THREADS', 'all')})")
+    print(f"{'stage':<42} {'ms/job':>7} {'share':>6} {'polars calls/job':>17}")
+    for name in cpu:
+        print(f"{name:<42} {cpu[name] / n * 1000:>7.1f} {cpu[name] / total:>6.0%} {ncalls[name] / n:>17.0f}")
+    print(f"{'all':<42} {total / n * 1000:>7.1f} {1:>6.0%} {sum(ncalls.values()) / n:>17.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, nargs="*", default=[250, 500, 1000])
@@ -156,10 +219,16 @@ def main() -> None:
                     help="scans of each archive (each into a fresh output folder); the fastest is reported, as "
                          "this machine's speed drifts between runs")
     ap.add_argument("--keep", action="store_true", help="keep the archive folder")
+    ap.add_argument("--stages", action="store_true",
+                    help="instead of scanning: CPU per job by stage (and polars calls), in one process, over the "
+                         "job templates")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gf-batch-"))
     try:
         tpls = templates(work, args.synthetic)
+        if args.stages:
+            stage_table(tpls, max(2, args.repeat))
+            return
         rows = []
         for n in args.jobs:
             arch = work / f"archive-{n}"

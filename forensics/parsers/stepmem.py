@@ -269,27 +269,32 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped) -> pl.DataFrame:
+def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = False) -> pl.DataFrame:
     """Readings of the free-text shapes from `df` (line, text). Returns sample rows with the
-    working columns line, piece, k, zoned."""
+    working columns line, piece, k, zoned. `series_only` (for sniffing): only `line` and `series` of
+    the same rows, without what does not decide them (clocks, step markers, labels, totals)."""
     hint = rows_where(df, pl.col("text").str.contains(GENERIC_HINT) & ~pl.col("text").str.contains(_NOT_OURS))
     if not hint.height:
         return pl.DataFrame()
-    hint = with_line_time(hint.sort("line"), zone)
-    body = strip_line_time(pl.col("text"))
+    hint = hint.sort("line")
     has_reading = pl.col("text").str.contains(ANY_READING)
-    # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
-    hint = hint.with_columns(
-        pl.when(~has_reading).then(body.str.extract(_STEP_MARKER).cast(pl.Int64, strict=False))
-        .alias("marker_step"))
-    hint = hint.with_columns(pl.col("marker_step").forward_fill())
+    if not series_only:
+        hint = with_line_time(hint, zone)
+        body = strip_line_time(pl.col("text"))
+        # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
+        hint = hint.with_columns(
+            pl.when(~has_reading).then(body.str.extract(_STEP_MARKER).cast(pl.Int64, strict=False))
+            .alias("marker_step"))
+        hint = hint.with_columns(pl.col("marker_step").forward_fill())
     pieces = _pieces(rows_where(hint, has_reading))
     if not pieces.height:
         return pl.DataFrame()
     readings = _readings(pieces)
     if not readings.height:
         return pl.DataFrame()
-    ctx = _piece_context(pieces)
+    # a header unit (`memory (MB)`) is the only context that decides whether a reading counts
+    ctx = (pieces.select("line", "piece", pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit"))
+           if series_only else _piece_context(pieces))
     r = readings.join(ctx, on=["line", "piece"], how="left")
     unit = pl.coalesce("unit", "header_unit", "default_unit")
     r = r.with_columns(
@@ -310,6 +315,8 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped) -> pl.DataFra
         if failed[why]:
             skipped.add_lines(why, rows_where(r, check)["line"].unique(maintain_order=True))
     good = rows_where(r, series.is_not_null() & (value >= 0)) if any(failed.values()) else r
+    if series_only:
+        return good.select("line", "series")
     return good.select(
         "line", "piece", "k", "time", "zoned", "series", "bytes",
         pl.coalesce("total_bytes", "piece_total").alias("total_bytes"),
@@ -384,7 +391,7 @@ def head_readings(head: list[str]) -> pl.DataFrame:
     """Generic readings in the first lines (for sniffing)."""
     skipped = Skipped()
     try:
-        return extract_generic(_head_frame(head), "UTC", skipped)
+        return extract_generic(_head_frame(head), "UTC", skipped, series_only=True)
     except pl.exceptions.PolarsError:
         return pl.DataFrame()
 

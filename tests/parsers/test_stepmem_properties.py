@@ -122,3 +122,16 @@ def test_a_number_that_ends_a_reading_is_read_whole_or_not_at_all():
     parsed = stepmem.extract_all(_frame(lines), SRC, Options(tz="UTC"))
     got = dict(zip(parsed.samples["line"].to_list(), parsed.samples["bytes"].to_list()))
     assert got == {5: 1494 << 20, 6: 318986240, 7: 1494 << 20, 8: int(77.5 * (1 << 20))}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(line_strategy, min_size=1, max_size=12))
+@example(lines=["memory (MB) allocated: 12", "step 3 (in GB) | allocated: 1.5, reserved: 2"])   # header units
+def test_sniffing_finds_the_readings_a_full_extraction_finds(lines):
+    """head_readings skips clocks, step markers and labels: the same lines and series all the same."""
+    frame = stepmem._head_frame(lines)
+    full = stepmem.extract_generic(frame, "UTC", stepmem.Skipped())
+    sniffed = stepmem.head_readings(lines)
+    assert sniffed.height == full.height
+    if full.height:
+        assert sniffed.select("line", "series").equals(full.select("line", "series"))
