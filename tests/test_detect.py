@@ -369,3 +369,21 @@ def test_change_point_search_is_bounded_on_long_series():
     assert fit.classification == "linear_growth"
     assert abs(fit.leak.onset - 1_200_000) / n <= 0.02
     assert fit.leak.rate == pytest.approx(2000.0, rel=0.05)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_infinity=True), st.integers(-10**6, 10**6)), max_size=40))
+def test_fast_median_is_numpys(values):
+    import warnings
+
+    from forensics.detect_series import _median
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # np.median of nothing warns
+        want = np.median(np.asarray(values, dtype=np.float64))
+    got = _median(values)
+    assert (np.isnan(want) and np.isnan(got)) or got == want
