@@ -62,7 +62,7 @@ class SeriesResult:
     noise_bytes: float | None = None
     growth_bytes: int | None = None  # growth that did not fall back
     leak: dict | None = None         # pattern, onset, rate_bytes_per_hour, rate_bytes_per_step, growth_bytes, confidence
-    _draw: object = field(default=None, repr=False, compare=False)   # the series, to make `points` from
+    _draw: tuple | None = field(default=None, repr=False, compare=False)   # _draw_arrays: `points` to be
     _points: list | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -70,7 +70,7 @@ class SeriesResult:
         """(x, bytes), at most DRAW_POINTS, made on first use: a datetime per point costs more than
         the rest of the series' result, and only the batch scan's sparkline reads them (for one series)."""
         if self._points is None:
-            self._points = _draw_points(self._draw) if self._draw is not None and self._draw.x.size else []
+            self._points = _draw_points(*self._draw) if self._draw is not None else []
         return self._points
 
 
@@ -202,7 +202,7 @@ def _fill_result(s: _Series) -> None:
     r, fit = s.result, s.fit
     if s.x.size:
         r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
-    r._draw = s
+        r._draw = _draw_arrays(s)   # thinned now: the full arrays are not kept
     r.segments = [(s.to_x(g.x0), s.to_x(g.x1), g.kind, _display_slope(s, g.slope, g.x0, g.x1))
                   for g in fit.segments]
     if fit.release_x is not None:
@@ -241,15 +241,20 @@ def _rate_per_step(s: _Series) -> float | None:
     return float(lk.rate * dx / dstep)
 
 
-def _draw_points(s: _Series) -> list[tuple]:
+def _draw_arrays(s: _Series) -> tuple[np.ndarray, np.ndarray, datetime | None]:
+    """The series thinned to at most DRAW_POINTS (x, y), and t0 when x is seconds since it."""
     x, y = (s.sec if s.sec is not None else s.x), s.y
     if x.size > DRAW_POINTS:
         from tsdownsample import MinMaxLTTBDownsampler
         xs = x if np.all(np.diff(x) >= 0) else np.sort(x)
         idx = MinMaxLTTBDownsampler().downsample(xs, y, n_out=DRAW_POINTS)
         x, y = xs[idx], y[idx]
-    if s.sec is not None:
-        return [(s.t0 + timedelta(seconds=float(a)), int(b)) for a, b in zip(x, y)]
+    return x, y, (s.t0 if s.sec is not None else None)
+
+
+def _draw_points(x: np.ndarray, y: np.ndarray, t0: datetime | None) -> list[tuple]:
+    if t0 is not None:
+        return [(t0 + timedelta(seconds=float(a)), int(b)) for a, b in zip(x, y)]
     return [(int(round(a)), int(b)) for a, b in zip(x, y)]
 
 
