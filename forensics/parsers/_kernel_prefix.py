@@ -130,6 +130,8 @@ class Decoded:
         return [n for n in bare if n not in used_lines]
 
 
+_STAGE1_ROWS = 100_000   # lines per stage-1 query: its working columns peak at ~60 MB
+
 _S1_COLUMNS = ("rest", "val", "iso", "ciso", "zone", "mon", "day", "hms", "year", "date", "epoch", "host")
 
 
@@ -138,7 +140,10 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
     family is the first in STAGE1 order whose regex matches it (and, for _NEEDS_HOST, whose rest
     reads `host ident:`). One query tries every family on every line (all are anchored, so a family
     that does not fit fails on the first characters): a small file's lines cost a few polars calls,
-    not a few per family."""
+    not a few per family. Every family's captures of a line exist at once (~0.6 kB a line), so a big
+    decode goes by slices of lines (each line's family depends on that line alone)."""
+    if df.height > _STAGE1_ROWS:
+        return pl.concat([_stage1(df.slice(at, _STAGE1_ROWS)) for at in range(0, df.height, _STAGE1_ROWS)])
     t = pl.col("t")
     g = df.select("line", "t", *[t.str.extract_groups(rx).alias(f"_g{i}") for i, (_, rx) in enumerate(STAGE1)])
     g = g.with_columns(
