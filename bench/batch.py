@@ -156,8 +156,7 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
     import polars as pl
     from polars.lazyframe import frame as lazy_frame
 
-    from forensics import detect, ingest, report as rep, timeline
-    from forensics.parsers import kernel
+    from forensics import detect, ingest, pipeline, report as rep
 
     calls = {"n": 0}
     collect = lazy_frame.LazyFrame._collect_eager   # where every eager DataFrame call runs (polars 1.x, 2.x)
@@ -176,10 +175,9 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
         ncalls[name] = ncalls.get(name, 0) + calls["n"] - n0
         return out
 
-    def dedupe(bundle):
-        bundle.events = timeline.merge_twin_events(kernel.dedupe_events(bundle.events))
-        bundle.samples = timeline.merge_twin_samples(kernel.dedupe_samples(bundle.samples))
-        return bundle
+    def write(html: str, summary: dict) -> None:
+        (out / "r.html").write_text(html)
+        (out / "s.json").write_text(json.dumps(summary, default=str))
 
     out = Path(tempfile.mkdtemp(prefix="gf-stages-"))
     lazy_frame.LazyFrame._collect_eager = counted
@@ -191,13 +189,12 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
                 opts = Options(tz="UTC")
                 stage("fingerprint", sc.fingerprint, t)
                 bundle = stage("ingest (read, sniff, parse, scan, check)", ingest.load, [str(t)], opts)
-                bundle = stage("timeline (align, dedupe)", lambda b: dedupe(timeline.align(b, opts)), bundle)
+                bundle = stage("timeline (align, dedupe)", pipeline.place, bundle, opts)
                 analysis = stage("detect", detect.analyze, bundle, opts)
                 summary = stage("JSON summary", rep.summary, bundle, analysis)
                 ctx = stage("report context", rep.build_context, bundle, analysis, opts)
                 html = stage("report HTML", rep.render_html, ctx)
-                stage("write", lambda: ((out / "r.html").write_text(html),
-                                        (out / "s.json").write_text(json.dumps(summary, default=str))))
+                stage("write", write, html, summary)
     finally:
         lazy_frame.LazyFrame._collect_eager = collect
         shutil.rmtree(out, ignore_errors=True)

@@ -62,7 +62,7 @@ class SeriesResult:
     noise_bytes: float | None = None
     growth_bytes: int | None = None  # growth that did not fall back
     leak: dict | None = None         # pattern, onset, rate_bytes_per_hour, rate_bytes_per_step, growth_bytes, confidence
-    _draw: tuple | None = field(default=None, repr=False, compare=False)   # _draw_arrays: `points` to be
+    _draw: tuple | None = field(default=None, repr=False, compare=False)   # (x, y, t0) that `points` is made from
     _points: list | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -5,7 +5,8 @@ caller waits: ~150-300 µs per call whatever the frame's size on this project's 
 (a thread wake-up on each side), where evaluating the predicate (`select`, which polars runs on the
 calling thread for small frames) and filtering each column as a Series costs ~25 µs. A job's small
 logs run hundreds of filters on frames of a few hundred rows: ~85 ms of a job's ~300 ms of CPU
-(bench/batch.py's templates), now ~10 ms. rows_where() is used where that adds up; big frames gain nothing
+(bench/batch.py's templates, one process on an otherwise idle machine; in a scan that keeps every core
+busy the hand-off costs less), now ~10 ms. rows_where() is used where that adds up; big frames gain nothing
 and lose nothing (the same kernels, one column after another instead of in parallel, and their
 predicate costs the same).
 """

@@ -155,17 +155,18 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
         if fam in _NEEDS_HOST:
             hit = hit & pl.col(f"_rest{i}").str.contains(_HOST_IDENT).fill_null(False)
         ok.append(hit)
-    ok = _letters_only(g, ok)
+    parts = [{f.name for f in g.schema[f"_g{i}"].fields} for i in range(len(STAGE1))]   # each family's groups
+    ok = _letters_only(g, ok, parts)
     fam_of = pl.coalesce([pl.when(hit).then(pl.lit(i, dtype=pl.Int32)) for i, hit in enumerate(ok)])
     g = g.with_columns(fam_of.alias("_fam"))
 
     def field(c: str) -> pl.Expr:
         """Column c of each line's family (null where that family has no such part)."""
         picks = []
-        for i, (fam, rx) in enumerate(STAGE1):
+        for i, (fam, _) in enumerate(STAGE1):
             if c == "rest" and fam != "gce-json":
                 picks.append(pl.when(pl.col("_fam") == i).then(pl.col(f"_rest{i}")))
-            elif c != "rest" and f"?P<{c}>" in rx:
+            elif c != "rest" and c in parts[i]:
                 picks.append(pl.when(pl.col("_fam") == i).then(pl.col(f"_g{i}").struct.field(c)))
         return pl.coalesce(picks) if picks else pl.lit(None, dtype=pl.String)
 
@@ -174,16 +175,16 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(found.get_columns())
 
 
-def _letters_only(g: pl.DataFrame, ok: list[pl.Expr]) -> list[pl.Expr]:
+def _letters_only(g: pl.DataFrame, ok: list[pl.Expr], parts: list[set[str]]) -> list[pl.Expr]:
     """`ok` per family, less the lines whose weekday or month run (LETTERISH) is not all letters.
     Only a file with non-ASCII text can hold such a run: the check is skipped for the others."""
     if (g["t"].str.len_bytes() == g["t"].str.len_chars()).all():
         return ok
     out = []
-    for i, (fam, rx) in enumerate(STAGE1):
+    for i in range(len(STAGE1)):
         hit = ok[i]
         for run in _LETTER_RUNS:
-            if f"?P<{run}>" in rx:
+            if run in parts[i]:
                 values = g.select(pl.col(f"_g{i}").struct.field(run).filter(ok[i]))[:, 0]
                 odd = _not_letters(values)
                 if odd:

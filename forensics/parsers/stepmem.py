@@ -70,6 +70,8 @@ FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
          rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 _HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
+# a piece's header unit (`memory (MB)`): the unit of its readings that carry none
+_PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit")
 
 
 def _unnamed(rx: str) -> str:
@@ -263,7 +265,7 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(step_m.struct.field("1"), step_m.struct.field("2"), dict_step)
         .cast(pl.Int64, strict=False).alias("tag_step"),
         pl.coalesce(*[gpu_m.struct.field(str(i)) for i in range(1, 6)]).alias("tag_gpu"),
-        t.str.extract(_HEADER_UNIT).alias("header_unit"),
+        _PIECE_HEADER_UNIT,
         bytes_expr(total.struct.field("num"),
                    pl.coalesce(total.struct.field("unit"), total.struct.field("punit"))).alias("piece_total"),
     )
@@ -293,8 +295,7 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     if not readings.height:
         return pl.DataFrame()
     # a header unit (`memory (MB)`) is the only context that decides whether a reading counts
-    ctx = (pieces.select("line", "piece", pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit"))
-           if series_only else _piece_context(pieces))
+    ctx = pieces.select("line", "piece", _PIECE_HEADER_UNIT) if series_only else _piece_context(pieces)
     r = readings.join(ctx, on=["line", "piece"], how="left")
     unit = pl.coalesce("unit", "header_unit", "default_unit")
     r = r.with_columns(
