@@ -389,3 +389,50 @@ def test_fast_median_is_numpys(values):
         want = np.median(np.asarray(values, dtype=np.float64))
         got = _median(values)
     assert (np.isnan(want) and np.isnan(got)) or got == want
+
+
+@st.composite
+def _piecewise_signals(draw):
+    """(x, y) scaled like change_points' input: pieces of random length, slope and level, some noise,
+    sometimes repeated x (several readings at one time) or a flat stretch (equal gains)."""
+    r = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    pieces = draw(st.lists(st.tuples(st.integers(1, 40), st.floats(-3, 3), st.floats(-2, 2)), min_size=1, max_size=5))
+    y = np.concatenate([level + slope * np.linspace(0, 1, n) for n, slope, level in pieces])
+    y = y + r.normal(0, draw(st.sampled_from([0.0, 1e-3, 0.05])), y.size)
+    x = np.arange(y.size, dtype=float)
+    if draw(st.booleans()):
+        x = np.floor(x / 2)
+    x = (x - x[0]) / max(x[-1] - x[0], 1.0)
+    y = (y - y.min()) / (np.ptp(y) or 1.0)
+    return np.column_stack([x, y]), draw(st.floats(1.0, 1e6))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_piecewise_signals(), st.floats(0.1, 50))
+def test_vectorized_binseg_is_ruptures_binseg(signal_scale, pen):
+    """Our Binseg prices all the splits of a segment in one numpy pass: the same split and gain for
+    every segment as ruptures' loop (exactly), so the same change points."""
+    from forensics.detect_series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
+
+    signal, scale = signal_scale
+    cost = _ruptures_linear_cost()
+    ours = _binseg()(custom_cost=cost(scale=scale), min_size=MIN_SEGMENT, jump=1).fit(signal)
+    theirs = _import_ruptures().Binseg(custom_cost=cost(scale=scale), min_size=MIN_SEGMENT, jump=1).fit(signal)
+    n = signal.shape[0]
+    for start in range(0, n, max(1, n // 12)):
+        for end in range(start + 1, n + 1, max(1, n // 12)):
+            assert ours.single_bkp(start, end) == theirs.single_bkp(start, end)
+    if n >= 2 * MIN_SEGMENT:
+        assert ours.predict(pen=pen) == theirs.predict(pen=pen)
+
+
+def test_vectorized_binseg_leaves_nan_gains_to_ruptures():
+    from forensics.detect_series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
+
+    signal = np.column_stack([np.linspace(0, 1, 30), np.r_[np.zeros(15), np.ones(14), np.nan]])
+    cost = _ruptures_linear_cost()
+    ours = _binseg()(custom_cost=cost(), min_size=MIN_SEGMENT, jump=1).fit(signal)
+    theirs = _import_ruptures().Binseg(custom_cost=cost(), min_size=MIN_SEGMENT, jump=1).fit(signal)
+    (bkp, gain), (their_bkp, their_gain) = ours.single_bkp(0, 30), theirs.single_bkp(0, 30)
+    assert bkp == their_bkp and np.isnan(gain) and np.isnan(their_gain)   # the segment holding the NaN
+    assert ours.single_bkp(0, 20) == theirs.single_bkp(0, 20) == (15, ours.single_bkp(0, 20)[1])
