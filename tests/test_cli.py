@@ -188,3 +188,16 @@ def test_usage_error_needs_no_click_package(tmp_path):
     assert res.returncode == 2, res.stderr
     assert "No such option: --no-such-option" in res.stderr
     assert "Traceback" not in res.stderr and "\u256d" not in res.stderr
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    """`scan --help` and `timeline --help` showed --tz and --year with no word on them."""
+    import typer.main
+
+    from forensics.cli import app
+
+    commands = typer.main.get_command(app).commands
+    assert {"report", "sniff", "timeline", "scan"} <= set(commands)
+    bare = [(name, p.opts) for name, cmd in commands.items() for p in cmd.params
+            if p.param_type_name == "option" and "--help" not in p.opts and not (p.help or "").strip()]
+    assert bare == []
