@@ -138,10 +138,11 @@ _S1_COLUMNS = ("rest", "val", "iso", "ciso", "zone", "mon", "day", "hms", "year"
 def _stage1(df: pl.DataFrame) -> pl.DataFrame:
     """Stage-1 columns (`s1` family, `rest`, stamp parts, `s1host`) for the `t` column: each line's
     family is the first in STAGE1 order whose regex matches it (and, for _NEEDS_HOST, whose rest
-    reads `host ident:`). One query tries every family on every line (all are anchored, so a family
-    that does not fit fails on the first characters): a small file's lines cost a few polars calls,
-    not a few per family. Every family's captures of a line exist at once (~0.6 kB a line), so a big
-    decode goes by slices of lines (each line's family depends on that line alone)."""
+    reads `host ident:`). One query says which families some line matches (all are anchored, so a
+    family that does not fit fails on the first characters), one more extracts those families'
+    captures on every line: a small file's lines cost a few polars calls, not a few per family.
+    Those captures of a line exist at once (up to ~0.6 kB a line), so a big decode goes by slices of
+    lines (each line's family depends on that line alone)."""
     if df.height > _STAGE1_ROWS:
         return pl.concat([_stage1(df.slice(at, _STAGE1_ROWS)) for at in range(0, df.height, _STAGE1_ROWS)])
     t = pl.col("t")
