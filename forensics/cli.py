@@ -130,13 +130,20 @@ def _write(dest: str, text: str) -> None:
                              "check that its folder exists and is writable")
 
 
-# The options that `report`, `timeline` and `scan` share: one help text each
-_HELP_TZ = "Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed). Repeatable."
-_HELP_BOOT_TIME = "Boot time (ISO-8601 with zone) for dmesg uptime stamps."
-_HELP_YEAR = "Year of the last line of syslog files that carry none (earlier lines walk back across New Year); default: the file's mtime."
-_HELP_START = "Clock time (ISO-8601 with zone) of the first sample of untimed logs (with --interval)."
-_HELP_END = "Clock time (ISO-8601 with zone) of the last sample of untimed logs (with --interval)."
-_HELP_INTERVAL = "Seconds between samples of untimed logs (e.g. 1 for nvidia-smi -l 1)."
+# The options that `report`, `timeline` and `scan` share, each written once
+TzOption = Annotated[Optional[list[str]], typer.Option(
+    "--tz", help="Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed). Repeatable.")]
+BootTimeOption = Annotated[Optional[str], typer.Option(
+    "--boot-time", help="Boot time (ISO-8601 with zone) for dmesg uptime stamps.")]
+YearOption = Annotated[Optional[int], typer.Option(
+    "--year", help="Year of the last line of syslog files that carry none (earlier lines walk back across New Year); "
+                   "default: the file's mtime.")]
+StartOption = Annotated[Optional[str], typer.Option(
+    "--start", help="Clock time (ISO-8601 with zone) of the first sample of untimed logs (with --interval).")]
+EndOption = Annotated[Optional[str], typer.Option(
+    "--end", help="Clock time (ISO-8601 with zone) of the last sample of untimed logs (with --interval).")]
+IntervalOption = Annotated[Optional[float], typer.Option(
+    "--interval", help="Seconds between samples of untimed logs (e.g. 1 for nvidia-smi -l 1).")]
 
 
 @app.command()
@@ -145,12 +152,12 @@ def report(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="HTML report file (default report.html; '' for none).")] = "report.html",
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the JSON summary to FILE, or - for stdout.")] = None,
     md_out: Annotated[Optional[str], typer.Option("--md", help="Write the Markdown summary to FILE, or - for stdout.")] = None,
-    tz: Annotated[Optional[list[str]], typer.Option("--tz", help=_HELP_TZ)] = None,
-    boot_time: Annotated[Optional[str], typer.Option("--boot-time", help=_HELP_BOOT_TIME)] = None,
-    year: Annotated[Optional[int], typer.Option("--year", help=_HELP_YEAR)] = None,
-    start: Annotated[Optional[str], typer.Option("--start", help=_HELP_START)] = None,
-    end: Annotated[Optional[str], typer.Option("--end", help=_HELP_END)] = None,
-    interval: Annotated[Optional[float], typer.Option("--interval", help=_HELP_INTERVAL)] = None,
+    tz: TzOption = None,
+    boot_time: BootTimeOption = None,
+    year: YearOption = None,
+    start: StartOption = None,
+    end: EndOption = None,
+    interval: IntervalOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
 ) -> None:
     """Analyze logs and write the incident report (HTML, and optionally JSON and Markdown)."""
@@ -221,12 +228,12 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
 def timeline(
     paths: Annotated[list[str], typer.Argument(help="Log files or folders.")],
     output: Annotated[str, typer.Option("-o", "--output", help="aligned.parquet or aligned.csv")],
-    tz: Annotated[Optional[list[str]], typer.Option("--tz", help=_HELP_TZ)] = None,
-    boot_time: Annotated[Optional[str], typer.Option("--boot-time", help=_HELP_BOOT_TIME)] = None,
-    year: Annotated[Optional[int], typer.Option("--year", help=_HELP_YEAR)] = None,
-    start: Annotated[Optional[str], typer.Option("--start", help=_HELP_START)] = None,
-    end: Annotated[Optional[str], typer.Option("--end", help=_HELP_END)] = None,
-    interval: Annotated[Optional[float], typer.Option("--interval", help=_HELP_INTERVAL)] = None,
+    tz: TzOption = None,
+    boot_time: BootTimeOption = None,
+    year: YearOption = None,
+    start: StartOption = None,
+    end: EndOption = None,
+    interval: IntervalOption = None,
 ) -> None:
     """Write the normalized, aligned samples and events tables for your own analysis."""
     from . import ingest, timeline as tl
@@ -262,8 +269,8 @@ def scan(
     depth: Annotated[Optional[int], typer.Option("--depth", help="Jobs are the folders exactly this deep below ARCHIVE.")] = None,
     job_pattern: Annotated[Optional[str], typer.Option("--job-pattern", help="Regex on folder names that marks a job folder.")] = None,
     reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or those with findings at or above a severity.")] = Reports.all,
-    tz: Annotated[Optional[list[str]], typer.Option("--tz", help=_HELP_TZ)] = None,
-    year: Annotated[Optional[int], typer.Option("--year", help=_HELP_YEAR)] = None,
+    tz: TzOption = None,
+    year: YearOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs did not change.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,

@@ -151,8 +151,8 @@ def _stage1(df: pl.DataFrame) -> pl.DataFrame:
     matched = df.select(t.str.contains(rx).any().alias(str(i)) for i, (_, rx) in enumerate(STAGE1)).row(0)
     present = [i for i, hit in enumerate(matched) if hit]
     if not present:
-        return df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("s1", *_S1_COLUMNS)).rename(
-            {"host": "s1host"})
+        return df.with_columns(pl.lit(None, dtype=pl.String).alias("s1"),
+                               *[pl.lit(None, dtype=pl.String).alias("s1host" if c == "host" else c) for c in _S1_COLUMNS])
     g = df.select("line", "t", *[t.str.extract_groups(STAGE1[i][1]).alias(f"_g{i}") for i in present])
     g = g.with_columns(
         t.str.slice(pl.col(f"_g{i}").struct.field("pre").str.len_chars()).alias(f"_rest{i}")
