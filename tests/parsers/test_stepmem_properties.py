@@ -47,7 +47,9 @@ line_strategy = st.one_of(
     st.text(max_size=80),
 )
 
-_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A number as the parsers read one: ASCII digits (stepmem.NUM; parsers/__init__.py says why). Python's \d
+# and float() would also read other scripts' digits, "1.\u0661" as 1.1, where the line says 1 and more.
+_NUMBER = re.compile(r"[-+]?[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _FACTORS = [1 << (10 * i) for i in range(6)]
 SRC = SimpleNamespace(path="prop.log")
 
@@ -72,6 +74,8 @@ def _comes_from_line(value: int, text: str) -> bool:
 @given(st.lists(line_strategy, min_size=1, max_size=12))
 # found by this test (2026-12-01): the nvidia-smi print shape read 12 MB out of "12.5allocated"
 @example(lines=["allocated: 0", "nvidia-smi GPU-3 memory (MB): 12.5allocated"])
+# found by CI (2026-12-01): an Arabic-Indic digit after "1." (the line's number is the ASCII "1")
+@example(lines=["allocated: 0", "nvidia-smi GPU-3 memory (MB): 1.\u0661", "Free GPU ram: 1.\u0661"])
 def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     for module in (stepmem, deepspeed, megatron, hf_trainer):
         module.sniff(lines)
