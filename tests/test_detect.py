@@ -436,3 +436,24 @@ def test_vectorized_binseg_leaves_nan_gains_to_ruptures():
     (bkp, gain), (their_bkp, their_gain) = ours.single_bkp(0, 30), theirs.single_bkp(0, 30)
     assert bkp == their_bkp and np.isnan(gain) and np.isnan(their_gain)   # the segment holding the NaN
     assert ours.single_bkp(0, 20) == theirs.single_bkp(0, 20) == (15, ours.single_bkp(0, 20)[1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.sampled_from([0.0, 1e-9, 1.0, 1e6]))
+def test_lstsq_each_is_numpys_lstsq_bit_for_bit(seed, m, noise):
+    """The onset's hinge fits: every matrix of the stack gives exactly np.linalg.lstsq's coefficients
+    (the onset is the candidate of least squared error, so a last-bit difference could move it)."""
+    from forensics.detect_series import lstsq_each
+
+    r = np.random.default_rng(seed)
+    x = np.sort(r.uniform(0, 1e5, m))
+    if r.random() < 0.2:
+        x[:] = x[0]                     # rank-deficient: one distinct time
+    y = 3e9 + 1e4 * x + r.normal(0, 1, m) * noise
+    cands = np.linspace(x[0], x[-1], 7)
+    stack = np.stack([np.column_stack([np.ones_like(x), x - x[0], np.maximum(0.0, x - t0)]) for t0 in cands])
+    got = lstsq_each(stack, y)
+    want = [np.linalg.lstsq(A, y, rcond=None)[0] for A in stack]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
