@@ -122,8 +122,12 @@ def _parse(path: Path, streamed: bool, monkeypatch, batch_bytes: int = 2048):
     from forensics import fastpath_stream, ingest
     from forensics.options import Options
 
+    from forensics.parsers import nvsmi_csv
+
     monkeypatch.setattr(fastpath_stream, "STREAM_MIN_BYTES", 0 if streamed else 1 << 62)
     monkeypatch.setattr(fastpath_stream, "MAX_READINGS", 1 << 62)
+    # the one-pass reference reads every row by read_cells (the in-memory read_plain has its own test)
+    monkeypatch.setattr(nvsmi_csv, "PLAIN_MIN_ROWS", 1 << 62)
     monkeypatch.setattr(fastpath, "BATCH_BYTES", batch_bytes)
     src = Source.open(path)
     info, results = ingest.parse_one(src, Options(tz="UTC"))
@@ -355,6 +359,56 @@ def test_plain_csv_path_matches_one_pass(tmp_path, monkeypatch, batch_bytes):
         if name in ("gpu_gone", "order", "bus_changes", "name_changes", "total_changes", "ids_after_memory",
                     "short_stamp", "bad_id", "placeholder", "gib", "odd_stamps", "total_suffix"):
             assert any(got is None and lines > 4 for got, lines in prefixed), name
+
+
+def test_plain_csv_rows_in_memory_are_read_cells_rows(tmp_path, monkeypatch):
+    """A file read whole (not streamed) has its clean sections read by read_plain, with or without the
+    ids right after the stamp (nvsmi_csv.id_prefix): the same samples, skips, notes, meta and
+    messages as read_cells gives; any row that is not clean sends the section to read_cells."""
+    from forensics import ingest
+    from forensics.options import Options
+    from forensics.parsers import nvsmi_csv
+    from forensics.schema import SAMPLES_SCHEMA, conform
+
+    real_plain, real_prefix = nvsmi_csv._read_plain_rows, nvsmi_csv.id_prefix
+    taken, prefixed = [], []
+    monkeypatch.setattr(nvsmi_csv, "_read_plain_rows", lambda *a: taken.append(real_plain(*a)) or taken[-1])
+    monkeypatch.setattr(nvsmi_csv, "id_prefix", lambda *a: prefixed.append(real_prefix(*a)) or prefixed[-1])
+    monkeypatch.setattr(nvsmi_csv, "PLAIN_MIN_ROWS", 100)
+
+    def parse(p: Path, plain: bool):
+        if not plain:
+            monkeypatch.setattr(nvsmi_csv, "PLAIN_MIN_ROWS", 1 << 62)
+        info, results = ingest.parse_one(Source.open(p), Options(tz="Europe/Berlin"))
+        monkeypatch.setattr(nvsmi_csv, "PLAIN_MIN_ROWS", 100)
+        samples = pl.concat([conform(r.samples, SAMPLES_SCHEMA) for r in results])
+        return samples, (info.format, info.lines, info.records, info.skip_reasons, info.skip_examples, info.meta,
+                         info.notes, info.problems, info.clock)
+
+    variants = _plain_variants(tmp_path)
+    variants["dst_fold"] = _plain_csv(tmp_path, "fold.csv", rows=1200, row=lambda i, g, t: (
+        f"2026/10/25 {(9600 + 2 * i - (1800 if i > 600 else 0)) // 3600:02d}:"
+        f"{(9600 + 2 * i - (1800 if i > 600 else 0)) // 60 % 60:02d}:{i * 2 % 60:02d}.000" + t[23:]))
+    ways = {}
+    for name, p in variants.items():
+        taken.clear()
+        prefixed.clear()
+        got, want = parse(p, True), parse(p, False)
+        assert got[0].equals(want[0]), name
+        assert got[1] == want[1], name
+        # how its sections were read: after the ids (_cells_after_prefix), cut at every comma
+        # (_cells_at_commas), or by read_cells (a row that read_plain does not take)
+        ways[name] = {"prefix" if x is not None and t is not None else "commas" if t is not None else "cells"
+                      for t, x in zip(taken, prefixed)}
+    assert ways == {
+        **{k: {"prefix"} for k in ("clean", "crlf", "uuid", "no_total", "wide", "wide_bad_utf8", "totals_differ",
+                                    "twelve_gpus", "dst_fold")},
+        **{k: {"commas"} for k in ("gpu_gone", "order", "ids_after_memory", "name_changes", "bad_utf8",
+                                    "short_stamp", "bus_changes", "total_changes")},
+        **{k: {"cells"} for k in ("bad_id", "placeholder", "gib", "no_comma_space", "extra_cell", "odd_stamps",
+                                   "wide_extra_cell", "wide_short", "wide_no_comma_space", "wide_balanced",
+                                   "total_suffix", "gib_gpu", "noise")},
+    }, ways
 
 
 def _plain_then_general(p, monkeypatch, tz: str) -> list:

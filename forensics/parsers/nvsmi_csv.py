@@ -185,7 +185,7 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
 # -- parsing ---------------------------------------------------------------------------------------
 
 def parse(src: Source, opts: Options) -> Parsed:
-    return parse_lines(src.frame(), src.path, opts)
+    return parse_lines(src.frame(), src.path, opts, plain=True)
 
 
 def _start_lines(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, ColumnMap | None], int | None]:
@@ -255,12 +255,18 @@ def _nulls(n: int, dtype) -> pl.Series:
     return pl.repeat(None, n, dtype=dtype, eager=True)
 
 
-def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str,
+               plain: bool = False) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Rows of one column map -> (readings, GPU ids seen, rows that do not fit), in chunks so that
-    the split cells of a month-long log never sit in memory all at once."""
+    the split cells of a month-long log never sit in memory all at once. `plain`: rows that all look
+    as nvidia-smi prints them are read by read_plain (the same result)."""
     if not m.roles:
         return (pl.DataFrame(schema=_ROW_SCHEMA), pl.DataFrame(schema=_ID_SCHEMA),
                 rows.select("line", "text").with_columns(pl.lit("row without memory columns").alias("reason")))
+    if plain and PLAIN_MIN_ROWS <= rows.height <= CHUNK_ROWS:
+        done = _read_plain_rows(rows, m, zone)
+        if done is not None:
+            return done
     outs, ids, bads = [], [], []
     for off in range(0, rows.height, CHUNK_ROWS):
         o, i, b = _read_chunk(rows.slice(off, CHUNK_ROWS), m, zone)
@@ -270,6 +276,75 @@ def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFram
     ids_df = pl.concat(ids).group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(
         pl.col("total_bytes").max())
     return pl.concat(outs), ids_df, pl.concat(bads)
+
+
+# Fewer rows than this: read_cells costs less than read_plain's checks.
+PLAIN_MIN_ROWS = 1000
+
+
+def _read_plain_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
+    """_read_rows' result by read_plain (a third of read_cells' CPU on the usual log, which the streamed
+    reader of a big file already reads so), or None when some row does not look as nvidia-smi prints it."""
+    r = m.roles
+    if r.get("timestamp") != 0 or "memory.used" not in r or not {"index", "uuid", "pci.bus_id"} & set(r):
+        return None
+    n = m.ncols
+    prefix = id_prefix(rows["text"], m)
+    cells = _cells_after_prefix(rows, n, prefix) if prefix is not None else _cells_at_commas(rows, n)
+    if cells is None:
+        return None
+    want = {i for role, i in r.items() if role not in ("memory.free", "memory.reserved")} | {n - 1}
+    cells = cells.select("line", *[f"field_{i}" for i in sorted(want) if not (prefix and 1 <= i <= prefix.k)])
+    plain = read_plain(cells, m, zone, prefix)
+    if plain is None:
+        return None
+    got, keys, ids = plain
+    good = got.select("line", "time", pl.Series("gpu", keys, dtype=pl.String).gather(got["_key"]).alias("gpu"),
+                      pl.lit("memory.used", dtype=pl.String).alias("series"), "bytes",
+                      pl.lit(False).alias("ph"), "total_bytes")
+    ids = ids.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
+    return good, ids, pl.DataFrame(schema=_BAD_SCHEMA)
+
+
+def _clean_commas(text: pl.Expr, commas: int) -> pl.Expr:
+    """`commas` commas in the text, each followed by a space: then the cells cut at "," are read_cells'
+    (cut at ", ") with the space in front, as read_plain takes them."""
+    if commas == 0:
+        return ~text.str.contains(",", literal=True)
+    return (text.str.count_matches(",", literal=True) == commas) & (text.str.count_matches(", ", literal=True) == commas)
+
+
+def _cells_at_commas(rows: pl.DataFrame, n: int) -> pl.DataFrame | None:
+    """line, field_0 .. field_<n-1>: the rows cut at ",", or None unless each has n clean cells."""
+    t = pl.col("text")
+    if not rows.select(_clean_commas(t, n - 1).all()).item():
+        return None
+    return rows.select("line", t.str.split_exact(",", n - 1).alias("g")).unnest("g")
+
+
+def _cells_after_prefix(rows: pl.DataFrame, n: int, prefix: IdPrefix) -> pl.DataFrame | None:
+    """_cells_at_commas for rows that id_prefix took (its cells 1..k need no cutting: each row holds its
+    phase's, after the stamp's 23 characters): the stamp and the cells after the prefix (field_0,
+    field_<k+1> ...), or None unless all are clean."""
+    import numpy as np
+
+    phases = [[prefix.cells[i][ph] for i in range(1, prefix.k + 1)] for ph in range(prefix.period)]
+    if any(not c.startswith(" ") for cells in phases for c in cells):
+        return None
+    # the rest of a row starts after "," + its phase's cells + ","
+    starts = np.array([23 + 1 + sum(len(c) + 1 for c in cells) for cells in phases], dtype=np.int64)
+    h = rows.height
+    start = pl.Series(np.tile(starts, -(-h // prefix.period))[:h])
+    t = pl.col("text")
+    rest_commas = n - prefix.k - 2
+    cut = rows.select("line", t.str.slice(0, 23).alias("field_0"), t.str.slice(start).alias("_rest"))
+    if not cut.select(_clean_commas(pl.col("_rest"), rest_commas).all()).item():
+        return None
+    if rest_commas == 0:
+        return cut.rename({"_rest": f"field_{n - 1}"})
+    rest = cut.select(pl.col("_rest").str.split_exact(",", rest_commas)).unnest("_rest")
+    return pl.concat([cut.drop("_rest"), rest.rename({f"field_{j}": f"field_{prefix.k + 1 + j}"
+                                                      for j in range(rest_commas + 1)})], how="horizontal")
 
 
 def _read_chunk(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -550,7 +625,9 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str,
     return rows.with_columns(pl.Series("_key", key, dtype=pl.Int64)), keys, ids
 
 
-def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False) -> Parsed:
+def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False, plain: bool = False) -> Parsed:
+    """`plain`: a section whose rows all look as nvidia-smi prints them is read by read_plain (the
+    streamed reader, whose batches take it on their own, leaves it off)."""
     p = Parsed()
     zone = opts.tz_for(path)
     df = df.select("line", "text")
@@ -580,7 +657,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
             reason = "compute-apps section" if mid else "unrecognized line"
             rest_parts.append(part.select("line", "text").with_columns(pl.lit(reason).alias("reason")))
             continue
-        good, ids, bad = _read_rows(part, m, zone)
+        good, ids, bad = _read_rows(part, m, zone, plain)
         parts.append(good)
         id_parts.append(ids)
         rest_parts.append(bad)

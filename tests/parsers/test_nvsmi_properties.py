@@ -156,3 +156,57 @@ def test_signed_memory_cells_are_garbage_not_numbers():
              "2024/01/01 00:00:00.000, 0, 100 MiB, +5 MiB", "2024/01/01 00:00:01.000, 0, -0 MiB, 6 MiB"]
     p = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
     assert p.samples.select("line", "bytes", "total_bytes").rows() == [(3, 6 << 20, None)]
+
+
+# rows as a looped `--query-gpu` prints them, a cell now and then not so
+_stamp_cell = st.one_of(st.integers(0, 10**6).map(
+    lambda s: f"2024/06/{1 + s // 86400:02d} {s // 3600 % 24:02d}:{s // 60 % 60:02d}:{s % 60:02d}.{s * 7 % 1000:03d}"),
+    _ts, st.sampled_from(["2024/06/01 11:27:05", " 2024/06/01 11:27:05.177", "2024/06/01 11:27:60.000"]))
+_plain_mib = st.one_of(st.integers(0, 200_000).map(lambda v: f"{v} MiB"), _mib)
+_PLAIN_HEADERS = {
+    "timestamp, index, name, memory.total [MiB], memory.used [MiB]":
+        lambda ts, g, u, t: f"{ts}, {g}, NVIDIA H200, {t}, {u}",
+    "timestamp, uuid, memory.used [MiB], memory.total [MiB], utilization.gpu [%]":
+        lambda ts, g, u, t: f"{ts}, GPU-{g}aaaaaaa-1795-5579-b092-2eda825636d2, {u}, {t}, 5 %",
+    "timestamp, memory.used [MiB], index, pci.bus_id":
+        lambda ts, g, u, t: f"{ts}, {u}, {g}, 00000000:{g}B:00.0",
+}
+
+
+@SETTINGS
+@given(st.sampled_from(list(_PLAIN_HEADERS)), st.integers(1, 4),
+       st.lists(st.tuples(_stamp_cell, st.lists(st.tuples(_plain_mib, _plain_mib), min_size=4, max_size=4)),
+                min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["junk", "drop", "swap", "comma", "idx"])), max_size=3))
+def test_plain_rows_read_as_read_cells_reads_them(header, gpus, samples, faults):
+    """nvsmi_csv's in-memory read_plain path gives parse_lines' general result for any rows: clean ones
+    (periodic ids, or not) and rows with a fault anywhere."""
+    row_of = _PLAIN_HEADERS[header]
+    lines = [header]
+    for ts, cells in samples:
+        lines += [row_of(ts, g, *cells[g]) for g in range(gpus)]
+    for at, fault in faults:
+        i = 1 + at % (len(lines) - 1) if len(lines) > 1 else 0
+        if not i:
+            continue
+        if fault == "junk":
+            lines.insert(i, "Unable to determine the device handle for GPU 0000:12:00.0: Unknown Error")
+        elif fault == "drop":
+            del lines[i]
+        elif fault == "swap" and i + 1 < len(lines):
+            lines[i], lines[i + 1] = lines[i + 1], lines[i]
+        elif fault == "comma":
+            lines[i] = lines[i].replace(", ", ",", 1)
+        elif fault == "idx":
+            lines[i] = lines[i].replace(", 0,", ", 00,", 1)
+    old = nvsmi_csv.PLAIN_MIN_ROWS
+    try:
+        nvsmi_csv.PLAIN_MIN_ROWS = 1
+        plain = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS, plain=True)
+    finally:
+        nvsmi_csv.PLAIN_MIN_ROWS = old
+    general = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
+    assert plain.samples.equals(general.samples)
+    assert plain.events.equals(general.events)
+    assert (plain.skipped.counts, plain.skipped.examples, plain.notes, plain.meta, plain.clock) == \
+        (general.skipped.counts, general.skipped.examples, general.notes, general.meta, general.clock)
