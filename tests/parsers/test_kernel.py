@@ -290,6 +290,11 @@ PREFIXES = [
     ("trimmed", "kernel: ", UTC, None, None, None, "none"),
     ("bare", "", UTC, None, None, None, "none"),
     ("ci-bracketed", "[2024-01-15T18:10:29.216Z] ", UTC, "2024-01-15T18:10:29.216Z", None, None, "wall"),
+    ("ci-bracketed-no-zone", "[2024-01-15 18:10:29,216] ", BERLIN, "2024-01-15T17:10:29.216Z", None, None, "wall-assumed"),
+    ("short-full-offset", "Fri 2023-09-08 17:20:30 +0200 tarta kernel: ", BERLIN, "2023-09-08T15:20:30Z", None, "tarta",
+     "wall-assumed"),
+    ("short-full-utc", "Fri 2023-09-08 17:20:30 UTC tarta kernel: ", BERLIN, "2023-09-08T17:20:30Z", None, "tarta",
+     "wall-assumed"),
     ("github-actions-wrapped-dmesg", "2026-01-15T18:10:29.2167389Z [  687.293876] ", UTC, None, 687.293876, None, "uptime"),
 ]
 
