@@ -110,13 +110,17 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     iso = pl.col(text).str.extract_groups(TS_ISO)
-    us = pl.col(text).str.extract_groups(TS_US)
+    if has_us_clock(df[text]):
+        us = pl.col(text).str.extract_groups(TS_US)
+        us_naive = (us.struct.field("year") + "-" + us.struct.field("mon") + "-" + us.struct.field("day") + " "
+                    + us.struct.field("hms") + "." + us.struct.field("frac").fill_null("0"))
+    else:   # (TS_US needs a '/': without one no line has that clock, and its regex is not run)
+        us_naive = pl.lit(None, dtype=pl.String)
     df = df.with_columns(
         iso.struct.field("date").alias("_d"), iso.struct.field("hms").alias("_t"),
         iso.struct.field("frac").fill_null("0").alias("_f"),
         iso.struct.field("zone").str.strip_chars().str.replace("UTC", "Z", literal=True).alias("_z"),
-        (us.struct.field("year") + "-" + us.struct.field("mon") + "-" + us.struct.field("day") + " "
-         + us.struct.field("hms") + "." + us.struct.field("frac").fill_null("0")).alias("_us"),
+        us_naive.alias("_us"),
     )
     naive = pl.coalesce(
         (pl.col("_d") + " " + pl.col("_t") + "." + pl.col("_f")),
@@ -132,9 +136,15 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     ).drop("_d", "_t", "_f", "_z", "_us")
 
 
-def strip_line_time(text: pl.Expr) -> pl.Expr:
-    """The line without its leading clock."""
-    return text.str.replace(TS_ISO, "").str.replace(TS_US, "")
+def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
+    """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock)."""
+    text = text.str.replace(TS_ISO, "")
+    return text.str.replace(TS_US, "") if us else text
+
+
+def has_us_clock(text: pl.Series) -> bool:
+    """Whether a line may start with the `%m/%d/%Y` clock (TS_US): it needs a '/'."""
+    return bool(text.str.contains("/", literal=True).any())
 
 
 def clock_of(*frames: pl.DataFrame) -> str:
@@ -157,7 +167,7 @@ def json_detail(*exprs: pl.Expr) -> pl.Expr:
 def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     """One row per reading context: tqdm refreshes (`\\r`) and ranks glued on one line
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
-    body = strip_line_time(pl.col("text")).str.replace_all("\r", "\n", literal=True)
+    body = strip_line_time(pl.col("text"), has_us_clock(df["text"])).str.replace_all("\r", "\n", literal=True)
     if df["text"].str.contains("[Rank ", literal=True).any():   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
     split = body.str.split("\n")
@@ -240,13 +250,21 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per piece: label (the tag), step and gpu read from the text in front of the first reading,
     a header unit such as `memory (MB)`, and a `total_memory` figure."""
     t = pl.col("piece_text")
+    # the words the regexes below need (in any case: none holds a k or s, which (?i) also matches
+    # outside ASCII): one query, and a regex whose word no piece holds is not run (nor compiled)
+    words = {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"], "gpu": ["ran", "cuda", "gpu", "dev"],
+             "total": ["total"], "(": ["("], "[Rank": ["[Rank"]}
+    has = dict(zip(words, pieces.select(
+        t.str.contains_any(w, ascii_case_insensitive=True).any().alias(k) for k, w in words.items()).row(0)))
+    null = pl.lit(None, dtype=pl.String)
     # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
     staged = pieces.with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
     pre = pl.col("_pre")
     staged = staged.with_columns(
-        pre.str.replace(r"^\s*\[Rank [0-9]+\]", "").str.strip_chars(" \t|:,;-=>").alias("_clean"),
+        (pre.str.replace(r"^\s*\[Rank [0-9]+\]", "") if has["[Rank"] else pre).str.strip_chars(" \t|:,;-=>")
+        .alias("_clean"),
         pre.str.extract(r"\[([^\[\]]+)\][\s|:\-]*$").alias("_tag"),
-        t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})").alias("_epoch"),
+        (t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})") if has["epoch"] else null).alias("_epoch"),
     )
     pre_clean, tag, epoch = pl.col("_clean"), pl.col("_tag"), pl.col("_epoch")
     label = (pl.when(tag.is_not_null()).then(tag.str.strip_chars())
@@ -255,19 +273,19 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
              .then(pre_clean)
              .when(epoch.is_not_null()).then(pl.lit("epoch ") + epoch)
              .otherwise(pl.lit(None, dtype=pl.String)))
-    step_m = pre.str.extract_groups(_STEP_IN_TAG)
-    dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b")
-    gpu_m = pre.str.extract_groups(_GPU_IN_TAG)
-    total = t.str.extract_groups(TOTAL)
+    step_m = pre.str.extract_groups(_STEP_IN_TAG) if has["step"] else None
+    dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b") if has["dict_step"] else null
+    gpu_m = pre.str.extract_groups(_GPU_IN_TAG) if has["gpu"] else None
+    total = t.str.extract_groups(TOTAL) if has["total"] else None
     return staged.select(
         "line", "piece", "time", "zoned", "marker_step",
         label.alias("label"),
-        pl.coalesce(step_m.struct.field("1"), step_m.struct.field("2"), dict_step)
-        .cast(pl.Int64, strict=False).alias("tag_step"),
-        pl.coalesce(*[gpu_m.struct.field(str(i)) for i in range(1, 6)]).alias("tag_gpu"),
-        _PIECE_HEADER_UNIT,
-        bytes_expr(total.struct.field("num"),
-                   pl.coalesce(total.struct.field("unit"), total.struct.field("punit"))).alias("piece_total"),
+        (pl.coalesce(step_m.struct.field("1"), step_m.struct.field("2"), dict_step) if step_m is not None
+         else dict_step).cast(pl.Int64, strict=False).alias("tag_step"),
+        (pl.coalesce(*[gpu_m.struct.field(str(i)) for i in range(1, 6)]) if gpu_m is not None else null).alias("tag_gpu"),
+        _PIECE_HEADER_UNIT if has["("] else null.alias("header_unit"),
+        (bytes_expr(total.struct.field("num"), pl.coalesce(total.struct.field("unit"), total.struct.field("punit")))
+         if total is not None else pl.lit(None, dtype=pl.Int64)).alias("piece_total"),
     )
 
 
@@ -285,7 +303,7 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     hint = hint.sort("line")
     if not series_only:
         hint = with_line_time(hint, zone)
-        body = strip_line_time(pl.col("text"))
+        body = strip_line_time(pl.col("text"), has_us_clock(hint["text"]))
         # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
         hint = hint.with_columns(
             pl.when(~has_reading).then(body.str.extract(_STEP_MARKER).cast(pl.Int64, strict=False))

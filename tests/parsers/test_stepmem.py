@@ -350,3 +350,40 @@ def test_sniff_rejects_a_head_without_a_reading_line_in_one_query(monkeypatch):
     assert stepmem.sniff(head) is None
     with pytest.raises(AssertionError, match="extraction ran"):
         stepmem.sniff(["step 7 | allocated: 1024.00 MB, reserved: 2048.00 MB"])
+
+
+def test_context_read_from_the_words_each_line_holds():
+    """The step, GPU, label, total and clock that a reading takes from its line, each shape once (the
+    context regexes run only when some line holds their word: a word test too narrow fails here)."""
+    import polars as pl
+
+    from forensics.parsers import stepmem
+    from forensics.schema import Skipped
+
+    lines = [
+        "device: 2 | allocated: 5 MB, reserved: 8 MB",
+        "[Rank 1] after step: allocated: 100 MB",
+        "{'memory_allocated (GB)': 1.5, 'global_step': 40}",
+        "03/04/2026 10:00:00 - INFO - [step 7] allocated: 12 MB",
+        "2026-03-04 10:00:01 total memory: 80 GB | allocated: 13 MB",
+        "Epoch: 3 | memory (MB) | allocated: 20.4 | reserved: 30",
+        "allocated: 5 MB, 'epoch': 3",
+    ]
+    got = []
+    for n, text in enumerate(lines, start=1):   # each line alone: no other line's word lets its regex run
+        df = pl.DataFrame({"line": [n], "text": [text]}, schema={"line": pl.Int64, "text": pl.String})
+        got += stepmem.extract_generic(df, "UTC", Skipped()).select(
+            "line", pl.col("time").dt.strftime("%H:%M:%S"), "series", "bytes", "total_bytes", "step", "label",
+            "gpu").rows()
+    MB = 1 << 20
+    assert got == [
+        (1, None, "allocated", 5 * MB, None, None, "device: 2", "2"),
+        (1, None, "reserved", 8 * MB, None, None, "device: 2", "2"),
+        (2, None, "allocated", 100 * MB, None, None, "after step", "1"),
+        (3, None, "allocated", 1536 * MB, None, 40, None, None),
+        (4, "10:00:00", "allocated", 12 * MB, None, 7, "step 7", None),
+        (5, "10:00:01", "allocated", 13 * MB, 80 << 30, None, "total memory: 80 GB", None),
+        (6, None, "allocated", round(20.4 * MB), None, None, "Epoch: 3 | memory (MB)", None),
+        (6, None, "reserved", 30 * MB, None, None, "Epoch: 3 | memory (MB)", None),
+        (7, None, "allocated", 5 * MB, None, None, "epoch 3", None),
+    ]
