@@ -72,13 +72,30 @@ _MIN_SHARE_INDENT = 0.9
 _MD_ESCAPE = r"\\([#*_\[\]`>])"
 
 
+def _hits(lines: list[str], hit, need: float) -> list[str] | None:
+    """The lines for which hit(line) holds, or None as soon as fewer than `need` can hold (most heads
+    fit no wrapper: they are given up on after a fifth of their lines instead of read to the end)."""
+    out: list[str] = []
+    left = len(lines)
+    for ln in lines:
+        left -= 1
+        if hit(ln):
+            out.append(ln)
+        elif len(out) + left < need:
+            return None
+    return out
+
+
 def _fits(w: Wrapper, lines: list[str]) -> bool:
     n = len(lines)
     if w.json_field:
-        hits = sum(1 for ln in lines if _JSON_LINE.match(ln) and f'"{w.json_field}"' in ln)
-        return hits >= max(1, _MIN_SHARE * n)
+        field = f'"{w.json_field}"'
+        return _hits(lines, lambda ln: _JSON_LINE.match(ln) and field in ln, max(1, _MIN_SHARE * n)) is not None
     rx = re.compile(w.prefix)
-    hit_lines = [ln for ln in lines if rx.match(ln)]
+    need = _MIN_SHARE_INDENT * n if w.name == CI_INDENT else 1 if n == 1 and w.name != GREP_N else max(2, _MIN_SHARE * n)
+    hit_lines = _hits(lines, rx.match, need)
+    if hit_lines is None:
+        return False
     if w.name == GREP_N:
         return _grep_fits(hit_lines, n)
     if w.name == CI_INDENT:

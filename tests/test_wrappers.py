@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import REALWORLD, realworld
 from forensics import wrappers
@@ -170,3 +172,41 @@ def test_sizes_are_read_in_linear_time():
     assert units.parse_size("1" + " " * 1_000_000 + "x") is None
     assert units.parse_size("1,024 KiB") == 1024 * 1024
     assert time.perf_counter() - started < 5
+
+
+def _fits_reading_every_line(w, lines):
+    """wrappers._fits as it was written first: every line looked at."""
+    import re
+
+    from forensics import wrappers as W
+
+    n = len(lines)
+    if w.json_field:
+        hits = sum(1 for ln in lines if W._JSON_LINE.match(ln) and f'"{w.json_field}"' in ln)
+        return hits >= max(1, W._MIN_SHARE * n)
+    hit_lines = [ln for ln in lines if re.compile(w.prefix).match(ln)]
+    if w.name == W.GREP_N:
+        return W._grep_fits(hit_lines, n)
+    if w.name == W.CI_INDENT:
+        return n >= 2 and len(hit_lines) >= W._MIN_SHARE_INDENT * n and any(not ln.startswith("   ") for ln in hit_lines)
+    return len(hit_lines) >= max(2, W._MIN_SHARE * n) or (n == 1 and len(hit_lines) == 1)
+
+
+_WRAPPED_LINES = [
+    '{"textPayload": "kernel: x", "t": 1}', '{"MESSAGE": "x"}', '{"log": "step 1\\n", "stream": "stderr"}',
+    "2026-01-15T18:10:29.2167389Z [  687.293876] x", "2026-01-15T18:10:29.216Z stdout F x",
+    "2026-01-15 18:10:29.216 [1234/start/1 (pid 99)] [abc-12] x", "trainer-1  | x", "12:x", "13-x", "12:34:56 x",
+    "> x", ">x", "  x", "    x", "x", "", "# source: y", "------ cut ------",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_WRAPPED_LINES), min_size=1, max_size=40), st.integers(0, 9))
+def test_fits_gives_up_early_with_the_same_answer(lines, skip_first):
+    """_fits stops reading a head once too few of its lines are left to fit: the same answer as
+    reading every line, for each wrapper, on heads of every mix (grep -n numbers going up or not)."""
+    from forensics import wrappers as W
+
+    lines = [f"{i + skip_first}:x" if ln == "12:x" else ln for i, ln in enumerate(lines)]
+    for w in W.WRAPPERS:
+        assert W._fits(w, lines) == _fits_reading_every_line(w, lines), (w.name, lines)
