@@ -92,7 +92,13 @@ def _fits(w: Wrapper, lines: list[str]) -> bool:
         field = f'"{w.json_field}"'
         return _hits(lines, lambda ln: _JSON_LINE.match(ln) and field in ln, max(1, _MIN_SHARE * n)) is not None
     rx = re.compile(w.prefix)
-    need = _MIN_SHARE_INDENT * n if w.name == CI_INDENT else 1 if n == 1 and w.name != GREP_N else max(2, _MIN_SHARE * n)
+    # the fewest hits each test below can take
+    if w.name == CI_INDENT:
+        need = _MIN_SHARE_INDENT * n
+    elif n == 1 and w.name != GREP_N:
+        need = 1
+    else:
+        need = max(2, _MIN_SHARE * n)
     hit_lines = _hits(lines, rx.match, need)
     if hit_lines is None:
         return False
