@@ -361,13 +361,16 @@ def _ymd(year: pl.Expr, month: pl.Expr, day: pl.Expr) -> pl.Expr:
         day.cast(pl.String).str.zfill(2)])
 
 
-def _first_match(branches: list, dtype) -> pl.Expr:
-    """`pl.when(c1).then(v1).when(c2).then(v2)...` of the branches (wanted, condition, value) that are
-    wanted (a branch whose condition holds on no row changes nothing); a null column when none is."""
+def _first_match(fam: pl.Expr, present: set[str], branches: list, dtype) -> pl.Expr:
+    """`pl.when(fam in families & cond).then(value)...` over the branches (families, cond or None, value)
+    whose families some row holds: polars computes every branch of a chain on every row, and a branch
+    no row takes changes nothing. A null column when no branch is left."""
     chain = None
-    for wanted, cond, value in branches:
-        if wanted:
-            chain = pl.when(cond).then(value()) if chain is None else chain.when(cond).then(value())
+    for families, cond, value in branches:
+        if present.isdisjoint(families):
+            continue
+        hit = fam.is_in(families) if cond is None else fam.is_in(families) & cond
+        chain = pl.when(hit).then(value) if chain is None else chain.when(hit).then(value)
     return pl.lit(None, dtype=dtype) if chain is None else chain
 
 
@@ -393,33 +396,28 @@ def compute_times(rec: pl.DataFrame, opts: Options, path: str,
         full = pl.Series("_year", [None] * rec.height, dtype=pl.Int32).scatter(idx, guess.years.cast(pl.Int32))
         rec = rec.with_columns(full)
     year = pl.coalesce(pl.col("year").cast(pl.Int32, strict=False), pl.col("_year"))
-    # only the branches of the families present (a file holds one or two of them): a when/then chain
-    # computes every branch on every row, and the ISO ones run six regex replaces each
+    # only the branches of the families present (a file holds one or two of them; the ISO ones run six
+    # regex replaces each)
     present = set(rec["family"].drop_nulls().unique().to_list())
-    local_naive = _first_match([
-        (present & {"dmesg-T", "openwrt", "syslog"}, fam.is_in(["dmesg-T", "openwrt", "syslog"]),
-         lambda: _naive(_ymd(year, pl.col("_month"), pl.col("day")), pl.col("hms"))),
-        ("journal-full" in present,
-         (fam == "journal-full") & ~pl.col("zone").is_in(["UTC", "GMT", "+0000"]) & ~pl.col("zone").str.contains(r"^[+-][0-9]{4}$"),
-         lambda: _naive(pl.col("date"), pl.col("hms"))),
-        ("ci-local" in present, fam == "ci-local",
-         lambda: pl.col("ciso").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+    journal_offset = pl.col("zone").str.contains(r"^[+-][0-9]{4}$")
+    local_naive = _first_match(fam, present, [
+        (["dmesg-T", "openwrt", "syslog"], None, _naive(_ymd(year, pl.col("_month"), pl.col("day")), pl.col("hms"))),
+        (["journal-full"], ~pl.col("zone").is_in(["UTC", "GMT", "+0000"]) & ~journal_offset,
+         _naive(pl.col("date"), pl.col("hms"))),
+        (["ci-local"], None, pl.col("ciso").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
          .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")),
     ], pl.Datetime("us"))
-    aware = _first_match([
-        (present & {"dmesg-iso", "syslog-iso", "iso", "talos"}, fam.is_in(["dmesg-iso", "syslog-iso", "iso", "talos"]),
-         lambda: clock.parse_offset_datetime(pl.col("iso"))),
-        ("ci" in present, fam == "ci",
-         lambda: clock.parse_offset_datetime(pl.col("ciso").str.replace(" ", "T", literal=True) + pl.col("zone"))),
-        ("journal-full" in present, fam == "journal-full", lambda:
-            pl.when(pl.col("zone").str.contains(r"^[+-][0-9]{4}$"))
-            .then(clock.parse_offset_datetime(pl.col("date") + pl.lit("T") + pl.col("hms") + pl.col("zone")))
-            .when(pl.col("zone").is_in(["UTC", "GMT"]))
-            .then(_naive(pl.col("date"), pl.col("hms")).dt.replace_time_zone("UTC"))),
-        ("unix" in present, fam == "unix", lambda:
-            pl.from_epoch((pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).round(0).cast(pl.Int64), "us")
-            .dt.replace_time_zone("UTC")),
-        ("gce-json" in present, fam == "gce-json", lambda: clock.parse_offset_datetime(pl.col("ts_pair"))),
+    aware = _first_match(fam, present, [
+        (["dmesg-iso", "syslog-iso", "iso", "talos"], None, clock.parse_offset_datetime(pl.col("iso"))),
+        (["ci"], None, clock.parse_offset_datetime(pl.col("ciso").str.replace(" ", "T", literal=True) + pl.col("zone"))),
+        (["journal-full"], None,
+         pl.when(journal_offset)
+         .then(clock.parse_offset_datetime(pl.col("date") + pl.lit("T") + pl.col("hms") + pl.col("zone")))
+         .when(pl.col("zone").is_in(["UTC", "GMT"]))
+         .then(_naive(pl.col("date"), pl.col("hms")).dt.replace_time_zone("UTC"))),
+        (["unix"], None, pl.from_epoch((pl.col("epoch").cast(pl.Float64, strict=False) * 1e6).round(0).cast(pl.Int64), "us")
+         .dt.replace_time_zone("UTC")),
+        (["gce-json"], None, clock.parse_offset_datetime(pl.col("ts_pair"))),
     ], UTC_TIME)
     rec = rec.with_columns(local_naive.alias("_naive"), aware.cast(UTC_TIME).alias("_aware"))
     rec = rec.with_columns(
