@@ -192,6 +192,14 @@ def _series_of_key(key: str) -> str | None:
     return _SERIES_OF_KEY.get(k)
 
 
+def _pieces_hold(pieces: pl.DataFrame, words: dict[str, list[str]]) -> dict[str, bool]:
+    """For each name: whether some piece holds one of its words, in any case (one query). A word stands
+    for a (?i) regex only if it has no k or s, which (?i) also matches outside ASCII (K, ſ)."""
+    t = pl.col("piece_text")
+    return dict(zip(words, pieces.select(
+        t.str.contains_any(w, ascii_case_insensitive=True).any().alias(name) for name, w in words.items()).row(0)))
+
+
 def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
     """All readings in the pieces: line, piece, k, series, num, total, unit, gpu_arg."""
     t = pl.col("piece_text")
@@ -209,11 +217,8 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
         ))
 
-    # the word each shape below holds (in any case: the (?i) ones have no k or s, which (?i) also
-    # matches outside ASCII): a shape whose word no piece holds is skipped, its regex not even compiled
-    words = ("gpu", "torch.cuda.", "nvidia-smi", "free")
-    present = dict(zip(words, pieces.select(
-        t.str.contains_any([w], ascii_case_insensitive=True).any().alias(w) for w in words).row(0)))
+    # a shape whose word no piece holds is skipped, its regex not even compiled
+    present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free")})
 
     def single(rx: str, word: str, k: int, series: pl.Expr, unit: pl.Expr, gpu: pl.Expr | None,
                default_unit: str | None, total: bool = False) -> None:
@@ -250,12 +255,10 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per piece: label (the tag), step and gpu read from the text in front of the first reading,
     a header unit such as `memory (MB)`, and a `total_memory` figure."""
     t = pl.col("piece_text")
-    # the words the regexes below need (in any case: none holds a k or s, which (?i) also matches
-    # outside ASCII): one query, and a regex whose word no piece holds is not run (nor compiled)
-    words = {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"], "gpu": ["ran", "cuda", "gpu", "dev"],
-             "total": ["total"], "(": ["("], "[Rank": ["[Rank"]}
-    has = dict(zip(words, pieces.select(
-        t.str.contains_any(w, ascii_case_insensitive=True).any().alias(k) for k, w in words.items()).row(0)))
+    # the words the regexes below need: a regex whose word no piece holds is not run (nor compiled)
+    has = _pieces_hold(pieces, {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"],
+                                "gpu": ["ran", "cuda", "gpu", "dev"], "total": ["total"], "(": ["("],
+                                "[Rank": ["[Rank"]})
     null = pl.lit(None, dtype=pl.String)
     # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
     staged = pieces.with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
