@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import timeit
 
 import polars as pl
 
@@ -22,22 +23,11 @@ REGEXES = [r"step ([0-9]+)", r"allocated: ([0-9.]+)", r"^([0-9-]+)", r"INFO ([a-
 LINE = "2026-11-30 03:04:08,405 INFO train: [step 3] allocated: 20.0 MB, cached: 24.0 MB"
 
 
-def _cost(fn, budget_s: float = 0.6) -> float:
-    """CPU seconds per call of fn, the best of 3 timed runs of ~budget_s/3 each."""
-    fn()
-    n, t0 = 0, time.process_time()
-    while time.process_time() - t0 < 0.05:
-        fn()
-        n += 1
-    per = (time.process_time() - t0) / n
-    reps = max(1, int(budget_s / 3 / max(per, 1e-7)))
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.process_time()
-        for _ in range(reps):
-            fn()
-        best = min(best, (time.process_time() - t0) / reps)
-    return best
+def _cost(fn) -> float:
+    """CPU seconds per call of fn: the best of 3 runs of as many calls as take ~0.2 s (timeit's autorange)."""
+    timer = timeit.Timer(fn, timer=time.process_time)
+    n, _ = timer.autorange()
+    return min(timer.repeat(repeat=3, number=n)) / n
 
 
 def shapes(df: pl.DataFrame, exprs: list[pl.Expr]) -> dict[str, float]:
