@@ -278,8 +278,8 @@ def scan(
 ) -> None:
     """Scan an archive of job folders: a report per job, an index page, and a summary table.
 
-    Exit 0 when every job was read and none reaches --fail-on; 1 when a job reaches --fail-on or a job
-    could not be read at all (it is listed with its reason); 2 on usage errors."""
+    Exit 0 when every job was read and none reaches --fail-on; 1 when a job reaches --fail-on or a job could not be read at all (it is listed with its reason); 2 on usage errors."""
+    # (that paragraph is one line: typer's help keeps a docstring's line breaks)
     import re as _re
 
     from . import scan as sc

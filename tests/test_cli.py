@@ -201,3 +201,15 @@ def test_every_option_of_every_command_says_what_it_does():
     bare = [(name, p.opts) for name, cmd in commands.items() for p in cmd.params
             if p.param_type_name == "option" and "--help" not in p.opts and not (p.help or "").strip()]
     assert bare == []
+
+
+def test_command_help_paragraphs_are_not_broken_mid_sentence():
+    """typer's help keeps a docstring's line breaks: `scan --help` showed "or a job" and "could not be
+    read" on two short lines. A paragraph of a command's help is one line of its docstring."""
+    import typer.main
+
+    from forensics.cli import app
+
+    for name, cmd in typer.main.get_command(app).commands.items():
+        for paragraph in (cmd.help or "").split("\n\n"):
+            assert "\n" not in paragraph.strip(), (name, paragraph)
