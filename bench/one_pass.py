@@ -98,8 +98,9 @@ def report(work: Path) -> None:
         files = [f for f, _ in fc]
         if key.startswith("synthetic"):
             files = files[:SYNTHETIC_PER_PASS]
-        if key == "(not a log)":
-            one_pass[key] = sum(c for _, c in fc) / len(fc)   # sniffed and set aside: nothing to share
+        if key == "(not a log)":   # sniffed and set aside: counted at its cost alone
+            one_pass[key] = sum(c for _, c in fc) / len(fc)
+            print(f"{key:<24} {len(fc):>5} {'':>8} {one_pass[key] * 1000:>14.1f} {one_pass[key] * 1000:>17.1f}")
             continue
         cat = concatenated(files, work / f"cat-{len(one_pass)}-{files[0].name}")
         cpu, fmt = parse_cpu(cat)
