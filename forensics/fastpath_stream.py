@@ -484,9 +484,8 @@ class _NvsmiCsv:
             start = buf.index(b"\n", start) + 1
         if not _cells_cut_clean(buf, start, end, batch.height, n):
             return False
-        # what read_plain and read_cells read, and the last cell (a short row leaves it null)
         memory = {m.roles[r] for r in nvsmi_csv.MEMORY if r in m.roles}
-        want = sorted({i for r, i in m.roles.items() if r not in ("memory.free", "memory.reserved")} | {n - 1})
+        want = nvsmi_csv.plain_cells(m)
 
         def cut(columns: list[int]) -> pl.DataFrame | None:
             try:
@@ -535,8 +534,7 @@ class _NvsmiCsv:
             if bad.height or rows["ph"].any() or rows["gpu"].null_count():
                 return False
             p.samples = conform(rows.select("time", "line", "gpu", "series", "bytes", "total_bytes"), SAMPLES_SCHEMA)
-        ids = ids.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
-        nvsmi_csv._meta(p, ids)
+        nvsmi_csv._meta(p, nvsmi_csv.merge_ids(ids))
         return p, plain
 
     def _take_plain(self, rows: pl.DataFrame, keys: list[str]) -> None:

@@ -73,8 +73,9 @@ _MD_ESCAPE = r"\\([#*_\[\]`>])"
 
 
 def _hits(lines: list[str], hit, need: float) -> list[str] | None:
-    """The lines for which hit(line) holds, or None as soon as fewer than `need` can hold (most heads
-    fit no wrapper: they are given up on after a fifth of their lines instead of read to the end)."""
+    """The lines for which hit(line) holds when there are `need` or more of them, else None; given up
+    on as soon as fewer than `need` can hold (most heads fit no wrapper: they are dropped after a fifth
+    of their lines instead of read to the end)."""
     out: list[str] = []
     left = len(lines)
     for ln in lines:
@@ -83,7 +84,7 @@ def _hits(lines: list[str], hit, need: float) -> list[str] | None:
             out.append(ln)
         elif len(out) + left < need:
             return None
-    return out
+    return out if len(out) >= need else None
 
 
 def _fits(w: Wrapper, lines: list[str]) -> bool:
@@ -91,29 +92,28 @@ def _fits(w: Wrapper, lines: list[str]) -> bool:
     if w.json_field:
         field = f'"{w.json_field}"'
         return _hits(lines, lambda ln: _JSON_LINE.match(ln) and field in ln, max(1, _MIN_SHARE * n)) is not None
-    rx = re.compile(w.prefix)
-    # the fewest hits each test below can take
+    # the fewest lines the prefix must start: nearly all for a CI log's indent, else most (and at least
+    # two, but the one line of a one-line head; grep -n needs two numbers to go up)
     if w.name == CI_INDENT:
         need = _MIN_SHARE_INDENT * n
     elif n == 1 and w.name != GREP_N:
         need = 1
     else:
         need = max(2, _MIN_SHARE * n)
-    hit_lines = _hits(lines, rx.match, need)
+    hit_lines = _hits(lines, re.compile(w.prefix).match, need)
     if hit_lines is None:
         return False
     if w.name == GREP_N:
-        return _grep_fits(hit_lines, n)
+        return _grep_fits(hit_lines)
     if w.name == CI_INDENT:
         # everything indented alike, and not all of it deeper (a code block is not a CI log)
-        return n >= 2 and len(hit_lines) >= _MIN_SHARE_INDENT * n and any(not ln.startswith("   ") for ln in hit_lines)
-    return len(hit_lines) >= max(2, _MIN_SHARE * n) or (n == 1 and len(hit_lines) == 1)
+        return n >= 2 and any(not ln.startswith("   ") for ln in hit_lines)
+    return True
 
 
-def _grep_fits(hit_lines: list[str], n: int) -> bool:
-    """grep -n: most lines, numbers going up, and what follows is not the rest of a time or date."""
-    if len(hit_lines) < max(2, _MIN_SHARE * n):
-        return False
+def _grep_fits(hit_lines: list[str]) -> bool:
+    """grep -n (most lines carry it: `_fits`): numbers going up, and what follows is not the rest of a
+    time or date."""
     nums = []
     for ln in hit_lines:
         if _LOOKS_LIKE_TIME.match(ln):

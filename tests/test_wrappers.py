@@ -186,7 +186,7 @@ def _fits_reading_every_line(w, lines):
         return hits >= max(1, W._MIN_SHARE * n)
     hit_lines = [ln for ln in lines if re.compile(w.prefix).match(ln)]
     if w.name == W.GREP_N:
-        return W._grep_fits(hit_lines, n)
+        return len(hit_lines) >= max(2, W._MIN_SHARE * n) and W._grep_fits(hit_lines)
     if w.name == W.CI_INDENT:
         return n >= 2 and len(hit_lines) >= W._MIN_SHARE_INDENT * n and any(not ln.startswith("   ") for ln in hit_lines)
     return len(hit_lines) >= max(2, W._MIN_SHARE * n) or (n == 1 and len(hit_lines) == 1)
@@ -210,3 +210,10 @@ def test_fits_gives_up_early_with_the_same_answer(lines, skip_first):
     lines = [f"{i + skip_first}:x" if ln == "12:x" else ln for i, ln in enumerate(lines)]
     for w in W.WRAPPERS:
         assert W._fits(w, lines) == _fits_reading_every_line(w, lines), (w.name, lines)
+
+
+def test_no_wrapper_fits_no_lines():
+    """_hits gave back an empty list for an empty head, which a JSON wrapper took for a fit."""
+    from forensics import wrappers as W
+
+    assert [w.name for w in W.WRAPPERS if W._fits(w, [])] == []

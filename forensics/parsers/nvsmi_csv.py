@@ -273,9 +273,18 @@ def _read_rows(rows: pl.DataFrame, m: ColumnMap, zone: str,
         outs.append(o)
         ids.append(i)
         bads.append(b)
-    ids_df = pl.concat(ids).group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(
-        pl.col("total_bytes").max())
-    return pl.concat(outs), ids_df, pl.concat(bads)
+    return pl.concat(outs), merge_ids(pl.concat(ids)), pl.concat(bads)
+
+
+def merge_ids(ids: pl.DataFrame) -> pl.DataFrame:
+    """One row per GPU (its ids and name as read), with the largest memory.total read for it."""
+    return ids.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
+
+
+def plain_cells(m: ColumnMap) -> list[int]:
+    """The cells read_plain and read_cells read (not memory.free or memory.reserved: a log they read
+    has memory.used), and the last one (a short row leaves it null)."""
+    return sorted({i for role, i in m.roles.items() if role not in ("memory.free", "memory.reserved")} | {m.ncols - 1})
 
 
 # Fewer rows than this: read_cells costs less than read_plain's checks.
@@ -293,8 +302,7 @@ def _read_plain_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.Da
     cells = _cells_after_prefix(rows, n, prefix) if prefix is not None else _cells_at_commas(rows, n)
     if cells is None:
         return None
-    want = {i for role, i in r.items() if role not in ("memory.free", "memory.reserved")} | {n - 1}
-    cells = cells.select("line", *[f"field_{i}" for i in sorted(want) if not (prefix and 1 <= i <= prefix.k)])
+    cells = cells.select("line", *[f"field_{i}" for i in plain_cells(m) if not (prefix and 1 <= i <= prefix.k)])
     plain = read_plain(cells, m, zone, prefix)
     if plain is None:
         return None
@@ -302,8 +310,7 @@ def _read_plain_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.Da
     good = got.select("line", "time", pl.Series("gpu", keys, dtype=pl.String).gather(got["_key"]).alias("gpu"),
                       pl.lit("memory.used", dtype=pl.String).alias("series"), "bytes",
                       pl.lit(False).alias("ph"), "total_bytes")
-    ids = ids.group_by("gpu", "index", "uuid", "bus", "name", maintain_order=True).agg(pl.col("total_bytes").max())
-    return good, ids, pl.DataFrame(schema=_BAD_SCHEMA)
+    return good, merge_ids(ids), pl.DataFrame(schema=_BAD_SCHEMA)
 
 
 def _clean_commas(text: pl.Expr, commas: int) -> pl.Expr:
