@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import polars as pl
 
-from . import detect_events
+from . import detect_events, lifetimes
 from .detect_series import MIN_POINTS, SeriesFit, analyze_xy
 from .findings import SEVERITY_RANK, Evidence, Finding
 from .units import human
@@ -62,6 +62,7 @@ class SeriesResult:
     noise_bytes: float | None = None
     growth_bytes: int | None = None  # growth that did not fall back
     leak: dict | None = None         # pattern, onset, rate_bytes_per_hour, rate_bytes_per_step, growth_bytes, confidence
+    lifetimes: list[dict] = field(default_factory=list)   # one per job in the series: start, end, began, ended, classification, leak
     _draw: tuple | None = field(default=None, repr=False, compare=False)   # (x, y, t0) that `points` is made from
     _points: list | None = field(default=None, repr=False, compare=False)
 
@@ -102,6 +103,8 @@ class _Series:
     steps: np.ndarray | None         # step numbers aligned with x (float, nan when unknown)
     t0: datetime | None
     sec: np.ndarray | None
+    parts: list = field(default_factory=list)   # one _Series per job lifetime (the whole series only)
+    lifetime: lifetimes.Lifetime | None = None  # which lifetime this is (a part only)
 
     def seconds(self, v: float) -> float:
         if self.axis == "time":
@@ -147,33 +150,74 @@ def _sorted_by(df: pl.DataFrame, col: str, then: list[str]) -> pl.DataFrame:
 
 
 def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
-    """Time when (nearly) every row has it; else the step; else the order within the source."""
+    """Time when (nearly) every row has it; else the step; else the order within the source.
+    Untimed step logs stay in the file's order: a restarted job's step counter goes back, and that
+    is where one lifetime ends (sorting by step would interleave the two jobs)."""
     n = df.height
     if df["time"].null_count() <= 0.1 * n:
         return "time", _sorted_by(df, "time", ["seq", "line"])
-    if df["step"].null_count() <= 0.1 * n:
-        return "step", _sorted_by(df, "step", ["seq", "line"])
     order = "seq" if df["seq"].null_count() == 0 else "line"
+    if df["step"].null_count() <= 0.1 * n:
+        return "step", _sorted_by(df.filter(pl.col("step").is_not_null()), order, [])
     return "index", _sorted_by(df, order, [])
 
 
 def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
+    """The whole series (kept for drawing and for residual processes) and its job lifetimes, each
+    analyzed on its own (`parts`); the series' result shows the lifetime that matters most."""
     source, host, gpu, pid, series, label = key
     df = rows_where(df, pl.col("bytes").is_not_null())
     kind, df = _pick_x(df) if df.height else ("index", df)
-    t0, sec = None, None
+    t0 = None
+    if kind == "time" and df.height:
+        us0 = int(df["time"].dt.epoch("us")[0])
+        t0 = datetime.fromtimestamp(us0 // 1_000_000, tz=timezone.utc) + timedelta(microseconds=us0 % 1_000_000)
+    cap = df["total_bytes"].max() if df.height else None
+    res = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
+                       n=df.height, x_kind=kind, classification="too_short",
+                       capacity=int(cap) if cap is not None else None,
+                       slope_unit={"time": "bytes/hour", "step": "bytes/step"}.get(kind, "bytes/sample"))
+    whole = _arrays(res, df, kind, t0)
+    y = whole.y
+    if series in FRAMEWORK_SERIES or (whole.steps is not None and series not in DEVICE_SERIES):
+        spans = lifetimes.step_lifetimes(whole.steps, y.size)
+    else:
+        spans = lifetimes.device_lifetimes(y)
+    for lt in spans:
+        part_df = df.slice(lt.i0, lt.n)
+        pres = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
+                            n=part_df.height, x_kind=kind, classification="too_short",
+                            capacity=res.capacity, slope_unit=res.slope_unit)
+        part = _arrays(pres, part_df, kind, t0)
+        part.lifetime = lt
+        part.fit = analyze_xy(part.x, part.y)
+        pres.classification, pres.reason = part.fit.classification, part.fit.reason
+        _fill_result(part)
+        whole.parts.append(part)
+    _fill_whole(whole)
+    return whole
+
+
+def _arrays(res: SeriesResult, df: pl.DataFrame, kind: str, t0: datetime | None) -> _Series:
+    """The analysis axis of one frame: seconds since the series' t0, or the step when every sample
+    has one and steps only go forward (memory follows the work done, and a step log's clock has
+    pauses and jitter that are not memory's doing), or the sample index."""
+    sec = None
     steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None
     axis = kind
     if kind == "time" and df.height:
         us = df["time"].dt.epoch("us").to_numpy().astype(np.int64)
-        t0 = datetime.fromtimestamp(int(us[0]) // 1_000_000, tz=timezone.utc) + timedelta(microseconds=int(us[0]) % 1_000_000)
-        sec = (us - us[0]).astype(np.float64) / 1e6
+        t0_us = (t0 - _EPOCH) // timedelta(microseconds=1) if t0 is not None else int(us[0])
+        sec = (us - t0_us).astype(np.float64) / 1e6
         x = sec
         if (steps is not None and np.isfinite(steps).all() and np.all(np.diff(steps) >= 0)
                 and np.unique(steps).size >= MIN_POINTS):
             axis, x = "step", steps
     elif kind == "step":
         x = df["step"].to_numpy().astype(np.float64)
+        if x.size and (np.diff(x) < 0).any():   # a step printed late (a rank's line) inside a job
+            order = np.argsort(x, kind="stable")
+            df, x, steps = df[order], x[order], steps[order]
     else:
         col = "seq" if df["seq"].null_count() == 0 else "line"
         x = df[col].fill_null(0).to_numpy().astype(np.float64) if df.height else np.zeros(0)
@@ -181,15 +225,61 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
             x = np.arange(x.size, dtype=np.float64)
     y = df["bytes"].to_numpy().astype(np.float64)
     lines = df["line"].fill_null(0).to_numpy()
-    fit = analyze_xy(x, y)
-    cap = df["total_bytes"].max() if df.height else None
-    res = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
-                       n=df.height, x_kind=kind, classification=fit.classification, reason=fit.reason,
-                       capacity=int(cap) if cap is not None else None,
-                       slope_unit={"time": "bytes/hour", "step": "bytes/step"}.get(kind, "bytes/sample"))
-    s = _Series(res, fit, axis, x, y, lines, steps, t0, sec)
-    _fill_result(s)
-    return s
+    return _Series(res, None, axis, x, y, lines, steps, t0, sec)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# which lifetime a series' own label shows: a leak first, then what says most about the job
+_CLASS_RANK = {"linear_growth": 0, "staircase": 0, "warmup_plateau": 1, "sawtooth": 2, "decline": 3,
+               "flat": 4, "release": 5, "too_short": 9}
+
+
+def _judged(parts: list[_Series]) -> _Series | None:
+    """The lifetime the series is labelled by: the leak that grew most, else the longest judged one."""
+    if not parts:
+        return None
+    leaking = [p for p in parts if p.fit.leak is not None]
+    if leaking:
+        return max(leaking, key=lambda p: p.fit.leak.growth)
+    return min(parts, key=lambda p: (_CLASS_RANK.get(p.fit.classification, 8), -p.y.size))
+
+
+def _fill_whole(s: _Series) -> None:
+    """The series' result: drawn whole, labelled by its judged lifetime, one entry per lifetime."""
+    r = s.result
+    if s.x.size:
+        r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
+        r._draw = _draw_arrays(s)
+    judged = _judged(s.parts)
+    s.fit = judged.fit if judged is not None else analyze_xy(s.x, s.y)
+    if judged is None:
+        r.classification, r.reason = s.fit.classification, s.fit.reason
+        return
+    jr = judged.result
+    r.classification, r.reason = jr.classification, jr.reason
+    r.onset, r.leak = jr.onset, jr.leak
+    r.peak_bytes, r.level_bytes, r.noise_bytes, r.growth_bytes = jr.peak_bytes, jr.level_bytes, jr.noise_bytes, jr.growth_bytes
+    for p in s.parts:
+        r.segments.extend(p.result.segments)
+        r.change_points.extend(p.result.change_points)
+        r.lifetimes.append(_lifetime_entry(p))
+    # where each job ended: memory released at the end of a lifetime (not the last one of the log)
+    ends = [p.result.last_x for p in s.parts if p.lifetime.ended == "release"]
+    r.release_at = ends[-1] if ends else jr.release_at
+    if len(s.parts) > 1:
+        r.reason = f"{jr.reason} (the {_ordinal(s.parts.index(judged))} of {len(s.parts)} jobs in this log)"
+
+
+def _ordinal(i: int) -> str:
+    return {0: "first", 1: "second", 2: "third"}.get(i, f"{i + 1}th")
+
+
+def _lifetime_entry(p: _Series) -> dict:
+    """One job's lifetime as the report and the JSON show it."""
+    lt, r = p.lifetime, p.result
+    return {"start": r.first_x, "end": r.last_x, "began": lt.began, "ended": lt.ended, "samples": lt.n,
+            "classification": r.classification, "reason": r.reason, "leak": r.leak,
+            "peak_bytes": r.peak_bytes}
 
 
 def _display_slope(s: _Series, slope: float, lo: float, hi: float) -> float | None:
@@ -202,7 +292,6 @@ def _fill_result(s: _Series) -> None:
     r, fit = s.result, s.fit
     if s.x.size:
         r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
-        r._draw = _draw_arrays(s)   # thinned now: the full arrays are not kept
     r.segments = [(s.to_x(g.x0), s.to_x(g.x1), g.kind, _display_slope(s, g.slope, g.x0, g.x1))
                   for g in fit.segments]
     if fit.release_x is not None:
@@ -517,7 +606,7 @@ def _gpu_findings(all_series: list[_Series]) -> tuple[list[Finding], list[Findin
     for s in eligible:
         r = s.result
         if r.series in FRAMEWORK_SERIES:
-            fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label), {})[r.series] = s
+            fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label, s.lifetime.i0 if s.lifetime else 0), {})[r.series] = s
     excluded = set()
     for pair in fw.values():
         a, res = pair.get("allocated"), pair.get("reserved")
@@ -569,7 +658,7 @@ def _capacity(device: list[_Series], host, gpu) -> int | None:
 # ----------------------------------------------------------------------------------------------
 # the verdict
 
-def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
+def _verdict(series: list[_Series], parts: list[_Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
     """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
     leaks = [f for f in findings if f.kind == "leak" and f.series != "host.rss"]
     if leaks:
@@ -588,11 +677,12 @@ def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> t
     if cache:
         return "cache_growth", cache[0].summary
     usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series != "host.rss"
-              and s.fit.classification != "too_short"]
+              and s.result.classification != "too_short"]
     host = [f for f in findings if f.kind == "leak" and f.series == "host.rss"]
     host_txt = " Host memory does grow (see the host-memory finding)." if host else ""
     if usable:
-        classes = sorted({s.fit.classification.replace("_", " ") for s in usable})
+        classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
+                          if p.fit.classification != "too_short"})
         ooms = [f for f in findings if f.kind in ("gpu_oom", "oom_kill")]
         tail = (" The out-of-memory came from a footprint that was too large, not from GPU memory growth."
                 if ooms else "")
@@ -602,7 +692,7 @@ def _verdict(series: list[_Series], findings: list[Finding], n_events: int) -> t
     if expected:
         return "no_leak", ("compute-sanitizer's unfreed allocations are the caching allocator's own "
                            "segments, still held at exit: not a leak.")
-    short = [s for s in series if s.fit.classification == "too_short"]
+    short = [p for p in parts if p.fit.classification == "too_short"]
     if short:
         best = max(short, key=lambda s: s.result.n)
         return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
@@ -620,14 +710,16 @@ def analyze(bundle, opts=None) -> Analysis:
     samples = bundle.samples
     events = bundle.events
     series = [_analyze_series(k, df) for k, df in series_frames(samples)]
-    leaks, cache = _gpu_findings(series)
+    # growth is judged per job lifetime; residual processes need each process' whole series
+    parts = [p for s in series for p in s.parts]
+    leaks, cache = _gpu_findings(parts)
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
     findings.extend(detect_events.residual_findings(series, events))
-    findings.extend(detect_events.slowdown_findings(series, samples))
+    findings.extend(detect_events.slowdown_findings(parts, samples))
     detect_events.link(findings)
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
-    verdict, reason = _verdict(series, findings, events.height)
+    verdict, reason = _verdict(series, parts, findings, events.height)
     return Analysis(verdict=verdict, verdict_reason=reason, findings=findings,
                     series=[s.result for s in series])

@@ -47,6 +47,9 @@ SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are on
 DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
 STAIR_TAIL_FACTOR = 1.5   # a staircase is still growing when its last step is this recent (x interval)
 STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
+FIRST_STEP_RATIO = 1.5    # a first step this unlike the later ones is the job's first epoch, not a stair
+RAW_STAIRS_MAX = 20_000   # staircases are read on the samples themselves up to this many
+STAIR_FLAT_SHARE = 0.2    # between stairs, drift and falls add up to less than this share of the rise
 OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
 FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
 
@@ -468,6 +471,15 @@ def seg_jump(a: Segment, b: Segment) -> float:
     return (b.y0 + sb * (xm - b.x0)) - (a.y1 + sa * (xm - a.x1))
 
 
+def ramp_offset(a: Segment, b: Segment, gap: float) -> float:
+    """How far two pieces of one rising ramp may sit apart: a job's memory moves in steps, and a
+    logger that samples out of step with them sees the same ramp ahead or behind by up to one
+    sampling interval's growth (+512, +512, +256 MiB ...). Flat pieces (a staircase) get none."""
+    slope = max(a.slope, b.slope, 0.0)
+    # the span between the pieces too: seg_jump does not extend a short piece's own slope across it
+    return slope * ((b.x0 - a.x1) + 1.5 * gap)
+
+
 def _fitted(xb: np.ndarray, segs: list[Segment]) -> np.ndarray:
     f = np.empty_like(xb)
     for s in segs:
@@ -605,6 +617,12 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
 
     floor = _raw_floor(bx, by, edges, troughs, depths, sigma) if fit.oscillating else None
     leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, floor, bx, by)
+    if floor is None:
+        # at the data's own resolution, growth in discrete jumps between flat runs is a staircase,
+        # however the buckets smoothed it
+        stair = _raw_stair(bx, by, sigma, quantum, level, leak_min, sigma_b)
+        if stair is not None and (leak is None or stair.growth >= 0.5 * leak.growth):
+            leak = stair
     if leak is not None and floor is None and not _new_high(xb, f, leak):
         leak = None
     duration = float(bx[-1] - bx[0])
@@ -692,10 +710,11 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     event = EVENT_SIGMAS * sigma_b
     # growth events: a jump into a segment, or a segment's own rise
     events = []   # (x_start, x_end, rise, kind, segment index)
+    gap = float(_median(np.diff(xb))) if xb.size > 1 else 0.0
     for k, s in enumerate(segs):
         if k > 0:
             jump = seg_jump(segs[k - 1], s)
-            if jump >= JUMP_SIGMAS * sigma_b:
+            if jump >= max(JUMP_SIGMAS * sigma_b, ramp_offset(segs[k - 1], s, gap)):
                 events.append((segs[k - 1].x1, s.x0, jump, "jump", k))
         rise = s.y1 - s.y0
         if rise >= event:
@@ -710,12 +729,18 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
         return _sawtooth_leak(float(bx[0]), floor, leak_min)
     stair = _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
     ramp = None
-    # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM) for less than
-    # half of its own length; a warm-up is followed by a plateau far longer than itself
+    # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM, or as the job
+    # wound down) for less than half of its own length; a warm-up is followed by a plateau far longer
+    # than itself. The largest such ramp speaks, not merely the last: a short slower piece at the
+    # very end (the last steps of a job) must not hide the growth before it.
+    # The quiet tail is measured against the whole ramp its pieces join into.
     ramps = [e for e in events if e[3] == "ramp"]
-    last = ramps[-1] if ramps else last
-    if last[3] == "ramp" and end_x - last[1] <= max(TAIL_QUIET_FRACTION * duration, RAMP_TAIL_SHARE * (last[1] - last[0])):
-        ramp = _ramp_leak(xb, yb, segs, last, leak_min, sigma_b)
+    for cand in sorted(ramps, key=lambda e: -e[2]):
+        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b)
+        if ramp is not None and end_x - cand[1] <= max(TAIL_QUIET_FRACTION * duration,
+                                                       RAMP_TAIL_SHARE * (cand[1] - min(ramp.onset, cand[0]))):
+            break
+        ramp = None
     if stair is not None and ramp is not None:
         # the pattern that accounts for more of the growth (a final step can look like a short ramp)
         return stair if stair.growth >= ramp.growth else ramp
@@ -767,11 +792,14 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b) -> Leak | None:
     first_k = k_last
     # walk back over contiguous growing segments whose slope is similar (one linear growth)
     k = k_last - 1
+    gap = float(_median(np.diff(xb))) if xb.size > 1 else 0.0
     while k >= 0:
         s = segs[k]
         jump = seg_jump(s, segs[k + 1])
-        # a small offset between two pieces of one ramp (a logger's drifting clock) does not part them
-        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, segs[k + 1].y1 - segs[k + 1].y0))
+        # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
+        # of step with the job) does not part them
+        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, segs[k + 1].y1 - segs[k + 1].y0),
+                        ramp_offset(s, segs[k + 1], gap))
         if s.slope <= 0 or abs(jump) >= tolerance:
             break
         ratio = s.slope / slope_last
@@ -900,6 +928,12 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | No
             break
         run.append(k)
     run = sorted(run)
+    # the first step up of a job is its first epoch's own allocation (optimizer state, first eval
+    # buffers) unless it matches the stairs that follow
+    if len(run) >= 3:
+        later = float(_median([hs[i] for i in run[1:]]))
+        if not (later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO):
+            run = run[1:]
     if len(run) < 2:
         return None
     sx = [xs[k] for k in run]
@@ -918,6 +952,35 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | No
     regular = 1.0 if len(run) >= 3 else 0.85
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
+
+
+def _raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
+    """A staircase read on the samples themselves: the readings stay level (within the noise or the
+    source's resolution) between jumps, and the jumps carry the growth. A ramp spread over every
+    sample, or a series that also falls, is not one."""
+    if x.size < MIN_POINTS or x.size > RAW_STAIRS_MAX:
+        return None
+    d = np.diff(y)
+    thr = max(JUMP_SIGMAS * sigma, LEAK_MIN_QUANTA * quantum, LEAK_MIN_FRACTION * level)
+    up = d > thr
+    if up.sum() < 2:
+        return None
+    rise = float(d[up].sum())
+    quiet = ~up
+    # flat between the jumps: the other readings neither drift nor fall much
+    if float(np.abs(d[quiet]).sum()) > STAIR_FLAT_SHARE * rise or float(-d[d < -thr].sum()) > STAIR_FLAT_SHARE * rise:
+        return None
+    # a jump spread over two readings (a sample caught mid-allocation) is one stair
+    idx = np.nonzero(up)[0]
+    groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1)
+    if len(groups) < 2:
+        return None
+    runs = np.diff([g[0] for g in groups])
+    if float(_median(runs)) < 3:   # a jump at nearly every reading: growth spread evenly, a ramp
+        return None
+    events = [(float(x[g[0]]), float(x[g[-1] + 1]), float(y[g[-1] + 1] - y[g[0]]), "jump", -1) for g in groups]
+    duration = float(x[-1] - x[0])
+    return _stair_leak(x, y, events, leak_min, sigma_b, duration, float(x[-1]))
 
 
 def _refine_step(xb, yb, x_step, interval) -> float:
