@@ -16,7 +16,7 @@ import polars as pl
 from . import detect_events, lifetimes
 from .detect_series import MIN_POINTS, SeriesFit, analyze_xy
 from .findings import SEVERITY_RANK, Evidence, Finding
-from .units import human
+from .units import human, rate_text
 from .frames import rows_where
 
 DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
@@ -190,7 +190,7 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
                             capacity=res.capacity, slope_unit=res.slope_unit)
         part = _arrays(pres, part_df, kind, t0)
         part.lifetime = lt
-        part.fit = analyze_xy(part.x, part.y)
+        part.fit = analyze_xy(part.x, part.y, discrete=part.axis != "time")
         pres.classification, pres.reason = part.fit.classification, part.fit.reason
         _fill_result(part)
         whole.parts.append(part)
@@ -414,10 +414,25 @@ def _leak_evidence(s: _Series) -> list[Evidence]:
 # ----------------------------------------------------------------------------------------------
 # leaks, grouped per GPU
 
-def _fmt_rate(rate_h: float | None, rate_step: float | None) -> str:
+def _span_seconds(s: _Series) -> float | None:
+    """How long the series' job ran: the span the rate is measured over."""
+    return float(s.sec[-1] - s.sec[0]) if s.sec is not None and s.sec.size else None
+
+
+def _stair_every(f: Finding) -> str:
+    parts = []
+    if f.stair_period_seconds is not None:
+        parts.append(detect_events.fmt_seconds(f.stair_period_seconds))
+    if f.stair_period_steps is not None:
+        n = f.stair_period_steps
+        parts.append(f"{n:.0f} steps" if n >= 1.5 else "step")
+    return " or ".join(parts)
+
+
+def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None) -> str:
     parts = []
     if rate_h is not None:
-        parts.append(f"{human(rate_h)}/h")
+        parts.append(rate_text(rate_h, span_seconds))
     if rate_step is not None:
         parts.append(f"{human(rate_step)}/step")
     return " (".join(parts) + (")" if len(parts) == 2 else "")
@@ -504,18 +519,54 @@ def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Se
          "classification": s.result.classification}
         for s in members]
     f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
+    _lifetime_facts(f, timed or primary, members)
     for s in members[:3]:
         f.evidence.extend(_leak_evidence(s))
     del f.evidence[EVIDENCE_MAX:]
     where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
-    how = "linearly" if lk.pattern == "linear" else f"in {len(lk.steps)} steps"
+    span = _span_seconds(timed) if timed is not None else None
+    rate_txt = _fmt_rate(rate_h, rate_step, span)
+    if lk.pattern == "linear":
+        how = f"linearly at {rate_txt}"
+    else:
+        every = _stair_every(f)
+        how = (f"in {f.stairs or len(lk.steps)} stairs of about {human(lk.growth / max(len(lk.steps), 1))}"
+               + (f", one every {every}" if every else "") + f" (on average {rate_txt.replace(' (', ', ').rstrip(')')})")
     since = (f" since {f.start.strftime('%Y-%m-%d %H:%M:%S')} UTC" if f.start is not None
              else f" since {'step' if r.x_kind == 'step' else 'sample'} {f.start_index}")
-    rate_txt = _fmt_rate(rate_h, rate_step)
-    f.summary = (f"{where} ({r.series}) grows {how} at {rate_txt}{since}, +{human(lk.growth)} so far"
-                 + (f", in pid {pid}" if pid is not None else "") + ", and does not fall back.")
+    ending = {"release": ", and did not fall back until the job's memory was released",
+              "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
+    jobs = f.detail.get("jobs_leaking", 1)
+    f.summary = (f"{where} ({r.series}) grows {how}{since}, +{human(lk.growth)}"
+                 + (f", in pid {pid}" if pid is not None else "") + ending
+                 + (f" (the same in {jobs} jobs of this log)" if jobs > 1 else "") + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
+
+
+def _lifetime_facts(f: Finding, s: _Series, members: list[_Series]) -> None:
+    """Which job the growth belongs to, and a staircase's stairs and spacing."""
+    lt = s.lifetime
+    if lt is not None:
+        f.lifetime_start, f.lifetime_end = s.result.first_x, s.result.last_x
+        f.lifetime_ended = lt.ended
+        jobs = {id(m.lifetime) for m in members if m.result.key == s.result.key}
+        f.detail["jobs_leaking"] = len(jobs)
+    lk = s.fit.leak
+    if lk.pattern == "step" and len(lk.steps) >= 2:
+        f.stairs = len(lk.steps)
+        gaps = np.diff(lk.steps)
+        period = float(np.median(gaps))
+        if s.axis == "time":
+            f.stair_period_seconds = period
+        elif s.axis == "step":
+            f.stair_period_steps = period
+        if s.axis == "time" and s.steps is not None and np.isfinite(s.steps).any():
+            at = [s.steps[s.nearest(v)] for v in lk.steps]
+            if all(np.isfinite(at)):
+                f.stair_period_steps = float(np.median(np.diff(at)))
+        elif s.axis == "step" and s.sec is not None:
+            f.stair_period_seconds = float(np.median(np.diff([s.seconds(v) for v in lk.steps])))
 
 
 def _leak_causes(f: Finding, members: list[_Series], device: list[_Series]) -> tuple[list[str], list[str]]:
@@ -683,9 +734,14 @@ def _verdict(series: list[_Series], parts: list[_Series], findings: list[Finding
     if usable:
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
                           if p.fit.classification != "too_short"})
-        ooms = [f for f in findings if f.kind in ("gpu_oom", "oom_kill")]
-        tail = (" The out-of-memory came from a footprint that was too large, not from GPU memory growth."
-                if ooms else "")
+        kinds = {f.kind for f in findings}
+        tail = ""
+        if "gpu_oom" in kinds:
+            tail = " The CUDA out-of-memory came from a footprint that was too large, not from GPU memory growth."
+        elif "oom_kill" in kinds:
+            tail = (" The kernel's OOM killer ended the job: host memory ran out, not GPU memory"
+                    + (" (host memory grew: see the host-memory finding)." if host else "."))
+            host_txt = ""
         return "no_leak", (f"{len(usable)} GPU memory series show no growth that persists "
                            f"({', '.join(classes)}).{host_txt}{tail}")
     expected = [f for f in findings if f.kind == "sanitizer_leak"]

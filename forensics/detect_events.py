@@ -194,6 +194,9 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
 # ----------------------------------------------------------------------------------------------
 # residual processes
 
+RESIDUAL_OVERLAP_SAMPLES = 2   # sampling intervals by which a worker's first row may miss its parent's last
+
+
 def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
     """A process that keeps GPU memory after the job's main process vanished or was killed."""
     procs = [s for s in series if s.result.series == "process.used" and s.result.pid is not None and s.x.size]
@@ -231,8 +234,10 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
                 q_gone_at = kill_t if kill_t is not None else q_end
                 vanished = (q_end < log_end - slack) or kill is not None
                 # p lived alongside q and started with or after it (a worker of q's job, not the
-                # trainer that outlives a helper it started itself)
-                if not vanished or pp[0] > q_end or pp[0] < qq[0] - slack:
+                # trainer that outlives a helper it started itself). A poll every interval can miss
+                # the overlap: a worker first seen up to two samples after q's last row still lived
+                # beside it.
+                if not vanished or pp[0] > q_end + RESIDUAL_OVERLAP_SAMPLES * _interval(qq) * 1.01 or pp[0] < qq[0] - slack:
                     continue
                 if pp[-1] <= q_gone_at + slack:
                     continue
@@ -281,7 +286,7 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
         "exited" if kill is not None else "disappeared")
     until_end = pp[-1] >= log_end - slack
     after = pp[-1] - gone_at
-    after_txt = _fmt_after(after) if timed else f"{int(after)} samples"
+    after_txt = fmt_seconds(after) if timed else f"{int(after)} samples"
     f = Finding(kind="residual_process", severity="warning", gpu=r.gpu, pid=r.pid, series=r.series,
                 bytes=int(held), source=r.source,
                 summary=(f"pid {r.pid} still holds {human(held)} on GPU {r.gpu} "
@@ -309,7 +314,10 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
     return f
 
 
-def _fmt_after(seconds: float) -> str:
+def fmt_seconds(seconds: float) -> str:
+    """A span for people: "4 s", "12 min", "3.5 h"."""
+    if seconds < 10:
+        return f"{seconds:.1f} s".replace(".0 s", " s")
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

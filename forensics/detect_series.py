@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Bounding the work
-MIN_POINTS = 8            # fewer samples than this cannot show a trend: "too_short"
+MIN_POINTS = 8            # fewer samples than this get no change-point search ...
+SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence
 DECIMATE_ABOVE = 250_000  # longer series are first reduced by medians of 5 (bounded, O(n) work)
 MAX_BUCKETS = 500         # change-point search runs on at most this many bucket means
 MIN_SEGMENT = 3           # buckets; a single spiky bucket cannot become a segment
@@ -546,17 +547,22 @@ def idle_lead_in(y: np.ndarray, sigma: float) -> int:
 # ----------------------------------------------------------------------------------------------
 # the analysis
 
-def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
+def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit:
+    """`discrete`: x counts steps or samples, so an onset is the first sample that shows the growth;
+    on a clock (False) the onset stays where the fitted hinge puts it, between two readings."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
     if not ok.all():
         x, y = x[ok], y[ok]
     n = int(x.size)
-    if n < MIN_POINTS:
-        return SeriesFit("too_short", f"only {n} samples (at least {MIN_POINTS} are needed to see a trend)", n)
-    if x[-1] <= x[0]:
+    if n >= 2 and x[-1] <= x[0]:
         return SeriesFit("too_short", "all samples share one time or index", n)
+    if n < SHORT_MIN:
+        return SeriesFit("too_short", f"only {n} sample{'s' if n != 1 else ''} in this job (at least "
+                         f"{SHORT_MIN} are needed to see a trend: log memory more often, e.g. nvidia-smi -l 1)", n)
+    if n < MIN_POINTS:
+        return _short_fit(x, y)
 
     raw_sigma = _mad_sigma(_sample_diffs(y))
     rel = terminal_release(y, raw_sigma)
@@ -616,7 +622,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     leak_min = max(LEAK_SIGMAS * sigma_b, LEAK_MIN_FRACTION * level, LEAK_MIN_QUANTA * quantum)
 
     floor = _raw_floor(bx, by, edges, troughs, depths, sigma) if fit.oscillating else None
-    leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, floor, bx, by)
+    leak = _find_leak(xb[:end_i], yb[:end_i], env, sigma_b, leak_min, floor, bx, by, discrete)
     if floor is None:
         # at the data's own resolution, growth in discrete jumps between flat runs is a staircase,
         # however the buckets smoothed it
@@ -649,6 +655,57 @@ def analyze_xy(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     else:
         fit.classification = "flat"
         fit.reason = "memory stays level"
+    return fit
+
+
+def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
+    """A job seen in only a few readings (coarse sampling, a short job): too few for change points,
+    enough to say whether memory rose at (nearly) every reading up to the end without slowing down,
+    with a confidence that says how thin that is."""
+    n = int(x.size)
+    fit = SeriesFit("flat", "", n)
+    d = np.diff(y)
+    # the first reading of a job is often taken while it starts up, below its working set
+    start = 1 if n - 1 >= SHORT_MIN and d[0] > 2.0 * max(float(_median(d[1:])), 0.0) and d[0] > 0 else 0
+    xs, ys, ds = x[start:], y[start:], d[start:]
+    level = float(_median(np.abs(ys)))
+    fit.level, fit.peak, fit.end_x = level, float(ys.max()), float(xs[-1])
+    fit.noise = fit.bucket_noise = _mad_sigma(ds) if ds.size >= 2 else 0.0
+    growth = float(ys[-1] - ys[0])
+    tiny = max(1e-6 * level, 1.0)
+    rising = ds > tiny
+    fit.segments = [Segment(start, n, float(xs[0]), float(xs[-1]), growth / float(xs[-1] - xs[0] or 1.0),
+                            float(ys[0]), float(ys[-1]), "growth" if growth > LEAK_MIN_FRACTION * level else "flat")]
+    fit.persistent_growth = float(np.minimum.accumulate(ys[::-1])[::-1][-1] - np.minimum.accumulate(ys[::-1])[::-1][0])
+    few = f"only {n} samples in this job"
+    steady = ds.size >= 3 and rising.mean() >= 0.75 and (ds >= -tiny).all() and rising[-1]
+    slowing = ds.size >= 3 and float(ds[-1]) < DECELERATION * float(ds.mean())
+    if steady and not slowing and growth >= LEAK_MIN_FRACTION * level:
+        # where the steady rise begins: walk back from the end while each reading's slope stays
+        # within a factor of the late slope; the onset lies where that line meets the level before
+        sl = ds / np.maximum(np.diff(xs), 1e-12)
+        late = float(_median(sl[-3:]))
+        k = sl.size - 1
+        while k > 0 and 1 / SIMILAR_SLOPE <= sl[k - 1] / late <= SIMILAR_SLOPE:
+            k -= 1
+        rate = theil_sen(xs[k:], ys[k:])
+        if rate > 0:
+            onset = float(xs[k])
+            if k > 0:   # readings k-1 -> k rose only part of the way: the leak began between them
+                onset = min(max(float(xs[k - 1]), float(xs[k]) - float(ys[k] - ys[k - 1]) / rate), float(xs[k]))
+            conf = round(min(0.6, 0.25 + 0.05 * n), 2)
+            fit.leak = Leak("linear", onset, float(xs[-1]), rate, float(ys[-1] - ys[k]), float(ys[k]), float(ys[-1]), conf)
+            fit.classification = "linear_growth"
+            fit.reason = f"memory grows at every reading and does not fall back ({few}: a thin trend)"
+            return fit
+    if growth >= LEAK_MIN_FRACTION * level and not steady:
+        fit.classification, fit.reason = "warmup_plateau", f"memory grew, then stayed level ({few})"
+    elif growth <= -LEAK_MIN_FRACTION * level:
+        fit.classification, fit.reason = "decline", f"memory declines ({few})"
+    else:
+        fit.classification, fit.reason = "flat", f"memory stays level ({few})"
+    if steady and slowing:
+        fit.classification, fit.reason = "warmup_plateau", f"memory grows ever more slowly ({few}: a warm-up settling)"
     return fit
 
 
@@ -698,7 +755,7 @@ def _raw_floor(bx, by, edges, troughs, depths, sigma):
     return np.asarray(xs), np.asarray(ys), float(_median(depths)), point_noise
 
 
-def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
+def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> Leak | None:
     """The growing part at the end of the envelope: a ramp that is still rising, or a staircase whose
     steps keep coming. Returns None when growth stopped long enough ago (warm-up, one-off allocation)."""
     n = env.size
@@ -736,7 +793,7 @@ def _find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by) -> Leak | None:
     # The quiet tail is measured against the whole ramp its pieces join into.
     ramps = [e for e in events if e[3] == "ramp"]
     for cand in sorted(ramps, key=lambda e: -e[2]):
-        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b)
+        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
         if ramp is not None and end_x - cand[1] <= max(TAIL_QUIET_FRACTION * duration,
                                                        RAMP_TAIL_SHARE * (cand[1] - min(ramp.onset, cand[0]))):
             break
@@ -778,7 +835,7 @@ def _confidence(z: float, z_min: float, extra: float = 1.0) -> float:
     return round(max(0.05, min(0.99, c * extra)), 2)
 
 
-def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b) -> Leak | None:
+def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | None:
     """The ramp event `ramp` (x0, x1, rise, kind, k) as a linear leak: its last rising segment sets
     the slope (a flat top at a memory cap, or a short piece of an unfinished sawtooth tooth, may
     follow it); earlier pieces of one ramp join it."""
@@ -812,7 +869,7 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b) -> Leak | None:
     if _decelerating(xb[i0:], yb[i0:], sigma_b):
         return None
     onset, start_level = _refine_onset(xb, yb, segs, first_k)
-    if first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
+    if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
         # discrete samples (a step log): the onset is the first sample that shows the growth
         gap = float(_median(np.diff(xb)))
         after = np.nonzero(xb >= onset + 0.1 * gap)[0]
@@ -1022,7 +1079,8 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
         return None
     b, a = line_fit(tx[sel], ty[sel])
     resid = float(np.sqrt(np.mean((ty[sel] - (a + b * tx[sel])) ** 2)))
-    z = growth / (max(resid, point_noise) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
+    # a noise-free, quantized floor has neither residual nor point noise: one byte is the floor
+    z = growth / (max(resid, point_noise, 1.0) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
     if z < LEAK_Z:
         return None
     start_level = float(ty[sel][0])

@@ -41,6 +41,14 @@ class Finding:
     related: list[str] = field(default_factory=list)    # links to other findings, in words
     source: str | None = None
     detail: dict = field(default_factory=dict)          # extra numbers for the report
+    # the job lifetime a growth finding is about: where its memory rose off the idle GPU (or the log
+    # began) and where it was released (or the log ended); datetime, or step/sample number untimed
+    lifetime_start: object = None
+    lifetime_end: object = None
+    lifetime_ended: str | None = None   # release | log_end | restart
+    stairs: int | None = None           # a staircase's stairs ...
+    stair_period_seconds: float | None = None   # ... and their spacing
+    stair_period_steps: float | None = None
 
 
 def iso(t) -> str | None:
@@ -87,8 +95,19 @@ def finding_json(f: Finding) -> dict:
         "causes": list(f.causes),
         "checks": list(f.checks),
         "related": list(f.related),
+        "lifetime_start": _when(f.lifetime_start),
+        "lifetime_end": _when(f.lifetime_end),
+        "lifetime_ended": f.lifetime_ended,
+        "stairs": f.stairs,
+        "stair_period_seconds": f.stair_period_seconds,
+        "stair_period_steps": f.stair_period_steps,
     }
     return d
+
+
+def _when(v):
+    """A time as ISO-8601, a step or sample number as it is."""
+    return iso(v) if isinstance(v, datetime) or v is None else v
 
 
 def summary_json(version: str, verdict: str, inputs: list, findings: list[Finding], verdict_reason: str | None = None) -> dict:

@@ -65,10 +65,10 @@ def device_lifetimes(y: np.ndarray) -> list[Lifetime]:
     if lo > IDLE_SHARE * active_level:
         return whole(n)
     runs = _runs(idle)
-    # ... and it must be seen as such: the idle level held for a few readings in a row (the loggers
-    # ran before or after the job, or between two jobs). A single low reading inside a job's run is
-    # then a boundary too (a restart seen at coarse sampling).
-    if not any(v and (b - a) >= IDLE_CONFIRM for v, a, b in runs):
+    # ... and it must be seen as such: at the log's start or end (loggers are started before the job
+    # and stopped after it), or held for a few readings in a row between two jobs. A single low
+    # reading between two runs is then a boundary too (a restart seen at coarse sampling).
+    if not any(v and ((b - a) >= IDLE_CONFIRM or a == 0 or b == n) for v, a, b in runs):
         return whole(n)
     out = []
     for v, a, b in runs:

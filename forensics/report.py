@@ -33,7 +33,7 @@ import forensics
 
 from .detect_series import MIN_POINTS
 from .findings import SEVERITY_RANK, iso, summary_json
-from .units import human
+from .units import human, rate_text
 from .frames import rows_where
 
 # ---- limits: they keep the report small on the worst day -------------------------------------------
@@ -66,6 +66,7 @@ EMBED_INPUTS = 50
 
 SERIES_KEY = ("source", "host", "gpu", "pid", "series", "label")
 
+RAN_OUT = {"gpu_oom": "CUDA OOM", "oom_kill": "host OOM kill"}
 VERDICT_LABELS = {
     "leak": ("Memory leak", "critical"),
     "cache_growth": ("Allocator cache growth, not a leak", "warning"),
@@ -164,6 +165,14 @@ def _rate(n: float | None, per: str) -> str | None:
     if n is None:
         return None
     return f"{human(n)}/{per}"
+
+
+def _span(f) -> float | None:
+    """Seconds of the job a growth finding was measured over (its lifetime, else its growth)."""
+    for a, b in ((getattr(f, "lifetime_start", None), getattr(f, "lifetime_end", None)), (f.start, f.end)):
+        if isinstance(a, datetime) and isinstance(b, datetime):
+            return (b - a).total_seconds()
+    return None
 
 
 def _duration(hours: float | None) -> str | None:
@@ -950,14 +959,27 @@ def _finding_ctx(f, clock: _Clock) -> dict:
     if end:
         facts.append(["End", end["local"] + ("" if clock.is_utc else f" ({end['utc']})")])
     if f.rate_bytes_per_hour is not None:
-        facts.append(["Rate", _rate(f.rate_bytes_per_hour, "h")])
+        facts.append(["Rate", rate_text(f.rate_bytes_per_hour, _span(f))])
+    if getattr(f, "stairs", None):
+        every = [v for v in (_duration(f.stair_period_seconds / 3600) if f.stair_period_seconds else None,
+                             f"{f.stair_period_steps:.0f} steps" if f.stair_period_steps else None) if v]
+        facts.append(["Stairs", f"{f.stairs}" + (f", one every {' or '.join(every)}" if every else "")])
+    life = [clock.when(v) if isinstance(v, datetime) else ({"local": f"step/sample {v}"} if v is not None else None)
+            for v in (getattr(f, "lifetime_start", None), getattr(f, "lifetime_end", None))]
+    if life[0] and life[1]:
+        ended = {"release": "its memory was released", "log_end": "the log ends",
+                 "restart": "the job restarted"}.get(getattr(f, "lifetime_ended", None) or "", "")
+        facts.append(["Job", f"{life[0]['local']} to {life[1]['local']}" + (f" ({ended})" if ended else "")])
     if f.rate_bytes_per_step is not None:
         facts.append(["Rate per step", _rate(f.rate_bytes_per_step, "step")])
     if f.growth_bytes is not None:
         facts.append(["Growth", human(f.growth_bytes)])
     if f.bytes is not None:
         facts.append(["Bytes", human(f.bytes)])
-    if f.exhaust_in_hours is not None or f.exhaust_at is not None:
+    if RAN_OUT.get((f.detail or {}).get("ran_out")):
+        at = clock.when(f.exhaust_at)
+        facts.append(["Memory", f"ran out ({RAN_OUT[f.detail['ran_out']]})" + (f" — {at['local']}" if at else "")])
+    elif f.exhaust_in_hours is not None or f.exhaust_at is not None:
         text = _duration(f.exhaust_in_hours) or ""
         at = clock.when(f.exhaust_at)
         if at:
@@ -1235,7 +1257,7 @@ def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> 
             numbers.append({"label": "Onset", "value": start["local"], "sub": None if clock.is_utc else start["utc"]})
         elif top_growth.start_index is not None:
             numbers.append({"label": "Onset", "value": f"step/sample {top_growth.start_index}", "sub": "no clock in this log"})
-        rate = _rate(top_growth.rate_bytes_per_hour, "h")
+        rate = rate_text(top_growth.rate_bytes_per_hour, _span(top_growth))
         per_step = _rate(top_growth.rate_bytes_per_step, "step")
         if rate or per_step:
             numbers.append({"label": "Growth rate", "value": rate or per_step, "sub": per_step if rate else None})
@@ -1247,7 +1269,11 @@ def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> 
                 sub = f"of {human(chart['capacity'])} ({main['peak'] / chart['capacity']:.0%}), {chart['title']}"
             numbers.append({"label": "Peak", "value": human(main["peak"]), "sub": sub})
     fatal = _fatal_event(bundle.events, clock)
-    if top_growth is not None and (top_growth.exhaust_in_hours is not None or top_growth.exhaust_at is not None):
+    ran_out = RAN_OUT.get((top_growth.detail or {}).get("ran_out")) if top_growth is not None else None
+    if ran_out is not None:
+        at = clock.when(top_growth.exhaust_at)
+        numbers.append({"label": "Memory", "value": f"ran out ({ran_out})", "sub": at["local"] if at else None})
+    elif top_growth is not None and (top_growth.exhaust_in_hours is not None or top_growth.exhaust_at is not None):
         at = clock.when(top_growth.exhaust_at)
         numbers.append({"label": "Time to exhaustion", "value": _duration(top_growth.exhaust_in_hours) or (at["local"] if at else "—"),
                         "sub": at["local"] if at and top_growth.exhaust_in_hours is not None else None})
@@ -1276,6 +1302,9 @@ def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> 
                 end_x = _epoch(top_growth.end)
         primary = {"chart_id": chart["id"], "onset_x": onset_x, "fatal": fatal is not None, "end_x": end_x}
     reason = _get(analysis, "verdict_reason", default=None)
+    if fatal is not None and tone == "ok":
+        # never green beside what ended the job: say what did
+        label, tone = f"No GPU memory leak found; the job was ended by {fatal['label']}", "warning"
     verdict = {"code": code, "label": label, "tone": "empty" if empty else tone,
                "reason": _clip(reason, 800) if reason else None, "numbers": numbers,
                "top_finding": _clip(top.summary, 600) if top is not None and not _same_text(top.summary, reason) else None,

@@ -84,3 +84,19 @@ def human(n: int | float | None, digits: int = 2) -> str:
         if n >= factor:
             return f"{sign}{n / factor:.{digits}f} {unit}"
     return f"{sign}{int(n)} B"
+
+
+def rate_text(per_hour: float | None, span_seconds: float | None = None) -> str | None:
+    """A growth rate in the unit that fits the job it was measured over: per second for a job of
+    seconds, per minute for one of minutes, per hour, per day; "2.93 TiB/h" for a 20-second job
+    would read as a quantity that never happened."""
+    if per_hour is None or not math.isfinite(per_hour):
+        return None
+    span = span_seconds if span_seconds is not None and math.isfinite(span_seconds) else 3600.0 * 24
+    if span < 120:
+        return f"{human(per_hour / 3600.0)}/s"
+    if span < 2 * 3600:
+        return f"{human(per_hour / 60.0)}/min"
+    if span < 3 * 86400:
+        return f"{human(per_hour)}/h"
+    return f"{human(per_hour * 24.0)}/day"
