@@ -753,12 +753,24 @@ def _series_ctx(chart: dict, env: dict, results: dict, findings: list) -> list[d
             "dashed": bool(s["series"] and s["series"].startswith("max_")),
             "n": s["n"], "first": s["first"], "last": s["last"], "low": s["low"], "peak": s["peak"],
             "summary": f"{human(s['first'])} → {human(s['last'])}, peak {human(s['peak'])}",
-            "classification": str(classification).replace("_", " ") if classification else None,
+            "classification": _legend_class(classification, _get(sr, "lifetimes", default=None) if sr is not None else None),
             "change_points": [_xround(x) for x in cps],
             "onset": _xround(onset) if onset is not None else None,
             "runs": env.get(s["sid"], []),
         })
     return out
+
+
+def _legend_class(classification, lifetimes) -> str | None:
+    """The legend's word for a series: the detector's classification of it, and with several jobs in
+    the log, each job's own."""
+    if not classification:
+        return None
+    text = str(classification).replace("_", " ")
+    if lifetimes and len(lifetimes) > 1:
+        words = [str(lt.get("classification", "")).replace("_", " ") for lt in lifetimes]
+        text += f" ({len(lifetimes)} jobs: {', '.join(words)})"
+    return text
 
 
 def _finding_on_chart(f, chart: dict) -> bool:
