@@ -31,7 +31,7 @@ EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
 SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
                  "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}
 KIND_ORDER = {"leak": 0, "gpu_oom": 1, "oom_kill": 2, "residual_process": 3, "cache_growth": 4,
-              "slowdown": 5, "xid": 6, "sanitizer_leak": 7}
+              "slowdown": 5, "xid": 6, "sanitizer_leak": 7, "cache_warmup": 8}
 
 
 @dataclass
@@ -184,11 +184,13 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
     else:
         spans = lifetimes.device_lifetimes(y)
     for lt in spans:
-        part_df = df.slice(lt.i0, lt.n)
         pres = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
-                            n=part_df.height, x_kind=kind, classification="too_short",
+                            n=lt.n, x_kind=kind, classification="too_short",
                             capacity=res.capacity, slope_unit=res.slope_unit)
-        part = _arrays(pres, part_df, kind, t0)
+        if lt.n == y.size:   # one job over the whole log (the usual case): the same arrays
+            part = _Series(pres, None, whole.axis, whole.x, whole.y, whole.lines, whole.steps, t0, whole.sec)
+        else:
+            part = _arrays(pres, df.slice(lt.i0, lt.n), kind, t0)
         part.lifetime = lt
         part.fit = analyze_xy(part.x, part.y, discrete=part.axis != "time")
         pres.classification, pres.reason = part.fit.classification, part.fit.reason
@@ -595,6 +597,12 @@ def _leak_causes(f: Finding, members: list[_Series], device: list[_Series]) -> t
         causes.append("Only the reserved (cached) memory is known: part of this may be the caching "
                       "allocator rather than live tensors.")
         checks.append("Log torch.cuda.memory_allocated() next to memory_reserved() to tell them apart.")
+    if names <= set(DEVICE_SERIES):
+        causes.append("nvidia-smi counts what PyTorch's caching allocator reserved, not only live tensors: "
+                      "without the framework's own allocated count, a cache that keeps growing "
+                      "(fragmentation from varying shapes) raises memory.used the same way.")
+        checks.append("Log torch.cuda.memory_allocated() and torch.cuda.memory_reserved() at each step: "
+                      "allocated growing is a leak; only reserved growing is the cache.")
     if "process.used" in names and f.pid is not None:
         checks.append(f"nvidia-smi --query-compute-apps=pid,used_memory --format=csv shows pid {f.pid} growing.")
     return causes, checks
@@ -620,13 +628,34 @@ def _cache_finding(reserved: _Series, alloc: _Series | None, device: _Series | N
         f.evidence.append(sample_evidence(alloc, alloc.x.size - 1))
         flat_txt = (f" while allocated memory {SETTLED_WORDS.get(alloc.result.classification, 'stays level')} "
                     f"(about {human(alloc.fit.level)})")
-    f.summary = (f"{_where(r.gpu, r.host)}: {r.series} grows by {human(lk.growth)}{flat_txt}: the caching "
+    released = " until it was released (empty_cache() or the job's end)" if grow.fit.release_x is not None else ""
+    f.summary = (f"{_where(r.gpu, r.host)}: {r.series} grows by {human(lk.growth)}{released}{flat_txt}: the caching "
                  "allocator holds freed blocks, which is not a leak.")
     f.causes = ["The caching allocator keeps freed blocks reserved for reuse; varying tensor shapes "
                 "fragment its segments so reserved memory creeps up while live tensors do not."]
     f.checks = ["Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation.",
                 "Compare torch.cuda.memory_allocated() with memory_reserved(); call "
                 "torch.cuda.empty_cache() only to confirm, not as a fix."]
+    return f
+
+
+def _cache_warmup_note(reserved: _Series, alloc: _Series) -> Finding:
+    """Reserved memory that grew while the job warmed up and then stayed level: the allocator's
+    working cache, worth knowing (its size), not a finding against the job."""
+    r, fit = reserved.result, reserved.fit
+    top = int(fit.peak)
+    f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
+                bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
+                summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
+                         f"job warmed up, then stayed level at about {human(top)}, with allocated memory "
+                         f"{SETTLED_WORDS.get(alloc.fit.classification, 'level')} (about {human(alloc.fit.level)}): "
+                         "the caching allocator's working cache, not a leak."))
+    i_top = int(np.argmax(reserved.y))
+    f.evidence = [sample_evidence(reserved, 0), sample_evidence(reserved, i_top), sample_evidence(reserved, reserved.x.size - 1)]
+    if reserved.sec is not None:
+        f.start, f.end = reserved.to_x(float(reserved.x[0])), reserved.to_x(float(reserved.x[-1]))
+    f.checks = ["If the cache is larger than the job needs, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "reduces fragmentation; the size itself is not a leak."]
     return f
 
 
@@ -664,6 +693,8 @@ def _gpu_findings(all_series: list[_Series]) -> tuple[list[Finding], list[Findin
         if res is not None and _growing(res) and a is not None and _settled(a):
             cache.append(_cache_finding(res, a, None))
             excluded.add(id(res))
+        elif res is not None and res.fit.classification == "warmup_plateau" and a is not None and _settled(a):
+            cache.append(_cache_warmup_note(res, a))
     allocs = [s for s in eligible if s.result.series == "allocated"]
     reserveds = [s for s in eligible if s.result.series == "reserved"]
     for s in eligible:
@@ -724,7 +755,7 @@ def _verdict(series: list[_Series], parts: list[_Series], findings: list[Finding
         total = sum(f.bytes or 0 for f in san)
         return "leak", (f"compute-sanitizer reports allocations never freed at {len(san)} site"
                         f"{'s' if len(san) > 1 else ''} ({human(total)} in all).")
-    cache = [f for f in findings if f.kind == "cache_growth"]
+    cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
     if cache:
         return "cache_growth", cache[0].summary
     usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series != "host.rss"

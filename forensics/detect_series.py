@@ -35,6 +35,7 @@ JUMP_SIGMAS = 4.0         # a jump between segments must exceed this many bucket
 RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
 RELEASE_DROP = 0.4        # ... by at least this share of the range, in a few samples,
 RELEASE_NOISE_SIGMAS = 10.0  # ... and by at least this many sample-noise sigmas
+RELEASE_DRAWDOWN = 0.25   # a job that never fell by this share of its range before releases at the end
 # What counts as a leak
 LEAK_Z = 8.0              # a leak's slope must be this many standard errors above zero ...
 LEAK_SIGMAS = 3.0         # ... its growth must exceed this many bucket-noise sigmas ...
@@ -572,7 +573,12 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         st = idle_lead_in(y[:rel], raw_sigma)
         lo, hi = _range(y)
         floor = float(np.quantile(y[st:rel], 0.01)) if rel - st >= MIN_POINTS else float("inf")
-        if float(_median(y[rel: rel + 3])) > floor - max(5 * raw_sigma, 0.05 * (hi - lo)):
+        # ... unless it never fell before: then the one fall at the end is the release (reserved
+        # memory handed back by empty_cache(), a job's memory freed at its end), not a tooth
+        body = y[st:rel]
+        drawdown = float(np.max(np.maximum.accumulate(body) - body)) if body.size else 0.0
+        if (float(_median(y[rel: rel + 3])) > floor - max(5 * raw_sigma, 0.05 * (hi - lo))
+                and drawdown > RELEASE_DRAWDOWN * (hi - lo)):
             rel = None
     hi_end = rel if rel is not None else n
     start = idle_lead_in(y[:hi_end], raw_sigma)
