@@ -71,6 +71,10 @@ def test_one_series_through_analyze_and_the_report(case):
                     ["memory.used"], ["0"], [None], timed=False, steps="reset"))
 @example(BundleCase([SeriesCase("huge_ramp", 40, 10 ** 15, {"k": 3}, "regular", 1.0)],
                     ["memory.used"], ["0"], [None], timed=True, total_small=True, events=["gpu_oom"]))
+# found by `bench/fuzz.py --detect`: readings just below zero (-1 MiB and -1 MiB - 1 byte, alternating)
+# with a CUDA OOM event -> ZeroDivisionError in report._svg_model (a zero y span on the chart)
+@example(BundleCase([SeriesCase("negative", 40, MiB, {"k": 1, "period": 2, "quantum": 1}, "regular", 1.0)],
+                    ["memory.used"], ["0"], [None], timed=True, events=["gpu_oom"]))
 @example(BundleCase([SeriesCase("jobs", 120, GiB, {"jobs": [(0.0, 0.3, 5), (0.4, 0.7, 0), (0.8, 1.0, 9)]},
                                 "jitter", 1.0)], ["process.used"], ["0"], [100], null_time_share=0.05))
 def test_bundles_are_sane(case):
