@@ -3,6 +3,11 @@
     python bench/fuzz.py                         # 2000 cases per property, all properties
     python bench/fuzz.py --examples 20000 --budget 120 --only mutated,forced
     python bench/fuzz.py --seed 7                # another stream of cases
+    python bench/fuzz.py --detect 2000           # detection only: 2000 series shapes per property
+
+`--detect N` runs the detection properties of tests/test_detect_properties.py instead (generators and
+checks in bench/detect_shapes.py): random series shapes through analyze_xy, through analyze() on a
+Bundle and through the report (HTML, Markdown, JSON summary), N cases per property.
 
 Unlike the test (which stops at the first failure and shrinks it), the campaign keeps going: every
 case that breaks a property is counted, grouped by where it broke (exception type and the innermost
@@ -26,8 +31,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import test_fuzz_parsers as props  # noqa: E402
 from forensics import parsers  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+import detect_shapes  # noqa: E402
 
 
 class _OutOfTime(BaseException):
@@ -95,7 +102,18 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
     return stats
 
 
+def detect_properties(only: set[str] | None):
+    """Detection: series shapes through analyze_xy, analyze() and the report (bench/detect_shapes.py)."""
+    out = [
+        ("detect: analyze_xy, every shape", "xy", detect_shapes.series_cases(), detect_shapes.check_series),
+        ("detect: one series, analyze + report", "one", detect_shapes.series_cases(), detect_shapes.check_one),
+        ("detect: bundles, analyze + report", "bundle", detect_shapes.bundle_cases(), detect_shapes.check_bundle),
+    ]
+    return [p for p in out if not only or p[1] in only]
+
+
 def properties(only: set[str] | None, names: set[str] | None = None):
+    import test_fuzz_parsers as props
     out = [
         ("sniff: arbitrary heads", "sniff", st.lists(props.line_strategy, max_size=40), props.check_sniff),
         ("parse_one: arbitrary bytes", "bytes", st.one_of(st.binary(max_size=5000), props.encoded_lines),
@@ -116,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--examples", type=int, default=2000, help="cases per property (default 2000)")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds per property at most (default 300)")
-    ap.add_argument("--only", default="", help="comma list of: sniff, bytes, mutated, forced")
+    ap.add_argument("--only", default="", help="comma list of: sniff, bytes, mutated, forced "
+                    "(with --detect: xy, one, bundle)")
+    ap.add_argument("--detect", type=int, default=0, metavar="N",
+                    help="run the detection properties instead, N cases each (claimed = cases found leaking)")
     ap.add_argument("--parsers", default="", help="comma list of parser NAMEs for the forced properties")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--slow", type=float, default=60.0,
@@ -125,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     rows = []
     names = {s.strip() for s in args.parsers.split(",") if s.strip()} or None
-    for title, _, strategy, check in properties(only, names):
-        s = run_property(title, strategy, check, args.examples, args.budget, args.seed, args.slow)
+    plan = detect_properties(only) if args.detect else properties(only, names)
+    examples = args.detect or args.examples
+    for title, _, strategy, check in plan:
+        s = run_property(title, strategy, check, examples, args.budget, args.seed, args.slow)
         rows.append(s)
         extra = f" (claimed {s.claimed})" if s.claimed else ""
         print(f"  {title}: {s.cases} cases, {s.failures} failures, {s.seconds:.0f} s (slowest case {s.slowest:.1f} s){extra}",
