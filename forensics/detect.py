@@ -7,6 +7,7 @@ series by GPU (one leak finding per GPU), tells a leak from caching-allocator gr
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -104,7 +105,9 @@ class _Series:
     t0: datetime | None
     sec: np.ndarray | None
     parts: list = field(default_factory=list)   # one _Series per job lifetime (the whole series only)
-    lifetime: lifetimes.Lifetime | None = None  # which lifetime this is (a part only)
+    lifetime: lifetimes.Lifetime | None = None  # which lifetime this is (a part only) ...
+    job_number: int = 1                           # ... the how-many-th of the series' jobs
+    job_count: int = 1
 
     def seconds(self, v: float) -> float:
         if self.axis == "time":
@@ -191,7 +194,7 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
             part = _Series(pres, None, whole.axis, whole.x, whole.y, whole.lines, whole.steps, t0, whole.sec)
         else:
             part = _arrays(pres, df.slice(lt.i0, lt.n), kind, t0)
-        part.lifetime = lt
+        part.lifetime, part.job_number, part.job_count = lt, len(whole.parts) + 1, len(spans)
         part.fit = analyze_xy(part.x, part.y, discrete=part.axis != "time")
         pres.classification, pres.reason = part.fit.classification, part.fit.reason
         _fill_result(part)
@@ -538,10 +541,10 @@ def _leak_finding(members: list[_Series], capacity: int | None, device: list[_Se
              else f" since {'step' if r.x_kind == 'step' else 'sample'} {f.start_index}")
     ending = {"release": ", and did not fall back until the job's memory was released",
               "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
-    jobs = f.detail.get("jobs_leaking", 1)
+    job = f.detail.get("job") or {}
     f.summary = (f"{where} ({r.series}) grows {how}{since}, +{human(lk.growth)}"
                  + (f", in pid {pid}" if pid is not None else "") + ending
-                 + (f" (the same in {jobs} jobs of this log)" if jobs > 1 else "") + ".")
+                 + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
 
@@ -552,8 +555,7 @@ def _lifetime_facts(f: Finding, s: _Series, members: list[_Series]) -> None:
     if lt is not None:
         f.lifetime_start, f.lifetime_end = s.result.first_x, s.result.last_x
         f.lifetime_ended = lt.ended
-        jobs = {id(m.lifetime) for m in members if m.result.key == s.result.key}
-        f.detail["jobs_leaking"] = len(jobs)
+        f.detail["job"] = {"number": s.job_number, "of": s.job_count}
     lk = s.fit.leak
     if lk.pattern == "step" and len(lk.steps) >= 2:
         f.stairs = len(lk.steps)
@@ -704,7 +706,7 @@ def _gpu_findings(all_series: list[_Series]) -> tuple[list[Finding], list[Findin
     groups = _merge_unplaced(leaks_by_group)
     leaks = []
     device_all = [s for s in all_series if s.result.series in DEVICE_SERIES]
-    for (host, gpu), members in groups.items():
+    for (host, gpu), members in _by_job(groups):
         names = {m.result.series for m in members}
         # device memory grows but the framework's allocated count (same GPU or unplaced) stays flat
         if not names & set(FRAMEWORK_SERIES) and gpu != "host":
@@ -729,6 +731,36 @@ def _gpu_findings(all_series: list[_Series]) -> tuple[list[Finding], list[Findin
                 continue
         leaks.append(_leak_finding(members, _capacity(device_all, host, gpu), device_all))
     return leaks, cache
+
+
+def _by_job(groups: dict) -> list[tuple[tuple, list[_Series]]]:
+    """Each GPU's leaking lifetimes, one group per job: lifetimes of the GPU's series that overlap in
+    time are one job seen by several loggers; a crash loop's restarts are one job each. Lifetimes
+    without a clock join the only job there is, else the one that grew most."""
+    out = []
+    for key, members in groups.items():
+        timed = sorted((m for m in members if m.sec is not None and m.sec.size), key=lambda m: m.epoch()[0])
+        untimed = [m for m in members if m.sec is None or not m.sec.size]
+        jobs: list[list[_Series]] = []
+        end = -math.inf
+        for m in timed:
+            t = m.epoch()
+            slack = 2.0 * float(np.median(np.diff(t))) if t.size > 1 else 1.0
+            if jobs and t[0] <= end + slack:
+                jobs[-1].append(m)
+                end = max(end, float(t[-1]))
+            else:
+                jobs.append([m])
+                end = float(t[-1])
+        if jobs and untimed:
+            max(jobs, key=lambda j: sum(m.fit.leak.growth for m in j)).extend(untimed)
+        elif untimed:
+            per_source = {}
+            for m in untimed:
+                per_source.setdefault(m.result.source, []).append(m)
+            jobs = [untimed] if all(len(v) == 1 for v in per_source.values()) else [[m] for m in untimed]
+        out.extend((key, j) for j in jobs)
+    return out
 
 
 def _capacity(device: list[_Series], host, gpu) -> int | None:

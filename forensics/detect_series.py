@@ -18,7 +18,10 @@ import numpy as np
 
 # Bounding the work
 MIN_POINTS = 8            # fewer samples than this get no change-point search ...
-SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence
+SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence,
+SHORT_MAX = 12            # ... up to this many (three segments of three cannot place a start-up and an onset)
+SHORT_SIMILAR = 1.4       # a steady leak's rise per reading varies by the sampling jitter: a reading
+                          # that rose 40 % faster than the median of the later ones is the start-up
 DECIMATE_ABOVE = 250_000  # longer series are first reduced by medians of 5 (bounded, O(n) work)
 MAX_BUCKETS = 500         # change-point search runs on at most this many bucket means
 MIN_SEGMENT = 3           # buckets; a single spiky bucket cannot become a segment
@@ -49,7 +52,7 @@ SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are on
 DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
 STAIR_TAIL_FACTOR = 1.5   # a staircase is still growing when its last step is this recent (x interval)
 STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
-FIRST_STEP_RATIO = 1.5    # a first step this unlike the later ones is the job's first epoch, not a stair
+FIRST_STEP_RATIO = 2.0    # a first step this unlike the later ones is the job's first epoch, not a stair
 RAW_STAIRS_MAX = 20_000   # staircases are read on the samples themselves up to this many
 STAIR_FLAT_SHARE = 0.2    # between stairs, drift and falls add up to less than this share of the rise
 OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
@@ -562,7 +565,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     if n < SHORT_MIN:
         return SeriesFit("too_short", f"only {n} sample{'s' if n != 1 else ''} in this job (at least "
                          f"{SHORT_MIN} are needed to see a trend: log memory more often, e.g. nvidia-smi -l 1)", n)
-    if n < MIN_POINTS:
+    if n < SHORT_MAX:
         return _short_fit(x, y)
 
     raw_sigma = _mad_sigma(_sample_diffs(y))
@@ -690,15 +693,17 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         # where the steady rise begins: walk back from the end while each reading's slope stays
         # within a factor of the late slope; the onset lies where that line meets the level before
         sl = ds / np.maximum(np.diff(xs), 1e-12)
-        late = float(_median(sl[-3:]))
         k = sl.size - 1
-        while k > 0 and 1 / SIMILAR_SLOPE <= sl[k - 1] / late <= SIMILAR_SLOPE:
+        while k > 0 and 1 / SHORT_SIMILAR <= sl[k - 1] / float(_median(sl[k:])) <= SHORT_SIMILAR:
             k -= 1
         rate = theil_sen(xs[k:], ys[k:])
         if rate > 0:
             onset = float(xs[k])
-            if k > 0:   # readings k-1 -> k rose only part of the way: the leak began between them
-                onset = min(max(float(xs[k - 1]), float(xs[k]) - float(ys[k] - ys[k - 1]) / rate), float(xs[k]))
+            rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
+            if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
+                # readings k-1 -> k rose only part of one interval's growth: the leak began between
+                # them (a larger rise there is the start-up reaching its working set)
+                onset = float(xs[k]) - rise_before / rate
             conf = round(min(0.6, 0.25 + 0.05 * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, float(ys[-1] - ys[k]), float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"

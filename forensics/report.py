@@ -1578,6 +1578,8 @@ def _svg_model(chart: dict, clock: _Clock, height: int) -> dict:
     y_max = float(chart["y_max"])
     if y_min == 0:
         y_max *= 1.05
+    if y_max <= y_min:   # every reading the same (or below zero, from a Bundle built by hand)
+        y_max = y_min + max(abs(y_min), 1 << 20)
     unit, factor = _y_unit(y_max)
 
     def px(x):
