@@ -709,6 +709,7 @@ def _build_charts(bundle, analysis, clock: _Clock) -> tuple[list, list, dict]:
         # change points of the series the chart is about (every source's own would blur together)
         _, lead = _lead(c, findings)
         c["lead"] = lead["name"] if lead else None
+        c["jobs"] = lead["jobs"] if lead else []
         c["change_points"] = _spread(sorted(lead["change_points"]) if lead else [], (c["x1"] - c["x0"]) * 0.01)
         main = c["series"][0] if c["series"] else None
         c["sparkline"] = _sparkline(main["runs"], c["x0"], c["x1"]) if main else ""
@@ -754,10 +755,25 @@ def _series_ctx(chart: dict, env: dict, results: dict, findings: list) -> list[d
             "n": s["n"], "first": s["first"], "last": s["last"], "low": s["low"], "peak": s["peak"],
             "summary": f"{human(s['first'])} → {human(s['last'])}, peak {human(s['peak'])}",
             "classification": _legend_class(classification, _get(sr, "lifetimes", default=None) if sr is not None else None),
+            "jobs": _jobs_ctx(_get(sr, "lifetimes", default=None) if sr is not None else None, chart["xkind"]),
             "change_points": [_xround(x) for x in cps],
             "onset": _xround(onset) if onset is not None else None,
             "runs": env.get(s["sid"], []),
         })
+    return out
+
+
+def _jobs_ctx(lifetimes, xkind: str) -> list[dict]:
+    """Each job of a series that holds several, as a band on the chart with its own judgement."""
+    if not lifetimes or len(lifetimes) < 2:
+        return []
+    out = []
+    for k, lt in enumerate(lifetimes, 1):
+        x0, x1 = _x_of(lt.get("start"), xkind), _x_of(lt.get("end"), xkind)
+        if x0 is None or x1 is None:
+            continue
+        out.append({"x0": _xround(x0), "x1": _xround(x1), "number": k,
+                    "label": f"job {k}: {str(lt.get('classification', '')).replace('_', ' ')}"})
     return out
 
 
@@ -1287,7 +1303,10 @@ def _verdict_ctx(analysis, bundle, charts: list, clock: _Clock, empty: bool) -> 
         numbers.append({"label": "Memory", "value": f"ran out ({ran_out})", "sub": at["local"] if at else None})
     elif top_growth is not None and (top_growth.exhaust_in_hours is not None or top_growth.exhaust_at is not None):
         at = clock.when(top_growth.exhaust_at)
-        numbers.append({"label": "Time to exhaustion", "value": _duration(top_growth.exhaust_in_hours) or (at["local"] if at else "—"),
+        # a job that ended (its memory released) did not run out: say what its pace would have done
+        ended = getattr(top_growth, "lifetime_ended", None) in ("release", "restart")
+        numbers.append({"label": "At this pace, full in" if ended else "Time to exhaustion",
+                        "value": _duration(top_growth.exhaust_in_hours) or (at["local"] if at else "—"),
                         "sub": at["local"] if at and top_growth.exhaust_in_hours is not None else None})
     elif fatal is not None and top_growth is not None:
         numbers.append({"label": "Time to exhaustion", "value": "reached",
@@ -1622,6 +1641,8 @@ def _svg_model(chart: dict, clock: _Clock, height: int) -> dict:
         "capacity_label": f"capacity {human(chart['capacity'])}" if chart["capacity"] else None,
         "markers": markers,
         "onsets": [dict(o, px=px(o["x"])) for o in chart["onsets"]],
+        "jobs": [dict(j, px0=px(max(j["x0"], x0)), px1=px(min(j["x1"], x1))) for j in chart.get("jobs", [])
+                 if j["x1"] >= x0 and j["x0"] <= x1],
         "change_points": [px(x) for x in chart["change_points"]],
         "x0": x0, "x1": x1, "y_min": y_min, "y_max": y_max, "unit": unit, "factor": factor,
     }
