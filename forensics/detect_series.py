@@ -19,6 +19,7 @@ import numpy as np
 # Bounding the work
 MIN_POINTS = 8            # fewer samples than this get no change-point search ...
 SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence,
+SHORT_RUN = 3             # ... when its last this many readings-to-readings all rose, and
 SHORT_MAX = 12            # ... up to this many (three segments of three cannot place a start-up and an onset)
 SHORT_SIMILAR = 1.4       # a steady leak's rise per reading varies by the sampling jitter: a reading
                           # that rose 40 % faster than the median of the later ones is the start-up
@@ -669,35 +670,42 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
 
 def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     """A job seen in only a few readings (coarse sampling, a short job): too few for change points,
-    enough to say whether memory rose at (nearly) every reading up to the end without slowing down,
-    with a confidence that says how thin that is."""
+    enough to say whether memory rose at every reading of its last stretch, up to the end, without
+    slowing down; with a confidence that says how thin that is. The readings before that stretch (a
+    CUDA context waiting for the job to start, the start-up) are not part of the trend."""
     n = int(x.size)
     fit = SeriesFit("flat", "", n)
     d = np.diff(y)
-    # the first reading of a job is often taken while it starts up, below its working set
-    start = 1 if n - 1 >= SHORT_MIN and d[0] > 2.0 * max(float(_median(d[1:])), 0.0) and d[0] > 0 else 0
-    xs, ys, ds = x[start:], y[start:], d[start:]
-    level = float(_median(np.abs(ys)))
-    fit.level, fit.peak, fit.end_x = level, float(ys.max()), float(xs[-1])
-    fit.noise = fit.bucket_noise = _mad_sigma(ds) if ds.size >= 2 else 0.0
-    growth = float(ys[-1] - ys[0])
+    level = float(_median(np.abs(y)))
+    fit.level, fit.peak, fit.end_x = level, float(y.max()), float(x[-1])
+    fit.noise = fit.bucket_noise = _mad_sigma(d) if d.size >= 2 else 0.0
+    growth = float(y[-1] - y[0])
     tiny = max(1e-6 * level, 1.0)
-    rising = ds > tiny
-    fit.segments = [Segment(start, n, float(xs[0]), float(xs[-1]), growth / float(xs[-1] - xs[0] or 1.0),
-                            float(ys[0]), float(ys[-1]), "growth" if growth > LEAK_MIN_FRACTION * level else "flat")]
-    fit.persistent_growth = float(np.minimum.accumulate(ys[::-1])[::-1][-1] - np.minimum.accumulate(ys[::-1])[::-1][0])
+    rising = d > tiny
+    # the rising stretch that reaches the last reading
+    r = 0
+    while r < d.size and rising[d.size - 1 - r]:
+        r += 1
+    fit.segments = [Segment(0, n, float(x[0]), float(x[-1]), growth / float(x[-1] - x[0] or 1.0),
+                            float(y[0]), float(y[-1]), "growth" if growth > LEAK_MIN_FRACTION * level else "flat")]
+    env = np.minimum.accumulate(y[::-1])[::-1]
+    fit.persistent_growth = float(env[-1] - env[0])
     few = f"only {n} samples in this job"
-    steady = ds.size >= 3 and rising.mean() >= 0.75 and (ds >= -tiny).all() and rising[-1]
-    slowing = ds.size >= 3 and float(ds[-1]) < DECELERATION * float(ds.mean())
-    if steady and not slowing and growth >= LEAK_MIN_FRACTION * level:
+    run = d[d.size - r:]
+    slowing = r >= SHORT_RUN and float(run[-1]) < DECELERATION * float(run.mean())
+    if r >= SHORT_RUN and not slowing:
+        xs, ys = x[n - 1 - r:], y[n - 1 - r:]
+        sl = run / np.maximum(np.diff(xs), 1e-12)
         # where the steady rise begins: walk back from the end while each reading's slope stays
-        # within a factor of the late slope; the onset lies where that line meets the level before
-        sl = ds / np.maximum(np.diff(xs), 1e-12)
+        # close to the later ones' (a start-up reading rises faster, a partial one slower)
         k = sl.size - 1
         while k > 0 and 1 / SHORT_SIMILAR <= sl[k - 1] / float(_median(sl[k:])) <= SHORT_SIMILAR:
             k -= 1
+        if sl.size - k < SHORT_RUN - 1:   # no two alike: the whole rising stretch is the trend
+            k = 0
         rate = theil_sen(xs[k:], ys[k:])
-        if rate > 0:
+        grown = float(ys[-1] - ys[k])
+        if rate > 0 and grown >= LEAK_MIN_FRACTION * level:
             onset = float(xs[k])
             rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
             if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
@@ -705,18 +713,18 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
                 # them (a larger rise there is the start-up reaching its working set)
                 onset = float(xs[k]) - rise_before / rate
             conf = round(min(0.6, 0.25 + 0.05 * n), 2)
-            fit.leak = Leak("linear", onset, float(xs[-1]), rate, float(ys[-1] - ys[k]), float(ys[k]), float(ys[-1]), conf)
+            fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
-            fit.reason = f"memory grows at every reading and does not fall back ({few}: a thin trend)"
+            fit.reason = f"memory grows at every reading to the end and does not fall back ({few}: a thin trend)"
             return fit
-    if growth >= LEAK_MIN_FRACTION * level and not steady:
+    if slowing:
+        fit.classification, fit.reason = "warmup_plateau", f"memory grows ever more slowly ({few}: a warm-up settling)"
+    elif fit.persistent_growth >= LEAK_MIN_FRACTION * level:
         fit.classification, fit.reason = "warmup_plateau", f"memory grew, then stayed level ({few})"
     elif growth <= -LEAK_MIN_FRACTION * level:
         fit.classification, fit.reason = "decline", f"memory declines ({few})"
     else:
         fit.classification, fit.reason = "flat", f"memory stays level ({few})"
-    if steady and slowing:
-        fit.classification, fit.reason = "warmup_plateau", f"memory grows ever more slowly ({few}: a warm-up settling)"
     return fit
 
 
@@ -967,11 +975,12 @@ def lstsq_each(stack: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
     return [np.linalg.lstsq(A, y, rcond=None)[0] for A in stack]
 
 
-def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x) -> Leak | None:
+def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
     """Repeated steps up, the last one recent compared with the spacing of the steps."""
     # a steep short rise counts as a step too (a step spread over a few buckets); a rise within the
     # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
-    edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
+    if edge is None:
+        edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
     steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration)
              and 0.5 * (e[0] + e[1]) > edge]
     if len(steps) < 2:
@@ -1041,14 +1050,17 @@ def _raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     # a jump spread over two readings (a sample caught mid-allocation) is one stair
     idx = np.nonzero(up)[0]
     groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1)
-    if len(groups) < 2:
+    # ... but a rise over more readings than that is a ramp (the first one may be the start-up)
+    if len(groups) < 2 or any(g.size > 2 for g in groups[1:]):
         return None
     runs = np.diff([g[0] for g in groups])
     if float(_median(runs)) < 3:   # a jump at nearly every reading: growth spread evenly, a ramp
         return None
     events = [(float(x[g[0]]), float(x[g[-1] + 1]), float(y[g[-1] + 1] - y[g[0]]), "jump", -1) for g in groups]
     duration = float(x[-1] - x[0])
-    return _stair_leak(x, y, events, leak_min, sigma_b, duration, float(x[-1]))
+    # no fit, so no edge effect: every jump counts, and the job's own start-up (its first jump, unlike
+    # the stairs after it) is left out by the first-stair rule
+    return _stair_leak(x, y, events, leak_min, sigma_b, duration, float(x[-1]), edge=float(x[0]) - 1.0)
 
 
 def _refine_step(xb, yb, x_step, interval) -> float:

@@ -171,6 +171,8 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
         notes.append(f"no header: of the two MiB columns, column {total + 1} is constant and the larger, so it was "
                      f"taken as memory.total and column {rest[0] + 1} as memory.used (assumed; memory.free would "
                      "look the same)")
+    elif not mib_cols and _unitless_memory(rows, kinds, keys, m, described, notes):
+        pass
     elif not mib_cols:
         notes.append("no header and no units (`--format=csv,noheader,nounits`): cannot tell which column is "
                      "memory.used, so no memory samples were emitted; log with the header or with units")
@@ -180,6 +182,64 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
     m.origin = origin
     notes.insert(0, "no header: columns inferred from the cell shapes: " + ", ".join(described))
     return m, notes
+
+
+TOTAL_MIN_MIB = 1024        # every GPU has at least 1 GiB: a smaller constant is no memory.total
+IDLE_USED_SHARE = 0.05      # an idle GPU's memory.used is below this share of its total, its free above 1 - it
+SUM_TOLERANCE = 0.02        # used + free = total less the driver's reservation (~0.5 % on an H200)
+
+
+def _unitless_memory(rows, kinds, keys, m: ColumnMap, described: list, notes: list) -> bool:
+    """`--format=csv,noheader,nounits` rows (`2026/12/01 22:33:41.398, 0, 1599, 143771`): which plain
+    integer columns are memory, from their values alone. memory.total is the per-GPU constant of at
+    least 1 GiB that no other column exceeds; memory.used is the column that, with another, adds up to
+    it (used + free), the smaller of the two on the idle GPU; or, the only other column of MiB-sized
+    values, when it reads near zero at some point (an idle GPU) and never above the total."""
+    taken = set(m.roles.values())
+    cols = [i for i, k in enumerate(kinds) if k == "int" and i not in taken]
+    vals = {}
+    for i in cols:
+        try:
+            vals[i] = [float(r[i]) for r in rows]
+        except ValueError:
+            continue
+    if len(vals) < 2:
+        return False
+
+    def constant_per_gpu(i):
+        seen = {}
+        return all(seen.setdefault(k, v) == v for k, v in zip(keys, vals[i]))
+
+    totals = [i for i in vals if constant_per_gpu(i) and min(vals[i]) >= TOTAL_MIN_MIB
+              and all(all(a >= b for a, b in zip(vals[i], vals[j])) for j in vals if j != i)]
+    if len(totals) != 1:
+        return False
+    total = totals[0]
+    tot = vals[total]
+    others = [i for i in vals if i != total and max(vals[i]) > 100]   # not a percentage or a temperature
+    pairs = [(a, b) for a in others for b in others if a < b
+             and all(abs(x + y - t) <= SUM_TOLERANCE * t for x, y, t in zip(vals[a], vals[b], tot))]
+    used = None
+    why = ""
+    if len(pairs) == 1:
+        a, b = pairs[0]
+        used = a if min(vals[a]) <= min(vals[b]) else b
+        why = (f"columns {a + 1} and {b + 1} add up to column {total + 1} (used + free = total); the one lower "
+               f"on the idle GPU, column {used + 1}, is memory.used")
+    elif len(others) == 1:
+        c = others[0]
+        if min(v / t for v, t in zip(vals[c], tot)) <= IDLE_USED_SHARE:
+            used = c
+            why = (f"column {c + 1} reads near zero on the idle GPU and never above column {total + 1}: "
+                   "it is memory.used (memory.free would read near the total there)")
+    if used is None:
+        return False
+    m.roles["memory.total"], m.roles["memory.used"] = total, used
+    m.units["memory.total"] = m.units["memory.used"] = "MiB"
+    described.extend([f"{used + 1}=memory.used", f"{total + 1}=memory.total"])
+    notes.append(f"no header and no units (`--format=csv,noheader,nounits`): column {total + 1} is constant per "
+                 f"GPU and the largest, so it is memory.total; {why} (inferred from the values, read as MiB)")
+    return True
 
 
 # -- parsing ---------------------------------------------------------------------------------------

@@ -1,0 +1,380 @@
+"""The corpus cases: two halves, `tune` and `heldout`, with the same kinds of variety (endings,
+loggers, workload shapes) in different parameters and combinations.
+
+A case names its loggers (record.LOGGERS keys), a scenario (what the recorder does: fork jobs, wait for
+steps, kill, stop the loggers) and what is true about it (verdict, findings, pattern, story). Every
+number in truth.json is computed afterwards from the side file by truth.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Case:
+    name: str
+    half: str
+    loggers: list[str]
+    scenario: Callable
+    verdict: str
+    findings: list[str]
+    pattern: str | None
+    story: str
+    estimate: float
+    timeout: float = 90.0
+    kernel: bool = False
+    stair_every: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def meta(self) -> dict:
+        return {"case": self.name, "half": self.half, "loggers": self.loggers, "expected_verdict": self.verdict,
+                "expected_findings": self.findings, "pattern": self.pattern, "story": self.story,
+                "stair_period_steps": self.stair_every, "kernel": self.kernel, **self.extra}
+
+
+# ---- scenarios ---------------------------------------------------------------------------------
+
+def simple(kind: str, args: str, leaks: bool, **kw) -> Callable:
+    def run(ctx):
+        j = ctx.job(kind, args, leaks=leaks, **kw)
+        ctx.wait_exit(j)
+    return run
+
+
+def kill_at(kind: str, args: str, leaks: bool, step: int) -> Callable:
+    def run(ctx):
+        j = ctx.job(kind, args, leaks=leaks)
+        if ctx.wait_step(j, step):
+            ctx.kill(j.pid, "the job (kill -9 from outside)")
+        ctx.wait_exit(j)
+    return run
+
+
+def stop_loggers_at(kind: str, args: str, leaks: bool, step: int) -> Callable:
+    def run(ctx):
+        j = ctx.job(kind, args, leaks=leaks)
+        if ctx.wait_step(j, step):
+            ctx.stop_loggers("logger_stopped")
+        ctx.wait_exit(j)
+    return run
+
+
+def crash_loop(kind: str, args: str, runs: int, gap: float) -> Callable:
+    def run(ctx):
+        for i in range(runs):
+            j = ctx.job(kind, args, leaks=True, append=True, role=f"run{i + 1}")
+            ctx.wait_exit(j)
+            if i < runs - 1:
+                ctx.supervisor_line("train.log", f"pid {j.pid} exited with status {j.status}; restarting in "
+                                                 f"{gap:.0f} s (attempt {i + 2}/{runs})")
+                ctx.sleep(gap)
+        ctx.supervisor_line("train.log", f"pid {j.pid} exited with status {j.status}; giving up after {runs} attempts")
+    return run
+
+
+def two_procs(flat_args: str, leak_kind: str, leak_args: str, b_after_step: int) -> Callable:
+    def run(ctx):
+        a = ctx.job("flat", flat_args, role="flat", out="a.log", err="a.stderr.log")
+        ctx.wait_step(a, b_after_step)
+        b = ctx.job(leak_kind, leak_args, role="leaky", leaks=True, out="b.log", err="b.stderr.log")
+        ctx.wait_exit(b)
+        ctx.wait_exit(a)
+    return run
+
+
+def sequential(first: tuple, gap: float, second: tuple) -> Callable:
+    def run(ctx):
+        (k1, a1, l1, o1), (k2, a2, l2, o2) = first, second
+        j1 = ctx.job(k1, a1, role="first", leaks=l1, out=o1, err=o1.replace(".log", ".stderr.log"))
+        ctx.wait_exit(j1)
+        ctx.sleep(gap)
+        j2 = ctx.job(k2, a2, role="second", leaks=l2, out=o2, err=o2.replace(".log", ".stderr.log"))
+        ctx.wait_exit(j2)
+    return run
+
+
+def residual(args: str, kill_step: int, hold: float) -> Callable:
+    def run(ctx):
+        j = ctx.job("residual", args, role="trainer")
+        ready = ctx.wait_event("worker_ready")
+        ctx.wait_step(j, kill_step)
+        ctx.kill(j.pid, "the trainer (kill -9 from outside)")
+        ctx.wait_exit(j)
+        if not ready:
+            ctx.note("the worker never reported ready")
+            return
+        wpid = ready["pid"]
+        ctx.extra_pids.add(wpid)
+        ctx.ev("rec_residual", worker_pid=wpid)
+        ctx.sleep(hold)
+        ctx.kill(wpid, "the residual worker")
+        for _ in range(50):                     # until it is reaped (we are its subreaper), at most 5 s
+            if wpid not in ctx.extra_pids:
+                break
+            ctx.sleep(0.1)
+    return run
+
+
+def host_oom(args: str, limit: str, fallback_step: int) -> Callable:
+    def run(ctx):
+        import record
+        cg = record.Cgroup(limit, ctx)
+        try:
+            j = ctx.job("pinned_host", args, env={"GFC_CGROUP": cg.how or ""}, cgroup_procs=cg.procs)
+            if ctx.wait_step(j, fallback_step):
+                ctx.note(f"no kernel OOM kill by step {fallback_step}: the recorder killed the job instead")
+                ctx.kill(j.pid, "the job (no kernel OOM kill came)")
+            ctx.wait_exit(j)
+            ctx.ev("rec_cgroup_events", events=" ".join(cg.read_events().split()))
+        finally:
+            cg.remove()
+    return run
+
+
+# ---- the tune half ----------------------------------------------------------------------------
+
+T = "tune"
+H = "heldout"
+
+TUNE = [
+    Case("linear_late_exit", T, ["wide500", "classic", "apps", "dmon"],
+         simple("linear_late", "--steps 80 --period 0.18 --warm-gib 4 --flat 45 --leak-mib 96 --style spine", True),
+         "leak", ["leak"], "linear",
+         "A trainer takes a 4 GiB working set at start-up, trains flat for 45 steps (about 11 s after the job's start), then a debug hook keeps every "
+         "step's hidden activations on the GPU (`debug_acts.append(h.detach())`, 96 MiB a step). The run ends "
+         "normally and the memory goes back to the driver when the process exits.", 30),
+    Case("slow_leak_noisy_exit", T, ["script5", "script1", "dmon"],
+         simple("slow_noisy", "--steps 95 --period 0.15 --warm-gib 6 --noise-mib 640 --leak-mib 8 --onset 11 "
+                "--style pipe_gb", True),
+         "leak", ["leak"], "linear",
+         "A 6 GiB footprint under noisy load (each step holds a random 0-640 MiB of activations when it logs), "
+         "with a slow leak from step 11: a per-step statistics tensor of 8 MiB appended to a history list on "
+         "the GPU. Step times vary (+-40 %). Ends normally.", 29),
+    Case("staircase_snapshots_exit", T, ["ms250", "apps", "classic"],
+         simple("staircase", "--steps 125 --period 0.11 --warm-gib 2 --stair-mib 512 --stair-every 20 "
+                "--style megatron --every 5", True),
+         "leak", ["leak"], "step",
+         "Every 20 steps a 'best model' snapshot of 512 MiB is appended to a list that is never pruned: flat "
+         "between stairs, +512 MiB at each. Megatron-style iteration and memory lines every 5 steps "
+         "(printed by the workload in Megatron's format, not by Megatron). Ends normally.", 28, stair_every=20),
+    Case("infer_cache_leak_sigkill", T, ["wide500", "apps", "dmon"],
+         kill_at("infer", "--leak --steps 400 --period 0.2 --warm-gib 3 --max-batch 32 --out-mib 4 --onset 12 "
+                 "--style bytes_k --every 4", True, step=70),
+         "leak", ["leak"], "linear",
+         "An inference server with irregular request batches (0-32 requests, bursts and lulls) caches every "
+         "response on the GPU by request id from batch 12 on and never evicts (4 MiB a request). It is killed "
+         "with SIGKILL from outside after batch 70 (no traceback, no last log line).", 25),
+    Case("infer_irregular_healthy_exit", T, ["script5", "script1", "classic"],
+         simple("infer", "--steps 85 --period 0.16 --warm-gib 3 --max-batch 48 --out-mib 4 --style plain", False),
+         "no_leak", [], None,
+         "The same inference server without the cache: irregular batches (0-48 requests), outputs dropped after "
+         "each batch. Reserved memory follows the largest batch so far; nothing is kept. The step log is plain "
+         "`print` lines without timestamps. Ends normally.", 28),
+    Case("warmup_plateau_exit", T, ["wide500", "dmon", "apps"],
+         simple("warmup_plateau", "--steps 90 --period 0.15 --ramp 30 --peak-gib 20 --style pipe_gb", False),
+         "no_leak", [], None,
+         "Sequence-length curriculum: the activations a step holds grow linearly to 20 GiB over the first 30 "
+         "steps, then stay at the maximum length for 60 steps. Reserved (nvidia-smi) and allocated rise in the "
+         "first third, then plateau. Ends normally.", 28),
+    Case("eval_spikes_emptycache_exit", T, ["ms250", "dmon", "apps"],
+         simple("eval_spikes", "--steps 100 --period 0.14 --warm-gib 3 --eval-every 25 --eval-len 5 --spike-gib 6 "
+                "--empty-cache --style spine", False),
+         "no_leak", [], None,
+         "Training with a 3 GiB footprint; every 25 steps an evaluation holds 6 GiB for 5 steps, frees it and "
+         "calls torch.cuda.empty_cache(): four spikes that return to the baseline. Ends normally.", 28),
+    Case("gradaccum_sawtooth_loggers_stopped", T, ["wide500", "script1"],
+         stop_loggers_at("grad_accum", "--steps 96 --period 0.15 --accum 8 --micro-mib 384 --empty-cache "
+                         "--style deepspeed --every 2", False, step=60),
+         "no_leak", [], None,
+         "Gradient accumulation by summing 8 micro-batch losses before one backward: each micro-batch's graph "
+         "(~384 MiB of saved activations) lives until the optimizer step, then everything is freed and "
+         "torch.cuda.empty_cache() is called: a sawtooth. DeepSpeed-style `see_memory_usage` lines (the "
+         "workload's own logging in DeepSpeed's format). The nvidia-smi loggers were stopped after step 60 "
+         "while the job went on to its normal end: the nvidia-smi logs end mid-job.", 25),
+    Case("cache_growth_exit", T, ["wide500", "classic", "dmon"],
+         simple("cache_growth", "--steps 85 --period 0.16 --grow-mib 6 --style spine", False),
+         "cache_growth", ["cache_growth"], None,
+         "Batches sorted by length: each step's temporary is 6 MiB larger than the last and freed at once; the "
+         "caching allocator reserves a new segment every step and keeps the old ones cached. `cached` and "
+         "nvidia-smi grow to the end, `allocated` stays flat. Ends normally (no empty_cache).", 28),
+    Case("crashloop_oom_x3", T, ["wide500", "apps", "dmon", "script1"],
+         crash_loop("leak_oom", "--steps 400 --period 0.15 --fraction 0.06 --warm-gib 1 --leak-mib 256 --onset 6 "
+                    "--style spine", runs=3, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop: the same leaky job (validation predictions kept on the GPU from step 6, 256 MiB a step, "
+         "under a memory cap of 6 % of the GPU) dies of a CUDA OOM, is restarted by a supervisor 2 s later, and "
+         "dies again, three times. All runs append to the same train.log and stderr.log; the supervisor's lines "
+         "are in train.log.", 36, timeout=110),
+    Case("two_procs_one_leaks_exit", T, ["apps", "wide500", "dmon"],
+         two_procs("--steps 110 --period 0.15 --warm-gib 5 --style spine",
+                   "linear_late", "--steps 90 --period 0.15 --warm-gib 1 --flat 10 --leak-mib 64 --style pipe_gb",
+                   b_after_step=8),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU: a flat trainer (5 GiB, a.log) and, started a little later, a second job that "
+         "keeps 64 MiB of activations a step from its step 11 (b.log). compute-apps.csv shows both pids. Both "
+         "end normally.", 30),
+    Case("hf_trainer_callback_leak_exit", T, ["wide500", "apps", "dmon"],
+         simple("hf_trainer", "--leak --steps 110 --period 0.1 --onset 25 --every 10 --style none", True),
+         "leak", ["leak"], "linear",
+         "A transformers Trainer run (a 2-layer GPT-2 built from GPT2Config with random weights, random tokens, "
+         "no download) with a callback that keeps a copy of the 64 MiB token-embedding matrix every step from "
+         "step 25 on, 'for an embedding-drift plot'. The Trainer's own log dicts carry memory numbers (added "
+         "by a callback); its progress bar is in stderr.log. Ends normally.", 40, timeout=120),
+    Case("lightning_outputs_leak_oom", T, ["script5", "script1", "classic", "apps"],
+         simple("lightning_leak", "--leak --steps 400 --period 0.12 --onset 20 --fraction 0.07 --every 5 "
+                "--style none --lightning-pkg pytorch_lightning", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A pytorch_lightning run of a small language model: the LightningModule appends every training step's "
+         "logits, graph attached, to `self.training_step_outputs` from step 20 on and never clears it. Under a "
+         "memory cap of 7 % of the GPU it dies of a CUDA OOM. Logged by Lightning's CSVLogger "
+         "(lightning_logs/version_0/metrics.csv) and its stdout.", 40, timeout=120),
+    Case("residual_worker_sigkill", T, ["apps", "wide500", "dmon"],
+         residual("--steps 400 --period 0.2 --warm-gib 2 --worker-gib 6 --style spine", kill_step=40, hold=10.0),
+         "leak", ["residual_process"], None,
+         "A trainer (2 GiB) forks an eval worker with torch.multiprocessing; the worker takes 6 GiB and waits. "
+         "The trainer is killed with SIGKILL after step 40; the orphaned worker keeps its 6 GiB for 10 s until "
+         "it is killed too.", 30),
+    Case("host_pinned_oom_kill", T, ["wide500", "apps", "dmon"],
+         host_oom("--steps 300 --period 0.2 --host-mib 64 --style spine", limit="3G", fallback_step=120),
+         "no_leak", ["oom_kill"], None,
+         "A replay buffer of pinned host batches (64 MiB a step, torch pin_memory) that is never trimmed, in a "
+         "3 GiB memory cgroup: host memory grows until the kernel's OOM killer ends the job. GPU memory stays "
+         "flat. dmesg files taken right after.", 26, kernel=True),
+    Case("leak_loggers_stopped", T, ["wide500", "classic", "apps", "dmon"],
+         stop_loggers_at("linear_late", "--steps 85 --period 0.17 --warm-gib 2 --flat 15 --leak-mib 128 "
+                         "--style deepspeed --every 3", True, step=55),
+         "leak", ["leak"], "linear",
+         "A leak of 128 MiB a step from step 16 (kept activations); the nvidia-smi loggers were stopped after "
+         "step 55 while the job went on leaking to its normal end at step 85: the nvidia-smi logs end mid-job "
+         "with the memory still high. The job's own log (DeepSpeed-style lines) runs to the end.", 26),
+    Case("large_stable_exit", T, ["wide500", "script5", "classic"],
+         simple("flat", "--steps 70 --period 0.18 --warm-gib 80 --style bytes_k --every 5", False),
+         "no_leak", [], None,
+         "80 GiB taken at start (weights and a preallocated cache), then flat training. Ends normally.", 28),
+]
+
+
+# ---- the held-out half -------------------------------------------------------------------------
+
+HELDOUT = [
+    Case("linear_late_oom", H, ["wide1", "apps2", "script5"],
+         simple("linear_late", "--steps 400 --period 0.25 --fraction 0.1 --warm-gib 6 --flat 40 --leak-mib 200 "
+                "--style deepspeed --every 2", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A trainer takes a 6 GiB working set, trains flat for 40 steps (about 13 s after the job's start), then "
+         "keeps every step's hidden activations (200 MiB a step) until it reaches its memory cap (10 % of the "
+         "GPU, set_per_process_memory_fraction) and dies of a CUDA OOM (traceback in stderr.log). "
+         "DeepSpeed-style memory lines every 2 steps.", 34),
+    Case("slow_leak_noisy_sigkill", H, ["ms250", "classic", "dmon_mu"],
+         kill_at("slow_noisy", "--steps 400 --period 0.12 --warm-gib 12 --noise-mib 1024 --leak-mib 16 --onset 30 "
+                 "--style bytes_k --every 10", True, step=130),
+         "leak", ["leak"], "linear",
+         "A 12 GiB footprint under noisy load (each step holds a random 0-1024 MiB of activations when it logs, "
+         "step times +-40 %), with a slow leak from step 30 (a 16 MiB statistics tensor kept every step). "
+         "Killed with SIGKILL from outside after step 130. Raw-byte memory lines every 10 steps.", 30),
+    Case("staircase_loggers_stopped", H, ["wide1", "script1", "apps"],
+         stop_loggers_at("staircase", "--steps 90 --period 0.2 --warm-gib 3 --stair-mib 1024 --stair-every 15 "
+                         "--style pipe_gb", True, step=66),
+         "leak", ["leak"], "step",
+         "Every 15 steps a 1 GiB snapshot is appended to a list that is never pruned (stairs at steps 15, 30, "
+         "45, 60, 75, 90). The nvidia-smi loggers were stopped after step 66 (four stairs seen) while the job "
+         "went on to its normal end: the nvidia-smi logs end mid-job.", 31, stair_every=15),
+    Case("infer_cache_leak_exit", H, ["script5", "script1", "classic", "apps"],
+         simple("infer", "--leak --steps 90 --period 0.15 --warm-gib 5 --max-batch 24 --out-mib 2 --onset 20 "
+                "--style spine", True),
+         "leak", ["leak"], "linear",
+         "An inference server with irregular request batches (0-24 requests) caches every response on the GPU "
+         "from batch 20 on and never evicts it (2 MiB a request). Ends normally.", 26),
+    Case("infer_irregular_healthy_sigkill", H, ["wide1", "dmon", "apps"],
+         kill_at("infer", "--steps 400 --period 0.18 --warm-gib 8 --max-batch 64 --out-mib 2 --style bytes_k "
+                 "--every 5", False, step=80),
+         "no_leak", [], None,
+         "An inference server with irregular batches (0-64 requests of 2 MiB output) that keeps nothing; "
+         "killed with SIGKILL from outside after batch 80.", 25),
+    Case("warmup_plateau_loggers_stopped", H, ["ms250", "script5", "apps"],
+         stop_loggers_at("warmup_plateau", "--steps 100 --period 0.15 --ramp 25 --peak-gib 32 --style megatron "
+                         "--every 5", False, step=70),
+         "no_leak", [], None,
+         "Curriculum warm-up: the activations a step holds grow to 32 GiB over the first 25 steps, then stay "
+         "flat. The nvidia-smi loggers were stopped after step 70, on the plateau, while the job went on to its "
+         "normal end: the nvidia-smi logs end mid-job with the memory high. Megatron-style lines every 5 "
+         "steps.", 25),
+    Case("lru_bounded_exit", H, ["wide500", "classic", "dmon"],
+         simple("lru", "--steps 90 --period 0.15 --cap-entries 40 --entry-mib 64 --style spine", False),
+         "no_leak", [], None,
+         "An LRU cache of encoded prompts (64 MiB each, at most 40 entries) fills over the first ~45 steps, then "
+         "evicts the oldest entry for each new one: memory rises to 2.5 GiB and stays. Ends normally.", 26),
+    Case("eval_spikes_no_emptycache_exit", H, ["wide1", "apps", "script1"],
+         simple("eval_spikes", "--steps 90 --period 0.16 --warm-gib 4 --eval-every 20 --eval-len 4 --spike-gib 8 "
+                "--style deepspeed --every 2", False),
+         "no_leak", [], None,
+         "Training with a 4 GiB footprint; every 20 steps an evaluation holds 8 GiB for 4 steps and frees it, "
+         "without empty_cache(): `allocated` returns to the baseline after each, while reserved (and "
+         "nvidia-smi) stay at the high-water mark from the first evaluation on. Ends normally.", 26),
+    Case("gradaccum_no_emptycache_exit", H, ["ms250", "dmon"],
+         simple("grad_accum", "--steps 84 --period 0.16 --accum 6 --micro-mib 512 --style pipe_gb", False),
+         "no_leak", [], None,
+         "Gradient accumulation over 6 micro-batches by summing their losses (each graph ~512 MiB of saved "
+         "activations) before one backward; no empty_cache(): `allocated` is a sawtooth, reserved and "
+         "nvidia-smi stay at the peak. Ends normally.", 25),
+    Case("cache_growth_emptycache_end", H, ["wide1", "script1", "apps", "dmon"],
+         simple("cache_growth", "--steps 75 --period 0.18 --grow-mib 8 --empty-cache-at-end --linger 2.5 "
+                "--style spine", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary is 8 MiB larger than the last: `cached` and nvidia-smi grow every step while "
+         "`allocated` stays flat; after the last step the job calls torch.cuda.empty_cache() (reserved drops to "
+         "almost nothing, logged as one more marker), waits 2.5 s and exits normally.", 28),
+    Case("healthy_then_leaky_jobs", H, ["wide500", "apps", "dmon", "classic"],
+         sequential(("flat", "--steps 50 --period 0.15 --warm-gib 6 --style spine", False, "job1.log"), 3.0,
+                    ("linear_late", "--steps 60 --period 0.15 --warm-gib 2 --flat 10 --leak-mib 128 --style spine",
+                     True, "job2.log")),
+         "leak", ["leak"], "linear",
+         "Two jobs one after the other on the same GPU: a healthy one (6 GiB, flat, job1.log) ends normally; 3 s "
+         "later a second job (job2.log) keeps 128 MiB of activations a step from its step 11 and ends normally.",
+         36),
+    Case("two_procs_leaky_oom", H, ["apps", "ms250", "dmon"],
+         two_procs("--steps 140 --period 0.12 --warm-gib 8 --style pipe_gb",
+                   "leak_oom", "--steps 400 --period 0.12 --fraction 0.05 --warm-gib 1 --leak-mib 128 --onset 8 "
+                   "--style spine", b_after_step=10),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Two processes on one GPU: a flat 8 GiB trainer (a.log) and a second job (b.log) that keeps its "
+         "predictions on the GPU from its step 8 (128 MiB a step) until its cap (5 % of the GPU) and dies of a "
+         "CUDA OOM; the flat trainer goes on and ends normally.", 30),
+    Case("hf_trainer_healthy_exit", H, ["wide1", "apps2", "script5"],
+         simple("hf_trainer", "--steps 110 --period 0.1 --every 10 --style none", False),
+         "no_leak", [], None,
+         "A transformers Trainer run (2-layer GPT-2 from GPT2Config, random weights and tokens, no download), "
+         "healthy: memory rises during the first steps (optimizer state, cached blocks) and stays. The Trainer's "
+         "log dicts carry memory numbers (added by a callback). Ends normally.", 38, timeout=120),
+    Case("lightning_outputs_leak_exit", H, ["wide500", "classic", "dmon_mu"],
+         simple("lightning_leak", "--leak --steps 90 --period 0.12 --onset 15 --every 5 --style none "
+                "--lightning-pkg lightning", True),
+         "leak", ["leak"], "linear",
+         "A Lightning run (the `lightning` package) of a small language model whose LightningModule keeps every "
+         "training step's logits, graph attached, from step 15 on; no cap: it ends normally at step 90 with the "
+         "memory still held until exit. CSVLogger metrics in lightning_logs/version_0/metrics.csv.", 35,
+         timeout=120),
+    Case("residual_worker_sigkill", H, ["apps2", "wide1", "dmon"],
+         residual("--steps 400 --period 0.25 --warm-gib 4 --worker-gib 10 --style spine", kill_step=25, hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer (4 GiB) forks an eval worker (torch.multiprocessing) that takes 10 GiB; the trainer is killed "
+         "with SIGKILL after step 25; the orphaned worker keeps its 10 GiB for 8 s until it is killed too.", 28),
+    Case("host_pinned_oom_kill", H, ["ms250", "apps"],
+         host_oom("--steps 400 --period 0.12 --host-mib 32 --style spine", limit="2G", fallback_step=150),
+         "no_leak", ["oom_kill"], None,
+         "Pinned host batches (32 MiB a step) kept in a replay list, in a 2 GiB memory cgroup: the kernel's OOM "
+         "killer ends the job; GPU memory flat. dmesg files taken right after.", 22, kernel=True),
+    Case("large_stable_exit", H, ["wide1", "script5", "classic"],
+         simple("flat", "--steps 55 --period 0.2 --warm-gib 60 --style plain", False),
+         "no_leak", [], None,
+         "60 GiB taken at start, then flat; plain print lines without timestamps. Ends normally.", 26),
+    Case("crashloop_oom_x2", H, ["wide1", "apps", "script1"],
+         crash_loop("leak_oom", "--steps 400 --period 0.12 --fraction 0.08 --warm-gib 2 --leak-mib 192 --onset 10 "
+                    "--style pipe_gb", runs=2, gap=3.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of two runs: the job keeps validation predictions from step 10 (192 MiB a step) under a "
+         "cap of 8 % of the GPU, dies of a CUDA OOM, is restarted 3 s later and dies again.", 38, timeout=100),
+]
+
+CASES = {"tune": TUNE, "heldout": HELDOUT}

@@ -1,0 +1,850 @@
+#!/usr/bin/env python3
+"""GPU workloads for the incident corpus (tests/corpus/): real leaks and healthy look-alikes.
+
+    python3 tools/corpus/workloads.py KIND [--steps N --period S --style STYLE ...]
+
+record.py runs each of these in a fork of its own process (torch already imported, CUDA not yet
+initialised), with stdout and stderr sent to the case's log files, which is the same as running the
+command above with `> train.log 2> stderr.log`.
+
+Every workload
+- writes its own step log on stdout in one of several styles (--style, see StepLog);
+- lets real errors (the CUDA OOM traceback) go to stderr;
+- appends what really happened to the side file named by $GFC_SIDE, one JSON object a line: its pid,
+  each step's wall time and torch.cuda.memory_allocated()/memory_reserved(), the bytes its bug keeps
+  alive so far (`kept`), the step where the bug starts keeping memory, worker pids, the OOM. The
+  truth.json of a case is computed from that file (tools/corpus/truth.py), never typed by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import random
+import sys
+import time
+from datetime import datetime
+
+MiB = 2**20
+GiB = 2**30
+
+
+# ---- side file ---------------------------------------------------------------------------------
+
+def side(ev: str, **fields) -> None:
+    path = os.environ.get("GFC_SIDE")
+    if not path:
+        return
+    line = json.dumps({"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def host_rss() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+# ---- step logs in several styles ---------------------------------------------------------------
+
+STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none")
+
+
+class StepLog:
+    """One step log style per job. Every call to step() also writes the side file's step row."""
+
+    def __init__(self, torch, style: str, every: int = 1, steps: int = 0, name: str = "train"):
+        self.torch, self.style, self.every, self.steps = torch, style, max(1, every), steps
+        self.t_last = time.time()
+        self.log = logging.getLogger(name)
+        self.log.setLevel(logging.INFO)
+        self.log.propagate = False
+        h = logging.StreamHandler(sys.stdout)
+        fmt = {
+            "spine": ("%(asctime)s %(levelname)s " + name + ": %(message)s", None),
+            "pipe_gb": ("%(asctime)s | %(levelname)s | %(message)s", None),
+            "bytes_k": ("[%(asctime)s] %(message)s", "%Y-%m-%dT%H:%M:%S"),
+            "deepspeed": ("[%(asctime)s] [%(levelname)s] [utils.py:802:see_memory_usage] %(message)s", None),
+        }.get(style, ("%(asctime)s %(levelname)s %(message)s", None))
+        h.setFormatter(logging.Formatter(fmt[0], fmt[1]))
+        self.log.addHandler(h)
+
+    def info(self, msg: str, *a) -> None:
+        if self.style in ("megatron", "plain"):
+            print(msg % a if a else msg, flush=True)
+        elif self.style != "none":
+            self.log.info(msg, *a)
+
+    def step(self, step: int, loss: float | None = None, **extra) -> dict:
+        torch = self.torch
+        torch.cuda.synchronize()
+        a = torch.cuda.memory_allocated()
+        r = torch.cuda.memory_reserved()
+        row = dict(step=step, allocated=a, reserved=r, **extra)
+        side("step", **row)
+        if step % self.every == 0 or step == 1:
+            self.emit(step, a, r, loss, extra)
+        return row
+
+    def emit(self, step, a, r, loss, extra) -> None:
+        torch, s = self.torch, self.style
+        loss = 0.0 if loss is None else loss
+        if s == "spine":
+            more = ""
+            if "host_rss" in extra:
+                more = f", host rss: {extra['host_rss'] / MiB:.2f} MB"
+            self.log.info("[step %d] allocated: %.2f MB, cached: %.2f MB%s", step, a / MiB, r / MiB, more)
+        elif s == "pipe_gb":
+            self.log.info("step %d | loss %.4f | mem_alloc %.2f GB | mem_reserved %.2f GB", step, loss,
+                          a / GiB, r / GiB)
+        elif s == "bytes_k":
+            self.log.info("iter %d torch.cuda.memory_allocated()=%d torch.cuda.memory_reserved()=%d", step, a, r)
+        elif s == "megatron":
+            now = time.time()
+            ms = (now - self.t_last) * 1000 / self.every
+            self.t_last = now
+            print(f" [{datetime.now():%Y-%m-%d %H:%M:%S}] iteration {step:8d}/{self.steps:8d} | consumed samples:"
+                  f" {step * 64:12d} | elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.000E-04 |"
+                  f" global batch size:    64 | lm loss: {loss:.6E} | loss scale: 1.0 |"
+                  f" number of skipped iterations:   0 | number of nan iterations:   0 |", flush=True)
+            print(f"[Rank 0] (after {step} iterations) memory (MB) | allocated: {a / MiB} | max allocated: "
+                  f"{torch.cuda.max_memory_allocated() / MiB} | reserved: {r / MiB} | max reserved: "
+                  f"{torch.cuda.max_memory_reserved() / MiB}", flush=True)
+        elif s == "deepspeed":
+            ma, mr = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+            self.log.info("step %d", step)
+            self.log.info("MA %s GB         Max_MA %s GB         CA %s GB         Max_CA %s GB ",
+                          round(a / GiB, 2), round(ma / GiB, 2), round(r / GiB, 2), round(mr / GiB))
+            rss = host_rss() or 0
+            self.log.info("CPU Virtual Memory:  used = %.2f GB, percent = %.1f%%", rss / GiB, 100.0 * rss / (128 * GiB))
+            torch.cuda.reset_peak_memory_stats()
+        elif s == "plain":
+            print(f"step {step}: allocated {a / MiB:.1f} MiB, reserved {r / MiB:.1f} MiB, loss {loss:.4f}", flush=True)
+
+
+class Pacer:
+    def __init__(self, period: float):
+        self.period = period
+        self.next = time.monotonic()
+
+    def wait(self, period: float | None = None) -> None:
+        self.next += self.period if period is None else period
+        d = self.next - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        else:
+            self.next = time.monotonic()
+
+
+def begin(torch, args, **fields) -> None:
+    props = torch.cuda.get_device_properties(0)
+    side("start", kind=args.kind, period=args.period, steps=args.steps, torch=torch.__version__,
+         gpu_name=props.name, gpu_total=props.total_memory, style=args.style, **fields)
+
+
+def cap(torch, args) -> int | None:
+    if args.fraction:
+        torch.cuda.set_per_process_memory_fraction(args.fraction)
+        return int(args.fraction * torch.cuda.get_device_properties(0).total_memory)
+    return None
+
+
+def mlp(torch, width: int, depth: int = 2):
+    layers = []
+    for i in range(depth):
+        layers.append(torch.nn.Linear(width, width))
+        if i < depth - 1:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).cuda()
+
+
+def train_step(torch, model, opt, x) -> float:
+    loss = model(x).float().pow(2).mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss)
+
+
+def oom_guard(torch, fn, stepref: list) -> None:
+    """Run fn; on a CUDA OOM, note it in the side file and let the real traceback through."""
+    try:
+        fn()
+    except torch.cuda.OutOfMemoryError:
+        side("oom", step=stepref[0], allocated=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved())
+        raise
+
+
+def finish(log: StepLog, msg: str, *a) -> None:
+    log.info(msg, *a)
+    side("end")
+
+
+# ---- leaks -------------------------------------------------------------------------------------
+
+def linear_late(torch, args) -> None:
+    """Start-up takes a working set (weights, buffers: --warm-gib), training runs flat for --flat steps,
+    then a debug hook keeps every step's hidden activations (`debug_acts.append(h)`, --leak-mib a step)."""
+    torch.manual_seed(args.seed)
+    limit = cap(torch, args)
+    width = 2048
+    model = mlp(torch, width)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    working = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    batch = max(1, int(args.leak_mib * MiB) // (width * 4))
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, onset=args.flat + 1, leak_bytes=batch * width * 4, working=working.numel(), cap_bytes=limit)
+    log.info("model ready, working set %.0f MB; training %d steps, batch %d", working.numel() / MiB, args.steps, batch)
+    debug_acts, kept = [], 0
+    pacer = Pacer(args.period)
+    ref = [0]
+
+    def loop():
+        nonlocal kept
+        for step in range(1, args.steps + 1):
+            ref[0] = step
+            x = torch.randn(batch, width, device="cuda")
+            h = model[0](x)
+            loss = model[2](model[1](h)).pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if step > args.flat:
+                if step == args.flat + 1:
+                    side("leak_start", step=step)
+                    log.info("debug hook enabled: keeping activations")
+                debug_acts.append(h.detach())      # the bug: every step's activations stay on the GPU
+                kept += h.numel() * h.element_size()
+            log.step(step, float(loss), kept=kept)
+            pacer.wait()
+    oom_guard(torch, loop, ref)
+    finish(log, "training finished, %d activations kept", len(debug_acts))
+
+
+def slow_noisy(torch, args) -> None:
+    """A large footprint (--warm-gib) under noisy load (each step holds a random 0..--noise-mib of
+    activations at its marker), with a slow leak from --onset on: a per-step statistics tensor of
+    --leak-mib kept in a history list on the GPU."""
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    limit = cap(torch, args)
+    width = 4096
+    model = mlp(torch, width)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5)
+    working = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    leak = int(args.leak_mib * MiB)
+    begin(torch, args, onset=args.onset, leak_bytes=leak, working=working.numel(), noise_max=int(args.noise_mib * MiB),
+          cap_bytes=limit)
+    log.info("footprint %.0f MB, noisy batches, %d steps", working.numel() / MiB, args.steps)
+    history, kept = [], 0
+    pacer = Pacer(args.period)
+    ref = [0]
+
+    def loop():
+        nonlocal kept
+        for step in range(1, args.steps + 1):
+            ref[0] = step
+            noise = int(rng.uniform(0, args.noise_mib) * MiB) // (width * 4)
+            x = torch.randn(256, width, device="cuda")
+            loss = train_step(torch, model, opt, x)
+            held = torch.randn(max(1, noise), width, device="cuda") if noise else None   # variable activations
+            if step >= args.onset:
+                if step == args.onset:
+                    side("leak_start", step=step)
+                stats = torch.empty(leak // 4, device="cuda").normal_()
+                history.append(stats)             # the bug: metric history kept on the GPU
+                kept += stats.numel() * 4
+            log.step(step, loss, kept=kept, noise=0 if held is None else held.numel() * 4)
+            del held
+            pacer.wait(args.period * rng.uniform(0.6, 1.4))
+    oom_guard(torch, loop, ref)
+    finish(log, "training finished")
+
+
+def staircase(torch, args) -> None:
+    """Every --stair-every steps a 'best model' snapshot (--stair-mib of weights and optimizer state)
+    is appended to a list that is never pruned: flat, then one stair, flat, one stair..."""
+    torch.manual_seed(args.seed)
+    limit = cap(torch, args)
+    width = 4096
+    model = mlp(torch, width)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    stair = int(args.stair_mib * MiB)
+    begin(torch, args, onset=args.stair_every, stair_bytes=stair, stair_every=args.stair_every, cap_bytes=limit,
+          working=base.numel())
+    log.info("training %d steps, snapshot every %d steps", args.steps, args.stair_every)
+    snapshots, kept = [], 0
+    pacer = Pacer(args.period)
+    ref = [0]
+
+    def loop():
+        nonlocal kept
+        for step in range(1, args.steps + 1):
+            ref[0] = step
+            loss = train_step(torch, model, opt, torch.randn(1024, width, device="cuda"))
+            if step % args.stair_every == 0:
+                if step == args.stair_every:
+                    side("leak_start", step=step)
+                snap = torch.empty(stair, dtype=torch.uint8, device="cuda").fill_(step % 251)
+                snapshots.append(snap)            # the bug: every snapshot stays referenced
+                kept += snap.numel()
+                side("stair", step=step, bytes=snap.numel())
+                log.info("saved best-model snapshot at step %d (%d kept)", step, len(snapshots))
+            log.step(step, loss, kept=kept)
+            pacer.wait()
+    oom_guard(torch, loop, ref)
+    finish(log, "training finished")
+
+
+def infer(torch, args) -> None:
+    """An inference server: requests arrive in irregular batches (0..--max-batch, bursts and lulls),
+    each request's output is --out-mib. With --leak, from --onset on the outputs are cached by request
+    id in a dict that is never evicted (`response_cache[rid] = out`); without, they are returned and
+    dropped."""
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    limit = cap(torch, args)
+    hidden = 1024
+    seq = int(args.out_mib * MiB) // (hidden * 4)
+    model = torch.nn.Sequential(torch.nn.Linear(hidden, 4 * hidden), torch.nn.GELU(),
+                                torch.nn.Linear(4 * hidden, hidden)).cuda().eval()
+    weights = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    log = StepLog(torch, args.style, args.every, args.steps, name="server")
+    begin(torch, args, onset=args.onset if args.leak else None, leak=args.leak, out_bytes=seq * hidden * 4,
+          working=weights.numel(), cap_bytes=limit)
+    log.info("serving: %d request batches, up to %d requests each", args.steps, args.max_batch)
+    cache: dict[int, object] = {}
+    kept, rid = 0, 0
+    pacer = Pacer(args.period)
+    ref = [0]
+
+    def loop():
+        nonlocal kept, rid
+        burst = 0
+        for step in range(1, args.steps + 1):
+            ref[0] = step
+            if burst <= 0 and rng.random() < 0.12:
+                burst = rng.randint(3, 8)
+            if burst > 0:
+                b = rng.randint(args.max_batch // 2, args.max_batch)
+                burst -= 1
+            else:
+                b = rng.choice([0, 1, 1, 2, 3, 4, 6, 8, rng.randint(1, max(1, args.max_batch // 2))])
+            out = None
+            if b:
+                with torch.no_grad():
+                    x = torch.randn(b, seq, hidden, device="cuda")
+                    out = model(x)
+                if args.leak and step >= args.onset:
+                    if "leaking" not in ref:
+                        ref.append("leaking")
+                        side("leak_start", step=step)
+                    for i in range(b):
+                        rid += 1
+                        cache[rid] = out[i]          # the bug: the cache is never evicted
+                    kept += out.numel() * 4
+            log.step(step, None, kept=kept, batch=b, requests=rid)
+            del out
+            pacer.wait(args.period * rng.uniform(0.5, 1.5))
+    oom_guard(torch, loop, ref)
+    finish(log, "server stopped, %d cached responses", len(cache))
+
+
+def leak_oom(torch, args) -> None:
+    """Validation predictions kept for an epoch-end metric (`val_preds.append(preds)`, --leak-mib a
+    step) from --onset on, under a memory cap (--fraction): grows until a CUDA OOM."""
+    torch.manual_seed(args.seed)
+    limit = cap(torch, args)
+    width = 2048
+    model = mlp(torch, width)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    batch = max(1, int(args.leak_mib * MiB) // (width * 4))
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, onset=args.onset, leak_bytes=batch * width * 4, cap_bytes=limit, working=base.numel())
+    log.info("training %d steps, batch %d, memory fraction %s", args.steps, batch, args.fraction)
+    preds, kept = [], 0
+    pacer = Pacer(args.period)
+    ref = [0]
+
+    def loop():
+        nonlocal kept
+        for step in range(1, args.steps + 1):
+            ref[0] = step
+            x = torch.randn(batch, width, device="cuda")
+            loss = train_step(torch, model, opt, x)
+            if step >= args.onset:
+                if step == args.onset:
+                    side("leak_start", step=step)
+                with torch.no_grad():
+                    p = model(x)
+                preds.append(p)                    # the bug: predictions stay on the GPU
+                kept += p.numel() * 4
+            log.step(step, loss, kept=kept)
+            pacer.wait()
+    oom_guard(torch, loop, ref)
+    finish(log, "training finished")
+
+
+# ---- healthy look-alikes -----------------------------------------------------------------------
+
+def flat(torch, args) -> None:
+    """Training with a fixed footprint (--warm-gib taken at start: weights, preallocated buffers)."""
+    torch.manual_seed(args.seed)
+    limit = cap(torch, args)
+    model = mlp(torch, 2048)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    fp = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(0)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, working=fp.numel(), cap_bytes=limit)
+    log.info("preallocated %.0f MB for weights and cache", fp.numel() / MiB)
+    pacer = Pacer(args.period)
+    for step in range(1, args.steps + 1):
+        loss = train_step(torch, model, opt, torch.randn(4096, 2048, device="cuda"))
+        log.step(step, loss, kept=0)
+        pacer.wait()
+    finish(log, "training finished")
+
+
+def warmup_plateau(torch, args) -> None:
+    """Sequence-length curriculum: the activations a step holds (256 MiB blocks, one a layer) grow
+    linearly to --peak-gib over the first --ramp steps, then stay at the maximum length: reserved and
+    allocated rise in the first part, then plateau (freed blocks are reused, same sizes)."""
+    torch.manual_seed(args.seed)
+    model = mlp(torch, 2048)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    chunk = 256 * MiB
+    begin(torch, args, ramp=args.ramp, peak=int(args.peak_gib * GiB))
+    log.info("curriculum: length ramps over %d steps", args.ramp)
+    pacer = Pacer(args.period)
+    for step in range(1, args.steps + 1):
+        frac = min(1.0, step / args.ramp)
+        n = max(1, round(args.peak_gib * GiB * frac / chunk))
+        acts = [torch.empty(chunk // 4, device="cuda").normal_() for _ in range(n)]
+        loss = train_step(torch, model, opt, torch.randn(2048, 2048, device="cuda"))
+        log.step(step, loss, kept=0, acts=n * chunk)
+        del acts
+        pacer.wait()
+    finish(log, "training finished")
+
+
+def lru(torch, args) -> None:
+    """An LRU cache of encoded prompts (--entry-mib each, at most --cap-entries): fills, then evicts."""
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    model = mlp(torch, 2048)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, cap_entries=args.cap_entries, entry_bytes=int(args.entry_mib * MiB))
+    log.info("LRU cache up to %d entries of %.0f MB", args.cap_entries, args.entry_mib)
+    cache: collections.OrderedDict = collections.OrderedDict()
+    pacer = Pacer(args.period)
+    hits = 0
+    for step in range(1, args.steps + 1):
+        loss = train_step(torch, model, opt, torch.randn(2048, 2048, device="cuda"))
+        key = step if rng.random() < 0.85 or not cache else rng.choice(list(cache))
+        if key in cache:
+            cache.move_to_end(key)
+            hits += 1
+        else:
+            cache[key] = torch.empty(int(args.entry_mib * MiB) // 4, device="cuda").normal_()
+            if len(cache) > args.cap_entries:
+                cache.popitem(last=False)
+        log.step(step, loss, kept=0, entries=len(cache))
+        pacer.wait()
+    finish(log, "done, %d entries, %d hits", len(cache), hits)
+
+
+def eval_spikes(torch, args) -> None:
+    """Training with an evaluation every --eval-every steps that holds --spike-gib for --eval-len steps
+    and frees it; with --empty-cache the cache goes back to the driver after each evaluation."""
+    torch.manual_seed(args.seed)
+    model = mlp(torch, 2048)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, eval_every=args.eval_every, eval_len=args.eval_len, spike=int(args.spike_gib * GiB),
+          empty_cache=args.empty_cache, working=base.numel())
+    pacer = Pacer(args.period)
+    evalbuf: list = []
+    for step in range(1, args.steps + 1):
+        loss = train_step(torch, model, opt, torch.randn(2048, 2048, device="cuda"))
+        phase = step % args.eval_every
+        if phase == 0:
+            log.info("evaluating at step %d", step)
+        if evalbuf or phase == 0:
+            evalbuf.append(torch.empty(int(args.spike_gib * GiB) // args.eval_len // 4, device="cuda").normal_())
+            if len(evalbuf) == args.eval_len:
+                score = sum(float(t[:1024].mean()) for t in evalbuf)
+                evalbuf.clear()
+                if args.empty_cache:
+                    torch.cuda.empty_cache()
+                log.info("eval done at step %d, score %.4f", step, score)
+        log.step(step, loss, kept=0, eval=len(evalbuf))
+        pacer.wait()
+    finish(log, "training finished")
+
+
+def grad_accum(torch, args) -> None:
+    """Gradient accumulation done by summing micro-batch losses and calling backward once every
+    --accum micro-batches: each micro-batch's graph (its saved activations) is alive until then, so
+    allocated climbs for --accum steps and drops. With --empty-cache the cache is released too."""
+    torch.manual_seed(args.seed)
+    width = 4096
+    model = mlp(torch, width, depth=3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    batch = max(1, int(args.micro_mib * MiB) // (width * 4 * 4))
+    begin(torch, args, accum=args.accum, micro_batch=batch, empty_cache=args.empty_cache)
+    log.info("accumulating %d micro-batches of %d", args.accum, batch)
+    pacer = Pacer(args.period)
+    total = None
+    for step in range(1, args.steps + 1):
+        x = torch.randn(batch, width, device="cuda")
+        loss = model(x).pow(2).mean()
+        total = loss if total is None else total + loss
+        lv = float(loss)
+        if step % args.accum == 0:
+            total.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            total = None
+            if args.empty_cache:
+                torch.cuda.empty_cache()
+        log.step(step, lv, kept=0)
+        pacer.wait()
+    finish(log, "training finished")
+
+
+def cache_growth(torch, args) -> None:
+    """Batches sorted by length: each step's temporary is --grow-mib larger than the last (freed at
+    once), so the caching allocator reserves a new segment each step and keeps the old ones: reserved
+    grows, allocated stays flat. With --empty-cache-at-end the cache is released before exit."""
+    torch.manual_seed(args.seed)
+    model = mlp(torch, 2048)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, grow=int(args.grow_mib * MiB), empty_cache_at_end=args.empty_cache_at_end)
+    pacer = Pacer(args.period)
+    for step in range(1, args.steps + 1):
+        n = int((64 + args.grow_mib * step) * MiB)
+        tmp = torch.empty(n // 4, device="cuda")
+        tmp.normal_()
+        tmp.mul_(0.5)
+        del tmp
+        loss = train_step(torch, model, opt, torch.randn(2048, 2048, device="cuda"))
+        log.step(step, loss, kept=0, temp=n)
+        pacer.wait()
+    if args.empty_cache_at_end:
+        torch.cuda.empty_cache()
+        side("empty_cache")
+        log.info("released the cache: torch.cuda.empty_cache()")
+        log.step(args.steps + 1, None, kept=0, after_empty_cache=True)
+        time.sleep(args.linger)
+    finish(log, "training finished")
+
+
+# ---- several processes -------------------------------------------------------------------------
+
+def _worker(gib: float, style: str, limit_s: float) -> None:
+    side("worker_start")
+    import torch
+    buf = torch.empty(int(gib * GiB), dtype=torch.uint8, device="cuda")
+    buf.fill_(1)
+    torch.cuda.synchronize()
+    side("worker_ready", bytes=buf.numel(), allocated=torch.cuda.memory_allocated(),
+         reserved=torch.cuda.memory_reserved())
+    print(f"{datetime.now():%Y-%m-%d %H:%M:%S,%f}"[:-3] + f" INFO eval-worker: pid {os.getpid()} ready, "
+          f"holding {buf.numel() / MiB:.2f} MB on cuda:0", flush=True)
+    end = time.time() + limit_s                 # a safety net: never outlive the recorder by much
+    while time.time() < end:
+        time.sleep(0.5)
+
+
+def residual(torch, args) -> None:
+    """The trainer forks (before touching CUDA) an eval worker with torch.multiprocessing; the worker
+    takes --worker-gib on the GPU and waits for work. The recorder SIGKILLs the trainer; the worker,
+    orphaned, lives on holding its memory until it is killed too."""
+    ctx = torch.multiprocessing.get_context("fork")
+    worker = ctx.Process(target=_worker, args=(args.worker_gib, args.style, 90.0), name="eval-worker")
+    worker.start()
+    torch.manual_seed(args.seed)
+    model = mlp(torch, 2048)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, worker_pid=worker.pid, worker_bytes=int(args.worker_gib * GiB), working=base.numel())
+    log.info("started eval worker pid %d", worker.pid)
+    pacer = Pacer(args.period)
+    for step in range(1, args.steps + 1):
+        loss = train_step(torch, model, opt, torch.randn(4096, 2048, device="cuda"))
+        log.step(step, loss, kept=0)
+        pacer.wait()
+    worker.terminate()
+    finish(log, "training finished")
+
+
+def pinned_host(torch, args) -> None:
+    """A replay buffer of pinned host batches (--host-mib each, `torch.empty(..., pin_memory=True)`)
+    that is never trimmed: host memory grows each step, GPU memory stays flat. record.py puts the
+    process in a small memory cgroup, so the kernel's OOM killer ends it."""
+    torch.manual_seed(args.seed)
+    model = mlp(torch, 2048)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    log = StepLog(torch, args.style, args.every, args.steps)
+    begin(torch, args, onset=1, host_bytes=int(args.host_mib * MiB), cgroup=os.environ.get("GFC_CGROUP"))
+    log.info("replay buffer of pinned batches, %.0f MB each", args.host_mib)
+    replay, kept = [], 0
+    pacer = Pacer(args.period)
+    for step in range(1, args.steps + 1):
+        hb = torch.empty(int(args.host_mib * MiB) // 4, pin_memory=True)
+        hb.fill_(float(step))
+        xb = hb[: 2048 * 2048].view(2048, 2048).cuda(non_blocking=True)
+        loss = train_step(torch, model, opt, xb)
+        replay.append(hb)                         # the bug: every pinned batch stays alive
+        kept += hb.numel() * 4
+        log.step(step, loss, kept=0, host_kept=kept, host_rss=host_rss() or 0, pinned=hb.is_pinned())
+        pacer.wait()
+    finish(log, "training finished")
+
+
+# ---- real frameworks ---------------------------------------------------------------------------
+
+def _filtered(cls, kwargs: dict) -> dict:
+    import inspect
+    try:
+        names = set(inspect.signature(cls.__init__).parameters)
+    except (TypeError, ValueError):
+        return kwargs
+    dropped = [k for k in kwargs if k not in names]
+    if dropped:
+        side("dropped_kwargs", cls=cls.__name__, names=dropped)
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def hf_trainer(torch, args) -> None:
+    """A transformers Trainer run: a tiny GPT-2 built from a config (random weights, no download) on
+    random tokens. With --leak, a callback keeps a copy of the token-embedding matrix every step from
+    --onset on ("for an embedding-drift plot"), 64 MiB a step; memory numbers are added to the
+    Trainer's own log dicts."""
+    import transformers
+    from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments)
+    transformers.set_seed(args.seed)
+    vocab, seq = 32768, 128
+    cfg = GPT2Config(n_layer=2, n_head=8, n_embd=512, vocab_size=vocab, n_positions=seq)
+    model = GPT2LMHeadModel(cfg)
+
+    class RandomTokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1_000_000
+
+        def __getitem__(self, i):
+            g = torch.Generator().manual_seed(i)
+            ids = torch.randint(0, vocab, (seq,), generator=g)
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    state = {"kept": 0, "started": False}
+    pacer = Pacer(args.period)
+    keep: list = []
+    log = StepLog(torch, "none", 1, args.steps)
+
+    class Drift(TrainerCallback):
+        def on_step_end(self, a, st, control, model=None, **kw):
+            step = st.global_step
+            if not state["started"]:
+                state["started"] = True
+                begin(torch, args, onset=args.onset if args.leak else None, leak=args.leak,
+                      transformers=transformers.__version__)
+            if args.leak and step >= args.onset:
+                if step == args.onset:
+                    side("leak_start", step=step)
+                w = model.transformer.wte.weight.detach().clone()
+                keep.append(w)                    # the bug: every snapshot stays on the GPU
+                state["kept"] += w.numel() * w.element_size()
+            log.step(step, None, kept=state["kept"])
+            pacer.wait()
+
+    class MemoryInLogs(TrainerCallback):
+        def on_log(self, a, st, control, logs=None, **kw):
+            if logs is not None:
+                logs["memory_allocated (GB)"] = round(torch.cuda.memory_allocated() / GiB, 2)
+                logs["max_memory_allocated (GB)"] = round(torch.cuda.max_memory_allocated() / GiB, 2)
+                logs["memory_reserved (GB)"] = round(torch.cuda.memory_reserved() / GiB, 2)
+
+    targs = TrainingArguments(**_filtered(TrainingArguments, dict(
+        output_dir="/tmp/gfc_hf_out", max_steps=args.steps, per_device_train_batch_size=16,
+        learning_rate=3e-4, logging_steps=args.every, logging_strategy="steps", save_strategy="no",
+        eval_strategy="no", report_to="none", seed=args.seed, dataloader_num_workers=0,
+        disable_tqdm=False, skip_memory_metrics=False)))
+    trainer = Trainer(model=model, args=targs, train_dataset=RandomTokens(), callbacks=[Drift()])
+    trainer.callback_handler.callbacks.insert(0, MemoryInLogs())   # before the printer sees the dict
+    trainer.train()
+    side("end")
+
+
+def lightning_leak(torch, args) -> None:
+    """A Lightning run (pytorch_lightning, or lightning with --lightning-pkg lightning) of a small
+    language model on random tokens, logged with CSVLogger and Lightning's own stdout. The module keeps
+    every training step's logits, graph attached, in `self.training_step_outputs` from --onset on and
+    never clears it (the epoch-end hook that should is missing)."""
+    if args.lightning_pkg == "lightning":
+        import lightning.pytorch as pl
+        from lightning.pytorch.loggers import CSVLogger
+    else:
+        import pytorch_lightning as pl
+        from pytorch_lightning.loggers import CSVLogger
+    pl.seed_everything(args.seed)
+    limit = cap(torch, args)
+    vocab, dim, seq, batch = 8192, 512, 128, 32
+    pacer = Pacer(args.period)
+    log = StepLog(torch, "none", 1, args.steps)
+    started = {"v": False}
+    counter = {"step": 0}
+
+    class TinyLM(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, dim)
+            self.block = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(),
+                                             torch.nn.Linear(4 * dim, dim))
+            self.head = torch.nn.Linear(dim, vocab)
+            self.training_step_outputs = []
+
+        def training_step(self, b, idx):
+            x, y = b
+            logits = self.head(self.block(self.emb(x)))
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, vocab), y.view(-1))
+            step = counter["step"] + 1
+            if args.leak and step >= args.onset:
+                if step == args.onset:
+                    side("leak_start", step=step)
+                self.training_step_outputs.append(logits)   # the bug: kept with its graph, never cleared
+            self.log("train_loss", loss, prog_bar=True)
+            self.log("gpu_mem_alloc_mb", torch.cuda.memory_allocated() / MiB)
+            self.log("gpu_mem_reserved_mb", torch.cuda.memory_reserved() / MiB)
+            return loss
+
+        def on_train_batch_end(self, outputs, b, idx):
+            counter["step"] += 1
+            if not started["v"]:
+                started["v"] = True
+                begin(torch, args, onset=args.onset if args.leak else None, leak=args.leak, cap_bytes=limit,
+                      lightning=pl.__version__)
+            log.step(counter["step"], None, kept_tensors=len(self.training_step_outputs))
+            pacer.wait()
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=3e-4)
+
+    g = torch.Generator().manual_seed(args.seed)
+    n = batch * (args.steps + 5)
+    data = torch.randint(0, vocab, (n, seq + 1), generator=g)
+    ds = torch.utils.data.TensorDataset(data[:, :-1], data[:, 1:])
+    dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=0)
+    csv = CSVLogger(save_dir=args.csv_dir, name="lightning_logs", version=0)
+    trainer = pl.Trainer(accelerator="gpu", devices=1, max_steps=args.steps, max_epochs=1, logger=csv,
+                         enable_checkpointing=False, log_every_n_steps=args.every, num_sanity_val_steps=0)
+    ref = [0]
+
+    def fit():
+        trainer.fit(TinyLM(), dl)
+    try:
+        fit()
+    except torch.cuda.OutOfMemoryError:
+        side("oom", step=counter["step"] + 1, allocated=torch.cuda.memory_allocated(),
+             reserved=torch.cuda.memory_reserved())
+        raise
+    side("end")
+
+
+KINDS = {f.__name__: f for f in (linear_late, slow_noisy, staircase, infer, leak_oom, flat, warmup_plateau, lru,
+                                  eval_spikes, grad_accum, cache_growth, residual, pinned_host, hf_trainer,
+                                  lightning_leak)}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("kind", choices=sorted(KINDS))
+    p.add_argument("--steps", type=int, default=80)
+    p.add_argument("--period", type=float, default=0.2, help="seconds a step")
+    p.add_argument("--style", choices=STYLES, default="spine")
+    p.add_argument("--every", type=int, default=1, help="log a marker every k steps")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--fraction", type=float, default=0.0, help="set_per_process_memory_fraction cap")
+    p.add_argument("--warm-gib", type=float, default=1.0)
+    p.add_argument("--flat", type=int, default=40, help="linear_late: flat steps before the leak")
+    p.add_argument("--leak-mib", type=float, default=64)
+    p.add_argument("--onset", type=int, default=20)
+    p.add_argument("--noise-mib", type=float, default=512)
+    p.add_argument("--stair-mib", type=float, default=512)
+    p.add_argument("--stair-every", type=int, default=20)
+    p.add_argument("--leak", action="store_true")
+    p.add_argument("--max-batch", type=int, default=32)
+    p.add_argument("--out-mib", type=float, default=4)
+    p.add_argument("--ramp", type=int, default=30)
+    p.add_argument("--peak-gib", type=float, default=16)
+    p.add_argument("--cap-entries", type=int, default=32)
+    p.add_argument("--entry-mib", type=float, default=96)
+    p.add_argument("--eval-every", type=int, default=25)
+    p.add_argument("--eval-len", type=int, default=5)
+    p.add_argument("--spike-gib", type=float, default=6)
+    p.add_argument("--empty-cache", action="store_true")
+    p.add_argument("--accum", type=int, default=8)
+    p.add_argument("--micro-mib", type=float, default=384)
+    p.add_argument("--grow-mib", type=float, default=6)
+    p.add_argument("--empty-cache-at-end", action="store_true")
+    p.add_argument("--linger", type=float, default=2.0)
+    p.add_argument("--worker-gib", type=float, default=6)
+    p.add_argument("--host-mib", type=float, default=64)
+    p.add_argument("--lightning-pkg", default="pytorch_lightning")
+    p.add_argument("--csv-dir", default=".")
+    return p
+
+
+def selftest(torch, args) -> None:
+    """Not a corpus workload: a torch-free stand-in to dry-run record.py on a machine without a GPU."""
+    side("start", kind="selftest", period=args.period, steps=args.steps)
+    print("selftest starting", flush=True)
+    kept = 0
+    for step in range(1, args.steps + 1):
+        if args.leak and step >= args.onset:
+            if step == args.onset:
+                side("leak_start", step=step)
+            kept += 64 * MiB
+        side("step", step=step, allocated=100 * MiB + kept, reserved=128 * MiB + kept, kept=kept)
+        print(f"step {step}", flush=True)
+        time.sleep(args.period)
+    if args.fraction:
+        side("oom", step=args.steps + 1, allocated=1, reserved=1)
+        raise MemoryError("selftest OOM")
+    side("end")
+
+
+KINDS["selftest"] = selftest
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    torch = None
+    if args.kind != "selftest":
+        import torch
+    KINDS[args.kind](torch, args)
+
+
+if __name__ == "__main__":
+    main()
