@@ -50,9 +50,9 @@ _BLOCK_LITERALS = {
     "09a89e59ff07": ["========="],
     "a0719ffb2774": ["cuda"],    # and "|", tested apart
     "d092d4f40949": ["cuda", "outofmemoryerror", "allocat"],
-    "5ccd0304273b": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
+    "0a95f7384364": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
                      "free_gpu", "iter", "step", "torch.cuda.", "nvidia-smi", "see_memory_usage]", "] mp: ",
-                     "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "_mem_"],
+                     "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "mem_"],
 }
 _PIPE_HINTS = {"a0719ffb2774"}
 # ... and for fastpath_stream._KERNEL_HINT (keyed by its own sha1)

@@ -63,7 +63,7 @@ def _own(df: pl.DataFrame) -> pl.DataFrame:
 
 # The case-sensitive part of the step-markers prefilter below, shared with its quick pass (_QUICK).
 _STEP_LITERALS = (r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
-                  r"\*{5}|_mem_")
+                  r"\*{5}|mem_")
 
 # Literals that every line a scanner's SCAN_HINT matches contains: one pass of these (the regex engine
 # runs literal alternations at memory speed) leaves the full hints a few lines. Keyed by the hint's
@@ -77,7 +77,7 @@ _LITERALS = {
     # logs that print `step 7 | loss ...`, an anchored `^\s*\|` here slows the whole alternation 5x)
     "a0719ffb2774": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
     "d092d4f40949": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
-    "5ccd0304273b": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
+    "0a95f7384364": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
                     + _STEP_LITERALS,
 }
 
@@ -92,7 +92,7 @@ _PIPE_ROWS = {"a0719ffb2774"}
 # occupied: cc, gpu: pu, iter/step: te; no k or s, which also match non-ASCII letters under (?i)),
 # and the case-sensitive literals as they are. Lines it passes then go through the prefilter.
 _QUICK = {
-    "5ccd0304273b": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
+    "0a95f7384364": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
                                      for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}))
                     + "|" + _STEP_LITERALS,
 }
@@ -918,7 +918,7 @@ class _Kernel:
 # What every line holds that stepmem's family hints, ANY_READING or a step marker (_STEP_MARKER after
 # strip_line_time) match, for the stepmem regexes of these sha1s (another version: no prefilter).
 _STEP_PREFILTER = {
-    "5a76ad336a12": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|_mem_"
+    "dec6b1f8def2": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|mem_"
                     r"|(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu)|torch\.cuda\.|nvidia-smi"
                     r"|^(?:{iso})?(?:{us})?\W*(?i:global[ _]step|step|iteration|iter)",
 }

@@ -69,6 +69,10 @@ FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
          rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# `step 12 | loss 0.05 | mem_alloc 1.25 GB | mem_reserved 1.69 GB`: the short `mem_` keys people
+# print, with or without ':'/'=', and always a unit (which keeps prose out)
+MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?[ \t]*(?P<num>{NUM})[ \t]*"
+            rf"(?P<unit>{UNIT})\b")
 _HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
 # a piece's header unit (`memory (MB)`): the unit of its readings that carry none
 _PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit")
@@ -79,7 +83,7 @@ def _unnamed(rx: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", rx)
 
 
-ANY_READING = "|".join(_unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE))
+ANY_READING = "|".join(_unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE, MEM_ABBR))
 # Lines that are another parser's business even though they mention allocated/reserved memory.
 _NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memory summary)"
              r"|(?i:\bpages reserved\b)")
@@ -218,7 +222,19 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
         ))
 
     # a shape whose word no piece holds is skipped, its regex not even compiled
-    present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free")})
+    present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free", "mem_")})
+    if present["mem_"]:
+        ab = (pieces.filter(t.str.contains(MEM_ABBR)).select("line", "piece", t.str.extract_all(MEM_ABBR).alias("m"))
+              .explode("m").drop_nulls("m")
+              .with_columns(pl.col("m").str.extract_groups(MEM_ABBR).alias("g")).unnest("g"))
+        if ab.height:
+            key = pl.col("key").str.to_lowercase()
+            parts.append(ab.select(
+                "line", "piece", (200 + _run_index("line", "piece")).alias("k"),
+                pl.when(key.str.contains("alloc")).then(pl.lit("allocated")).otherwise(pl.lit("reserved")).alias("series"),
+                "num", pl.lit(None, dtype=pl.String).alias("total"), "unit",
+                pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
+            ))
 
     def single(rx: str, word: str, k: int, series: pl.Expr, unit: pl.Expr, gpu: pl.Expr | None,
                default_unit: str | None, total: bool = False) -> None:

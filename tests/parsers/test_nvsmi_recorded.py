@@ -943,11 +943,31 @@ def test_query_gpu_csv_with_reserved_column(tmp_path):
     assert p.meta["gpus"][0]["name"] == "NVIDIA H200"
 
 
-def test_noheader_nounits_loop_is_recognized_but_not_guessed(tmp_path):
+def test_noheader_nounits_loop_columns_inferred_from_their_values(tmp_path):
+    # `--query-gpu=timestamp,index,memory.used,memory.total --format=csv,noheader,nounits`: the
+    # per-GPU constant of at least 1 GiB is the total; the other column reads 0 on the idle GPU
     p = parse(tmp_path, CSV_LOOP_TXT, "nvidia-smi-csv")
-    assert p.samples.height == 0  # which bare number is memory.used cannot be told
-    assert any("cannot tell" in n for n in p.notes)
+    assert p.samples["bytes"].to_list() == [0, 0, 0, 0, 1 * MiB, 113 * MiB, 1643 * MiB]
+    assert set(p.samples["total_bytes"]) == {143771 * MiB}
+    assert any("inferred from the values" in n and "memory.used" in n for n in p.notes)
     assert p.skipped.total == 0
+
+
+def test_noheader_nounits_used_and_free_told_apart_by_their_sum(tmp_path):
+    # timestamp, index, memory.free, memory.used, memory.total: free + used = total less the
+    # driver's reservation; used is the one that is lower on the idle GPU
+    rows = "".join(f"2026/11/30 04:57:{s:02d}.000, 0, {143156 - u}, {u}, 143771\n"
+                   for s, u in enumerate([0, 0, 555, 1599, 2099, 2699]))
+    p = parse(tmp_path, rows, "nvidia-smi-csv")
+    assert p.samples["bytes"].to_list() == [u * MiB for u in (0, 0, 555, 1599, 2099, 2699)]
+
+
+def test_noheader_nounits_not_guessed_when_the_values_do_not_tell(tmp_path):
+    # one bare column that never reads near zero could be memory.free as well as memory.used
+    rows = "".join(f"2026/11/30 04:57:{s:02d}.000, 0, {u}, 143771\n" for s, u in enumerate([90000, 91000, 92000, 93000]))
+    p = parse(tmp_path, rows, "nvidia-smi-csv")
+    assert p.samples.height == 0
+    assert any("cannot tell" in n for n in p.notes)
 
 
 def test_compute_apps_with_and_without_header(tmp_path):
