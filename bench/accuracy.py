@@ -422,6 +422,7 @@ def make_life_case(rng, idx: int, family: str) -> Case:
     leaking = set() if healthy_family else set(
         rng.choice(gpus, size=int(rng.integers(1, n_gpu + 1)), replace=False).tolist())
     ys, truth, events, pids_rows = {}, {}, [], []
+    gaps, all_lives = [], []
     with_pids = rng.uniform() < 0.35
     for g in gpus:
         base = cap * rng.uniform(0.1, 0.5)
@@ -484,17 +485,25 @@ def make_life_case(rng, idx: int, family: str) -> Case:
             if with_pids:
                 pids_rows.append((g, 2000 + 10 * int(g) + j, np.nonzero(sel)[0], yj))
         if family == "life_gaps":
-            # the logger stopped for 1-10 minutes, away from any leak's onset
+            # the logger stopped for 1-10 minutes, away from any leak's onset (drawn here, applied once
+            # every GPU's lifetimes are known: the gap is in the one log of all GPUs)
             for _ in range(int(rng.integers(1, 4))):
-                at = float(rng.uniform(x[0], x[-1]))
-                width = float(rng.uniform(60, 600))
-                if any(lf.onset is not None and abs(lf.onset - at) < width + 10 * interval for lf in lives):
-                    continue
-                keep &= ~((x >= at) & (x < at + width))
+                gaps.append((float(rng.uniform(x[0], x[-1])), float(rng.uniform(60, 600))))
+        all_lives.extend(lives)
         ys[g] = y
         first = next((lf for lf in lives if lf.leak), None)
         truth[g] = GpuTruth(bool(first), first.kind if first else None, first.onset if first else None,
                             first.rate if first else None, lives)
+    for at, width in gaps:
+        if any(lf.onset is not None and abs(lf.onset - at) < width + 10 * interval for lf in all_lives):
+            continue
+        gap = (x >= at) & (x < at + width)
+        # a gap that hides most of a leak's growth leaves no evidence of it: not a fair label
+        if any(lf.leak and lf.onset is not None
+               and (keep & ~gap & (x >= lf.onset) & (x < lf.end)).sum() < 0.5 * ((x >= lf.onset) & (x < lf.end)).sum()
+               for lf in all_lives):
+            continue
+        keep &= ~gap
     xk = x[keep]
     samples = _frame(xk, {g: y[keep] for g, y in ys.items()}, True, cap=cap)
     if with_pids:

@@ -884,9 +884,15 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         first_k = k
         k -= 1
     i0 = segs[first_k].i0
-    # still settling? a ramp whose slope keeps falling is a warm-up, not a leak
+    # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
+    # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth)
     if _decelerating(xb[i0:], yb[i0:], sigma_b):
         return None
+    if first_k > 0:
+        prev = segs[first_k - 1]
+        if (prev.i1 - prev.i0 > MIN_SEGMENT + 1 and prev.y1 - prev.y0 >= EVENT_SIGMAS * sigma_b
+                and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
+            return None
     onset, start_level = _refine_onset(xb, yb, segs, first_k)
     if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
         # discrete samples (a step log): the onset is the first sample that shows the growth
