@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -460,24 +459,6 @@ def test_summary_json_is_the_public_contract(leak):
 
 
 # ---- output and packaging --------------------------------------------------------------------------
-
-def test_write_atomic_replaces_whole_files(tmp_path, monkeypatch):
-    target = tmp_path / "report.html"
-    report.write_atomic(target, "one")
-    report.write_atomic(target, "two ✓")
-    assert target.read_text(encoding="utf-8") == "two ✓"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
-    umask = os.umask(0)
-    os.umask(umask)
-    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
-    with pytest.raises(TypeError):
-        report.write_atomic(target, None)  # fails while writing: the old file stays, no temp file is left
-    assert target.read_text(encoding="utf-8") == "two ✓"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
-    monkeypatch.chdir(tmp_path)
-    report.write_atomic("x.md", "")   # a bare name: the temp file goes in the current folder
-    assert (tmp_path / "x.md").read_text() == ""
-
 
 def test_templates_load_from_the_installed_package_layout(tmp_path):
     """In a wheel the templates sit at forensics/templates (pyproject force-include)."""
