@@ -351,7 +351,7 @@ def scan(
     archive: Annotated[str, typer.Argument(help="Folder of job folders (rotated, compressed logs welcome).")],
     output: Annotated[str, typer.Option("-o", "--output", help="Output folder (index.html, summary.csv/.parquet, jobs/).")] = "scan-out",
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", show_default=False,
-                                                   help="Parallel worker processes [default: the cores this process may use].")] = None,
+                                                   help="Parallel worker processes (default: the cores this process may use).")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", help="Jobs are the folders exactly this deep below ARCHIVE.")] = None,
     job_pattern: Annotated[Optional[str], typer.Option("--job-pattern", help="Regex on folder names that marks a job folder.")] = None,
     reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or those with findings at or above a severity.")] = Reports.all,
