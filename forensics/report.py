@@ -1634,6 +1634,25 @@ def md_text(text) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+def md_prose(text) -> str:
+    """The tool's own sentences (likely causes, checks): their `code` stays a code span, which md_text
+    would show as literal backticks; the rest is escaped as md_text escapes it."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:   # an odd backtick: no pairs to trust, all of it is plain text
+        return md_text(text)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:   # md_text trims; the spaces between prose and a code span stay
+            lead = " " if part[:1].isspace() else ""
+            trail = " " if part[-1:].isspace() and part.strip() else ""
+            out.append(lead + md_text(part) + trail)
+        else:
+            # a code span shows its content as is (no escapes, no HTML), and a space on both sides of the
+            # content is stripped again: it lets the span start or end with a backtick-free edge safely
+            out.append(f"`{' '.join(part.split())}`")
+    return "".join(out)
+
+
 def _fence(lines: list[str]) -> str:
     """A fenced block whose fence is longer than any backtick run inside it."""
     longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
@@ -1660,7 +1679,8 @@ def render_markdown(ctx: dict) -> str:
     else:
         out += [f"**Verdict:** `{v['code']}`", ""]
     if v["numbers"]:
-        out += ["| | |", "|---|---|"]
+        # a header row of its own: CommonMark renderers draw `| | |` as an empty first row
+        out += ["| key number | value |", "|---|---|"]
         for n in v["numbers"]:
             val = md_text(n["value"]) + (f" — {md_text(n['sub'])}" if n["sub"] else "")
             out.append(f"| {md_text(n['label'])} | {val} |")
@@ -1678,13 +1698,14 @@ def render_markdown(ctx: dict) -> str:
         out += ["### Findings", ""]
         for n, f in enumerate(ctx["findings"], start=1):
             out.append(f"{n}. **{f['severity']}** `{f['kind']}`: {md_text(f['summary'])}")
+            # a nested list: each detail its own item (plain lines would merge into one paragraph)
             facts = [f"{md_text(k)}: {md_text(val)}" for k, val in f["facts"] if k != "Where"]
             if facts:
-                out.append("   " + "; ".join(facts))
+                out.append("   - " + "; ".join(facts))
             if f["causes"]:
-                out.append("   Likely cause: " + md_text(f["causes"][0]))
+                out.append("   - Likely cause: " + md_prose(f["causes"][0]))
             if f["checks"]:
-                out.append("   Check: " + md_text(f["checks"][0]))
+                out.append("   - Check: " + md_prose(f["checks"][0]))
             if f["evidence"]:
                 block = _fence([_md_evidence(e["path"], e["line"], e["text"]) for e in f["evidence"][:4]])
                 out.append("\n".join("   " + line for line in block.splitlines()))
