@@ -911,6 +911,30 @@ def _detail_value(key: str, v, clock: _Clock) -> str | int | None:
     return _clip(v, 200) if v != "" else None
 
 
+# detail keys said in words in the HTML (the JSON keeps the keys); others read as their words, capitalized
+_DETAIL_LABELS = {
+    "capacity_bytes": "GPU capacity", "log_hours": "Logged for", "ran_out": "Ran out as",
+    "start_step": "Onset step", "steps_at": "Steps at", "device_growth_bytes": "Device growth",
+    "rate_bytes_per_sample": "Rate per sample", "this_process_in_use": "In use by this process",
+    "reserved_unallocated": "Reserved but unallocated", "torch_era": "PyTorch message format",
+    "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
+    "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
+    "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
+}
+
+
+def _detail_label(key: str) -> str:
+    if key in _DETAIL_LABELS:
+        return _DETAIL_LABELS[key]
+    words = re.sub(r"_bytes$", "", key).replace("_", " ").strip() or key
+    return words[:1].upper() + words[1:]
+
+
+def _detail_text(v):
+    """An event kind given as a value (`ran_out: gpu_oom`) reads as the kind's name."""
+    return EVENT_STYLE[v][0] if isinstance(v, str) and v in EVENT_STYLE else v
+
+
 def _details(d: dict, clock: _Clock, skip=(), evidence_texts=()) -> list[list]:
     out = []
     for k, v in d.items():
@@ -921,7 +945,7 @@ def _details(d: dict, clock: _Clock, skip=(), evidence_texts=()) -> list[list]:
             continue
         v = _detail_value(str(k), v, clock)
         if v is not None:
-            out.append([str(k), v])
+            out.append([_detail_label(str(k)), _detail_text(v)])
         if len(out) >= MAX_DETAIL_ITEMS:
             break
     return out
@@ -1447,6 +1471,8 @@ def _new_env(bytecode_cache: jinja2.BytecodeCache | None) -> jinja2.Environment:
     )
     env.filters["human"] = human
     env.filters["num"] = lambda n: "—" if n is None else f"{n:,}"
+    env.filters["count"] = _count
+    env.filters["path"] = _path_breaks
     return env
 
 
@@ -1518,6 +1544,18 @@ def _time_ticks(x0: float, x1: float, clock: _Clock, target: int = 7) -> list[di
         ticks.append({"x": t, "label": u.astimezone(clock.zone).strftime(fmt),
                       "utc": None if clock.is_utc else u.strftime(ufmt) + "Z"})
     return ticks
+
+
+def _count(n, word: str) -> str:
+    """`1 line`, `2 lines`: a count with its noun in the right number."""
+    if n is None:
+        return f"— {word}s"
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _path_breaks(path) -> Markup:
+    """A path that may wrap after a slash only, never inside a name (escaped, then <wbr> after each /)."""
+    return Markup("/<wbr>").join(Markup.escape(part) for part in str(path or "").split("/"))
 
 
 def _num_ticks(x0: float, x1: float, target: int = 7) -> list[dict]:

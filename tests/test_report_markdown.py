@@ -78,3 +78,18 @@ def test_tables_have_a_header_row_that_says_something(markdown):
     assert len(heads) >= 2
     for row in heads:
         assert all(c.strip() for c in row), row
+
+
+def test_the_html_shows_labels_not_internal_keys():
+    import re
+
+    opts = Options(tz="UTC")
+    bundle, analysis = pipeline.run([str(ROOT / "sample_logs" / "incident_linear_oom")], opts)
+    html = report.render_html(report.build_context(bundle, analysis, opts))
+    facts = re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", html)
+    assert ("Logged for", "20 s") in facts and ("Ran out as", "CUDA out of memory") in facts
+    for label, value in facts:
+        assert "_" not in label, label
+        assert value not in report.EVENT_STYLE, (label, value)
+    assert re.search(r"\b1 (lines|files|records|events|memory readings)\b", html) is None
+    assert "sample_logs/<wbr>incident_linear_oom/<wbr>train.log:22" in html   # wraps at slashes only
