@@ -43,19 +43,19 @@ def target(dest: str, flag: str) -> Target:
         mode = os.stat(real).st_mode
     except FileNotFoundError:
         if not real.parent.is_dir():
-            raise UsageError(f"{flag} {dest}: cannot write it, the folder {real.parent} does not exist, "
+            raise UsageError(f"{flag} {dest}: cannot write the output, the folder {real.parent} does not exist, "
                              "create it first or give a path in an existing folder")
         return Target(flag, dest, real, False)
     except OSError as e:
-        raise UsageError(f"{flag} {dest}: cannot write it, {e.strerror or e}, give another path")
+        raise UsageError(f"{flag} {dest}: cannot write the output, {e.strerror or e}, give another path")
     if stat.S_ISREG(mode):
         return Target(flag, dest, real, False)
     if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
         return Target(flag, dest, real, True)
     if stat.S_ISDIR(mode):
-        raise UsageError(f"{flag} {dest}: cannot write it, it is a folder, give a file name "
+        raise UsageError(f"{flag} {dest}: cannot write the output, it is a folder, give a file name "
                          f"(e.g. {os.path.join(dest, 'report.html')})")
-    raise UsageError(f"{flag} {dest}: cannot write it, it is neither a file, a FIFO nor a character "
+    raise UsageError(f"{flag} {dest}: cannot write the output, it is neither a file, a FIFO nor a character "
                      "device, give a file name")
 
 
@@ -72,13 +72,21 @@ def write(t: Target, fill: Callable[[BinaryIO], None]) -> None:
         else:
             replace(t.path, fill)
     except OSError as e:
-        raise UsageError(f"{t.where()}: cannot write it, {e.strerror or e}, check free space and "
+        raise UsageError(f"{t.where()}: cannot write the output, {e.strerror or e}, check free space and "
                          "permissions or give another path")
 
 
 def write_text(t: Target, text: str) -> None:
-    if t.path is None and not text.endswith("\n"):   # the shell prompt after it starts on its own line
-        text += "\n"
+    if t.path is None:
+        if not text.endswith("\n"):   # the shell prompt after it starts on its own line
+            text += "\n"
+        try:   # as text: sys.stdout may be a text stream with no bytes under it (a test's capture)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as e:
+            raise UsageError(f"{t.where()}: cannot write the output, {e.strerror or e}, "
+                             "check what reads the standard output")
+        return
     data = text.encode("utf-8")
     write(t, lambda fh: fh.write(data))
 
