@@ -18,14 +18,39 @@ from rich.console import Console
 from . import __version__
 from .errors import ForensicsError, UsageError
 from .options import Options, check_zone
+from .outputs import STDOUT, Target, target, write_text
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode="rich",   # (so no `[...]` in help texts: rich would read it as a style tag)
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Forensics of GPU memory leaks: read a job's logs, find where memory began to grow and why, "
     "write one self-contained HTML incident report.",
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _Say:
+    """How much goes to stderr: -q only errors, -v also what each stage did and how long it took."""
+
+    QUIET, NORMAL, VERBOSE = 0, 1, 2
+    level = NORMAL
+
+    def set(self, quiet: bool, verbose: bool) -> None:
+        if quiet and verbose:
+            raise UsageError("-q/--quiet and -v/--verbose: both given, pick one")
+        self.level = self.QUIET if quiet else self.VERBOSE if verbose else self.NORMAL
+
+    def info(self, text: str, markup: bool = False) -> None:
+        if self.level >= self.NORMAL:
+            err.print(text, markup=markup)
+
+    def stage(self, name: str, seconds: float, what: str) -> None:
+        if self.level >= self.VERBOSE:
+            err.print(f"{name}: {what} ({seconds:.2f} s)", markup=False)
+
+
+say = _Say()
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -68,7 +93,24 @@ def build_options(tz: list[str] | None, year: int | None, boot_time: str | None,
     if interval is not None and not (0 < interval < 86400):
         raise UsageError(f"--interval {interval}: not a sampling interval, give seconds between samples (e.g. 1 for nvidia-smi -l 1)")
     opts.interval = interval
+    # a clock anchor is a time AND a pace: one without the other used to be dropped without a word
+    if opts.start is not None and opts.end is not None:
+        raise UsageError(f"--start {start} --end {end}: both given, an untimed log is placed from one of them "
+                         "(with --interval), drop the other")
+    if (opts.start is not None or opts.end is not None) and interval is None:
+        flag = f"--start {start}" if opts.start is not None else f"--end {end}"
+        raise UsageError(f"{flag}: needs --interval, the seconds between samples, to place the other samples "
+                         "(e.g. --interval 1 for nvidia-smi -l 1)")
     return opts
+
+
+def check_tz_patterns(opts: Options, bundle) -> None:
+    """A `--tz FILE=ZONE` that names no input is a typo the user would never notice."""
+    paths = [i.path for i in bundle.inputs]
+    for pattern, zone in opts.tz_overrides.items():
+        if not any(Options(tz="", tz_overrides={pattern: zone}).tz_for(path) == zone for path in paths):
+            raise UsageError(f"--tz {pattern}={zone}: matches no input file, give a file name or glob of one of "
+                             f"the inputs (e.g. --tz 'kern.log={zone}'); `gpu-forensics sniff PATH` lists them")
 
 
 def should_fail(analysis, fail_on: FailOn) -> bool:
@@ -83,8 +125,8 @@ def should_fail(analysis, fail_on: FailOn) -> bool:
 
 
 def _progress():
-    """A per-file progress callback on stderr when it is a terminal, else nothing."""
-    if not sys.stderr.isatty():
+    """A per-file progress callback on stderr when it is a terminal (and not -q), else nothing."""
+    if not sys.stderr.isatty() or say.level == say.QUIET:
         return None, None
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -94,62 +136,73 @@ def _progress():
 
 
 def _print_problems(bundle) -> None:
+    if say.level == say.QUIET:   # only the inputs that could not be read at all
+        for i in bundle.inputs:
+            if i.error:
+                err.print(i.error, markup=False)
+        return
     for msg in bundle.problems:
         err.print(msg, markup=False)
 
 
 def _print_summary(bundle, analysis) -> None:
-    from .units import human
-
-    err.print(f"verdict: [bold]{analysis.verdict}[/bold] — {analysis.verdict_reason or ''}", markup=True)
+    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {analysis.verdict_reason or ''}", markup=True)
     for f in analysis.findings[:20]:
-        err.print(f"  {f.severity:8} {f.kind:17} {f.summary}", markup=False)
+        say.info(f"  {f.severity:8} {f.kind:17} {f.summary}")
     if len(analysis.findings) > 20:
-        err.print(f"  … and {len(analysis.findings) - 20} more findings (see the report)", markup=False)
+        say.info(f"  … and {len(analysis.findings) - 20} more findings (see the report)")
     read = sum(1 for i in bundle.inputs if i.format and not i.error)
     skipped_files = sum(1 for i in bundle.inputs if not i.format and not i.error)
     failed = sum(1 for i in bundle.inputs if i.error)
-    err.print(f"inputs: {read} read, {skipped_files} not recognized, {failed} unreadable; "
-              f"{sum(i.skipped for i in bundle.inputs)} lines skipped", markup=False)
-    del human
+    say.info(f"inputs: {read} read, {skipped_files} not recognized, {failed} unreadable; "
+             f"{sum(i.skipped for i in bundle.inputs)} lines skipped")
 
 
-def _write(dest: str, text: str) -> None:
-    from .report import write_atomic
-
-    if dest == "-":
-        sys.stdout.write(text)
-        if not text.endswith("\n"):
-            sys.stdout.write("\n")
-        sys.stdout.flush()
-    else:
-        try:
-            write_atomic(Path(dest), text)
-        except OSError as e:  # a missing folder, a full disk: a message, not a traceback
-            raise UsageError(f"{dest}: cannot write the output, {e.strerror or e}, "
-                             "check that its folder exists and is writable")
+def _output_targets(named: list[tuple[str, str | None]]) -> dict[str, Target]:
+    """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
+    given as a file fails now, not after the analysis; two documents cannot share stdout."""
+    on_stdout = [flag for flag, dest in named if dest == STDOUT]
+    if len(on_stdout) > 1:
+        raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
+                         "(the documents would run together), write the others to files")
+    return {flag: target(dest, flag) for flag, dest in named if dest}
 
 
 # The options that `report`, `timeline` and `scan` share, each written once
 TzOption = Annotated[Optional[list[str]], typer.Option(
-    "--tz", help="Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed). Repeatable.")]
+    "--tz", help="Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed; it must match an input). Repeatable.")]
 BootTimeOption = Annotated[Optional[str], typer.Option(
     "--boot-time", help="Boot time (ISO-8601 with zone) for dmesg uptime stamps.")]
 YearOption = Annotated[Optional[int], typer.Option(
     "--year", help="Year of the last line of syslog files that carry none (earlier lines walk back across New Year); "
                    "default: the file's mtime.")]
 StartOption = Annotated[Optional[str], typer.Option(
-    "--start", help="Clock time (ISO-8601 with zone) of the first sample of untimed logs (with --interval).")]
+    "--start", help="Clock time (ISO-8601 with zone) of the first sample of untimed logs; needs --interval.")]
 EndOption = Annotated[Optional[str], typer.Option(
-    "--end", help="Clock time (ISO-8601 with zone) of the last sample of untimed logs (with --interval).")]
+    "--end", help="Clock time (ISO-8601 with zone) of the last sample of untimed logs; needs --interval.")]
 IntervalOption = Annotated[Optional[float], typer.Option(
-    "--interval", help="Seconds between samples of untimed logs (e.g. 1 for nvidia-smi -l 1).")]
+    "--interval", help="Seconds between samples of untimed logs (e.g. 1 for nvidia-smi -l 1): with --start or --end "
+                       "it places them; alone it fixes their pace when their curve is matched against a timed log.")]
+QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
+VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
+
+# typer's rich help joins the lines of a paragraph and keeps paragraphs ("\n\n") apart, one line each
+_EXIT_CODES = ("Exit codes: 0 done, and no finding at or above --fail-on; 1 findings at or above --fail-on; "
+               "2 usage error, or no input could be read at all.")
 
 
-@app.command()
+def _examples(*lines: str) -> str:
+    return "Examples:\n\n" + "\n\n".join(f"  {line}" for line in lines)
+
+
+@app.command(epilog=_examples(
+    "gpu-forensics report job-1234/ -o report.html --md -",
+    "gpu-forensics report nvidia-smi.csv kern.log train.log --tz Europe/Berlin --json summary.json",
+    "gpu-forensics report job-1234/ -o '' --json - --fail-on leak   # a CI gate: exit 1 on a leak or OOM",
+) + "\n\n" + _EXIT_CODES)
 def report(
     paths: Annotated[list[str], typer.Argument(help="Log files or folders (read recursively).")],
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="HTML report file (default report.html; '' for none).")] = "report.html",
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="HTML report file, or - for stdout ('' for none).")] = "report.html",
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the JSON summary to FILE, or - for stdout.")] = None,
     md_out: Annotated[Optional[str], typer.Option("--md", help="Write the Markdown summary to FILE, or - for stdout.")] = None,
     tz: TzOption = None,
@@ -159,17 +212,23 @@ def report(
     end: EndOption = None,
     interval: IntervalOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Analyze logs and write the incident report (HTML, and optionally JSON and Markdown)."""
+    import time
+
     from . import pipeline, report as rep
 
+    say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval)
+    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
     prog, cb = _progress()
     if prog:
         with prog:
-            bundle, analysis = pipeline.run(paths, opts, progress=cb)
+            bundle, analysis = pipeline.run(paths, opts, progress=cb, stage=say.stage)
     else:
-        bundle, analysis = pipeline.run(paths, opts)
+        bundle, analysis = pipeline.run(paths, opts, stage=say.stage)
     _print_problems(bundle)
     if not any(i.format for i in bundle.inputs):
         why = "every input failed" if bundle.inputs and all(i.error for i in bundle.inputs) else "no file was recognized"
@@ -177,19 +236,25 @@ def report(
                   "pass the job's log files (nvidia-smi CSV, kern.log, training log, sanitizer output); "
                   "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
         raise typer.Exit(EXIT_USAGE)
+    check_tz_patterns(opts, bundle)
+    t0 = time.perf_counter()
     ctx = rep.build_context(bundle, analysis, opts)
-    if output:
-        _write(output, rep.render_html(ctx))
-        err.print(f"report: {output}", markup=False)
-    if md_out:
-        _write(md_out, rep.render_markdown(ctx))
-    if json_out:
-        _write(json_out, json.dumps(rep.summary(bundle, analysis), indent=2, ensure_ascii=False) + "\n")
+    renders = {"-o": rep.render_html, "--md": rep.render_markdown,
+               "--json": lambda _ctx: rep.summary_text(rep.summary(bundle, analysis))}
+    for flag, t in outs.items():
+        write_text(t, renders[flag](ctx))
+        if flag == "-o" and t.path is not None:
+            say.info(f"report: {output}")
+    say.stage("write", time.perf_counter() - t0, ", ".join(f"{flag} {t.shown}" for flag, t in outs.items()) or "nothing asked")
     _print_summary(bundle, analysis)
     raise typer.Exit(EXIT_FINDINGS if should_fail(analysis, fail_on) else EXIT_OK)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "gpu-forensics sniff job-1234/",
+    "gpu-forensics sniff kern.log.2.gz | cut -f2   # just the parser names",
+) + "\n\nOutput: one tab-separated line per file: path, parser (- for none), the reason. "
+    "Exit codes: 0 done (files no parser claims are listed, not errors); 2 usage error.")
 def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")]) -> None:
     """Show which parser claims each file, and why (or why none does)."""
     from . import parsers
@@ -197,23 +262,17 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from .sources import Source, discover
 
     found = discover(paths)
-
-    class _Plain:  # tab-separated lines, so the output can be cut/awk'ed (rich would expand tabs)
-        @staticmethod
-        def print(text: str, markup: bool = False) -> None:
-            print(text)
-
-    out = _Plain()
+    # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
     for e in found.problems:
-        out.print(f"{e.path}\t-\t{e}", markup=False)
+        print(f"{e.path}\t-\t{e}")
     for shown, why in found.ignored:
-        out.print(f"{shown}\t-\t{why}", markup=False)
+        print(f"{shown}\t-\t{why}")
     for real, shown in found.files:
         try:
             src = Source.open(real, shown)
             module, reason = parsers.claim(src.head())
         except InputError as e:
-            out.print(f"{shown}\t-\t{e}", markup=False)
+            print(f"{shown}\t-\t{e}")
             continue
         extra = []
         if src.compression:
@@ -221,10 +280,14 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         if src.wrapper:
             extra.append(f"wrapper: {src.wrapper.describe()}")
         suffix = f" ({'; '.join(extra)})" if extra else ""
-        out.print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}", markup=False)
+        print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}")
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "gpu-forensics timeline job-1234/ -o aligned.parquet",
+    "gpu-forensics timeline nvidia-smi.csv dmesg.txt --boot-time 2026-11-30T01:02:03Z -o aligned.csv",
+) + "\n\nA .csv name writes NAME.samples.csv and NAME.events.csv beside it. "
+    "Exit codes: 0 done; 2 usage error, or no input could be read at all.")
 def timeline(
     paths: Annotated[list[str], typer.Argument(help="Log files or folders.")],
     output: Annotated[str, typer.Option("-o", "--output", help="aligned.parquet or aligned.csv")],
@@ -234,18 +297,35 @@ def timeline(
     start: StartOption = None,
     end: EndOption = None,
     interval: IntervalOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Write the normalized, aligned samples and events tables for your own analysis."""
-    from . import ingest, timeline as tl
+    import time
 
-    if not output.endswith((".parquet", ".csv")):
-        raise UsageError(f"-o {output}: unknown table format, end the name in .parquet or .csv")
+    from . import ingest, pipeline, timeline as tl
+
+    say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval)
-    bundle = tl.align(ingest.load(paths, opts), opts)
+    tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
+    t0 = time.perf_counter()
+    bundle = ingest.load(paths, opts)
+    say.stage("read", time.perf_counter() - t0, f"{len(bundle.inputs)} files, {bundle.samples.height:,} readings, "
+                                                 f"{bundle.events.height:,} events")
+    t0 = time.perf_counter()
+    bundle = pipeline.place(bundle, opts)
+    say.stage("align", time.perf_counter() - t0, f"{bundle.samples.height:,} readings, {bundle.events.height:,} events")
     _print_problems(bundle)
-    written = tl.write_aligned(bundle, Path(output))
-    for p in written or [output]:
-        err.print(f"wrote {p}", markup=False)
+    if not any(i.format for i in bundle.inputs):
+        err.print(f"{', '.join(paths)}: nothing to write, no input could be read, pass the job's log files; "
+                  "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
+        raise typer.Exit(EXIT_USAGE)
+    check_tz_patterns(opts, bundle)
+    t0 = time.perf_counter()
+    written = tl.write_aligned(bundle, output)
+    say.stage("write", time.perf_counter() - t0, ", ".join(written))
+    for p in written:
+        say.info(f"wrote {p}")
 
 
 class Reports(str, Enum):
@@ -261,60 +341,69 @@ class Engine(str, Enum):
     dask = "dask"
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "gpu-forensics scan /archive/jobs -o scan-out",
+    "gpu-forensics scan /archive/jobs -o scan-out --reports warning --fail-on leak -j 8",
+    "gpu-forensics scan /shared/jobs -o /shared/scan-out --engine dask --scheduler tcp://head:8786",
+) + "\n\nExit codes: 0 every job was read and none reaches --fail-on; 1 a job reaches --fail-on or "
+    "could not be read at all (it is listed with its reason); 2 usage error, or the engine cannot be reached.")
 def scan(
     archive: Annotated[str, typer.Argument(help="Folder of job folders (rotated, compressed logs welcome).")],
     output: Annotated[str, typer.Option("-o", "--output", help="Output folder (index.html, summary.csv/.parquet, jobs/).")] = "scan-out",
-    workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (default: all cores).")] = 0,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", show_default=False,
+                                                   help="Parallel worker processes (default: the cores this process may use).")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", help="Jobs are the folders exactly this deep below ARCHIVE.")] = None,
     job_pattern: Annotated[Optional[str], typer.Option("--job-pattern", help="Regex on folder names that marks a job folder.")] = None,
     reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or those with findings at or above a severity.")] = Reports.all,
     tz: TzOption = None,
     year: YearOption = None,
+    boot_time: BootTimeOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
-    force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs did not change.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
-    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (with --engine dask).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (needs --engine dask; default: a local cluster).")] = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
-    """Scan an archive of job folders: a report per job, an index page, and a summary table.
-
-    Exit 0 when every job was read and none reaches --fail-on; 1 when a job reaches --fail-on or a job could not be read at all (it is listed with its reason); 2 on usage errors."""
-    # (that paragraph is one line: typer's help keeps a docstring's line breaks)
+    """Scan an archive of job folders: a report per job, an index page, and a summary table."""
     import re as _re
+    import time as _t
 
     from . import scan as sc
 
+    say.set(quiet, verbose)
     if job_pattern:
         try:
             _re.compile(job_pattern)
         except _re.error as e:
-            raise UsageError(f"--job-pattern {job_pattern}: not a valid regular expression ({e})")
-    opts = build_options(tz, year, None, None)
+            raise UsageError(f"--job-pattern {job_pattern}: not a valid regular expression ({e}), fix the pattern")
+    if depth is not None and job_pattern:
+        raise UsageError(f"--depth {depth} --job-pattern {job_pattern}: both given, jobs are found one way, drop one")
+    if depth is not None and depth < 0:
+        raise UsageError(f"--depth {depth}: a depth below the archive is 0 or more, give e.g. --depth 1")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}: at least one worker is needed, give a number from 1 up (or leave it out)")
+    if scheduler and engine is not Engine.dask:
+        raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
+    opts = build_options(tz, year, boot_time, None)
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
-                        reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force)
-    client = None
-    if engine is Engine.dask:
-        try:
-            from dask.distributed import Client
-        except ImportError:
-            raise UsageError("--engine dask needs the optional extra: pip install 'gpu-forensics[dask]'")
-        client = Client(scheduler) if scheduler else Client(n_workers=cfg.workers, threads_per_worker=1)
+                        reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force,
+                        fail_on=fail_on.value)
+    client = _dask_client(scheduler, cfg.workers) if engine is Engine.dask else None
     try:
-        if sys.stderr.isatty():
+        if sys.stderr.isatty() and say.level != say.QUIET:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[rate]:.1f} jobs/s"), TimeRemainingColumn(), console=err) as prog:
                 task = prog.add_task("scan", total=None, rate=0.0)
-                import time as _t
-
                 t0 = _t.perf_counter()
 
                 def cb(done, total, row):
                     el = max(_t.perf_counter() - t0, 1e-6)
                     prog.update(task, completed=done, total=total, rate=done / el)
 
-                result = sc.run_scan(cfg, cb, executor=engine.value if client else "process")
+                result = sc.run_scan(cfg, cb, executor="dask" if client else "process")
         else:
             result = sc.run_scan(cfg, None, executor="dask" if client else "process")
     finally:
@@ -324,6 +413,22 @@ def scan(
     failed = result.failed
     hit = any(_row_reaches(r, fail_on) for r in result.rows)
     raise typer.Exit(EXIT_FINDINGS if (hit or failed) else EXIT_OK)
+
+
+def _dask_client(scheduler: str | None, workers: int):
+    """A client of the named scheduler, or of a local cluster; an unreachable one is a usage error."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise UsageError("--engine dask: needs the optional extra, which is not installed, "
+                         "pip install 'gpu-forensics[dask]'")
+    if not scheduler:
+        return Client(n_workers=workers, threads_per_worker=1)
+    try:
+        return Client(scheduler, timeout=10)
+    except (OSError, ValueError, TypeError) as e:   # refused, timed out (an OSError), or not an address
+        raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler, {e}, check the address "
+                         "(e.g. tcp://host:8786) and that the scheduler runs")
 
 
 def _row_reaches(row: dict, fail_on: FailOn) -> bool:
@@ -339,6 +444,8 @@ def _row_reaches(row: dict, fail_on: FailOn) -> bool:
 def _print_scan_table(result, output: str) -> None:
     from rich.table import Table
 
+    for note in result.not_jobs:
+        say.info(note)
     counts: dict[str, int] = {}
     for r in result.rows:
         key = r.get("verdict") if r.get("status") == "ok" else "failed"
@@ -350,11 +457,12 @@ def _print_scan_table(result, output: str) -> None:
     for k in ("leak", "cache_growth", "inconclusive", "no_leak", "failed"):
         if counts.get(k):
             t.add_row(k, str(counts[k]))
-    err.print(t)
+    if say.level != say.QUIET:
+        err.print(t)
     for r in result.rows:
-        if r.get("status") == "failed":
-            err.print(f"failed: {r.get('error')}", markup=False)
-    err.print(f"index: {Path(output) / 'index.html'}", markup=False)
+        if r.get("status") == "failed":   # an error: shown even with -q
+            err.print(r.get("error"), markup=False)
+    say.info(f"index: {Path(output) / 'index.html'}")
 
 
 def version_callback(value: bool):
@@ -364,7 +472,8 @@ def version_callback(value: bool):
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False):
+def _main(version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True,
+                                                help="Print the version and exit.")] = False):
     pass
 
 
@@ -377,6 +486,8 @@ def main() -> None:
     except ForensicsError as e:
         err.print(f"error: {e}", markup=False)
         sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        sys.exit(130)
     except Exception as e:  # click usage errors and the like
         # typer 0.2x ships its own copy of click (and no longer installs click): a usage error is told
         # by what it can do (show itself, carry an exit code), whichever click raised it

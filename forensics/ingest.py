@@ -11,7 +11,7 @@ from typing import Callable
 
 import polars as pl
 
-from . import fastpath_stream, parsers
+from . import ISSUES_URL, fastpath_stream, parsers
 from .errors import InputError
 from .options import Options
 from .schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, Parsed, Skipped, conform, empty_events, empty_samples
@@ -336,8 +336,9 @@ def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> st
     n = max(info.lines - sum(src.skipped.counts.values()), 0)
     skipped.add(label, None, n)
     todo = ("check that the job really wrote this log (a killed job may not flush it); the rest is analyzed"
-            if blank else f"if it is a log this tool should read, run `gpu-forensics sniff {src.path}` to see why "
-            "not and report it with the file; it was skipped")
+            # (not "run sniff": sniff would only repeat the reason this line already gives)
+            if blank else "if it is a log this tool should read, report it with the file at "
+            f"{ISSUES_URL}; it was skipped")
     info.problems.append(str(InputError(src.path, "empty file" if blank else "not recognized", why, todo)))
     return label
 

@@ -1,15 +1,37 @@
 """The pipeline: ingest -> timeline -> detect. Report rendering is separate (report.py)."""
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 from . import detect, ingest, timeline
 from .parsers import kernel
 from .options import Options
 
+# told what each stage did and how long it took (`-v`): stage name, seconds, one line of what it did
+StageFn = Callable[[str, float, str], None]
 
-def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None):
+
+def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None,
+        stage: StageFn | None = None):
     """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
-    bundle = place(ingest.load(paths, opts, progress=progress), opts)
-    return bundle, detect.analyze(bundle, opts)
+    t0 = time.perf_counter()
+    bundle = ingest.load(paths, opts, progress=progress)
+    t1 = time.perf_counter()
+    if stage:
+        read = sum(1 for i in bundle.inputs if i.format)
+        stage("read", t1 - t0, f"{len(bundle.inputs)} files, {read} recognized, "
+                               f"{bundle.samples.height:,} readings, {bundle.events.height:,} events")
+    bundle = place(bundle, opts)
+    t2 = time.perf_counter()
+    if stage:
+        clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)
+        stage("align", t2 - t1, f"{clocked} files on the clock, "
+                                f"{bundle.samples.height:,} readings and {bundle.events.height:,} events after merging copies")
+    analysis = detect.analyze(bundle, opts)
+    if stage:
+        stage("detect", time.perf_counter() - t2, f"verdict {analysis.verdict}, {len(analysis.findings)} findings")
+    return bundle, analysis
 
 
 def place(bundle, opts: Options):

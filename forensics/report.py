@@ -19,7 +19,6 @@ import itertools
 import math
 import os
 import re
-import tempfile
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -949,6 +948,30 @@ def _detail_value(key: str, v, clock: _Clock) -> str | int | None:
     return _clip(v, 200) if v != "" else None
 
 
+# detail keys said in words in the HTML (the JSON keeps the keys); others read as their words, capitalized
+_DETAIL_LABELS = {
+    "capacity_bytes": "GPU capacity", "log_hours": "Logged for", "ran_out": "Ran out as",
+    "start_step": "Onset step", "steps_at": "Steps at", "device_growth_bytes": "Device growth",
+    "rate_bytes_per_sample": "Rate per sample", "this_process_in_use": "In use by this process",
+    "reserved_unallocated": "Reserved but unallocated", "torch_era": "PyTorch message format",
+    "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
+    "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
+    "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
+}
+
+
+def _detail_label(key: str) -> str:
+    if key in _DETAIL_LABELS:
+        return _DETAIL_LABELS[key]
+    words = re.sub(r"_bytes$", "", key).replace("_", " ").strip() or key
+    return words[:1].upper() + words[1:]
+
+
+def _detail_text(v):
+    """An event kind given as a value (`ran_out: gpu_oom`) reads as the kind's name."""
+    return EVENT_STYLE[v][0] if isinstance(v, str) and v in EVENT_STYLE else v
+
+
 def _details(d: dict, clock: _Clock, skip=(), evidence_texts=()) -> list[list]:
     out = []
     for k, v in d.items():
@@ -959,7 +982,7 @@ def _details(d: dict, clock: _Clock, skip=(), evidence_texts=()) -> list[list]:
             continue
         v = _detail_value(str(k), v, clock)
         if v is not None:
-            out.append([str(k), v])
+            out.append([_detail_label(str(k)), _detail_text(v)])
         if len(out) >= MAX_DETAIL_ITEMS:
             break
     return out
@@ -1451,6 +1474,11 @@ def summary(bundle, analysis) -> dict:
     )
 
 
+def summary_text(summary_dict: dict) -> str:
+    """The JSON summary as `report --json` writes it (and scan's per-job summary.json, the same bytes)."""
+    return json.dumps(summary_dict, indent=2, ensure_ascii=False) + "\n"
+
+
 # ---- HTML ------------------------------------------------------------------------------------------
 
 def template_dirs() -> list[Path]:
@@ -1503,6 +1531,8 @@ def _new_env(bytecode_cache: jinja2.BytecodeCache | None) -> jinja2.Environment:
     )
     env.filters["human"] = human
     env.filters["num"] = lambda n: "—" if n is None else f"{n:,}"
+    env.filters["count"] = _count
+    env.filters["path"] = _path_breaks
     return env
 
 
@@ -1574,6 +1604,18 @@ def _time_ticks(x0: float, x1: float, clock: _Clock, target: int = 7) -> list[di
         ticks.append({"x": t, "label": u.astimezone(clock.zone).strftime(fmt),
                       "utc": None if clock.is_utc else u.strftime(ufmt) + "Z"})
     return ticks
+
+
+def _count(n, word: str) -> str:
+    """`1 line`, `2 lines`: a count with its noun in the right number."""
+    if n is None:
+        return f"— {word}s"
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _path_breaks(path) -> Markup:
+    """A path that may wrap after a slash only, never inside a name (escaped, then <wbr> after each /)."""
+    return Markup("/<wbr>").join(Markup.escape(part) for part in str(path or "").split("/"))
 
 
 def _num_ticks(x0: float, x1: float, target: int = 7) -> list[dict]:
@@ -1694,6 +1736,25 @@ def md_text(text) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+def md_prose(text) -> str:
+    """The tool's own sentences (likely causes, checks): their `code` stays a code span, which md_text
+    would show as literal backticks; the rest is escaped as md_text escapes it."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:   # an odd backtick: no pairs to trust, all of it is plain text
+        return md_text(text)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:   # md_text trims; the spaces between prose and a code span stay
+            lead = " " if part[:1].isspace() else ""
+            trail = " " if part[-1:].isspace() and part.strip() else ""
+            out.append(lead + md_text(part) + trail)
+        else:
+            # a code span shows its content as is (no escapes, no HTML), and a space on both sides of the
+            # content is stripped again: it lets the span start or end with a backtick-free edge safely
+            out.append(f"`{' '.join(part.split())}`")
+    return "".join(out)
+
+
 def _fence(lines: list[str]) -> str:
     """A fenced block whose fence is longer than any backtick run inside it."""
     longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
@@ -1720,7 +1781,8 @@ def render_markdown(ctx: dict) -> str:
     else:
         out += [f"**Verdict:** `{v['code']}`", ""]
     if v["numbers"]:
-        out += ["| | |", "|---|---|"]
+        # a header row of its own: CommonMark renderers draw `| | |` as an empty first row
+        out += ["| key number | value |", "|---|---|"]
         for n in v["numbers"]:
             val = md_text(n["value"]) + (f" — {md_text(n['sub'])}" if n["sub"] else "")
             out.append(f"| {md_text(n['label'])} | {val} |")
@@ -1738,13 +1800,14 @@ def render_markdown(ctx: dict) -> str:
         out += ["### Findings", ""]
         for n, f in enumerate(ctx["findings"], start=1):
             out.append(f"{n}. **{f['severity']}** `{f['kind']}`: {md_text(f['summary'])}")
+            # a nested list: each detail its own item (plain lines would merge into one paragraph)
             facts = [f"{md_text(k)}: {md_text(val)}" for k, val in f["facts"] if k != "Where"]
             if facts:
-                out.append("   " + "; ".join(facts))
+                out.append("   - " + "; ".join(facts))
             if f["causes"]:
-                out.append("   Likely cause: " + md_text(f["causes"][0]))
+                out.append("   - Likely cause: " + md_prose(f["causes"][0]))
             if f["checks"]:
-                out.append("   Check: " + md_text(f["checks"][0]))
+                out.append("   - Check: " + md_prose(f["checks"][0]))
             if f["evidence"]:
                 block = _fence([_md_evidence(e["path"], e["line"], e["text"]) for e in f["evidence"][:4]])
                 out.append("\n".join("   " + line for line in block.splitlines()))
@@ -1783,27 +1846,3 @@ def render_markdown(ctx: dict) -> str:
         out.append("")
     out.append("_" + md_text(" ".join(ctx["clock_notes"][:2])) + f" Generated by {ctx['tool']} {md_text(ctx['version'])}._")
     return "\n".join(out) + "\n"
-
-
-# ---- output ----------------------------------------------------------------------------------------
-
-def write_atomic(path, text: str) -> None:
-    """Write text to path so that a reader sees the old file or the whole new one, never a part."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

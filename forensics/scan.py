@@ -1,14 +1,16 @@
 """Batch scans of job archives: one folder per job, each analyzed exactly as `report` would.
 
-Outputs under OUT_DIR: `jobs/<job-id>/report.html` (+ `summary.json`, the job's JSON summary, which
-also records the job's content fingerprint), `index.html` (one self-contained page), `summary.csv` and
-`summary.parquet` (one row per job). Every file is written atomically (temp file + rename), so an
-interrupted scan -- even `kill -9` -- leaves no half-written file; a rerun skips jobs whose content
+Outputs under OUT_DIR: `jobs/<job-id>/report.html`, `jobs/<job-id>/summary.json` (the job's JSON
+summary, the same document `report --json` writes), `jobs/<job-id>/scan-state.json` (the job's row and
+the fingerprint of its inputs and options, for reruns), `index.html` (one self-contained page),
+`summary.csv` and `summary.parquet` (one row per job). Every file is written atomically (temp file +
+rename), so an interrupted scan -- even `kill -9` -- leaves no half-written file; a rerun skips jobs whose
 fingerprint is unchanged and redoes the rest.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,14 +23,15 @@ from typing import Callable, Iterable, Iterator
 
 import polars as pl
 
-from . import __version__
-from .errors import UsageError
+from . import __version__, outputs, parsers
+from .errors import InputError, UsageError
 from .findings import SEVERITY_RANK
 from .options import Options
-from .sources import _SKIP_SUFFIXES
+from .sources import _SKIP_SUFFIXES, Source
 from .frames import rows_where
 
-STATE_NAME = "summary.json"
+STATE_NAME = "scan-state.json"
+SUMMARY_NAME = "summary.json"
 VERDICT_RANK = {"leak": 4, "cache_growth": 2, "inconclusive": 1, "no_leak": 0}
 
 SUMMARY_SCHEMA = {
@@ -51,6 +54,15 @@ class ScanConfig:
     workers: int = field(default_factory=lambda: usable_cpus())
     opts: Options = field(default_factory=Options)
     force: bool = False
+    fail_on: str = "never"
+
+    def options_key(self) -> str:
+        """Every option that shapes what a job's folder holds, for the rerun fingerprint: the Options
+        (zones, year, boot time, clock anchors), which reports are written and --fail-on (#29: a rerun
+        with other options is redone, so a job's files always come from the options of the last run)."""
+        facts = dataclasses.asdict(self.opts)
+        facts.update(reports=self.reports, fail_on=self.fail_on)
+        return json.dumps(facts, sort_keys=True, default=str)
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -59,12 +71,24 @@ def _is_log_name(name: str) -> bool:
     return not name.startswith(".") and not name.lower().endswith(_SKIP_SUFFIXES)
 
 
-def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None = None) -> list[Path]:
+def _is_log(path: Path) -> bool:
+    """A file some parser claims, or one that cannot be read (its failure is then listed with its job);
+    only a readable file nobody recognizes (a script, notes) is not a log."""
+    try:
+        return parsers.claim(Source.open(path, str(path)).head())[0] is not None
+    except InputError:
+        return True
+
+
+def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None = None,
+              not_jobs: list[Path] | None = None) -> list[Path]:
     """The job folders under `archive`.
 
-    Default: the top-most folders that directly hold a file (their subfolders belong to them); the
-    archive itself is a job only when it holds files and no job folder below. `depth` picks folders
-    at exactly that depth; `job_pattern` picks folders whose name matches (top-most match wins)."""
+    Default: the top-most folders that directly hold a log (their subfolders belong to them); a folder
+    whose files are all readable and recognized by no parser (code, notes) is not a job and is added to
+    `not_jobs` (its subfolders are still searched); the archive itself is a job only when it holds a log
+    and no job folder below. `depth` picks folders at exactly that depth; `job_pattern` picks folders
+    whose name matches (top-most match wins): those are jobs whatever they hold."""
     if not archive.is_dir():
         raise UsageError(f"{archive}: not a folder, give the folder that holds one folder per job")
     rx = re.compile(job_pattern) if job_pattern else None
@@ -84,7 +108,7 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
                 jobs.append(d)  # unreadable: still a job, so its failure is listed
             return
         subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
-        has_files = any(not _safe_is_dir(e) and _is_log_name(e.name) for e in entries)
+        files = [Path(e.path) for e in entries if not _safe_is_dir(e) and _is_log_name(e.name)]
         if depth is not None:
             if level == depth:
                 jobs.append(d)
@@ -93,16 +117,19 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
             if level > 0 and rx.search(d.name):
                 jobs.append(d)
                 return
-        elif level > 0 and has_files:
-            jobs.append(d)
-            return
+        elif level > 0 and files:
+            if any(_is_log(f) for f in files):
+                jobs.append(d)
+                return
+            if not_jobs is not None:
+                not_jobs.append(d)
         for s in subdirs:
             walk(s, level + 1)
 
     walk(archive, 0)
     if not jobs and depth is None and rx is None:
         try:
-            if any(e.is_file() for e in os.scandir(archive)):
+            if any(e.is_file() and _is_log_name(e.name) and _is_log(Path(e.path)) for e in os.scandir(archive)):
                 jobs.append(archive)
         except OSError:
             pass
@@ -129,10 +156,11 @@ def job_id(archive: Path, job: Path) -> str:
     return safe
 
 
-def fingerprint(job: Path) -> str:
-    """A content fingerprint of every file in the job (names and bytes) and of this tool's version."""
+def fingerprint(job: Path, options_key: str = "") -> str:
+    """A fingerprint of every file in the job (names and bytes), of the options that shape its results
+    (`ScanConfig.options_key`) and of this tool's version: a rerun with any of them changed is redone."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(__version__.encode())
+    h.update(__version__.encode() + b"\0" + options_key.encode() + b"\0")
     for root, dirs, files in os.walk(job):
         dirs.sort()
         for name in sorted(files):
@@ -150,14 +178,9 @@ def fingerprint(job: Path) -> str:
 # -- one job (runs in a worker process) -----------------------------------------------------------
 
 def _write_atomic(path: Path, data: str | bytes) -> None:
+    """A file of the scan's own output folder (its job folder made here), written as outputs writes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    mode = "wb" if isinstance(data, bytes) else "w"
-    with open(tmp, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    outputs.replace_file(path, data)
 
 
 def _want_report(reports: str, severity: str | None) -> bool:
@@ -168,13 +191,14 @@ def _want_report(reports: str, severity: str | None) -> bool:
     return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[reports]
 
 
-def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str | None) -> dict:
+def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str | None,
+                options_key: str = "") -> dict:
     """Analyze one job and write its outputs; returns its summary row. Never raises. `fp`: the job's
-    fingerprint, computed here when None."""
+    fingerprint, computed here (from `options_key`) when None."""
     from . import pipeline, report as rep
 
     if fp is None:
-        fp = fingerprint(Path(job))
+        fp = fingerprint(Path(job), options_key)
     started = time.perf_counter()
     job_dir = Path(out_dir) / "jobs" / jid
     row = {k: None for k in SUMMARY_SCHEMA}
@@ -186,7 +210,9 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
         row["peak_bytes"] = _peak_bytes(bundle)
         row["status"] = "ok" if any(i.format for i in bundle.inputs) else "failed"
         if row["status"] == "failed":
-            reasons = [i.error for i in bundle.inputs if i.error] or ["no file in the job was recognized as a log"]
+            reasons = [i.error for i in bundle.inputs if i.error] or [
+                f"{job}: nothing to analyze, no file in the job was recognized as a log, "
+                f"run `gpu-forensics sniff {job}` to see what each file was taken for"]
             row["error"] = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
         if _want_report(reports, row["severity"]) and row["status"] == "ok":
             ctx = rep.build_context(bundle, analysis, opts)
@@ -194,12 +220,17 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
             row["report"] = f"jobs/{jid}/report.html"
         row["sparkline"] = _sparkline_points(analysis)
     except Exception as e:  # one bad job never stops the scan
-        row.update(status="failed", error=f"{job}: {type(e).__name__}: {e}, the job was not analyzed, "
-                   "run `gpu-forensics report` on it to see the details")
+        row.update(status="failed", error=f"{job}: not analyzed, {type(e).__name__}: {e}, "
+                   f"run `gpu-forensics report {job}` to see the details")
         summary = None
     row["seconds"] = round(time.perf_counter() - started, 3)
-    state = {"fingerprint": fp, "row": row, "summary": summary}
-    _write_atomic(job_dir / STATE_NAME, json.dumps(state, default=str))
+    try:
+        if summary is not None:
+            _write_atomic(job_dir / SUMMARY_NAME, rep.summary_text(summary))
+        _write_atomic(job_dir / STATE_NAME, json.dumps({"fingerprint": fp, "row": row}, default=str))
+    except OSError as e:   # the output folder went away or filled up: this job's row says so
+        row.update(status="failed", error=f"{job_dir}: cannot write the job's outputs, {e.strerror or e}, "
+                   "check free space and permissions of the output folder")
     return row
 
 
@@ -265,6 +296,7 @@ class ScanResult:
     analyzed: int
     failed: int
     seconds: float
+    not_jobs: list[str] = field(default_factory=list)   # one line per folder not taken as a job, and why
 
 
 def _load_state(out_dir: Path, jid: str) -> dict | None:
@@ -287,10 +319,25 @@ def _clean_stale_temps(out_dir: Path) -> None:
 
 
 def _check_out_dir(cfg: ScanConfig) -> None:
+    """The output folder: an existing folder (a link to one is followed), or a new one in an existing
+    folder; anything else is a one-line usage error, as for every command's outputs."""
+    if not cfg.archive.is_dir():
+        raise UsageError(f"{cfg.archive}: not a folder, give the folder that holds one folder per job")
     arch, out = cfg.archive.resolve(), cfg.out_dir.resolve()
     if out == arch:
         raise UsageError(f"-o {cfg.out_dir}: the output folder is the archive itself, choose another folder")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {cfg.out_dir}: cannot write there, it exists and is not a folder, "
+                         "give a new name or an existing folder for the scan's reports")
+    if not out.exists():
+        if not out.parent.is_dir():
+            raise UsageError(f"-o {cfg.out_dir}: cannot write there, the folder {out.parent} does not exist, "
+                             "create it first or give a path in an existing folder")
+        try:
+            out.mkdir()
+        except OSError as e:
+            raise UsageError(f"-o {cfg.out_dir}: cannot create the folder, {e.strerror or e}, "
+                             "check the permissions or give another path")
 
 
 def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], None] | None = None,
@@ -299,12 +346,14 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     _check_out_dir(cfg)
     _clean_stale_temps(cfg.out_dir)
     started = time.perf_counter()
-    jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern)
+    skipped_dirs: list[Path] = []
+    jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs)
     out_resolved = cfg.out_dir.resolve()
     jobs = [j for j in jobs if not str(j.resolve()).startswith(str(out_resolved))]
     ids = [job_id(cfg.archive, j) for j in jobs]
     rows: dict[str, dict] = {}
     todo: list[tuple[Path, str, str | None]] = []
+    key = cfg.options_key()
     for job, jid in zip(jobs, ids):
         state = None if cfg.force else _load_state(cfg.out_dir, jid)
         if not state:
@@ -312,7 +361,7 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
             # starts at once instead of after hashing the whole archive here)
             todo.append((job, jid, None))
             continue
-        fp = fingerprint(job)
+        fp = fingerprint(job, key)
         if state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
             row = dict(state["row"])
             row["reused"] = True
@@ -329,14 +378,21 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
         if on_progress:
             on_progress(done, total, row)
     ordered = [rows[j] for j in ids if j in rows]
-    write_outputs(cfg.out_dir, ordered)
+    try:
+        write_outputs(cfg.out_dir, ordered)
+    except OSError as e:
+        raise UsageError(f"-o {cfg.out_dir}: cannot write the index and summary tables, {e.strerror or e}, "
+                         "check free space and permissions of the output folder")
+    notes = [f"{d}: not a job, none of its files is a log this tool reads, name it with --job-pattern or "
+             "--depth to scan it anyway" for d in skipped_dirs]
     return ScanResult(rows=ordered, reused=total - len(todo), analyzed=len(todo),
                       failed=sum(1 for r in ordered if r["status"] == "failed"),
-                      seconds=time.perf_counter() - started)
+                      seconds=time.perf_counter() - started, not_jobs=notes)
 
 
 def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor: str) -> Iterator[dict]:
-    args = [(str(job), jid, str(cfg.out_dir), cfg.opts, cfg.reports, fp) for job, jid, fp in todo]
+    key = cfg.options_key()
+    args = [(str(job), jid, str(cfg.out_dir), cfg.opts, cfg.reports, fp, key) for job, jid, fp in todo]
     if not args:
         return
     if executor == "dask":
@@ -353,18 +409,17 @@ def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor
     # bounded in flight: memory stays flat whatever the archive's size
     limit = cfg.workers * 4
     with _worker_env(cfg.workers), ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
-        pending: set[Future] = set()
-        it = iter(args)
-        for a in it:
-            pending.add(pool.submit(process_job, *a))
+        pending: dict[Future, tuple] = {}
+        for a in args:
+            pending[pool.submit(process_job, *a)] = a
             if len(pending) >= limit:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    yield _result_or_failure(f)
+                    yield _result_or_failure(f, pending.pop(f))
         while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
-                yield _result_or_failure(f)
+                yield _result_or_failure(f, pending.pop(f))
 
 
 def usable_cpus() -> int:
@@ -391,13 +446,21 @@ def _worker_env(workers: int):
             os.environ.pop(key, None)
 
 
-def _result_or_failure(f: Future) -> dict:
+def _failed_row(args: tuple, what: str, e: Exception) -> dict:
+    """The row of a job whose worker died: named by its folder, so the failure says which job it was."""
+    job, jid = args[0], args[1]
+    row = {k: None for k in SUMMARY_SCHEMA}
+    row.update(job=jid, path=job, status="failed",
+               error=f"{job}: not analyzed, {what} ({type(e).__name__}: {e}), "
+                     f"run `gpu-forensics report {job}` alone to see whether it needs more memory")
+    return row
+
+
+def _result_or_failure(f: Future, args: tuple) -> dict:
     try:
         return f.result()
     except Exception as e:  # a worker died (e.g. killed by the OOM killer)
-        row = {k: None for k in SUMMARY_SCHEMA}
-        row.update(job="?", status="failed", error=f"worker failed: {type(e).__name__}: {e}")
-        return row
+        return _failed_row(args, "its worker process died", e)
 
 
 def _execute_dask(args: list[tuple]) -> Iterator[dict]:
@@ -411,14 +474,12 @@ def _execute_dask(args: list[tuple]) -> Iterator[dict]:
         client = get_client()
     except ValueError:
         raise UsageError("--engine dask: no Dask client; pass --scheduler ADDRESS or start a cluster first")
-    futures = [client.submit(process_job, *a, pure=False) for a in args]
+    futures = {client.submit(process_job, *a, pure=False): a for a in args}
     for fut in as_completed(futures):
         try:
             yield fut.result()
         except Exception as e:
-            row = {k: None for k in SUMMARY_SCHEMA}
-            row.update(job="?", status="failed", error=f"dask task failed: {type(e).__name__}: {e}")
-            yield row
+            yield _failed_row(futures[fut], "its Dask task failed", e)
 
 
 # -- outputs ---------------------------------------------------------------------------------------
@@ -443,12 +504,8 @@ def summary_frame(rows: list[dict]) -> pl.DataFrame:
 def write_outputs(out_dir: Path, rows: list[dict]) -> None:
     ordered = sort_rows(rows)
     df = summary_frame(ordered)
-    tmp_csv = out_dir / f".summary.csv.tmp-{os.getpid()}"
-    df.write_csv(tmp_csv)
-    os.replace(tmp_csv, out_dir / "summary.csv")
-    tmp_pq = out_dir / f".summary.parquet.tmp-{os.getpid()}"
-    df.write_parquet(tmp_pq)
-    os.replace(tmp_pq, out_dir / "summary.parquet")
+    outputs.replace(Path(os.path.realpath(out_dir / "summary.csv")), df.write_csv)
+    outputs.replace(Path(os.path.realpath(out_dir / "summary.parquet")), df.write_parquet)
     _write_atomic(out_dir / "index.html", render_index(ordered))
 
 

@@ -29,7 +29,6 @@ import calendar
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from . import outputs
 from .clock import localize
 from .errors import UsageError
 from .ingest import Bundle, InputInfo
@@ -1093,6 +1093,18 @@ def _fill_spans(samples, events, infos: dict[str, InputInfo]) -> None:
 # 6. writing the aligned tables
 
 
+def aligned_targets(path: str | os.PathLike) -> list[outputs.Target]:
+    """The files `write_aligned` writes for `path`, checked (see outputs.target); a usage error for a
+    name that is neither .parquet nor .csv."""
+    p = Path(path)
+    ext = p.suffix.lower()
+    if ext == ".parquet":
+        return [outputs.target(str(p), "-o")]
+    if ext == ".csv":
+        return [outputs.target(str(p.with_name(f"{p.stem}.{name}.csv")), "-o") for name in ("samples", "events")]
+    raise UsageError(f"-o {path}: unknown output type {ext or '(none)'}, use a .parquet or .csv name")
+
+
 def write_aligned(bundle: Bundle, path: str | os.PathLike) -> list[str]:
     """Write the aligned tables; returns the paths written.
 
@@ -1102,27 +1114,21 @@ def write_aligned(bundle: Bundle, path: str | os.PathLike) -> list[str]:
     `gpu_forensics.inputs` holds the inputs (path, format, clock, anchor, start, end, notes) as JSON.
     `.csv`: two files beside `path`, `<stem>.samples.csv` and `<stem>.events.csv` (`path` itself is not
     written), times as ISO-8601 UTC with `Z`.
-    Every row keeps `source` and `line`. Each file is written to a temporary name and renamed into place,
-    so a reader never sees half a file."""
-    p = Path(path)
-    ext = p.suffix.lower()
+    Every row keeps `source` and `line`. Each file is written as outputs.write writes (a regular file
+    atomically, a FIFO or device through), so a reader never sees half a file."""
+    targets = aligned_targets(path)
     samples = conform(bundle.samples, SAMPLES_SCHEMA)
     events = conform(bundle.events, EVENTS_SCHEMA)
-    if ext == ".parquet":
+    if len(targets) == 1:
         both = pl.concat([samples.with_columns(pl.lit("samples").alias("table")),
                           events.with_columns(pl.lit("events").alias("table"))], how="diagonal")
         both = both.select("table", *[c for c in both.columns if c != "table"])
         meta = {"gpu_forensics.inputs": json.dumps([_input_meta(i) for i in bundle.inputs])}
-        _atomic(p, lambda tmp: both.write_parquet(tmp, metadata=meta))
-        return [str(p)]
-    if ext == ".csv":
-        written = []
-        for name, df in (("samples", samples), ("events", events)):
-            target = p.with_name(f"{p.stem}.{name}.csv")
-            _atomic(target, lambda tmp, df=df: df.write_csv(tmp, datetime_format="%Y-%m-%dT%H:%M:%S%.6fZ"))
-            written.append(str(target))
-        return written
-    raise UsageError(f"-o {path}: unknown output type {ext or '(none)'}, use a .parquet or .csv name")
+        outputs.write(targets[0], lambda fh: both.write_parquet(fh, metadata=meta))
+    else:
+        for t, df in zip(targets, (samples, events)):
+            outputs.write(t, lambda fh, df=df: df.write_csv(fh, datetime_format="%Y-%m-%dT%H:%M:%S%.6fZ"))
+    return [t.shown for t in targets]
 
 
 def _input_meta(info: InputInfo) -> dict:
@@ -1131,19 +1137,3 @@ def _input_meta(info: InputInfo) -> dict:
             "notes": info.notes, "skew_seconds": info.meta.get("skew_seconds")}
 
 
-def _atomic(target: Path, write) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes it private; the result is an ordinary file
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

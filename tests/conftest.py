@@ -1,7 +1,6 @@
 """Shared test helpers: where the real-world snippets are, and parsing a file through the registry."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,17 @@ from forensics.options import Options
 from forensics.sources import Source
 
 ROOT = Path(__file__).resolve().parent.parent
-# ../shared/realworld beside the checkout (CI lays a copy of shared/ there too)
-REALWORLD = Path(os.environ.get("GPU_FORENSICS_REALWORLD", ROOT.parent / "shared" / "realworld"))
+# the real-world snippets, one folder per format family, inside the repository so that a fresh clone
+# runs every test (tests/samples/README.md says where they come from)
+REALWORLD = ROOT / "tests" / "samples"
 SAMPLE_LOGS = ROOT / "sample_logs"
 
 
 def realworld(name: str) -> Path:
-    p = REALWORLD / name
-    if not p.exists():
-        pytest.skip(f"{p} is not here (../shared/realworld missing)")
-    return p
+    """The snippet of that file name, whichever family folder holds it."""
+    found = sorted(REALWORLD.rglob(name))
+    assert len(found) == 1, f"{name}: expected one file of that name under {REALWORLD}, found {len(found)}"
+    return found[0]
 
 
 def parse_file(path: Path | str, opts: Options | None = None, expect: str | None = None):

@@ -213,3 +213,63 @@ def test_command_help_paragraphs_are_not_broken_mid_sentence():
     for name, cmd in typer.main.get_command(app).commands.items():
         for paragraph in (cmd.help or "").split("\n\n"):
             assert "\n" not in paragraph.strip(), (name, paragraph)
+
+
+# ---- #29: the CLI as typer/rich users expect ----------------------------------------------------------
+
+def help_text(*args: str) -> str:
+    """The help as words, without rich's box lines (a sentence wraps inside the box)."""
+    res = run_cli(*args, "--help")
+    assert res.returncode == 0, res.stderr
+    return " ".join(re.sub("[\u2500-\u257f]", " ", res.stdout).split())
+
+
+@pytest.mark.parametrize("command", ["report", "sniff", "timeline", "scan"])
+def test_every_command_help_has_examples_and_exit_codes(command):
+    text = help_text(command)
+    assert "Examples:" in text and text.count(f"gpu-forensics {command} ") >= 2
+    assert "Exit codes: 0" in text and "2 usage error" in text
+
+
+def test_workers_default_is_said_once():
+    text = help_text("scan")
+    assert "[default: 0]" not in text and "the cores this process may use" in text
+
+
+def test_shell_completion_is_available():
+    res = run_cli("--help")
+    assert "--install-completion" in res.stdout and "--show-completion" in res.stdout
+
+
+def test_quiet_prints_nothing_but_errors_and_verbose_times_each_stage(incident, tmp_path):
+    quiet = run_cli("report", str(incident), "-o", str(tmp_path / "r.html"), "--tz", "UTC", "-q")
+    # only the error: notes.bin cannot be read (the "not recognized" README, verdict and counts are not errors)
+    assert quiet.returncode == 0 and quiet.stderr.splitlines() == [
+        f"{incident / 'notes.bin'}: binary file, it is not text (control characters, invalid UTF-8 or NUL bytes), "
+        "pass the text log instead (for a journal: journalctl -o short-iso > kern.txt)"], quiet.stderr
+    loud = run_cli("report", str(incident), "-o", str(tmp_path / "r.html"), "--tz", "UTC", "-v")
+    assert loud.returncode == 0, loud.stderr
+    for stage in ("read", "align", "detect", "write"):
+        assert re.search(rf"^{stage}: .* \(\d+\.\d\d s\)$", loud.stderr, re.M), (stage, loud.stderr)
+    both = run_cli("report", str(incident), "-q", "-v")
+    assert both.returncode == 2 and "pick one" in both.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--start", "2026-11-30T03:00:00Z"], "--start 2026-11-30T03:00:00Z: needs --interval"),
+    (["--end", "2026-11-30T03:00:00Z"], "--end 2026-11-30T03:00:00Z: needs --interval"),
+    (["--start", "2026-11-30T03:00:00Z", "--end", "2026-11-30T04:00:00Z", "--interval", "1"], "both given"),
+    (["--tz", "nothing-like-this.log=UTC"], "--tz nothing-like-this.log=UTC: matches no input file"),
+    (["--json", "-", "--md", "-"], "only one output can go to stdout"),
+], ids=["start", "end", "start-and-end", "tz-file", "two-stdouts"])
+def test_options_that_go_together_are_checked_together(incident, tmp_path, args, words):
+    res = run_cli("report", str(incident), "-o", str(tmp_path / "r.html"), "--tz", "UTC", *args)
+    assert res.returncode == 2, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and words in errors[0], res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "r.html").exists()
+
+
+def test_timeline_never_creates_folders(incident, tmp_path):
+    res = run_cli("timeline", str(incident), "-o", str(tmp_path / "no" / "x.parquet"))
+    assert res.returncode == 2 and "does not exist" in res.stderr and not (tmp_path / "no").exists()

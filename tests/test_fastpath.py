@@ -10,12 +10,12 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import REALWORLD
 from forensics import fastpath
 from forensics.errors import InputError
 from forensics.sources import MAX_LINE_CHARS, Source
 
 ROOT = Path(__file__).resolve().parent.parent
-REALWORLD = Path("/work/shared/realworld")
 
 
 def _python_frame(path: Path) -> tuple[pl.DataFrame, Source]:
@@ -90,7 +90,7 @@ def test_native_reader_matches_on_compressed_and_truncated(tmp_path):
 
 def test_native_reader_matches_on_recorded_logs():
     files = [f for f in sorted((ROOT / "sample_logs").rglob("*")) if f.is_file()]
-    files += sorted(REALWORLD.glob("*.txt")) if REALWORLD.is_dir() else []
+    files += sorted(REALWORLD.rglob("*.txt"))
     assert files
     for f in files:
         try:
@@ -195,7 +195,7 @@ def test_streamed_nvidia_smi_csv_matches_one_pass(tmp_path, monkeypatch, batch_b
 
 def test_streamed_parsers_match_one_pass_on_recorded_logs(monkeypatch):
     files = [f for f in sorted((ROOT / "sample_logs").rglob("*")) if f.is_file() and f.suffix != ".md"]
-    files += sorted(REALWORLD.glob("*.txt")) if REALWORLD.is_dir() else []
+    files += sorted(REALWORLD.rglob("*.txt"))
     for f in files:
         try:
             _same_parse(f, monkeypatch)

@@ -10,13 +10,13 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from conftest import REALWORLD
 from forensics import fastpath, fastpath_kernel, fastpath_stream, parsers
 from forensics.errors import InputError
 from forensics.options import Options
 from forensics.sources import Source
 
 ROOT = Path(__file__).resolve().parent.parent
-REALWORLD = Path("/work/shared/realworld")
 
 
 def _scan_hints() -> list[str]:
@@ -31,7 +31,7 @@ def test_every_scanner_hint_has_block_literals():
 def _text_lines():
     files = [f for f in sorted((ROOT / "sample_logs").rglob("*")) if f.is_file()]
     files += sorted((ROOT / "tests").rglob("*.txt")) + sorted((ROOT / "tests").rglob("*.log"))
-    files += sorted(REALWORLD.glob("*.txt")) if REALWORLD.is_dir() else []
+    files += sorted(REALWORLD.rglob("*.txt"))
     for f in files:
         for line in f.read_bytes().decode("utf-8", "replace").splitlines():
             yield line
@@ -220,7 +220,7 @@ def test_raw_kernel_path_falls_back_on_odd_bytes(tmp_path, monkeypatch, bad):
 
 def test_raw_kernel_path_on_recorded_kernel_logs(monkeypatch):
     files = [f for f in sorted((ROOT / "sample_logs").rglob("*")) if f.is_file() and f.suffix != ".md"]
-    files += sorted(REALWORLD.glob("*.txt")) if REALWORLD.is_dir() else []
+    files += sorted(REALWORLD.rglob("*.txt"))
     n = 0
     for f in files:
         try:
@@ -301,7 +301,7 @@ def test_step_prefilter_keeps_what_the_consumer_needs(tmp_path, monkeypatch, see
     for i in range(50, 3000):
         lines.append(rng.choice(_STEP_SHAPES).format(i=i, m=rng.randint(100, 999)))
     # real logs' lines of every family, in the middle
-    for f in sorted(REALWORLD.glob("stepmem_*.txt")) + sorted(REALWORLD.glob("deepspeed_*.txt")) if REALWORLD.is_dir() else []:
+    for f in sorted(REALWORLD.rglob("stepmem_*.txt")) + sorted(REALWORLD.rglob("deepspeed_*.txt")):
         at = rng.randint(100, len(lines))
         lines[at:at] = f.read_text(errors="replace").splitlines()[:200]
     path = tmp_path / "train.log"

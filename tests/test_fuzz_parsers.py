@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import REALWORLD
 from forensics import ingest, parsers
 from forensics.errors import ForensicsError
 from forensics.options import Options
@@ -35,7 +36,6 @@ from forensics.sources import Source
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-REALWORLD = Path(os.environ.get("GPU_FORENSICS_REALWORLD", ROOT.parent / "shared" / "realworld"))
 OPTS = Options(tz="UTC")
 # half the cases read clocks in a zone with DST (fold and gap code paths), chosen by the data itself
 OPTS_DST = Options(tz="Europe/Berlin")
@@ -56,7 +56,7 @@ SETTINGS = dict(deadline=None, database=None, derandomize=True,
 # -- seeds: real snippets, the recorded samples, the torture corpus -----------------------------------
 
 def _seed_files() -> list[Path]:
-    files = sorted(REALWORLD.glob("*.txt")) if REALWORLD.is_dir() else []
+    files = sorted(REALWORLD.rglob("*.txt"))
     files += sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".csv", ".xml"))
     files += sorted(p for p in (HERE / "torture").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".csv", ".xml"))
     return files
@@ -372,8 +372,6 @@ def test_every_parser_on_mutations_of_what_it_claims(module):
 def test_every_parser_has_a_seed():
     """The mutation property means little for a parser no seed exercises."""
     missing = [m.NAME for m in parsers.PARSERS if not _seeds_for(m)]
-    if not REALWORLD.is_dir():
-        pytest.skip("../shared/realworld is not here")
     assert not missing, f"no seed claimed by {missing}: add a small file to tests/torture/seeds/"
 
 

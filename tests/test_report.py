@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -165,7 +164,7 @@ def test_findings_carry_evidence_causes_and_checks(leak):
     assert first["causes"] and first["checks"][1] == XSS_LINE
     facts = dict(first["facts"])
     assert facts["Rate"] == "15.00 GiB/h" and facts["Growth"] == "60.00 GiB"
-    assert ["baseline_bytes", "14.00 GiB"] in first["details"]
+    assert ["Baseline", "14.00 GiB"] in first["details"]   # keys said in words (#29), bytes as bytes
     san = next(f for f in ctx["findings"] if f["kind"] == "sanitizer_leak")
     assert len(san["evidence"]) == report.MAX_EVIDENCE and san["evidence_more"] == 12 - report.MAX_EVIDENCE
     assert [f["severity"] for f in ctx["findings"]] == sorted(
@@ -190,10 +189,10 @@ def test_oom_kill_gpu_oom_and_xid_details(leak):
     kill = ctx["oom_kills"]["rows"][0]
     assert kill["pid"] == 4242 and kill["process"] == XSS_NAME
     facts = dict(kill["facts"])
-    assert facts["anon_rss"] == "75.00 GiB" and facts["scope"] == "global"
-    assert facts["memcg"] == "/system.slice/job-42.scope"
+    assert facts["Anonymous RSS"] == "75.00 GiB" and facts["Scope"] == "global"
+    assert facts["Memcg"] == "/system.slice/job-42.scope"
     oom = ctx["gpu_ooms"]["rows"][0]
-    assert oom["gpu"] == "0" and oom["bytes_text"] == "2.00 GiB" and dict(oom["facts"])["free_bytes"] == "300.00 MiB"
+    assert oom["gpu"] == "0" and oom["bytes_text"] == "2.00 GiB" and dict(oom["facts"])["Free"] == "300.00 MiB"
     xid = ctx["xids"]["groups"][0]
     assert (xid["gpu"], xid["code"], xid["meaning"], xid["count"], xid["fatal"]) == (
         "1", "31", "GPU memory page fault", 1, False)
@@ -279,7 +278,7 @@ class _Tags(HTMLParser):
 ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "nav", "main", "section", "article", "footer",
     "h1", "h2", "h3", "h4", "p", "ul", "ol", "li", "dl", "dt", "dd", "div", "span", "small", "strong", "em", "a",
-    "br", "code", "time", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "figure",
+    "br", "wbr", "code", "time", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "figure",
     "figcaption", "output", "script", "colgroup", "col",
     "svg", "rect", "line", "text", "path", "g", "circle",
 }
@@ -460,24 +459,6 @@ def test_summary_json_is_the_public_contract(leak):
 
 
 # ---- output and packaging --------------------------------------------------------------------------
-
-def test_write_atomic_replaces_whole_files(tmp_path, monkeypatch):
-    target = tmp_path / "report.html"
-    report.write_atomic(target, "one")
-    report.write_atomic(target, "two ✓")
-    assert target.read_text(encoding="utf-8") == "two ✓"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
-    umask = os.umask(0)
-    os.umask(umask)
-    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
-    with pytest.raises(TypeError):
-        report.write_atomic(target, None)  # fails while writing: the old file stays, no temp file is left
-    assert target.read_text(encoding="utf-8") == "two ✓"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
-    monkeypatch.chdir(tmp_path)
-    report.write_atomic("x.md", "")   # a bare name: the temp file goes in the current folder
-    assert (tmp_path / "x.md").read_text() == ""
-
 
 def test_templates_load_from_the_installed_package_layout(tmp_path):
     """In a wheel the templates sit at forensics/templates (pyproject force-include)."""

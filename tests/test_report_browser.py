@@ -243,7 +243,7 @@ def test_report_is_readable_without_javascript(browser, tmp_path):
 
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
-INCIDENTS = sorted(p for p in SAMPLES.glob("*/") if p.is_dir() and p.name != "record" and any(p.iterdir()))
+INCIDENTS = sorted(p for p in SAMPLES.glob("*/") if p.is_dir() and any(p.iterdir()))
 
 
 @pytest.mark.skipif(not INCIDENTS, reason="no recorded incidents under sample_logs/ yet")

@@ -1,6 +1,6 @@
 """The real incidents in sample_logs/ get the verdict and the facts their README states.
 
-Each incident folder was recorded on a real GPU by sample_logs/record/record.py; its README.md front
+Each incident folder was recorded on a real GPU by tools/record/record.py; its README.md front
 matter says what really happened (format: sample_logs/README.md). Every folder is analyzed the way a
 user would run the tool on it: `pipeline.run([folder], Options(tz=...))`.
 """

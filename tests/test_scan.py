@@ -47,7 +47,7 @@ def archive(tmp_path) -> Path:
 
 
 def cfg_for(archive: Path, out: Path, **kw) -> sc.ScanConfig:
-    return sc.ScanConfig(archive=archive, out_dir=out, opts=Options(tz="UTC"), workers=kw.pop("workers", 1), **kw)
+    return sc.ScanConfig(archive=archive, out_dir=out, opts=Options(tz="UTC", tz_from_user=True), workers=kw.pop("workers", 1), **kw)
 
 
 def test_find_jobs_default_depth_and_pattern(archive):
@@ -102,11 +102,11 @@ def test_kill_9_leaves_nothing_half_written_and_resumes(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "forensics", "scan", str(arch), "-o", str(out), "-j", "2", "--tz", "UTC"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 60
-    while time.time() < deadline and len(list(out.glob("jobs/*/summary.json"))) < 3:
+    while time.time() < deadline and len(list(out.glob("jobs/*/scan-state.json"))) < 3:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    done_before = list(out.glob("jobs/*/summary.json"))
+    done_before = list(out.glob("jobs/*/scan-state.json"))
     assert 0 < len(done_before) < 40, "the scan finished or never started before the kill"
     for p in done_before:
         json.loads(p.read_text())  # every state file that exists is whole
@@ -175,3 +175,111 @@ def test_usable_cpus_follows_the_affinity_mask():
         pytest.skip("no CPU affinity on this platform")
     assert sc.usable_cpus() == len(os.sched_getaffinity(0))
     assert sc.ScanConfig(archive=Path("."), out_dir=Path("o")).workers == sc.usable_cpus()
+
+
+# ---- #29: reruns follow the options, the per-job summary is the contract, jobs are folders of logs ----
+
+@pytest.mark.parametrize("change", [
+    dict(opts=Options(tz="Europe/Berlin", tz_from_user=True)),
+    dict(opts=Options(tz="UTC", tz_from_user=True, year=2024)),
+    dict(opts=Options(tz="UTC", tz_from_user=True, tz_overrides={"kern.log": "Asia/Tokyo"})),
+    dict(reports="critical"),
+    dict(fail_on="leak"),
+], ids=["tz", "year", "tz-file", "reports", "fail-on"])
+def test_a_rerun_with_another_option_is_analyzed_again(archive, tmp_path, change):
+    out = tmp_path / "out"
+    sc.run_scan(cfg_for(archive, out))
+    opts = change.pop("opts", None)
+    cfg = cfg_for(archive, out, **change)
+    if opts is not None:
+        cfg.opts = opts
+    again = sc.run_scan(cfg)
+    assert again.analyzed == 3 and again.reused == 0
+    assert sc.run_scan(cfg).reused == 3   # and the same options again are reused
+
+
+def test_boot_time_is_part_of_the_fingerprint(archive):
+    from datetime import datetime, timezone
+
+    job = archive / "2026-11" / "job-101"
+    plain = sc.ScanConfig(archive=archive, out_dir=archive.parent / "o", opts=Options(tz="UTC"))
+    booted = sc.ScanConfig(archive=archive, out_dir=archive.parent / "o",
+                           opts=Options(tz="UTC", boot_time=datetime(2026, 11, 30, tzinfo=timezone.utc)))
+    assert sc.fingerprint(job, plain.options_key()) != sc.fingerprint(job, booted.options_key())
+
+
+def test_the_per_job_summary_is_report_json(tmp_path):
+    arch = tmp_path / "archive"
+    job = write_incident(arch / "job-1")
+    out = tmp_path / "out"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "forensics", *a], capture_output=True, text=True,  # noqa: E731
+                                    cwd=ROOT, timeout=300)
+    res = run("scan", str(arch), "-o", str(out), "-j", "1", "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    res = run("report", str(job), "-o", "", "--json", str(tmp_path / "r.json"), "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    scanned = json.loads((out / "jobs" / "job-1" / "summary.json").read_text())
+    reported = json.loads((tmp_path / "r.json").read_text())
+    for doc in (scanned, reported):   # the paths are the same files, named from where each command started
+        for i in doc["inputs"]:
+            i["path"] = Path(i["path"]).name
+        for f in doc["findings"]:
+            for e in f["evidence"]:
+                e["path"] = Path(e["path"]).name
+    assert scanned == reported and scanned["tool"] == "gpu-forensics"
+
+
+def test_a_folder_of_code_and_notes_is_not_a_job_unless_named(tmp_path):
+    arch = tmp_path / "archive"
+    healthy_job(arch / "job-1")
+    code = arch / "tools"
+    code.mkdir(parents=True)
+    (code / "record.py").write_text("import sys\nprint('recording')\n")
+    (code / "notes.txt").write_text("how the jobs were recorded\n")
+    not_jobs: list[Path] = []
+    assert [p.name for p in sc.find_jobs(arch, not_jobs=not_jobs)] == ["job-1"]
+    assert not_jobs == [code]
+    assert [p.name for p in sc.find_jobs(arch, job_pattern="tools|job")] == ["job-1", "tools"]
+    res = sc.run_scan(cfg_for(arch, tmp_path / "out"))
+    assert [r["job"] for r in res.rows] == ["job-1"] and res.failed == 0
+    assert res.not_jobs and res.not_jobs[0].startswith(f"{code}: not a job")
+
+
+def test_the_showcase_folder_holds_jobs_only():
+    not_jobs: list[Path] = []
+    jobs = sc.find_jobs(ROOT / "sample_logs", not_jobs=not_jobs)
+    assert not_jobs == [] and "record" not in {p.name for p in jobs}
+    assert {p.parent for p in jobs} == {ROOT / "sample_logs"}
+
+
+def test_a_dead_worker_row_names_its_job():
+    from concurrent.futures import Future
+
+    f: Future = Future()
+    f.set_exception(RuntimeError("killed"))
+    row = sc._result_or_failure(f, ("/archive/job-7", "job-7"))
+    assert row["job"] == "job-7" and row["status"] == "failed"
+    assert row["error"].startswith("/archive/job-7: not analyzed, its worker process died")
+
+
+def _cli_error(*args: str, cwd: Path) -> str:
+    res = subprocess.run([sys.executable, "-m", "forensics", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    return lines[0]
+
+
+def test_scan_usage_errors_are_one_line(archive, tmp_path):
+    assert "--engine dask" in _cli_error("scan", str(archive), "--scheduler", "tcp://127.0.0.1:1", cwd=tmp_path)
+    assert "--depth" in _cli_error("scan", str(archive), "--depth", "1", "--job-pattern", "x", cwd=tmp_path)
+    assert "--workers 0" in _cli_error("scan", str(archive), "--workers", "0", cwd=tmp_path)
+    assert "not a folder" in _cli_error("scan", str(tmp_path / "nothing"), cwd=tmp_path)
+    assert not (tmp_path / "scan-out").exists()
+
+
+def test_an_unreachable_scheduler_is_one_line_exit_2(archive, tmp_path):
+    pytest.importorskip("dask.distributed")
+    line = _cli_error("scan", str(archive), "-o", str(tmp_path / "o"), "--engine", "dask",
+                      "--scheduler", "tcp://127.0.0.1:1", cwd=tmp_path)
+    assert "cannot reach the Dask scheduler" in line

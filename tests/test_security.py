@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics import ingest, pipeline, report
+from forensics import ingest, outputs, pipeline, report
 from forensics import scan as sc
 from forensics.errors import InputError
 from forensics.findings import Evidence, Finding
@@ -382,18 +382,18 @@ def _cli(args, monkeypatch, capsys):
     return e.value.code, capsys.readouterr()
 
 
-def test_cli_outputs_go_through_write_atomic_and_nothing_else_is_written(tmp_path, monkeypatch, capsys):
+def test_cli_outputs_are_replaced_atomically_and_nothing_else_is_written(tmp_path, monkeypatch, capsys):
     src = _small_input(tmp_path / "in")
     outdir = tmp_path / "out"
     outdir.mkdir()
     written = []
-    real = report.write_atomic
+    real = outputs.replace
 
-    def spy(path, text):
+    def spy(path, fill):
         written.append(Path(path).name)
-        return real(path, text)
+        return real(path, fill)
 
-    monkeypatch.setattr(report, "write_atomic", spy)
+    monkeypatch.setattr(outputs, "replace", spy)
     monkeypatch.chdir(tmp_path)
     before = _tree(tmp_path)
     code, _ = _cli(["report", str(src), "-o", str(outdir / "r.html"), "--json", str(outdir / "s.json"),
@@ -412,7 +412,7 @@ def test_a_failed_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(OSError):
-        report.write_atomic(target, "<html>" + "x" * 100_000)
+        outputs.replace_file(target, "<html>" + "x" * 100_000)
     assert target.read_text() == "OLD REPORT"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no temp file left
 
@@ -423,7 +423,7 @@ def test_a_failed_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        report.write_atomic(target, "NEW")
+        outputs.replace_file(target, "NEW")
     assert target.read_text() == "OLD REPORT"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
 

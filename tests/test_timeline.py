@@ -489,6 +489,7 @@ def _aligned_bundle():
 def test_write_aligned_parquet_one_file(tmp_path):
     b = _aligned_bundle()
     target = tmp_path / "out" / "aligned.parquet"
+    target.parent.mkdir()
     assert write_aligned(b, target) == [str(target)]
     back = pl.read_parquet(target)
     assert back.columns[0] == "table"
@@ -525,7 +526,8 @@ def test_failed_write_leaves_no_temp_file(tmp_path, monkeypatch):
     def boom(self, *a, **k):
         raise OSError("disk full")
     monkeypatch.setattr(pl.DataFrame, "write_parquet", boom)
-    with pytest.raises(OSError):
+    from forensics.errors import UsageError
+    with pytest.raises(UsageError, match="disk full"):   # one line for the user, not a traceback
         write_aligned(_aligned_bundle(), tmp_path / "aligned.parquet")
     assert list(tmp_path.iterdir()) == []
 

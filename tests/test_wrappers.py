@@ -125,7 +125,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.glob("*.txt")) or ["none"])
+@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.rglob("*.txt")))
 def test_realworld_wrappers(name):
     src = Source.open(realworld(name))
     head = src.head()

@@ -56,7 +56,7 @@ def expected_for(name: str) -> str:
 
 
 def realworld_files() -> list[Path]:
-    return sorted(p for p in REALWORLD.glob("*.txt")) if REALWORLD.is_dir() else []
+    return sorted(REALWORLD.rglob("*.txt"))
 
 
 def sample_files() -> list[Path]:

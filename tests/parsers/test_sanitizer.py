@@ -119,7 +119,7 @@ def events(parsed, kind=None):
 
 # -- the real-world snippets --------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.glob("sanitizer_*.txt")) or ["sanitizer_leak_11.txt"])
+@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.rglob("sanitizer_*.txt")))
 def test_every_snippet_is_claimed_and_parsed(name):
     module, parsed = parse_file(realworld(name), expect=NAME)
     assert parsed.clock == "none"
@@ -361,7 +361,7 @@ def test_scan_finds_a_report_inside_another_log(tmp_path):
 FAMILIES = ("nvsmi_", "kernlog_", "xid_", "stepmem_", "deepspeed_", "journal_", "torch_")
 
 
-@pytest.mark.parametrize("path", sorted(p for p in REALWORLD.glob("*.txt") if p.name.startswith(FAMILIES)),
+@pytest.mark.parametrize("path", sorted(p for p in REALWORLD.rglob("*.txt") if p.name.startswith(FAMILIES)),
                          ids=lambda p: p.name)
 def test_sniffs_leave_other_families_alone(path):
     head = Source.open(path).head()

@@ -119,7 +119,7 @@ def markers(parsed):
     return rows
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.glob("torch_memsummary_*.txt")) or ["x"])
+@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.rglob("torch_memsummary_*.txt")))
 def test_every_snippet_is_claimed(name):
     _, p = parse_file(realworld(name), expect=NAME)
     assert p.samples.height >= 2 and set(p.samples["gpu"].to_list()) == {"0"}
@@ -225,7 +225,7 @@ def test_garbage_cells_are_skipped_not_zero(tmp_path):
 FAMILIES = ("nvsmi_", "kernlog_", "xid_", "stepmem_", "deepspeed_", "journal_", "sanitizer_", "torch_oom_")
 
 
-@pytest.mark.parametrize("path", sorted(p for p in REALWORLD.glob("*.txt") if p.name.startswith(FAMILIES)),
+@pytest.mark.parametrize("path", sorted(p for p in REALWORLD.rglob("*.txt") if p.name.startswith(FAMILIES)),
                          ids=lambda p: p.name)
 def test_sniff_leaves_other_families_alone(path):
     assert torch_memsummary.sniff(Source.open(path).head()) is None

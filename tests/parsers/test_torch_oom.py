@@ -89,7 +89,7 @@ def one(path, **kw):
 
 # -- the real-world snippets --------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.glob("torch_oom_*.txt")) or ["torch_oom_10.txt"])
+@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.rglob("torch_oom_*.txt")))
 def test_every_snippet_is_claimed_with_sizes(name):
     _, p = parse_file(realworld(name), expect=NAME)
     evs = ooms(p)
@@ -377,7 +377,7 @@ def test_scan_finds_the_oom_at_the_end_of_a_long_training_log(tmp_path):
 FAMILIES = ("nvsmi_", "kernlog_", "xid_", "stepmem_", "deepspeed_", "journal_", "sanitizer_")
 
 
-@pytest.mark.parametrize("path", sorted(p for p in REALWORLD.glob("*.txt") if p.name.startswith(FAMILIES)),
+@pytest.mark.parametrize("path", sorted(p for p in REALWORLD.rglob("*.txt") if p.name.startswith(FAMILIES)),
                          ids=lambda p: p.name)
 def test_sniff_leaves_other_families_alone(path):
     assert torch_oom.sniff(Source.open(path).head()) is None

@@ -36,7 +36,7 @@ def write(tmp_path: Path, text: str, name: str = "dmesg.txt") -> Path:
     return p
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.glob("xid_*.txt")) or ["none"])
+@pytest.mark.parametrize("name", sorted(p.name for p in REALWORLD.rglob("xid_*.txt")))
 def test_every_xid_snippet_is_claimed_and_yields_xids(name):
     _, p = parse_file(realworld(name), UTC, expect=NAME)
     assert xids(p)

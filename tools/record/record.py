@@ -74,7 +74,7 @@ INCIDENTS = [
     Incident(
         "sanitizer_cpp_text", "sanitizer_cpp", loggers=False, verdict="leak", findings=["sanitizer_leak"],
         estimate=30,
-        story="`record/leaky.cu`, a small CUDA C++ program with two known leaks at distinct call sites "
+        story="`tools/record/leaky.cu`, a small CUDA C++ program with two known leaks at distinct call sites "
               "(`make_scratch`: one 1 MiB buffer never freed; `load_table`: called three times, 256 KiB "
               "each, none freed), built with `nvcc -lineinfo -g -Xcompiler -rdynamic` and run under "
               "`compute-sanitizer --leak-check full`; stdout and stderr of the run together in "
@@ -343,8 +343,9 @@ class Loggers:
 
 # ---- kernel log and memory cgroup --------------------------------------------------------------
 
-def capture_kernel(folder: Path, notes: list[str]) -> dict:
-    """dmesg three ways at the same moment, and the clocks that tie uptime to wall time."""
+def capture_kernel(folder: Path, clock_file: Path, notes: list[str]) -> dict:
+    """dmesg three ways at the same moment, and the clocks that tie uptime to wall time (written beside
+    the side files, not in the incident folder: that folder holds the logs a user would have, only)."""
     clock = []
     for cmd in ("date --iso-8601=ns", "date -u --iso-8601=ns", "date +%s.%N", "grep btime /proc/stat",
                 "cat /proc/uptime", "uptime"):
@@ -357,7 +358,7 @@ def capture_kernel(folder: Path, notes: list[str]) -> dict:
             notes.append(f"`{' '.join(cmd)}` failed (exit {rc}): {out.strip()[:200]}")
             continue
         outs[name] = out
-    (folder / "clock.txt").write_text("".join(clock))
+    clock_file.write_text("".join(clock))
     if any(len(o) > KERNEL_MAX_BYTES for o in outs.values()):
         notes.append(f"the dmesg files keep the last {KERNEL_TAIL_LINES} lines of the ring buffer "
                      f"(`dmesg ... | tail -n {KERNEL_TAIL_LINES}`), to stay small")
@@ -691,7 +692,7 @@ def write_readme(folder: Path, inc: Incident, facts: dict, env: dict, files: dic
                f"recorded {env.get('date')}.\n")
     out.append(f"- Local time zone of the machine (the zone of nvidia-smi timestamps and of the "
                f"training log's times): {env['tz']} (UTC offset {env.get('utc_offset')}).\n")
-    out.append("- Recorded by `sample_logs/record/record.py` (see `sample_logs/README.md`); the README is "
+    out.append("- Recorded by `tools/record/record.py` (see `sample_logs/README.md`); the README is "
                "written by that script from the workload's own side file, the logs are as the tools wrote "
                "them.\n")
     if notes:
@@ -877,8 +878,7 @@ class Recorder:
                 files[name] = {"dmesg.txt": "`dmesg` (raw, seconds since boot)",
                                "dmesg-T.txt": "`dmesg -T` (wall clock, local time)",
                                "dmesg-iso.txt": "`dmesg --time-format iso`"}[name] + ", taken right after the workload ended"
-            files["clock.txt"] = "`date`, `/proc/stat` btime, `/proc/uptime` and `uptime` at the moment the dmesg files were taken"
-            facts.update(capture_kernel(folder, notes))
+            facts.update(capture_kernel(folder, self.truth_dir / f"{inc.name}.clock.txt", notes))
         for name in list(files):
             p = folder / name
             if not p.exists():
@@ -996,7 +996,7 @@ class Recorder:
                 files["leaky.xml"] = ("`compute-sanitizer --leak-check full "
                                       + " ".join(used).replace(str(xml), "leaky.xml") + " ./leaky`")
                 inputs = ["leaky.xml"]
-        files_note = "the program's source is `sample_logs/record/leaky.cu` (its binary is not kept)"
+        files_note = "the program's source is `tools/record/leaky.cu` (its binary is not kept)"
         notes.insert(0, files_note)
         write_readme(folder, inc, facts, self.env, files, inputs, notes)
 
