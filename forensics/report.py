@@ -1035,10 +1035,13 @@ def _finding_ctx(f, clock: _Clock) -> dict:
         at = clock.when(f.exhaust_at)
         if at:
             text = (text + " — " if text else "") + at["local"]
-        facts.append(["Memory runs out", text])
+        ended = getattr(f, "lifetime_ended", None) in ("release", "restart")
+        facts.append(["At this pace, full in" if ended else "Memory runs out", text])
     if f.confidence is not None:
         facts.append(["Confidence", f"{f.confidence:.0%}" if f.confidence <= 1 else str(f.confidence)])
-    details = _details(f.detail or {}, clock, evidence_texts=[e.text or "" for e in f.evidence])
+    # "ran_out" is said by the "Memory" fact above
+    details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
+                       evidence_texts=[e.text or "" for e in f.evidence])
     evidence = [{"path": e.path, "line": e.line, "text": _clip(e.text)} for e in f.evidence[:MAX_EVIDENCE]]
     return {
         "kind": f.kind, "severity": f.severity, "summary": _clip(f.summary, 600), "facts": facts,
