@@ -621,7 +621,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
 
     # A sawtooth: repeated falls that are followed by recoveries. Growth is then judged on the floor.
     fall_min = max(event, OSCILLATION_MIN_FRACTION * level)
-    troughs, depths = _troughs(xb, f, segs, fall_min)
+    troughs, depths = _troughs(xb, yb, f, segs, fall_min)
     fit.oscillating = len(troughs) >= 2
     end_i = xb.size
     if fit.oscillating:
@@ -732,23 +732,28 @@ def _has_drop(segs: list[Segment], size: float) -> bool:
     return any(seg_jump(a, b) <= -size for a, b in zip(segs, segs[1:]))
 
 
-def _troughs(xb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], list[float]]:
+def _troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], list[float]]:
     """Bucket indexes of the bottoms after each significant fall that is followed by a recovery,
-    and the depth of each fall."""
-    falls: dict[int, float] = {}
+    and the depth of each fall. A fall must be in the data, not only between two fitted lines: the
+    pieces of an uneven rise (+64, +64, +0, +64 MiB a step) are offset from each other, yet memory
+    never went down."""
+    falls: dict[int, tuple[float, int]] = {}
     for k, s in enumerate(segs):
         if k > 0:
             jump = seg_jump(segs[k - 1], s)
             if jump <= -fall_min:
-                falls[s.i0] = -jump
+                falls[s.i0] = (-jump, max(0, s.i0 - MIN_SEGMENT))
         if s.y1 - s.y0 <= -fall_min:
-            falls[s.i1 - 1] = s.y0 - s.y1
+            falls[s.i1 - 1] = (s.y0 - s.y1, s.i0)
     out, depths = [], []
     for i in sorted(falls):
+        depth, lo = falls[i]
+        if float(yb[lo: i + 1].max()) - float(yb[i]) < 0.5 * fall_min:
+            continue
         # recovered: the curve comes back up by at least half of a fall afterwards
         if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= 0.5 * fall_min:
             out.append(i)
-            depths.append(falls[i])
+            depths.append(depth)
     return out, depths
 
 
