@@ -352,7 +352,8 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
         if ref.steps is not None and np.isfinite(ref.steps).sum() >= SLOWDOWN_MIN_STEPS:
             ok = np.isfinite(ref.steps)
             st, tt, idx = ref.steps[ok], t[ok], np.nonzero(ok)[0]
-            keep = np.concatenate([[True], np.diff(st) > 0])
+            # steps that move forward past every earlier one (a step printed late, or again, is dropped)
+            keep = np.concatenate([[True], st[1:] > np.maximum.accumulate(st)[:-1]])
             st, tt, idx = st[keep], tt[keep], idx[keep]
             per_step = np.diff(tt) / np.diff(st)
         else:

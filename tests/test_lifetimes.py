@@ -267,3 +267,15 @@ def test_banner_is_never_green_beside_an_oom_kill():
     assert ctx["verdict"]["tone"] != "ok"
     assert "OOM" in ctx["verdict"]["label"] or "killed" in ctx["verdict"]["label"].lower()
     assert "host memory ran out" in a.verdict_reason
+
+
+def test_slowdown_with_steps_printed_out_of_order_warns_nothing():
+    import warnings
+
+    steps = [1, 2, 3, 5, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
+    rows = [{"time": T0 + timedelta(seconds=i * (1 + i / 10)), "seq": i, "source": "train.log", "line": i + 1,
+             "gpu": None, "pid": None, "series": "allocated", "bytes": (1000 + 100 * i) * MiB, "total_bytes": None,
+             "step": st} for i, st in enumerate(steps)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _analyze(rows)
