@@ -6,6 +6,7 @@ breakpoints)."""
 from __future__ import annotations
 
 import re
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,13 +26,12 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
-def front_matter(folder: Path) -> dict:
-    text = (folder / "README.md").read_text(encoding="utf-8").split("---")
-    return dict(line.split(":", 1) for line in text[1].strip().splitlines() if ":" in line) if len(text) > 2 else {}
+sys.path.insert(0, str(ROOT / "bench"))
+from accuracy import front_matter  # noqa: E402
 
 
 def _truth(folder: Path) -> dict:
-    return {k.strip(): v.strip() for k, v in front_matter(folder).items()}
+    return front_matter(folder / "README.md")
 
 
 # ----------------------------------------------------------------------------------------------
