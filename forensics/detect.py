@@ -190,10 +190,7 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
         pres = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
                             n=lt.n, x_kind=kind, classification="too_short",
                             capacity=res.capacity, slope_unit=res.slope_unit)
-        if lt.n == y.size:   # one job over the whole log (the usual case): the same arrays
-            part = _Series(pres, None, whole.axis, whole.x, whole.y, whole.lines, whole.steps, t0, whole.sec)
-        else:
-            part = _arrays(pres, df.slice(lt.i0, lt.n), kind, t0)
+        part = _part(whole, pres, lt)
         part.lifetime, part.job_number, part.job_count = lt, len(whole.parts) + 1, len(spans)
         part.fit = analyze_xy(part.x, part.y, discrete=part.axis != "time")
         pres.classification, pres.reason = part.fit.classification, part.fit.reason
@@ -204,25 +201,18 @@ def _analyze_series(key: tuple, df: pl.DataFrame) -> _Series:
 
 
 def _arrays(res: SeriesResult, df: pl.DataFrame, kind: str, t0: datetime | None) -> _Series:
-    """The analysis axis of one frame: seconds since the series' t0, or the step when every sample
-    has one and steps only go forward (memory follows the work done, and a step log's clock has
-    pauses and jitter that are not memory's doing), or the sample index."""
+    """The whole series' arrays in the file's (or the clock's) order: seconds since t0 when timed,
+    the step numbers of an untimed step log, else the sample index. Its lifetimes are cut from these
+    (`_part`), so a restarted step counter is still seen going back."""
     sec = None
     steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None
-    axis = kind
     if kind == "time" and df.height:
         us = df["time"].dt.epoch("us").to_numpy().astype(np.int64)
         t0_us = (t0 - _EPOCH) // timedelta(microseconds=1) if t0 is not None else int(us[0])
         sec = (us - t0_us).astype(np.float64) / 1e6
         x = sec
-        if (steps is not None and np.isfinite(steps).all() and np.all(np.diff(steps) >= 0)
-                and np.unique(steps).size >= MIN_POINTS):
-            axis, x = "step", steps
     elif kind == "step":
-        x = df["step"].to_numpy().astype(np.float64)
-        if x.size and (np.diff(x) < 0).any():   # a step printed late (a rank's line) inside a job
-            order = np.argsort(x, kind="stable")
-            df, x, steps = df[order], x[order], steps[order]
+        x = steps
     else:
         col = "seq" if df["seq"].null_count() == 0 else "line"
         x = df[col].fill_null(0).to_numpy().astype(np.float64) if df.height else np.zeros(0)
@@ -230,7 +220,26 @@ def _arrays(res: SeriesResult, df: pl.DataFrame, kind: str, t0: datetime | None)
             x = np.arange(x.size, dtype=np.float64)
     y = df["bytes"].to_numpy().astype(np.float64)
     lines = df["line"].fill_null(0).to_numpy()
-    return _Series(res, None, axis, x, y, lines, steps, t0, sec)
+    return _Series(res, None, kind, x, y, lines, steps, t0, sec)
+
+
+def _part(whole: _Series, res: SeriesResult, lt: lifetimes.Lifetime) -> _Series:
+    """One lifetime of the whole series, on its analysis axis: seconds, or the step when every
+    sample has one and steps only go forward (memory follows the work done, and a step log's clock
+    has pauses and jitter that are not memory's doing), or the sample index."""
+    sl = slice(lt.i0, lt.i1)
+    x, y, lines = whole.x[sl], whole.y[sl], whole.lines[sl]
+    steps = whole.steps[sl] if whole.steps is not None else None
+    sec = whole.sec[sl] if whole.sec is not None else None
+    axis = whole.axis
+    if axis == "time":
+        if (steps is not None and np.isfinite(steps).all() and np.all(np.diff(steps) >= 0)
+                and np.unique(steps).size >= MIN_POINTS):
+            axis, x = "step", steps
+    elif axis == "step" and x.size and (np.diff(x) < 0).any():   # a step printed late (a rank's line)
+        order = np.argsort(x, kind="stable")
+        x, y, lines, steps = x[order], y[order], lines[order], steps[order]
+    return _Series(res, None, axis, x, y, lines, steps, whole.t0, sec)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

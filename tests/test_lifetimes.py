@@ -279,3 +279,18 @@ def test_slowdown_with_steps_printed_out_of_order_warns_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _analyze(rows)
+
+
+def test_untimed_step_log_with_a_restart_is_two_jobs():
+    # a `print` step log without a clock: the job restarted (its step counter went back to 1) and
+    # leaked only the second time; sorting by step would have interleaved the two runs
+    first = [(st, 2000.0) for st in range(1, 41)]
+    second = [(st, 2000.0 + (64.0 * (st - 10) if st > 10 else 0.0)) for st in range(1, 41)]
+    rows = [{"time": None, "seq": i, "source": "train.log", "line": i + 1, "gpu": None, "pid": None,
+             "series": "allocated", "bytes": int(v * MiB), "total_bytes": None, "step": st}
+            for i, (st, v) in enumerate(first + second)]
+    a = _analyze(rows)
+    (sr,) = a.series
+    assert [lt["classification"] for lt in sr.lifetimes] == ["flat", "linear_growth"]
+    (f,) = [f for f in a.findings if f.kind == "leak"]
+    assert f.lifetime_ended == "log_end" and f.start_index in (10, 11)
