@@ -271,10 +271,37 @@ def gpu_key(expr: pl.Expr) -> pl.Expr:
             .otherwise(None))
 
 
+def _one_gpu_pairs(samples: pl.DataFrame, inputs: list[InputInfo]) -> list[tuple[str, str, str]]:
+    """(id, index, path) for a job logged on one GPU by several loggers that name it differently (a
+    monitoring query by its bus id, compute-apps by its UUID, dmon and `-l 1` by its index): when
+    every input names a single GPU, one index in all, at most one UUID and one bus id, they are one
+    GPU. Each input it applies to says so."""
+    rows = samples.filter(pl.col("gpu").is_not_null()).select("source", "host", "gpu").unique()
+    if rows.is_empty() or rows["host"].n_unique() > 1 or rows.group_by("source").len()["len"].max() > 1:
+        return []
+    keyed = rows.with_columns(gpu_key(pl.col("gpu")).alias("key"))
+    indices = keyed.filter(pl.col("key").is_null())["gpu"].unique().to_list()
+    ids = keyed.filter(pl.col("key").is_not_null())
+    if len(indices) != 1 or ids.is_empty():
+        return []
+    kinds = ids.with_columns(pl.col("key").str.starts_with("gpu-").alias("uuid")).group_by("uuid").agg(pl.col("key").n_unique())
+    if kinds["key"].max() > 1:
+        return []
+    by_path = {i.path: i for i in inputs}
+    for r in ids.iter_rows(named=True):
+        if r["source"] in by_path:
+            by_path[r["source"]].notes.append(
+                f"every input names one GPU: {r['gpu']} is taken as GPU {indices[0]}, the one the other inputs name")
+    return [(r["gpu"], indices[0], r["source"]) for r in ids.iter_rows(named=True)]
+
+
 def unify_gpus(samples: pl.DataFrame, events: pl.DataFrame, inputs: list[InputInfo]):
-    """Rewrite UUIDs and bus ids to GPU indices where the inputs' gpu_map says which index they are."""
+    """Rewrite UUIDs and bus ids to GPU indices where the inputs' gpu_map says which index they are,
+    or where every input names a single GPU (`_one_gpu_pairs`)."""
     pairs = [(k, str(v), info.path) for info in inputs for k, v in (info.meta.get("gpu_map") or {}).items()
              if k is not None and v is not None]
+    if not pairs:
+        pairs = _one_gpu_pairs(samples, inputs)
     if not pairs:
         return samples, events
     m = pl.DataFrame(pairs, schema={"id": pl.String, "index": pl.String, "path": pl.String}, orient="row")

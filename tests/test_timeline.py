@@ -595,3 +595,22 @@ def test_twin_task_table_readings_merge():
     rss = out.filter(pl.col("series") == "host.rss")
     assert rss.height == 2 and set(rss["source"]) == {"dmesg-iso.txt"}
     assert out.filter(pl.col("series") == "memory.used").height == 1
+
+
+def test_one_gpu_named_three_ways_is_one_gpu():
+    # a monitoring query names the GPU by bus id, compute-apps by UUID, dmon by index: one GPU
+    from forensics import timeline
+    from forensics.ingest import InputInfo
+    from forensics.schema import events_frame, samples_frame
+
+    rows = [{"time": None, "seq": i, "source": src, "line": i, "gpu": gpu, "series": "memory.used", "bytes": 1}
+            for i, (src, gpu) in enumerate([("wide.csv", "00000000:00:06.0"), ("apps.csv", "GPU-2f0fbe6e-a498"),
+                                            ("dmon.txt", "0")])]
+    infos = [InputInfo(path=p) for p in ("wide.csv", "apps.csv", "dmon.txt")]
+    s, _ = timeline.unify_gpus(samples_frame(rows), events_frame([]), infos)
+    assert set(s["gpu"]) == {"0"}
+    assert any("taken as GPU 0" in n for n in infos[0].notes)
+    # two bus ids (two GPUs, even if each input shows one): left as they are
+    rows[1]["gpu"] = "00000000:00:07.0"
+    s, _ = timeline.unify_gpus(samples_frame(rows), events_frame([]), [InputInfo(path=p) for p in ("wide.csv", "apps.csv", "dmon.txt")])
+    assert set(s["gpu"]) == {"0", "00000000:00:06.0", "00000000:00:07.0"}
