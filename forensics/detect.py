@@ -248,10 +248,8 @@ _CLASS_RANK = {"linear_growth": 0, "staircase": 0, "warmup_plateau": 1, "sawtoot
                "flat": 4, "release": 5, "too_short": 9}
 
 
-def _judged(parts: list[_Series]) -> _Series | None:
+def _judged(parts: list[_Series]) -> _Series:
     """The lifetime the series is labelled by: the leak that grew most, else the longest judged one."""
-    if not parts:
-        return None
     leaking = [p for p in parts if p.fit.leak is not None]
     if leaking:
         return max(leaking, key=lambda p: p.fit.leak.growth)
@@ -264,11 +262,8 @@ def _fill_whole(s: _Series) -> None:
     if s.x.size:
         r.first_x, r.last_x = s.to_x(float(s.x[0])), s.to_x(float(s.x[-1]))
         r._draw = _draw_arrays(s)
-    judged = _judged(s.parts)
-    s.fit = judged.fit if judged is not None else analyze_xy(s.x, s.y)
-    if judged is None:
-        r.classification, r.reason = s.fit.classification, s.fit.reason
-        return
+    judged = _judged(s.parts)   # every series has at least one lifetime (lifetimes.whole)
+    s.fit = judged.fit
     jr = judged.result
     r.classification, r.reason = jr.classification, jr.reason
     r.onset, r.leak = jr.onset, jr.leak

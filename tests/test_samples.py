@@ -7,6 +7,7 @@ user would run the tool on it: `pipeline.run([folder], Options(tz=...))`.
 from __future__ import annotations
 
 import re
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,24 +18,12 @@ from forensics.options import Options
 
 from conftest import SAMPLE_LOGS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from accuracy import front_matter  # noqa: E402  (the README front matter, read one way)
+
 MAX_FOLDER_BYTES = 1_000_000
 ONSET_STEPS = 3          # how far the onset may be off, in steps (when the finding counts steps)
 RATE_TOLERANCE = 0.25    # relative error allowed on the leak rate
-
-
-def front_matter(readme: Path) -> dict[str, str]:
-    """The `key: value` lines between the first two `---` lines of a README."""
-    lines = readme.read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return {}
-    meta = {}
-    for line in lines[1:]:
-        if line.strip() == "---":
-            return meta
-        key, sep, value = line.partition(":")
-        if sep:
-            meta[key.strip()] = value.strip()
-    return {}            # no closing line: not front matter
 
 
 def listed(value: str | None) -> list[str]:

@@ -204,13 +204,18 @@ def _pieces_hold(pieces: pl.DataFrame, words: dict[str, list[str]]) -> dict[str,
         t.str.contains_any(w, ascii_case_insensitive=True).any().alias(name) for name, w in words.items()).row(0)))
 
 
+def _all_matches(pieces: pl.DataFrame, rx: str) -> pl.DataFrame:
+    """Every match of `rx` in each piece, one row each: line, piece and the named groups."""
+    return (pieces.select("line", "piece", pl.col("piece_text").str.extract_all(rx).alias("m"))
+            .explode("m").drop_nulls("m")
+            .with_columns(pl.col("m").str.extract_groups(rx).alias("g")).unnest("g"))
+
+
 def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
     """All readings in the pieces: line, piece, k, series, num, total, unit, gpu_arg."""
     t = pl.col("piece_text")
     parts = []
-    kv = (pieces.select("line", "piece", t.str.extract_all(KV).alias("m"))
-          .explode("m").drop_nulls("m")
-          .with_columns(pl.col("m").str.extract_groups(KV).alias("g")).unnest("g"))
+    kv = _all_matches(pieces, KV)
     if kv.height:
         # the series of each distinct key spelling (few), not of every reading
         series_of = {k: _series_of_key(k) for k in kv["key"].unique().drop_nulls().to_list()}
@@ -224,9 +229,7 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
     # a shape whose word no piece holds is skipped, its regex not even compiled
     present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free", "mem_")})
     if present["mem_"]:
-        ab = (pieces.filter(t.str.contains(MEM_ABBR)).select("line", "piece", t.str.extract_all(MEM_ABBR).alias("m"))
-              .explode("m").drop_nulls("m")
-              .with_columns(pl.col("m").str.extract_groups(MEM_ABBR).alias("g")).unnest("g"))
+        ab = _all_matches(pieces.filter(t.str.contains(MEM_ABBR)), MEM_ABBR)
         if ab.height:
             key = pl.col("key").str.to_lowercase()
             parts.append(ab.select(
