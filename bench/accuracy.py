@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forensics.detect import analyze  # noqa: E402
-from forensics.ingest import Bundle  # noqa: E402
-from forensics.schema import events_frame, samples_frame  # noqa: E402
+from forensics.model import Bundle  # noqa: E402
+from forensics.model import events_frame, samples_frame  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -787,7 +787,7 @@ def view_of(path: Path) -> tuple[str | None, str | None]:
     """(view, format) of one file, by sniffing its head as `gpu-forensics sniff` does (not by name)."""
     from forensics import parsers
     from forensics.errors import InputError
-    from forensics.sources import Source
+    from forensics.io.sources import Source
     try:
         src = Source.open(path, str(path))
         module, _ = parsers.claim(src.head())
@@ -810,7 +810,7 @@ def view_of(path: Path) -> tuple[str | None, str | None]:
 
 
 def view_files(folder: Path) -> dict[str, list[str]]:
-    from forensics.sources import discover
+    from forensics.io.sources import discover
     out: dict[str, list[str]] = {"all": [str(folder)]}
     for real, _shown in discover([str(folder)]).files:
         view, _ = view_of(Path(real))

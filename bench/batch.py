@@ -157,7 +157,10 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
     import polars as pl
     from polars.lazyframe import frame as lazy_frame
 
-    from forensics import detect, ingest, pipeline, report as rep
+    from forensics import detect
+    from forensics import ingest
+    from forensics import pipeline
+    from forensics import report as rep
 
     calls = {"n": 0, "cpu": 0.0, "depth": 0}
     collect = lazy_frame.LazyFrame._collect_eager   # where every eager DataFrame call runs (polars 1.x, 2.x)

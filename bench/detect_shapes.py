@@ -204,8 +204,8 @@ class BundleCase:
 
     def build(self):
         """(Bundle, every series never goes up and is read in its own order)."""
-        from forensics.ingest import Bundle, InputInfo
-        from forensics.schema import events_frame, samples_frame
+        from forensics.model import Bundle, InputInfo
+        from forensics.model import events_frame, samples_frame
 
         frames, monotone, keys = [], True, set()
         for k, (sc, name, gpu, pid) in enumerate(zip(self.series, self.names, self.gpus, self.pids)):
@@ -312,7 +312,7 @@ def check_fit(fit, x: np.ndarray, y: np.ndarray) -> None:
 
 def check_series(case: SeriesCase) -> bool:
     """analyze_xy on one series; True when it found a leak."""
-    from forensics.detect_series import analyze_xy
+    from forensics.detect.series import analyze_xy
     x, y = case.arrays()
     fit = analyze_xy(x, y)
     check_fit(fit, x, y)
@@ -320,7 +320,7 @@ def check_series(case: SeriesCase) -> bool:
 
 
 def check_analysis(bundle, an, monotone: bool) -> None:
-    from forensics.findings import SEVERITY_RANK, VERDICTS
+    from forensics.detect.findings import SEVERITY_RANK, VERDICTS
     assert an.verdict in VERDICTS, f"verdict {an.verdict!r}"
     assert isinstance(an.verdict_reason, str) and an.verdict_reason, "empty verdict reason"
     for f in an.findings:

@@ -30,9 +30,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from batch import templates  # noqa: E402
 
-from forensics import detect, ingest, pipeline, report as rep  # noqa: E402
+from forensics import detect
+from forensics import ingest
+from forensics import pipeline
+from forensics import report as rep  # noqa: E402
 from forensics.options import Options  # noqa: E402
-from forensics.sources import Source  # noqa: E402
+from forensics.io.sources import Source  # noqa: E402
 
 OPTS = Options(tz="UTC")
 SYNTHETIC_PER_PASS = 6

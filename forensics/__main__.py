@@ -1,3 +1,3 @@
-from .cli import main
+from forensics.cli import main
 
 main()

@@ -15,10 +15,10 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from . import __version__
-from .errors import ForensicsError, UsageError
-from .options import Options, check_zone
-from .outputs import STDOUT, Target, target, write_text
+from forensics import __version__
+from forensics.errors import ForensicsError, UsageError
+from forensics.options import Options, check_zone
+from forensics.report.write import STDOUT, Target, target, write_text
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -218,7 +218,8 @@ def report(
     """Analyze logs and write the incident report (HTML, and optionally JSON and Markdown)."""
     import time
 
-    from . import pipeline, report as rep
+    from forensics import pipeline
+    from forensics import report as rep
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval)
@@ -257,9 +258,9 @@ def report(
     "Exit codes: 0 done (files no parser claims are listed, not errors); 2 usage error.")
 def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")]) -> None:
     """Show which parser claims each file, and why (or why none does)."""
-    from . import parsers
-    from .errors import InputError
-    from .sources import Source, discover
+    from forensics import parsers
+    from forensics.errors import InputError
+    from forensics.io.sources import Source, discover
 
     found = discover(paths)
     # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
@@ -303,7 +304,9 @@ def timeline(
     """Write the normalized, aligned samples and events tables for your own analysis."""
     import time
 
-    from . import ingest, pipeline, timeline as tl
+    from forensics import ingest
+    from forensics import pipeline
+    from forensics import timeline as tl
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval)
@@ -369,7 +372,7 @@ def scan(
     import re as _re
     import time as _t
 
-    from . import scan as sc
+    from forensics import scan as sc
 
     say.set(quiet, verbose)
     if job_pattern:

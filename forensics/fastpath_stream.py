@@ -34,9 +34,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from . import parsers
-from .schema import SAMPLES_SCHEMA, Parsed, conform
-from .frames import rows_where
+from forensics import parsers
+from forensics.model import SAMPLES_SCHEMA, Parsed, conform
+from forensics.frames import rows_where
 
 # Files at least this big (decompressed size estimated at 5x for compressed ones) are streamed.
 STREAM_MIN_BYTES = 16 << 20
@@ -188,7 +188,7 @@ def scan_streamed(src, opts, skip: set[str]) -> list[Parsed]:
 
 def _batches(src, batch_bytes: int | None = None):
     """(lines, raw bytes of the batch or None) of the whole source; counts its lines on the way."""
-    from . import fastpath
+    from forensics.io import lines as fastpath
 
     stats = fastpath.ReadStats()
     # BATCH_BYTES read at call time (tests shrink it); a smaller size only for the default
@@ -258,7 +258,7 @@ PREPARED_BATCH_BYTES = 32 << 20
 
 def _prefetched_batches(src, batch_bytes: int | None = None):
     """_batches(src), the next batch read (cut into lines) by a thread of its own meanwhile."""
-    from . import fastpath
+    from forensics.io import lines as fastpath
 
     return fastpath._prefetched(_batches(src, batch_bytes), depth=1)
 
@@ -335,7 +335,7 @@ class _NvsmiCsv:
     add (a repeated count) is taken off again."""
 
     def __init__(self, src, opts, module):
-        from .parsers import nvsmi_common as C
+        from forensics.parsers.nvsmi import common as C
 
         self.src, self.opts, self.module = src, opts, module
         self.C = C
@@ -355,7 +355,7 @@ class _NvsmiCsv:
         self._guess = None                           # the map guessed from the first line (prepare)
 
     def _starts(self, batch: pl.DataFrame) -> pl.DataFrame:
-        from .parsers import nvsmi_csv
+        from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
         starts, maps, _ = nvsmi_csv._start_lines(batch)
         if not starts.height:
@@ -385,7 +385,7 @@ class _NvsmiCsv:
     @staticmethod
     def _header_map(line: pl.DataFrame):
         """The column map of the last start line (header or command) in these lines, else False."""
-        from .parsers import nvsmi_csv
+        from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
         found, maps, _ = nvsmi_csv._start_lines(line)
         return (maps.get(int(found["start"][-1])) if found.height else None) or False
@@ -435,7 +435,7 @@ class _NvsmiCsv:
         self.results.append(p)
 
     def _slow(self, batch: pl.DataFrame) -> Parsed:
-        from .parsers import nvsmi_csv
+        from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
         df = batch if self.carry is None else pl.concat([self.carry, batch])
         p = nvsmi_csv.parse_lines(df, self.src.path, self.opts)
@@ -470,7 +470,7 @@ class _NvsmiCsv:
         """_fast's work that depends on the batch and the header map only (it may run in a thread):
         (the batch's Parsed, (rows, keys) for _take_plain when read_plain read it), or False when the
         batch does not take the fast path."""
-        from .parsers import nvsmi_csv
+        from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
         if raw is None or m is None or not batch.height or not {"timestamp", "memory.used"} <= set(m.roles) \
                 or not {"index", "uuid", "pci.bus_id"} & set(m.roles):
@@ -770,7 +770,7 @@ def _merge_meta(metas: list[dict]) -> dict:
 def _csv_consumer(src, opts, module):
     """Streamed only when the file's columns are named by a header with a timestamp (a headerless or
     untimed CSV is read in one piece, as before)."""
-    from .parsers import nvsmi_common as C
+    from forensics.parsers.nvsmi import common as C
 
     head = src.head()
     for t in head:
@@ -796,7 +796,7 @@ _MONTH_MARKS = 1000      # at most this many month-change lines per batch
 
 class _Kernel:
     def __init__(self, src, opts, module):
-        from .parsers import kernel
+        from forensics.parsers.kernel import syslog as kernel
 
         self.src, self.opts, self.kernel = src, opts, kernel
         self.kept: list[pl.DataFrame] = []
@@ -836,7 +836,7 @@ class _Kernel:
 
     def raw_reader(self, sc: _Scanners):
         """A fastpath_kernel.Reader for this source, or None where it does not apply."""
-        from . import fastpath_kernel
+        from forensics.parsers.kernel import blocks as fastpath_kernel
 
         if self.src.wrapper is not None:
             return None
@@ -892,7 +892,7 @@ class _Kernel:
         self.tail = _own(batch.tail(_EDGE))
 
     def finish(self) -> Parsed:
-        from .parsers import _kernel_prefix as kp
+        from forensics.parsers.kernel import prefix as kp
 
         kept = [k for k in self.kept if k.height]
         if self.tail is not None:
@@ -941,7 +941,7 @@ def _step_prefilter(S) -> str | None:
 
 class _StepLog:
     def __init__(self, src, opts, module):
-        from .parsers import stepmem as S
+        from forensics.parsers.steplog import markers as S
 
         self.src, self.opts, self.module, self.S = src, opts, module, S
         self.kept: list[pl.DataFrame] = []

@@ -11,43 +11,24 @@ from typing import Callable
 
 import polars as pl
 
-from . import ISSUES_URL, fastpath_stream, parsers
-from .errors import InputError
-from .options import Options
-from .schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, Parsed, Skipped, conform, empty_events, empty_samples
-from .sources import CUT_AT_END, Source, discover
-from .frames import rows_where
-
-
-@dataclass
-class InputInfo:
-    """One row of the inputs table (and of the JSON summary's `inputs`)."""
-    path: str
-    format: str | None = None
-    reason: str = ""            # why this parser claimed it (or why none did)
-    lines: int = 0
-    records: int = 0
-    skipped: int = 0
-    skip_reasons: dict[str, int] = field(default_factory=dict)
-    skip_examples: dict[str, list[int]] = field(default_factory=dict)
-    start: object = None        # datetime | None, filled by the timeline
-    end: object = None
-    error: str | None = None
-    clock: str = "none"
-    anchor: str | None = None   # how the clock was placed on the timeline (timeline fills it)
-    compression: str | None = None
-    wrapper: str | None = None
-    notes: list[str] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)  # one-line messages about this input (also in Bundle.problems)
-
-
-@dataclass
-class Bundle:
-    inputs: list[InputInfo] = field(default_factory=list)
-    samples: pl.DataFrame = field(default_factory=empty_samples)
-    events: pl.DataFrame = field(default_factory=empty_events)
-    problems: list[str] = field(default_factory=list)   # one-line messages for people
+from forensics import ISSUES_URL
+from forensics import fastpath_stream
+from forensics import parsers
+from forensics.errors import InputError
+from forensics.options import Options
+from forensics.model import (
+    Bundle,
+    InputInfo,
+    EVENTS_SCHEMA,
+    SAMPLES_SCHEMA,
+    Parsed,
+    Skipped,
+    conform,
+    empty_events,
+    empty_samples,
+)
+from forensics.io.sources import CUT_AT_END, Source, discover
+from forensics.frames import rows_where
 
 
 def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:

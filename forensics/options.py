@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import UsageError
+from forensics.errors import UsageError
 
 
 def local_zone_name() -> str:

@@ -4,9 +4,11 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from . import detect, ingest, timeline
-from .parsers import kernel
-from .options import Options
+from forensics import detect
+from forensics import ingest
+from forensics import timeline
+from forensics.parsers.kernel import syslog as kernel
+from forensics.options import Options
 
 # told what each stage did and how long it took (`-v`): stage name, seconds, one line of what it did
 StageFn = Callable[[str, float, str], None]

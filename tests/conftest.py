@@ -7,7 +7,7 @@ import pytest
 
 from forensics import parsers
 from forensics.options import Options
-from forensics.sources import Source
+from forensics.io.sources import Source
 
 ROOT = Path(__file__).resolve().parent.parent
 # the real-world snippets, one folder per format family, inside the repository so that a fresh clone

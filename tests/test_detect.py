@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from forensics.detect import DRAW_POINTS, Analysis, analyze
-from forensics.detect_series import analyze_xy
-from forensics.findings import summary_json
-from forensics.ingest import Bundle
-from forensics.schema import events_frame, samples_frame
+from forensics.detect.series import analyze_xy
+from forensics.detect.findings import summary_json
+from forensics.model import Bundle
+from forensics.model import events_frame, samples_frame
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -382,7 +382,7 @@ from hypothesis import strategies as st  # noqa: E402
 def test_fast_median_is_numpys(values):
     import warnings
 
-    from forensics.detect_series import _median
+    from forensics.detect.series import _median
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # np.median of nothing warns; both overflow on two huge middle values
@@ -412,7 +412,7 @@ def _piecewise_signals(draw):
 def test_vectorized_binseg_is_ruptures_binseg(signal_scale, pen):
     """Our Binseg prices all the splits of a segment in one numpy pass: the same split and gain for
     every segment as ruptures' loop (exactly), so the same change points."""
-    from forensics.detect_series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
+    from forensics.detect.series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
 
     signal, scale = signal_scale
     cost = _ruptures_linear_cost()
@@ -427,7 +427,7 @@ def test_vectorized_binseg_is_ruptures_binseg(signal_scale, pen):
 
 
 def test_vectorized_binseg_leaves_nan_gains_to_ruptures():
-    from forensics.detect_series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
+    from forensics.detect.series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
 
     signal = np.column_stack([np.linspace(0, 1, 30), np.r_[np.zeros(15), np.ones(14), np.nan]])
     cost = _ruptures_linear_cost()
@@ -443,7 +443,7 @@ def test_vectorized_binseg_leaves_nan_gains_to_ruptures():
 def test_lstsq_each_is_numpys_lstsq_bit_for_bit(seed, m, noise):
     """The onset's hinge fits: every matrix of the stack gives exactly np.linalg.lstsq's coefficients
     (the onset is the candidate of least squared error, so a last-bit difference could move it)."""
-    from forensics.detect_series import lstsq_each
+    from forensics.detect.series import lstsq_each
 
     r = np.random.default_rng(seed)
     x = np.sort(r.uniform(0, 1e5, m))

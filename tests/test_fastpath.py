@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REALWORLD
-from forensics import fastpath
+from forensics.io import lines as fastpath
 from forensics.errors import InputError
-from forensics.sources import MAX_LINE_CHARS, Source
+from forensics.io.sources import MAX_LINE_CHARS, Source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,10 +119,11 @@ def test_native_reader_matches_line_reader_on_random_bytes(tmp_path):
 # -- streamed parsing (fastpath_stream.py) gives what one pass gives --------------------------------
 
 def _parse(path: Path, streamed: bool, monkeypatch, batch_bytes: int = 2048):
-    from forensics import fastpath_stream, ingest
+    from forensics import fastpath_stream
+    from forensics import ingest
     from forensics.options import Options
 
-    from forensics.parsers import nvsmi_csv
+    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
     monkeypatch.setattr(fastpath_stream, "STREAM_MIN_BYTES", 0 if streamed else 1 << 62)
     monkeypatch.setattr(fastpath_stream, "MAX_READINGS", 1 << 62)
@@ -135,7 +136,7 @@ def _parse(path: Path, streamed: bool, monkeypatch, batch_bytes: int = 2048):
 
 
 def _same_parse(path: Path, monkeypatch, batch_bytes: int = 2048, sort_events: bool = False) -> None:
-    from forensics.schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, conform
+    from forensics.model import EVENTS_SCHEMA, SAMPLES_SCHEMA, conform
 
     i1, r1 = _parse(path, False, monkeypatch)
     i2, r2 = _parse(path, True, monkeypatch, batch_bytes)
@@ -332,7 +333,7 @@ _PREFIX_TAKES = ("clean", "crlf", "uuid", "no_total", "wide", "totals_differ", "
 def test_plain_csv_path_matches_one_pass(tmp_path, monkeypatch, batch_bytes):
     """Clean logs go through read_plain, others fall back (a bad cell, a gap, CRLF, ...); the result is
     always parse_lines' own."""
-    from forensics.parsers import nvsmi_csv
+    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
     taken, prefixed = [], []
     real = nvsmi_csv.read_plain
@@ -367,8 +368,8 @@ def test_plain_csv_rows_in_memory_are_read_cells_rows(tmp_path, monkeypatch):
     messages as read_cells gives; any row that is not clean sends the section to read_cells."""
     from forensics import ingest
     from forensics.options import Options
-    from forensics.parsers import nvsmi_csv
-    from forensics.schema import SAMPLES_SCHEMA, conform
+    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
+    from forensics.model import SAMPLES_SCHEMA, conform
 
     real_plain, real_prefix = nvsmi_csv._read_plain_rows, nvsmi_csv.id_prefix
     taken, prefixed = [], []
@@ -416,8 +417,8 @@ def _plain_then_general(p, monkeypatch, tz: str) -> list:
     read_plain switched off (the general streamed path)."""
     from forensics import ingest
     from forensics.options import Options
-    from forensics.parsers import nvsmi_csv
-    from forensics.schema import SAMPLES_SCHEMA, conform
+    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
+    from forensics.model import SAMPLES_SCHEMA, conform
 
     out = []
     for plain in (True, False):
@@ -462,7 +463,7 @@ def test_plain_csv_path_thins_as_the_general_path(tmp_path, monkeypatch):
 
 
 def test_plain_stamps_match_strptime():
-    from forensics.parsers import nvsmi_csv
+    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
     stamps = ["2026/10/01 00:00:00.473", "2024/02/29 23:59:59.999", "2026/02/29 00:00:00.000", "2026/13/01 00:00:00.000",
               "2026/10/01 24:00:00.000", "2026/10/01 00:60:00.000", "1969/12/31 23:59:59.999"]
@@ -475,7 +476,8 @@ def test_plain_stamps_match_strptime():
 def test_streaming_consumers_are_keyed_by_parser_names():
     """A consumer under a name no parser has is never used: its format's big files are read whole
     (this once left DeepSpeed, Megatron and HF Trainer logs unstreamed)."""
-    from forensics import fastpath_stream, parsers
+    from forensics import fastpath_stream
+    from forensics import parsers
 
     assert set(fastpath_stream._CONSUMERS) <= set(parsers.BY_NAME)
     for name in ("nvidia-smi-csv", "kernel-log", "nvrm-xid", "step-markers", "deepspeed-memory",
@@ -527,9 +529,10 @@ def test_streamed_thinning_equals_thinning_the_whole_series(tmp_path, monkeypatc
     """Logs the general path reads (placeholders among the readings; memory.free alone is its own
     series): each series thinned batch by batch keeps exactly what thinning it whole with the final
     window keeps, and every reading has the sample number one pass gives it."""
-    from forensics import fastpath_stream, ingest
+    from forensics import fastpath_stream
+    from forensics import ingest
     from forensics.options import Options
-    from forensics.schema import SAMPLES_SCHEMA, conform
+    from forensics.model import SAMPLES_SCHEMA, conform
 
     head = f"timestamp, index, {columns}"
 
@@ -613,7 +616,8 @@ def test_periodic_numbering_takes_only_periodic_batches():
 
 def _prefilter_hits(lines: list[str]) -> tuple[list[bool], list[bool]]:
     """For each line: (does a scanner's hint or prefilter match it, does the quick pass let it through)."""
-    from forensics import fastpath_stream, parsers
+    from forensics import fastpath_stream
+    from forensics import parsers
 
     hints = [m.SCAN_HINT for m in parsers.SCANNERS]
     quick = "|".join(f"(?:{fastpath_stream._quick(h)})" for h in hints)
@@ -628,7 +632,8 @@ def _prefilter_hits(lines: list[str]) -> tuple[list[bool], list[bool]]:
 
 def test_every_scanner_hint_has_a_quick_pass():
     # a changed step-markers hint silently loses the quick pass (and CSV months get 20% slower)
-    from forensics import fastpath_stream, parsers
+    from forensics import fastpath_stream
+    from forensics import parsers
 
     stepmem = next(m for m in parsers.SCANNERS if m.NAME == "step-markers")
     assert fastpath_stream._hint_key(stepmem.SCAN_HINT) in fastpath_stream._QUICK
@@ -681,7 +686,8 @@ def test_summary_rows_in_a_streamed_csv_are_found_as_in_one_pass(tmp_path, monke
 def test_quick_pass_gives_the_same_hits_when_it_turns_itself_off():
     """Batches where most lines hold the quick pass's letters (it then stops), then CSV rows with a
     few hinted lines among them: the scanners keep exactly what their hints match over all lines."""
-    from forensics import fastpath_stream, parsers
+    from forensics import fastpath_stream
+    from forensics import parsers
 
     rows = [f"2026/10/01 00:00:{i % 60:02d}.000, {i % 8}, NVIDIA H100 80GB HBM3, 81559 MiB, 30000 MiB" for i in range(400)]
     rows[50] = "[step 12] allocated: 1024.5 MB, cached: 2048 MB"

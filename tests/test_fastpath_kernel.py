@@ -11,10 +11,13 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import REALWORLD
-from forensics import fastpath, fastpath_kernel, fastpath_stream, parsers
+from forensics.io import lines as fastpath
+from forensics.parsers.kernel import blocks as fastpath_kernel
+from forensics import fastpath_stream
+from forensics import parsers
 from forensics.errors import InputError
 from forensics.options import Options
-from forensics.sources import Source
+from forensics.io.sources import Source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -265,7 +268,7 @@ def test_hint_regex_on_blocks_is_a_superset():
 # -- the step-log consumer's prefilter (fastpath_stream._step_prefilter) ----------------------------
 
 def test_step_prefilter_is_known_for_the_current_stepmem():
-    from forensics.parsers import stepmem
+    from forensics.parsers.steplog import markers as stepmem
     # a changed stepmem regex turns the prefilter off: check the new one and update _STEP_PREFILTER
     assert fastpath_stream._step_prefilter(stepmem) is not None
 
@@ -294,7 +297,7 @@ _STEP_SHAPES = [
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_step_prefilter_keeps_what_the_consumer_needs(tmp_path, monkeypatch, seed):
-    from forensics.schema import EVENTS_SCHEMA, SAMPLES_SCHEMA, conform
+    from forensics.model import EVENTS_SCHEMA, SAMPLES_SCHEMA, conform
 
     rng = random.Random(seed)
     lines = [rng.choice(_STEP_SHAPES[:2]).format(i=i, m=rng.randint(100, 999)) for i in range(50)]

@@ -28,11 +28,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REALWORLD
-from forensics import ingest, parsers
+from forensics import ingest
+from forensics import parsers
 from forensics.errors import ForensicsError
 from forensics.options import Options
-from forensics.schema import Parsed
-from forensics.sources import Source
+from forensics.model import Parsed
+from forensics.io.sources import Source
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

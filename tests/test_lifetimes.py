@@ -13,12 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forensics import lifetimes, pipeline, report
+from forensics.detect import lifetimes
+from forensics import pipeline
+from forensics import report
 from forensics.detect import analyze
-from forensics.detect_series import analyze_xy
-from forensics.ingest import Bundle
+from forensics.detect.series import analyze_xy
+from forensics.model import Bundle
 from forensics.options import Options
-from forensics.schema import events_frame, samples_frame
+from forensics.model import events_frame, samples_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"

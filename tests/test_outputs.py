@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics import outputs
+from forensics.report import write as outputs
 from forensics.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -61,7 +61,7 @@ def test_a_scipy_module_already_loaded_is_left_alone():
     import sys
 
     code = ("import sys, scipy.signal; real = sys.modules['scipy.signal']\n"
-            "from forensics import detect_series\n"
+            "from forensics.detect import series as detect_series\n"
             "detect_series._import_ruptures()\n"
             "import ruptures.detection.window as w\n"
             "print(sys.modules['scipy.signal'] is real, w.argrelmax is real.argrelmax)")

@@ -18,9 +18,9 @@ import pytest
 
 import forensics
 from forensics import report
-from forensics.findings import VERDICTS
-from forensics.ingest import Bundle
-from forensics.schema import samples_frame
+from forensics.detect.findings import VERDICTS
+from forensics.model import Bundle
+from forensics.model import samples_frame
 from test_report_cases import (GiB, MiB, T0, XSS_LINE, XSS_NAME, XSS_PATH, empty_case, leak_case, no_leak_case,
                                opts, worst_day_case)
 

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import polars as pl
 
-from forensics.findings import Evidence, Finding
-from forensics.ingest import Bundle, InputInfo
+from forensics.detect.findings import Evidence, Finding
+from forensics.model import Bundle, InputInfo
 from forensics.options import Options
-from forensics.schema import events_frame, samples_frame
+from forensics.model import events_frame, samples_frame
 
 GiB = 1 << 30
 MiB = 1 << 20

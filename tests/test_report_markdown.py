@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from forensics import pipeline, report
+from forensics import pipeline
+from forensics import report
 from forensics.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,12 +24,15 @@ from pathlib import Path
 
 import pytest
 
-from forensics import ingest, outputs, pipeline, report
+from forensics import ingest
+from forensics.report import write as outputs
+from forensics import pipeline
+from forensics import report
 from forensics import scan as sc
 from forensics.errors import InputError
-from forensics.findings import Evidence, Finding
+from forensics.detect.findings import Evidence, Finding
 from forensics.options import Options
-from forensics.sources import Source
+from forensics.io.sources import Source
 
 ROOT = Path(__file__).resolve().parent.parent
 UTC = Options(tz="UTC")

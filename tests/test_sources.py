@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from forensics.errors import InputError
-from forensics.sources import Source, discover, rotation_key
+from forensics.io.sources import Source, discover, rotation_key
 
 TEXT = "line one\r\nline two\n\nline four\n"
 

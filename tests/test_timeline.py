@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from forensics.ingest import Bundle, InputInfo
+from forensics.model import Bundle, InputInfo
 from forensics.options import Options
-from forensics.schema import events_frame, samples_frame
+from forensics.model import events_frame, samples_frame
 from forensics.timeline import align, gpu_key, match_curve, message_key, write_aligned
 
 UTC = timezone.utc
@@ -556,7 +556,7 @@ def test_ragged_input_never_raises():
 def test_twin_kernel_events_merge_into_the_finest_copy():
     import polars as pl
 
-    from forensics.schema import events_frame
+    from forensics.model import events_frame
     from forensics.timeline import merge_twin_events
 
     def t(s):
@@ -580,7 +580,7 @@ def test_twin_kernel_events_merge_into_the_finest_copy():
 
 
 def test_twin_task_table_readings_merge():
-    from forensics.schema import samples_frame
+    from forensics.model import samples_frame
     from forensics.timeline import merge_twin_samples
 
     def t(s):
@@ -600,8 +600,8 @@ def test_twin_task_table_readings_merge():
 def test_one_gpu_named_three_ways_is_one_gpu():
     # a monitoring query names the GPU by bus id, compute-apps by UUID, dmon by index: one GPU
     from forensics import timeline
-    from forensics.ingest import InputInfo
-    from forensics.schema import events_frame, samples_frame
+    from forensics.model import InputInfo
+    from forensics.model import events_frame, samples_frame
 
     rows = [{"time": None, "seq": i, "source": src, "line": i, "gpu": gpu, "series": "memory.used", "bytes": 1}
             for i, (src, gpu) in enumerate([("wide.csv", "00000000:00:06.0"), ("apps.csv", "GPU-2f0fbe6e-a498"),

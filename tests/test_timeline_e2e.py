@@ -17,7 +17,8 @@ from zoneinfo import ZoneInfo
 import polars as pl
 import pytest
 
-from forensics import ingest, parsers
+from forensics import ingest
+from forensics import parsers
 from forensics.clock import parse_offset_datetime
 from forensics.options import Options
 from forensics.timeline import align

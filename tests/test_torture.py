@@ -26,9 +26,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from forensics import cli, ingest, sources
+from forensics import cli
+from forensics import ingest
+from forensics.io import sources
 from forensics.options import Options
-from forensics.sources import MAX_LINE_CHARS, Source
+from forensics.io.sources import MAX_LINE_CHARS, Source
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "torture"

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REALWORLD, realworld
-from forensics import wrappers
-from forensics.sources import Source
+from forensics.io import wrappers
+from forensics.io.sources import Source
 
 CASES = [
     # id, lines, wrapper name (None = no wrapper), first line after stripping
@@ -178,7 +178,7 @@ def _fits_reading_every_line(w, lines):
     """wrappers._fits as it was written first: every line looked at."""
     import re
 
-    from forensics import wrappers as W
+    from forensics.io import wrappers as W
 
     n = len(lines)
     if w.json_field:
@@ -205,7 +205,7 @@ _WRAPPED_LINES = [
 def test_fits_gives_up_early_with_the_same_answer(lines, skip_first):
     """_fits stops reading a head once too few of its lines are left to fit: the same answer as
     reading every line, for each wrapper, on heads of every mix (grep -n numbers going up or not)."""
-    from forensics import wrappers as W
+    from forensics.io import wrappers as W
 
     lines = [f"{i + skip_first}:x" if ln == "12:x" else ln for i, ln in enumerate(lines)]
     for w in W.WRAPPERS:
@@ -214,6 +214,6 @@ def test_fits_gives_up_early_with_the_same_answer(lines, skip_first):
 
 def test_no_wrapper_fits_no_lines():
     """_hits gave back an empty list for an empty head, which a JSON wrapper took for a fit."""
-    from forensics import wrappers as W
+    from forensics.io import wrappers as W
 
     assert [w.name for w in W.WRAPPERS if W._fits(w, [])] == []

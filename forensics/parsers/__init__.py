@@ -26,14 +26,13 @@ from types import ModuleType
 # Specific before generic. The order is tested: every sample is claimed by its own parser and by
 # no earlier one.
 _ORDER: list[str] = [
-    "nvsmi_query", "nvsmi_table", "nvsmi_dmon", "nvsmi_apps", "nvsmi_csv",
-    # each engineer adds their modules here once they import cleanly; specific before generic
-    "xid", "kernel",  # xid: files mostly of NVRM lines; kernel: dmesg/syslog/journal (nvsmi_* go before)
-    "sanitizer_xml", "sanitizer",
-    "deepspeed", "megatron", "hf_trainer",
-    "torch_memsummary",  # before torch_oom: a summary file often also holds the OOM (found by its scan)
-    "torch_oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
-    "stepmem",  # tolerant generic scanner of printed memory lines: keep it LAST
+    "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
+    "kernel.xid", "kernel.syslog",  # xid: files mostly of NVRM lines; syslog: dmesg/syslog/journal (nvsmi_* go before)
+    "sanitizer.xml_report", "sanitizer.text",
+    "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
+    "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
+    "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
+    "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST
 ]
 
 PARSERS: list[ModuleType] = [importlib.import_module(f"{__name__}.{name}") for name in _ORDER]

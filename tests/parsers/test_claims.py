@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REALWORLD, SAMPLE_LOGS
 from forensics import parsers
-from forensics.sources import Source
+from forensics.io.sources import Source
 
 REALWORLD_FAMILY = [
     (r"^nvsmi_csv_", "nvidia-smi-csv"),

@@ -7,7 +7,7 @@ import polars as pl
 from conftest import parse_file, realworld
 
 from forensics.options import Options
-from forensics.parsers import deepspeed
+from forensics.parsers.steplog import deepspeed
 
 GiB, MiB = 1 << 30, 1 << 20
 NAME = "deepspeed-memory"

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import polars as pl
 from conftest import parse_file, realworld
 
-from forensics.parsers import hf_trainer
+from forensics.parsers.steplog import hf_trainer
 
 MiB = 1 << 20
 NAME = "hf-trainer-memory"

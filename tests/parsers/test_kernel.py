@@ -13,8 +13,9 @@ import pytest
 from conftest import REALWORLD, parse_file, realworld
 from forensics import ingest
 from forensics.options import Options
-from forensics.parsers import kernel, xid
-from forensics.sources import Source
+from forensics.parsers.kernel import syslog as kernel
+from forensics.parsers.kernel import xid
+from forensics.io.sources import Source
 
 NAME = "kernel-log"
 UTC = Options(tz="UTC")

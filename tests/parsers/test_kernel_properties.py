@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.options import Options
-from forensics.parsers import _kernel_prefix as kp
-from forensics.parsers import kernel, xid
+from forensics.parsers.kernel import prefix as kp
+from forensics.parsers.kernel import syslog as kernel
+from forensics.parsers.kernel import xid
 
 OPTS = Options(tz="Europe/Berlin", year=2024)
 

@@ -8,7 +8,7 @@ import polars as pl
 from conftest import parse_file, realworld
 
 from forensics.options import Options
-from forensics.parsers import megatron
+from forensics.parsers.steplog import megatron
 
 MiB = 1 << 20
 NAME = "megatron-memory"

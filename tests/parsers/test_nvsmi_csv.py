@@ -11,7 +11,7 @@ import pytest
 from conftest import parse_file, realworld
 
 from forensics.options import Options
-from forensics.parsers import nvsmi_csv
+from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
 NAME = "nvidia-smi-csv"
 MiB = 1 << 20

@@ -11,7 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.options import Options
-from forensics.parsers import nvsmi_apps, nvsmi_common, nvsmi_csv, nvsmi_dmon, nvsmi_query, nvsmi_table
+from forensics.parsers.nvsmi import apps as nvsmi_apps
+from forensics.parsers.nvsmi import common as nvsmi_common
+from forensics.parsers.nvsmi import csvlog as nvsmi_csv
+from forensics.parsers.nvsmi import dmon as nvsmi_dmon
+from forensics.parsers.nvsmi import query as nvsmi_query
+from forensics.parsers.nvsmi import table as nvsmi_table
 
 MiB = 1 << 20
 OPTS = Options(tz="Europe/Berlin")
@@ -149,7 +154,8 @@ def test_any_mix_through_any_parser(lines):
 
 def test_signed_memory_cells_are_garbage_not_numbers():
     """polars' integer cast takes "+1" and "-0"; nvidia-smi never prints a sign (found by hypothesis)."""
-    from forensics.parsers import nvsmi_apps, nvsmi_csv
+    from forensics.parsers.nvsmi import apps as nvsmi_apps
+    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
     _check(nvsmi_apps, ["gpu_uuid, pid, process_name, used_gpu_memory [MiB]", ", 0, , +1 MiB"])
     lines = ["timestamp, index, memory.total [MiB], memory.used [MiB]",

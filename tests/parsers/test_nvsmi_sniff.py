@@ -6,8 +6,12 @@ import pytest
 from conftest import REALWORLD, parse_file
 
 from forensics import parsers
-from forensics.parsers import nvsmi_apps, nvsmi_csv, nvsmi_dmon, nvsmi_query, nvsmi_table
-from forensics.sources import Source
+from forensics.parsers.nvsmi import apps as nvsmi_apps
+from forensics.parsers.nvsmi import csvlog as nvsmi_csv
+from forensics.parsers.nvsmi import dmon as nvsmi_dmon
+from forensics.parsers.nvsmi import query as nvsmi_query
+from forensics.parsers.nvsmi import table as nvsmi_table
+from forensics.io.sources import Source
 
 MINE = (nvsmi_query, nvsmi_table, nvsmi_dmon, nvsmi_apps, nvsmi_csv)
 EXPECTED = {

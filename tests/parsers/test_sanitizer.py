@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from forensics import ingest
 from forensics.options import Options
-from forensics.parsers import sanitizer
-from forensics.sources import Source
+from forensics.parsers.sanitizer import text as sanitizer
+from forensics.io.sources import Source
 from conftest import REALWORLD, parse_file, realworld
 
 NAME = "compute-sanitizer"

@@ -12,8 +12,9 @@ from conftest import parse_file
 from forensics import ingest
 from forensics.errors import InputError
 from forensics.options import Options
-from forensics.parsers import sanitizer, sanitizer_xml
-from forensics.sources import Source
+from forensics.parsers.sanitizer import text as sanitizer
+from forensics.parsers.sanitizer import xml_report as sanitizer_xml
+from forensics.io.sources import Source
 
 NAME = "compute-sanitizer-xml"
 

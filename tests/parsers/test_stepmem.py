@@ -9,8 +9,8 @@ import pytest
 from conftest import REALWORLD, parse_file, realworld
 
 from forensics.options import Options
-from forensics.parsers import stepmem
-from forensics.sources import Source
+from forensics.parsers.steplog import markers as stepmem
+from forensics.io.sources import Source
 
 MiB, GiB = 1 << 20, 1 << 30
 NAME = "step-markers"
@@ -235,7 +235,9 @@ def _others():
 
 @pytest.mark.parametrize("name", _others())
 def test_step_log_sniffs_and_scan_leave_other_families_alone(name):
-    from forensics.parsers import deepspeed, hf_trainer, megatron
+    from forensics.parsers.steplog import deepspeed
+    from forensics.parsers.steplog import hf_trainer
+    from forensics.parsers.steplog import megatron
 
     src = Source.open(realworld(name), name)
     head = src.head()
@@ -335,7 +337,7 @@ def test_the_training_script_itself_is_not_a_log(tmp_path):
 def test_sniff_rejects_a_head_without_a_reading_line_in_one_query(monkeypatch):
     """A head with memory words but no line that is both a hint and a reading shape cannot give a
     reading: sniff says no without running the extraction (most files that reach it are such)."""
-    from forensics.parsers import stepmem
+    from forensics.parsers.steplog import markers as stepmem
 
     def boom(*a, **k):
         raise AssertionError("extraction ran")
@@ -352,8 +354,8 @@ def test_context_read_from_the_words_each_line_holds():
     context regexes run only when some line holds their word: a word test too narrow fails here)."""
     import polars as pl
 
-    from forensics.parsers import stepmem
-    from forensics.schema import Skipped
+    from forensics.parsers.steplog import markers as stepmem
+    from forensics.model import Skipped
 
     lines = [
         "device: 2 | allocated: 5 MB, reserved: 8 MB",

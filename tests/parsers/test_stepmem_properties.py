@@ -10,7 +10,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from forensics.options import Options
-from forensics.parsers import deepspeed, hf_trainer, megatron, stepmem
+from forensics.parsers.steplog import deepspeed
+from forensics.parsers.steplog import hf_trainer
+from forensics.parsers.steplog import megatron
+from forensics.parsers.steplog import markers as stepmem
 
 # fragments of every shape the parsers read, so random lines come close to (and into) real ones
 FRAGMENTS = [

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from forensics import ingest
 from forensics.options import Options
-from forensics.parsers import torch_memsummary
-from forensics.sources import Source
+from forensics.parsers.torch import memsummary as torch_memsummary
+from forensics.io.sources import Source
 
 NAME = "pytorch-memory-summary"
 KiB, MiB = 1 << 10, 1 << 20

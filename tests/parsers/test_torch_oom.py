@@ -14,10 +14,11 @@ from conftest import REALWORLD, parse_file, realworld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forensics import ingest, units
+from forensics import ingest
+from forensics import units
 from forensics.options import Options
-from forensics.parsers import torch_oom
-from forensics.sources import Source
+from forensics.parsers.torch import oom as torch_oom
+from forensics.io.sources import Source
 
 NAME = "pytorch-oom"
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30

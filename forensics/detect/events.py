@@ -1,0 +1,456 @@
+"""Findings beyond growth: events (OOM kills, CUDA OOMs, sanitizer leaks, Xids), processes that keep
+GPU memory after their job ended, steps that slow down as memory fills, and the links between findings."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+
+from forensics.detect.findings import Evidence, Finding
+from forensics.units import human
+from forensics.frames import rows_where
+
+XID_CRITICAL = {48, 79, 95, 119, 154}
+XID_WARNING = {13, 31, 43, 45}
+XID_INFO = {63, 92}
+XID_MEANING = {
+    13: "graphics engine exception (often an application fault)",
+    31: "GPU memory page fault (invalid memory access by the application)",
+    43: "GPU stopped processing (the application faulted)",
+    45: "preemptive cleanup after earlier errors",
+    48: "double-bit ECC error: uncorrectable memory error",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapping failed",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    154: "GPU recovery action changed (reset or reboot needed)",
+}
+EVIDENCE_MAX = 5
+SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
+SLOWDOWN_MIN_STEPS = 12
+
+
+def _detail(s: str | None) -> dict:
+    if not s:
+        return {}
+    try:
+        d = json.loads(s)
+    except (ValueError, TypeError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _ev(row: dict) -> Evidence:
+    return Evidence(path=row.get("source") or "?", line=int(row.get("line") or 0), text=row.get("text") or "")
+
+
+def _when(t) -> str:
+    return f" at {t.strftime('%Y-%m-%d %H:%M:%S')} UTC" if isinstance(t, datetime) else ""
+
+
+def event_findings(events: pl.DataFrame) -> list[Finding]:
+    if events.height == 0:
+        return []
+    out: list[Finding] = []
+    ev = events.sort(["time", "source", "line"], nulls_last=True)
+    out.extend(_oom_kills(ev.filter(pl.col("kind") == "oom_kill"), ev))
+    out.extend(_gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom")))
+    out.extend(_sanitizer(ev.filter(pl.col("kind") == "sanitizer_leak")))
+    out.extend(_xids(ev.filter(pl.col("kind") == "xid")))
+    return out
+
+
+def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
+    out = []
+    reaped = ev.filter(pl.col("kind") == "oom_reaped")
+    for row in kills.iter_rows(named=True):
+        d = _detail(row["detail"])
+        who = f"pid {row['pid']}" if row["pid"] is not None else "a process"
+        if row["process"]:
+            who += f" ({row['process']})"
+        rss = row["bytes"] if row["bytes"] is not None else d.get("rss_bytes")
+        f = Finding(kind="oom_kill", severity="critical", pid=row["pid"], start=row["time"],
+                    bytes=rss, source=row["source"],
+                    summary=(f"The kernel's OOM killer killed {who}{_when(row['time'])}"
+                             + (f", holding {human(rss)} of host memory" if rss else "") + "."),
+                    evidence=[_ev(row)], detail={"process": row["process"], **d})
+        if row["pid"] is not None:
+            for r2 in reaped.filter(pl.col("pid") == row["pid"]).head(1).iter_rows(named=True):
+                f.evidence.append(_ev(r2))
+        f.causes = ["Host memory ran out. With DataLoader workers and pin_memory=True, every worker's "
+                    "pinned buffers count; a growing host RSS points at objects kept across steps."]
+        f.checks = ["Look at the killed process's anon-rss and the per-process table in the kernel log; "
+                    "try fewer num_workers or pin_memory=False; check other jobs on the host."]
+        out.append(f)
+    return out
+
+
+def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
+    out = []
+    if ooms.height == 0:
+        return out
+    groups = ooms.group_by(["source", "gpu", "pid", "bytes", "text"], maintain_order=True).agg(
+        pl.col("time").first(), pl.col("line").first(), pl.col("detail").first(), pl.len().alias("n"))
+    for row in groups.iter_rows(named=True):
+        d = _detail(row["detail"])
+        gpu = row["gpu"]
+        where = f"GPU {gpu}" if gpu is not None else "the GPU"
+        tried = f" trying to allocate {human(row['bytes'])}" if row["bytes"] else ""
+        times = f" ({row['n']} times)" if row["n"] > 1 else ""
+        f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
+                    bytes=row["bytes"], source=row["source"],
+                    summary=f"CUDA out of memory on {where}{tried}{_when(row['time'])}{times}.",
+                    evidence=[_ev(row)], detail=d)
+        reserved, allocated = d.get("reserved_bytes"), d.get("allocated_bytes")
+        if reserved and allocated and reserved - allocated > 0.25 * reserved:
+            f.causes.append(f"{human(reserved - allocated)} was reserved by PyTorch but unallocated: "
+                            "fragmentation of the caching allocator.")
+            f.checks.append("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
+        out.append(f)
+    return out
+
+
+def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
+    if leaks.height == 0:
+        return []
+    rows = list(leaks.iter_rows(named=True))
+    by_site: dict[tuple, list[tuple[dict, dict]]] = {}
+    for row in rows:
+        d = _detail(row["detail"])
+        site = _site_text(d.get("site"))
+        expected = bool(d.get("allocator_cache_at_exit"))
+        by_site.setdefault((str(site), expected), []).append((row, d))
+    out = []
+    for (site, expected), items in by_site.items():
+        total = sum(r["bytes"] or 0 for r, _ in items)
+        f = Finding(kind="sanitizer_leak", severity="info" if expected else "warning",
+                    bytes=total, source=items[0][0]["source"], pid=items[0][0]["pid"],
+                    gpu=items[0][0]["gpu"], start=items[0][0]["time"],
+                    summary=(f"compute-sanitizer: {len(items)} allocation{'s' if len(items) > 1 else ''} "
+                             f"never freed ({human(total)}) from {site}"
+                             + (" — expected: the caching allocator still held them at exit." if expected else ".")),
+                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]],
+                    detail={"site": site, "count": len(items), "expected": expected,
+                            "stack": items[0][1].get("stack")})
+        if not expected:
+            f.causes = ["cudaMalloc (or cuMemAlloc) without a matching free on some path."]
+            f.checks = ["Follow the allocation stack to its owner and check every exit path frees it."]
+        out.append(f)
+    return out
+
+
+def _site_text(site) -> str:
+    """An allocation site for people: `symbol (file:line)`, `symbol in module+0xoffset`, or as given."""
+    if isinstance(site, dict):
+        sym = site.get("symbol") or "?"
+        if site.get("file"):
+            return f"{sym} ({site['file']}:{site.get('line')})" if site.get("line") is not None else f"{sym} ({site['file']})"
+        if site.get("module"):
+            return f"{sym} in {site['module']}" + (f"+{site['offset']}" if site.get("offset") else "")
+        return sym
+    return str(site) if site else "an unknown allocation site"
+
+
+def _xid_severity(code) -> str:
+    if code in XID_CRITICAL:
+        return "critical"
+    if code in XID_INFO:
+        return "info"
+    return "warning"
+
+
+def _xids(xids: pl.DataFrame) -> list[Finding]:
+    if xids.height == 0:
+        return []
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for row in xids.iter_rows(named=True):
+        d = _detail(row["detail"])
+        code = d.get("code")
+        try:
+            code = int(code) if code is not None else None
+        except (TypeError, ValueError):
+            code = None
+        groups.setdefault((row["gpu"], code), []).append((row, d))
+    out = []
+    for (gpu, code), items in groups.items():
+        first = items[0][0]
+        meaning = XID_MEANING.get(code, "see NVIDIA's Xid catalog")
+        where = f"GPU {gpu}" if gpu is not None else "a GPU"
+        times = f" ({len(items)} times)" if len(items) > 1 else ""
+        f = Finding(kind="xid", severity=_xid_severity(code), gpu=gpu, pid=first["pid"], start=first["time"],
+                    end=items[-1][0]["time"], source=first["source"],
+                    summary=f"NVRM Xid {code if code is not None else '?'} on {where}{_when(first['time'])}{times}: {meaning}.",
+                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]], detail={"code": code, "count": len(items)})
+        out.append(f)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# residual processes
+
+RESIDUAL_OVERLAP_SAMPLES = 2   # sampling intervals by which a worker's first row may miss its parent's last
+
+
+def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
+    """A process that keeps GPU memory after the job's main process vanished or was killed."""
+    procs = [s for s in series if s.result.series == "process.used" and s.result.pid is not None and s.x.size]
+    if len(procs) < 2 and (events.height == 0 or not procs):
+        return []
+    killed: dict[int, dict] = {}
+    if events.height:
+        for row in rows_where(events, pl.col("kind").is_in(["oom_kill", "process_gone"]) & pl.col("pid").is_not_null()).iter_rows(named=True):
+            killed.setdefault(int(row["pid"]), row)
+    out = []
+    # compare processes that share a clock: timed ones together, untimed ones within their source
+    by_gpu: dict[tuple, list] = {}
+    for s in procs:
+        r = s.result
+        scope = ("time",) if r.x_kind == "time" else ("index", r.source)
+        by_gpu.setdefault((r.host, r.gpu) + scope, []).append(s)
+    for key, members in by_gpu.items():
+        timed = key[2] == "time"
+        pos = {id(s): _abs(s) for s in members}
+        log_end = max(p[-1] for p in pos.values())
+        reported = set()
+        for p in members:
+            pp = pos[id(p)]
+            slack = 3 * _interval(pp)
+            held = float(np.median(p.y[-3:]))
+            if held <= 0:
+                continue
+            for q in members:
+                if q is p:
+                    continue
+                qq = pos[id(q)]
+                q_end = qq[-1]
+                kill = killed.get(q.result.pid)
+                kill_t = _kill_pos(kill) if kill is not None and timed else None
+                q_gone_at = kill_t if kill_t is not None else q_end
+                vanished = (q_end < log_end - slack) or kill is not None
+                # p lived alongside q and started with or after it (a worker of q's job, not the
+                # trainer that outlives a helper it started itself). A poll every interval can miss
+                # the overlap: a worker first seen up to two samples after q's last row still lived
+                # beside it.
+                if not vanished or pp[0] > q_end + RESIDUAL_OVERLAP_SAMPLES * _interval(qq) * 1.01 or pp[0] < qq[0] - slack:
+                    continue
+                if pp[-1] <= q_gone_at + slack:
+                    continue
+                if q.result.pid in reported or p.result.pid in reported:
+                    continue
+                reported.add(p.result.pid)
+                out.append(_residual(p, q, kill, held, pp, q_gone_at, timed, log_end, slack))
+                break
+        # a killed process that itself keeps memory until the end of the log
+        for p in members:
+            kill = killed.get(p.result.pid)
+            if kill is None or p.result.pid in reported or not timed:
+                continue
+            kt = _kill_pos(kill)
+            pp = pos[id(p)]
+            held = float(np.median(p.y[-3:]))
+            if kt is not None and held > 0 and pp[-1] > kt + 3 * _interval(pp):
+                reported.add(p.result.pid)
+                out.append(_residual(p, None, kill, held, pp, kt, timed, log_end, 3 * _interval(pp)))
+    return out
+
+
+def _abs(s) -> np.ndarray:
+    """Positions on a clock shared by the group: seconds since the epoch, or the raw index."""
+    if s.sec is not None:
+        return s.epoch()
+    return s.x
+
+
+def _interval(p: np.ndarray) -> float:
+    if p.size < 2:
+        return 1.0
+    return float(np.median(np.diff(p))) or 1.0
+
+
+def _kill_pos(kill: dict) -> float | None:
+    t = kill.get("time")
+    return t.timestamp() if isinstance(t, datetime) else None
+
+
+def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
+    r = p.result
+    to_t = (lambda v: datetime.fromtimestamp(v, tz=p.t0.tzinfo)) if timed else (lambda v: int(v))
+    parent = f"pid {q.result.pid}" if q is not None else f"pid {r.pid} itself"
+    how = "was killed by the OOM killer" if kill is not None and kill.get("kind") == "oom_kill" else (
+        "exited" if kill is not None else "disappeared")
+    until_end = pp[-1] >= log_end - slack
+    after = pp[-1] - gone_at
+    after_txt = fmt_seconds(after) if timed else f"{int(after)} samples"
+    f = Finding(kind="residual_process", severity="warning", gpu=r.gpu, pid=r.pid, series=r.series,
+                bytes=int(held), source=r.source,
+                summary=(f"pid {r.pid} still holds {human(held)} on GPU {r.gpu} "
+                         + (f"after {parent} {how}" if q is not None else f"after it {how}")
+                         + (", until the end of the log" if until_end else f", for {after_txt} longer") + "."),
+                evidence=[])
+    if timed:
+        f.start = to_t(gone_at)
+        f.end = to_t(pp[-1])
+    else:
+        f.start_index = int(gone_at)
+    if q is not None:
+        f.evidence.append(_sample_ev(q, q.x.size - 1))
+    if kill is not None:
+        f.evidence.append(_ev(kill))
+    f.evidence.append(_sample_ev(p, p.x.size - 1))
+    f.detail = {"parent_pid": q.result.pid if q is not None else None, "held_bytes": int(held),
+                "until_end_of_log": bool(until_end)}
+    f.causes = ["A worker process (torch.multiprocessing, DataLoader workers, a spawned helper) kept its "
+                "CUDA context and tensors after the main process died: memory held after the parent "
+                "died points at child processes that were not joined or killed."]
+    f.checks = [f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv; "
+                f"ps -o pid,ppid,cmd -p {r.pid}; kill the orphan, and join/terminate workers on exit "
+                "(use the 'spawn' start method and a finally: that stops them)."]
+    return f
+
+
+def fmt_seconds(seconds: float) -> str:
+    """A span for people: "4 s", "12 min", "3.5 h"."""
+    if seconds < 10:
+        return f"{seconds:.1f} s".replace(".0 s", " s")
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _sample_ev(s, i: int) -> Evidence:
+    from forensics.detect import sample_evidence
+    return sample_evidence(s, i)
+
+
+# ----------------------------------------------------------------------------------------------
+# slowdown
+
+def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
+    """Steps that take longer as memory fills, from the step log's timestamps."""
+    out = []
+    by_source: dict[str, list] = {}
+    for s in series:
+        if s.result.x_kind == "time" and s.result.series in ("allocated", "reserved", "memory.used", "process.used"):
+            by_source.setdefault(s.result.source, []).append(s)
+    for source, members in by_source.items():
+        fw = [s for s in members if s.result.series in ("allocated", "reserved")]
+        if not fw:
+            continue
+        ref = max(fw, key=lambda s: (s.result.series == "allocated", s.x.size))
+        growing = any(s.fit.leak is not None or s.fit.classification == "warmup_plateau" for s in fw)
+        if not growing:
+            continue
+        t = ref.epoch()
+        if ref.steps is not None and np.isfinite(ref.steps).sum() >= SLOWDOWN_MIN_STEPS:
+            ok = np.isfinite(ref.steps)
+            st, tt, idx = ref.steps[ok], t[ok], np.nonzero(ok)[0]
+            # steps that move forward past every earlier one (a step printed late, or again, is dropped)
+            keep = np.concatenate([[True], st[1:] > np.maximum.accumulate(st)[:-1]])
+            st, tt, idx = st[keep], tt[keep], idx[keep]
+            per_step = np.diff(tt) / np.diff(st)
+        else:
+            idx = np.arange(t.size)
+            per_step = np.diff(t)
+        if per_step.size < SLOWDOWN_MIN_STEPS or not np.all(np.isfinite(per_step)):
+            continue
+        q = max(3, per_step.size // 4)
+        early, late = float(np.median(per_step[:q])), float(np.median(per_step[-q:]))
+        if early <= 0 or late < SLOWDOWN_RATIO * early:
+            continue
+        # steady trend, not one pause: most late steps are slower than most early ones
+        if np.mean(per_step[-q:] > early) < 0.75:
+            continue
+        lk = ref.fit.leak
+        f = Finding(kind="slowdown", severity="warning", gpu=ref.result.gpu, pid=ref.result.pid,
+                    series=ref.result.series, source=source,
+                    start=ref.to_x(float(ref.x[0])), end=ref.to_x(float(ref.x[-1])),
+                    summary=(f"Steps slow down as memory fills: {early:.3g} s per step at the start, "
+                             f"{late:.3g} s at the end (+{(late / early - 1) * 100:.0f}%), while "
+                             f"{ref.result.series} went from {human(ref.y[0])} to {human(ref.y[-1])}."),
+                    evidence=[_sample_ev(ref, int(idx[0])), _sample_ev(ref, int(idx[-1]))],
+                    detail={"early_seconds_per_step": early, "late_seconds_per_step": late,
+                            "leak_onset": ref.to_x(lk.onset) if lk else None})
+        f.causes = ["The allocator works harder as memory fills (more frees, cache flushes, "
+                    "fragmentation), or host memory swaps."]
+        f.checks = ["Compare step times before and after the leak's onset; watch "
+                    "torch.cuda.memory_stats()['num_alloc_retries']."]
+        out.append(f)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# links
+
+def _t(x):
+    return x.timestamp() if isinstance(x, datetime) else None
+
+
+def _dur(seconds: float) -> str:
+    h = seconds / 3600.0
+    if h < 1 / 60:
+        return f"{seconds:.0f} s"
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    if h < 48:
+        return f"{h:.1f} h"
+    return f"{h / 24:.1f} days"
+
+
+def _same_gpu(a: Finding, b: Finding) -> bool:
+    return a.gpu is None or b.gpu is None or a.gpu == b.gpu
+
+
+def link(findings: list[Finding]) -> None:
+    """Fill Finding.related with sentences: the leak behind an OOM and how long before it began,
+    the residual process left by a kill, the slowdown that came with a leak."""
+    leaks = [f for f in findings if f.kind == "leak"]
+    for o in [f for f in findings if f.kind in ("gpu_oom", "oom_kill")]:
+        for lk in leaks:
+            if o.kind == "gpu_oom" and not _same_gpu(o, lk):
+                continue
+            if o.kind == "oom_kill" and lk.series != "host.rss" and lk.pid not in (None, o.pid):
+                continue
+            to, tl = _t(o.start), _t(lk.start)
+            what = "CUDA out-of-memory error" if o.kind == "gpu_oom" else "OOM kill"
+            where = f"GPU {lk.gpu}" if lk.gpu is not None else (lk.series or "memory")
+            if to is not None and tl is not None:
+                if to < tl:
+                    continue
+                end_t = _t(lk.end)
+                if o.kind == "oom_kill" and lk.pid is None and lk.series != "host.rss" and end_t is not None \
+                        and abs(to - end_t) > max(300.0, 0.05 * (end_t - tl)):
+                    continue   # a kill long after the growth stopped is not its end
+                gap = _dur(to - tl)
+                o.related.append(f"The leak on {where} ({lk.series}) began {gap} before this {what}.")
+                lk.related.append(f"This leak led to the {what}{_when(o.start)}, {gap} after it began.")
+            elif o.kind == "gpu_oom" and sum(1 for x in leaks if _same_gpu(o, x)) == 1:
+                # a traceback without a clock: the one leak on that GPU is what ran it out of memory
+                o.related.append(f"The leak on {where} ({lk.series}) most likely led to this {what} "
+                                 "(the error line carries no time to check it against).")
+                lk.related.append(f"This leak most likely ends in the {what} reported in {o.source}.")
+            else:
+                continue
+            lk.severity = "critical"
+            # it did run out: the projection is the event itself
+            lk.exhaust_in_hours = 0.0
+            lk.exhaust_at = o.start if isinstance(o.start, datetime) else lk.end
+            lk.detail["ran_out"] = o.kind
+    for r in [f for f in findings if f.kind == "residual_process"]:
+        parent = r.detail.get("parent_pid")
+        for o in [f for f in findings if f.kind == "oom_kill" and f.pid in (parent, r.pid)]:
+            r.related.append(f"pid {o.pid} was killed by the OOM killer{_when(o.start)}; pid {r.pid} kept its GPU memory.")
+            o.related.append(f"After this kill, pid {r.pid} kept {human(r.bytes)} on GPU {r.gpu}.")
+    for s in [f for f in findings if f.kind == "slowdown"]:
+        for lk in leaks:
+            if lk.source == s.source or _same_gpu(lk, s):
+                s.related.append(f"It comes with the leak on {('GPU ' + lk.gpu) if lk.gpu else lk.series}.")
+                lk.related.append("Steps slow down as this leak fills memory (see the slowdown finding).")
+                break

@@ -1,0 +1,553 @@
+"""Batch scans of job archives: one folder per job, each analyzed exactly as `report` would.
+
+Outputs under OUT_DIR: `jobs/<job-id>/report.html`, `jobs/<job-id>/summary.json` (the job's JSON
+summary, the same document `report --json` writes), `jobs/<job-id>/scan-state.json` (the job's row and
+the fingerprint of its inputs and options, for reruns), `index.html` (one self-contained page),
+`summary.csv` and `summary.parquet` (one row per job). Every file is written atomically (temp file +
+rename), so an interrupted scan -- even `kill -9` -- leaves no half-written file; a rerun skips jobs whose
+fingerprint is unchanged and redoes the rest.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import polars as pl
+
+from forensics import __version__
+from forensics.report import write as outputs
+from forensics import parsers
+from forensics.errors import InputError, UsageError
+from forensics.detect.findings import SEVERITY_RANK
+from forensics.options import Options
+from forensics.io.sources import _SKIP_SUFFIXES, Source
+from forensics.frames import rows_where
+
+STATE_NAME = "scan-state.json"
+SUMMARY_NAME = "summary.json"
+VERDICT_RANK = {"leak": 4, "cache_growth": 2, "inconclusive": 1, "no_leak": 0}
+
+SUMMARY_SCHEMA = {
+    "job": pl.String, "path": pl.String, "status": pl.String, "verdict": pl.String,
+    "severity": pl.String, "severity_rank": pl.Int64, "worst_finding": pl.String,
+    "onset": pl.String, "rate_bytes_per_hour": pl.Float64, "peak_bytes": pl.Int64,
+    "oom_kills": pl.Int64, "gpu_ooms": pl.Int64, "xids": pl.Int64, "findings": pl.Int64,
+    "inputs": pl.Int64, "input_errors": pl.Int64, "skipped_lines": pl.Int64, "error": pl.String,
+    "report": pl.String, "fingerprint": pl.String, "seconds": pl.Float64,
+}
+
+
+@dataclass
+class ScanConfig:
+    archive: Path
+    out_dir: Path
+    depth: int | None = None              # jobs are the folders exactly this deep below the archive
+    job_pattern: str | None = None        # regex on the folder name that marks a job
+    reports: str = "all"                  # "all" | "critical" | "warning" | "info" | "none": per-job HTML for these
+    workers: int = field(default_factory=lambda: usable_cpus())
+    opts: Options = field(default_factory=Options)
+    force: bool = False
+    fail_on: str = "never"
+
+    def options_key(self) -> str:
+        """Every option that shapes what a job's folder holds, for the rerun fingerprint: the Options
+        (zones, year, boot time, clock anchors), which reports are written and --fail-on (#29: a rerun
+        with other options is redone, so a job's files always come from the options of the last run)."""
+        facts = dataclasses.asdict(self.opts)
+        facts.update(reports=self.reports, fail_on=self.fail_on)
+        return json.dumps(facts, sort_keys=True, default=str)
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+def _is_log_name(name: str) -> bool:
+    return not name.startswith(".") and not name.lower().endswith(_SKIP_SUFFIXES)
+
+
+def _is_log(path: Path) -> bool:
+    """A file some parser claims, or one that cannot be read (its failure is then listed with its job);
+    only a readable file nobody recognizes (a script, notes) is not a log."""
+    try:
+        return parsers.claim(Source.open(path, str(path)).head())[0] is not None
+    except InputError:
+        return True
+
+
+def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None = None,
+              not_jobs: list[Path] | None = None) -> list[Path]:
+    """The job folders under `archive`.
+
+    Default: the top-most folders that directly hold a log (their subfolders belong to them); a folder
+    whose files are all readable and recognized by no parser (code, notes) is not a job and is added to
+    `not_jobs` (its subfolders are still searched); the archive itself is a job only when it holds a log
+    and no job folder below. `depth` picks folders at exactly that depth; `job_pattern` picks folders
+    whose name matches (top-most match wins): those are jobs whatever they hold."""
+    if not archive.is_dir():
+        raise UsageError(f"{archive}: not a folder, give the folder that holds one folder per job")
+    rx = re.compile(job_pattern) if job_pattern else None
+    jobs: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+
+    def walk(d: Path, level: int) -> None:
+        try:
+            st = d.stat()
+            key = (st.st_dev, st.st_ino)
+            if key in seen:  # link loop
+                return
+            seen.add(key)
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            if level > 0:
+                jobs.append(d)  # unreadable: still a job, so its failure is listed
+            return
+        subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
+        files = [Path(e.path) for e in entries if not _safe_is_dir(e) and _is_log_name(e.name)]
+        if depth is not None:
+            if level == depth:
+                jobs.append(d)
+                return
+        elif rx is not None:
+            if level > 0 and rx.search(d.name):
+                jobs.append(d)
+                return
+        elif level > 0 and files:
+            if any(_is_log(f) for f in files):
+                jobs.append(d)
+                return
+            if not_jobs is not None:
+                not_jobs.append(d)
+        for s in subdirs:
+            walk(s, level + 1)
+
+    walk(archive, 0)
+    if not jobs and depth is None and rx is None:
+        try:
+            if any(e.is_file() and _is_log_name(e.name) and _is_log(Path(e.path)) for e in os.scandir(archive)):
+                jobs.append(archive)
+        except OSError:
+            pass
+    return jobs
+
+
+def _safe_is_dir(e: os.DirEntry) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
+
+
+def job_id(archive: Path, job: Path) -> str:
+    rel = os.path.relpath(job, archive)
+    ident = "root" if rel == "." else rel.replace(os.sep, "__")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", ident)
+    # a name that had to be changed or cut gets a hash of the original, so two jobs never share an
+    # output folder (jöb and jäb, two long names alike at the start); and no id is `..` or hidden
+    # ("a/b" and a folder named "a__b" both read a__b: the one whose name holds "__" gets the hash)
+    if safe != ident or len(safe) > 180 or safe.startswith(".") or "__" in rel:
+        digest = hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=5).hexdigest()
+        safe = f"{safe[:160].lstrip('.') or 'job'}-{digest}"
+    return safe
+
+
+def fingerprint(job: Path, options_key: str = "") -> str:
+    """A fingerprint of every file in the job (names and bytes), of the options that shape its results
+    (`ScanConfig.options_key`) and of this tool's version: a rerun with any of them changed is redone."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(__version__.encode() + b"\0" + options_key.encode() + b"\0")
+    for root, dirs, files in os.walk(job):
+        dirs.sort()
+        for name in sorted(files):
+            p = Path(root) / name
+            h.update(os.path.relpath(p, job).encode("utf-8", "surrogateescape") + b"\0")
+            try:
+                with open(p, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        h.update(chunk)
+            except OSError as e:
+                h.update(f"unreadable:{e.errno}".encode())
+    return h.hexdigest()
+
+
+# -- one job (runs in a worker process) -----------------------------------------------------------
+
+def _write_atomic(path: Path, data: str | bytes) -> None:
+    """A file of the scan's own output folder (its job folder made here), written as outputs writes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outputs.replace_file(path, data)
+
+
+def _want_report(reports: str, severity: str | None) -> bool:
+    if reports == "all":
+        return True
+    if reports == "none" or severity is None:
+        return False
+    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[reports]
+
+
+def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str | None,
+                options_key: str = "") -> dict:
+    """Analyze one job and write its outputs; returns its summary row. Never raises. `fp`: the job's
+    fingerprint, computed here (from `options_key`) when None."""
+    from forensics import pipeline
+    from forensics import report as rep
+
+    if fp is None:
+        fp = fingerprint(Path(job), options_key)
+    started = time.perf_counter()
+    job_dir = Path(out_dir) / "jobs" / jid
+    row = {k: None for k in SUMMARY_SCHEMA}
+    row.update(job=jid, path=job, fingerprint=fp)
+    try:
+        bundle, analysis = pipeline.run([job], opts)
+        summary = rep.summary(bundle, analysis)
+        row.update(_row_from_summary(summary))
+        row["peak_bytes"] = _peak_bytes(bundle)
+        row["status"] = "ok" if any(i.format for i in bundle.inputs) else "failed"
+        if row["status"] == "failed":
+            reasons = [i.error for i in bundle.inputs if i.error] or [
+                f"{job}: nothing to analyze, no file in the job was recognized as a log, "
+                f"run `gpu-forensics sniff {job}` to see what each file was taken for"]
+            row["error"] = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+        if _want_report(reports, row["severity"]) and row["status"] == "ok":
+            ctx = rep.build_context(bundle, analysis, opts)
+            _write_atomic(job_dir / "report.html", rep.render_html(ctx))
+            row["report"] = f"jobs/{jid}/report.html"
+        row["sparkline"] = _sparkline_points(analysis)
+    except Exception as e:  # one bad job never stops the scan
+        row.update(status="failed", error=f"{job}: not analyzed, {type(e).__name__}: {e}, "
+                   f"run `gpu-forensics report {job}` to see the details")
+        summary = None
+    row["seconds"] = round(time.perf_counter() - started, 3)
+    try:
+        if summary is not None:
+            _write_atomic(job_dir / SUMMARY_NAME, rep.summary_text(summary))
+        _write_atomic(job_dir / STATE_NAME, json.dumps({"fingerprint": fp, "row": row}, default=str))
+    except OSError as e:   # the output folder went away or filled up: this job's row says so
+        row.update(status="failed", error=f"{job_dir}: cannot write the job's outputs, {e.strerror or e}, "
+                   "check free space and permissions of the output folder")
+    return row
+
+
+def _row_from_summary(summary: dict) -> dict:
+    findings = summary["findings"]
+    worst = max(findings, key=lambda f: SEVERITY_RANK.get(f["severity"], 0)) if findings else None
+    leaks = [f for f in findings if f["kind"] == "leak"]
+    lead = max(leaks, key=lambda f: f.get("rate_bytes_per_hour") or 0) if leaks else None
+    kinds = [f["kind"] for f in findings]
+    return {
+        "verdict": summary["verdict"],
+        "severity": worst["severity"] if worst else None,
+        "severity_rank": SEVERITY_RANK.get(worst["severity"], 0) if worst else 0,
+        "worst_finding": worst["summary"] if worst else None,
+        "onset": (lead.get("start") or (f"index {lead['start_index']}" if lead.get("start_index") is not None else None)) if lead else None,
+        "rate_bytes_per_hour": lead.get("rate_bytes_per_hour") if lead else None,
+        "oom_kills": kinds.count("oom_kill"),
+        "gpu_ooms": kinds.count("gpu_oom"),
+        "xids": kinds.count("xid"),
+        "findings": len(findings),
+        "inputs": len(summary["inputs"]),
+        "input_errors": sum(1 for i in summary["inputs"] if i.get("error")),
+        "skipped_lines": sum(i.get("skipped") or 0 for i in summary["inputs"]),
+    }
+
+
+def _peak_bytes(bundle) -> int | None:
+    """The highest GPU memory reading: nvidia-smi's per-GPU use when logged, else the framework's."""
+    order = ("memory.used", "process.used", "reserved", "allocated")
+    peaks = dict(rows_where(bundle.samples, pl.col("series").is_in(list(order))).group_by("series")
+                 .agg(pl.col("bytes").max()).iter_rows())   # one pass for the four series
+    for series in order:
+        if peaks.get(series) is not None:
+            return int(peaks[series])
+    return None
+
+
+def _sparkline_points(analysis, n: int = 48) -> list[float]:
+    """The memory curve of the job's most telling series, reduced to n values for a sparkline."""
+    best = None
+    for s in getattr(analysis, "series", []) or []:
+        if not getattr(s, "n", 0):   # no readings: no points (counted first: points are made on use)
+            continue
+        rank = 2 if getattr(s, "classification", "") in ("linear_growth", "staircase") else 1
+        if best is None or rank > best[0]:
+            best = (rank, s)
+    if best is None or not best[1].points:
+        return []
+    ys = [p[1] if isinstance(p, (list, tuple)) else p for p in best[1].points]
+    ys = [float(y) for y in ys if y is not None]
+    if len(ys) <= n:
+        return ys
+    step = len(ys) / n
+    return [max(ys[int(i * step): max(int((i + 1) * step), int(i * step) + 1)]) for i in range(n)]
+
+
+# -- the scan --------------------------------------------------------------------------------------
+
+@dataclass
+class ScanResult:
+    rows: list[dict]
+    reused: int
+    analyzed: int
+    failed: int
+    seconds: float
+    not_jobs: list[str] = field(default_factory=list)   # one line per folder not taken as a job, and why
+
+
+def _load_state(out_dir: Path, jid: str) -> dict | None:
+    p = out_dir / "jobs" / jid / STATE_NAME
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _clean_stale_temps(out_dir: Path) -> None:
+    """Temp files of an interrupted scan (they were never renamed into place)."""
+    if not out_dir.exists():
+        return
+    for p in out_dir.rglob(".*.tmp-*"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def _check_out_dir(cfg: ScanConfig) -> None:
+    """The output folder: an existing folder (a link to one is followed), or a new one in an existing
+    folder; anything else is a one-line usage error, as for every command's outputs."""
+    if not cfg.archive.is_dir():
+        raise UsageError(f"{cfg.archive}: not a folder, give the folder that holds one folder per job")
+    arch, out = cfg.archive.resolve(), cfg.out_dir.resolve()
+    if out == arch:
+        raise UsageError(f"-o {cfg.out_dir}: the output folder is the archive itself, choose another folder")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {cfg.out_dir}: cannot write there, it exists and is not a folder, "
+                         "give a new name or an existing folder for the scan's reports")
+    if not out.exists():
+        if not out.parent.is_dir():
+            raise UsageError(f"-o {cfg.out_dir}: cannot write there, the folder {out.parent} does not exist, "
+                             "create it first or give a path in an existing folder")
+        try:
+            out.mkdir()
+        except OSError as e:
+            raise UsageError(f"-o {cfg.out_dir}: cannot create the folder, {e.strerror or e}, "
+                             "check the permissions or give another path")
+
+
+def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], None] | None = None,
+             executor: str = "process") -> ScanResult:
+    """Scan every job of the archive; returns the rows (one per job) in job order."""
+    _check_out_dir(cfg)
+    _clean_stale_temps(cfg.out_dir)
+    started = time.perf_counter()
+    skipped_dirs: list[Path] = []
+    jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs)
+    out_resolved = cfg.out_dir.resolve()
+    jobs = [j for j in jobs if not str(j.resolve()).startswith(str(out_resolved))]
+    ids = [job_id(cfg.archive, j) for j in jobs]
+    rows: dict[str, dict] = {}
+    todo: list[tuple[Path, str, str | None]] = []
+    key = cfg.options_key()
+    for job, jid in zip(jobs, ids):
+        state = None if cfg.force else _load_state(cfg.out_dir, jid)
+        if not state:
+            # nothing to compare with: the worker fingerprints the job (in parallel, and the pool
+            # starts at once instead of after hashing the whole archive here)
+            todo.append((job, jid, None))
+            continue
+        fp = fingerprint(job, key)
+        if state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
+            row = dict(state["row"])
+            row["reused"] = True
+            rows[jid] = row
+        else:
+            todo.append((job, jid, fp))
+    done = len(rows)
+    total = len(jobs)
+    if on_progress:
+        on_progress(done, total, None)
+    for row in _execute(cfg, todo, executor):
+        rows[row["job"]] = row
+        done += 1
+        if on_progress:
+            on_progress(done, total, row)
+    ordered = [rows[j] for j in ids if j in rows]
+    try:
+        write_outputs(cfg.out_dir, ordered)
+    except OSError as e:
+        raise UsageError(f"-o {cfg.out_dir}: cannot write the index and summary tables, {e.strerror or e}, "
+                         "check free space and permissions of the output folder")
+    notes = [f"{d}: not a job, none of its files is a log this tool reads, name it with --job-pattern or "
+             "--depth to scan it anyway" for d in skipped_dirs]
+    return ScanResult(rows=ordered, reused=total - len(todo), analyzed=len(todo),
+                      failed=sum(1 for r in ordered if r["status"] == "failed"),
+                      seconds=time.perf_counter() - started, not_jobs=notes)
+
+
+def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor: str) -> Iterator[dict]:
+    key = cfg.options_key()
+    args = [(str(job), jid, str(cfg.out_dir), cfg.opts, cfg.reports, fp, key) for job, jid, fp in todo]
+    if not args:
+        return
+    if executor == "dask":
+        yield from _execute_dask(args)
+        return
+    if cfg.workers <= 1 or len(args) == 1:
+        for a in args:
+            yield process_job(*a)
+        return
+    import multiprocessing as mp
+
+    # spawn, not fork: polars' thread pool does not survive a fork
+    ctx = mp.get_context("forkserver") if hasattr(os, "fork") else mp.get_context("spawn")
+    # bounded in flight: memory stays flat whatever the archive's size
+    limit = cfg.workers * 4
+    with _worker_env(cfg.workers), ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+        pending: dict[Future, tuple] = {}
+        for a in args:
+            pending[pool.submit(process_job, *a)] = a
+            if len(pending) >= limit:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    yield _result_or_failure(f, pending.pop(f))
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                yield _result_or_failure(f, pending.pop(f))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, cgroup cpusets), not all the machine has."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _worker_env(workers: int):
+    """Polars' threads per worker: the usable cores shared out (N workers x all-cores threads only contend).
+    Polars reads POLARS_MAX_THREADS when it is imported, so it is put in the environment the worker
+    processes (and the forkserver they come from) start with; a value the user set is kept."""
+    key = "POLARS_MAX_THREADS"
+    prev = os.environ.get(key)
+    if prev is None:
+        os.environ[key] = str(max(1, usable_cpus() // max(1, workers)))
+    try:
+        yield
+    finally:
+        if prev is None:
+            os.environ.pop(key, None)
+
+
+def _failed_row(args: tuple, what: str, e: Exception) -> dict:
+    """The row of a job whose worker died: named by its folder, so the failure says which job it was."""
+    job, jid = args[0], args[1]
+    row = {k: None for k in SUMMARY_SCHEMA}
+    row.update(job=jid, path=job, status="failed",
+               error=f"{job}: not analyzed, {what} ({type(e).__name__}: {e}), "
+                     f"run `gpu-forensics report {job}` alone to see whether it needs more memory")
+    return row
+
+
+def _result_or_failure(f: Future, args: tuple) -> dict:
+    try:
+        return f.result()
+    except Exception as e:  # a worker died (e.g. killed by the OOM killer)
+        return _failed_row(args, "its worker process died", e)
+
+
+def _execute_dask(args: list[tuple]) -> Iterator[dict]:
+    """Run the jobs on the current Dask client (distributed engine); the archive and output folder
+    must be on a path every worker sees."""
+    try:
+        from dask.distributed import as_completed, get_client
+    except ImportError:
+        raise UsageError("--engine dask needs the optional extra: pip install 'gpu-forensics[dask]'")
+    try:
+        client = get_client()
+    except ValueError:
+        raise UsageError("--engine dask: no Dask client; pass --scheduler ADDRESS or start a cluster first")
+    futures = {client.submit(process_job, *a, pure=False): a for a in args}
+    for fut in as_completed(futures):
+        try:
+            yield fut.result()
+        except Exception as e:
+            yield _failed_row(futures[fut], "its Dask task failed", e)
+
+
+# -- outputs ---------------------------------------------------------------------------------------
+
+def sort_rows(rows: Iterable[dict]) -> list[dict]:
+    """Most severe first: failures, then by severity, verdict, rate."""
+    def key(r):
+        return (
+            -(r.get("severity_rank") or 0),
+            -VERDICT_RANK.get(r.get("verdict") or "", 0),
+            -(r.get("rate_bytes_per_hour") or 0.0),
+            r.get("job") or "",
+        )
+    return sorted(rows, key=key)
+
+
+def summary_frame(rows: list[dict]) -> pl.DataFrame:
+    data = {k: [r.get(k) for r in rows] for k in SUMMARY_SCHEMA}
+    return pl.DataFrame(data, schema=SUMMARY_SCHEMA)
+
+
+def write_outputs(out_dir: Path, rows: list[dict]) -> None:
+    ordered = sort_rows(rows)
+    df = summary_frame(ordered)
+    outputs.replace(Path(os.path.realpath(out_dir / "summary.csv")), df.write_csv)
+    outputs.replace(Path(os.path.realpath(out_dir / "summary.parquet")), df.write_parquet)
+    _write_atomic(out_dir / "index.html", render_index(ordered))
+
+
+def _template_env():
+    import jinja2
+
+    here = Path(__file__).resolve().parent.parent   # the package
+    dirs = [d for d in (here / "templates", here.parent / "templates") if d.is_dir()]
+    return jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def _spark_svg(values: list[float], w: int = 120, h: int = 24) -> str:
+    """A tiny inline SVG polyline (numbers only, so nothing to escape)."""
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    pts = " ".join(f"{i * (w - 2) / (len(values) - 1) + 1:.1f},{h - 1 - (v - lo) / span * (h - 2):.1f}"
+                   for i, v in enumerate(values))
+    return (f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" aria-hidden="true">'
+            f'<polyline fill="none" stroke="currentColor" stroke-width="1.2" points="{pts}"/></svg>')
+
+
+def render_index(rows: list[dict]) -> str:
+    from markupsafe import Markup
+
+    from forensics.units import human
+
+    view = []
+    for r in rows:
+        v = dict(r)
+        v["spark_svg"] = Markup(_spark_svg(r.get("sparkline") or []))
+        v["rate_text"] = (human(r["rate_bytes_per_hour"]) + "/h") if r.get("rate_bytes_per_hour") else ""
+        v["peak_text"] = human(r["peak_bytes"]) if r.get("peak_bytes") else ""
+        view.append(v)
+    counts: dict[str, int] = {}
+    for r in rows:
+        key = r.get("verdict") if r.get("status") == "ok" else "failed"
+        counts[key or "failed"] = counts.get(key or "failed", 0) + 1
+    return _template_env().get_template("scan_index.html.j2").render(
+        rows=view, counts=counts, version=__version__, total=len(rows))
