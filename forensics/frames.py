@@ -1,14 +1,12 @@
-"""Selecting a frame's rows without a trip through polars' thread pool.
+"""Two frame helpers used on hot paths.
 
-`DataFrame.filter` runs as a one-node lazy query whose work is handed to polars' thread pool while the
-caller waits: ~150-300 µs per call whatever the frame's size on this project's 2-core virtual machine
-(a thread wake-up on each side), where evaluating the predicate (`select`, which polars runs on the
-calling thread for small frames) and filtering each column as a Series costs ~25 µs. A job's small
-logs run hundreds of filters on frames of a few hundred rows: ~85 ms of a job's ~300 ms of CPU
-(bench/batch.py's templates, one process on an otherwise idle machine; in a scan that keeps every core
-busy the hand-off costs less), now ~10 ms. rows_where() is used where that adds up; big frames gain nothing
-and lose nothing (the same kernels, one column after another instead of in parallel, and their
-predicate costs the same).
+rows_where: `DataFrame.filter` runs as a one-node lazy query whose work is handed to polars' thread
+pool while the caller waits, a fixed cost per call whatever the frame's size (a thread wake-up on each
+side). Evaluating the predicate with `select` (which polars runs on the calling thread for small
+frames) and filtering each column as a Series avoids it. A job's small logs run hundreds of filters on
+frames of a few hundred rows, where that adds up; big frames gain nothing and lose nothing.
+
+owned: a copy of kept rows out of a batch's string buffers (see its docstring).
 """
 from __future__ import annotations
 
@@ -31,3 +29,13 @@ def rows_where(df: pl.DataFrame, predicate: pl.Expr | pl.Series) -> pl.DataFrame
     if mask.dtype != pl.Boolean or not df.width:
         return df.filter(mask)
     return pl.DataFrame([s.filter(mask) for s in df.iter_columns()])
+
+
+def owned(df: pl.DataFrame) -> pl.DataFrame:
+    """df with its text in buffers of its own. A filter or a slice of a batch shares the batch's string
+    buffers, so a few lines kept of each batch would keep every batch in memory; the kept lines are
+    copied out instead (concat_str with "" writes new strings)."""
+    cols = [c for c, t in df.schema.items() if t == pl.String]
+    if not cols or not df.height:
+        return df
+    return df.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in cols)

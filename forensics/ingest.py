@@ -6,13 +6,12 @@ One bad file never stops the rest: its problem becomes a one-line message in `Bu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Callable
 
 import polars as pl
 
 from forensics import ISSUES_URL
-from forensics import fastpath_stream
+from forensics.io import lines
 from forensics import parsers
 from forensics.errors import InputError
 from forensics.options import Options
@@ -24,10 +23,9 @@ from forensics.model import (
     Parsed,
     Skipped,
     conform,
-    empty_events,
-    empty_samples,
 )
 from forensics.io.sources import CUT_AT_END, Source, discover
+from forensics.parsers.scanners import Scanners
 from forensics.frames import rows_where
 
 
@@ -36,14 +34,109 @@ def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
     return df.with_columns(pl.lit(path, dtype=pl.String).alias("source"))
 
 
-def _scan_free_text(src: Source, opts: Options, skip: set[str]) -> list[Parsed]:
-    """Run the free-text event scanners over the lines that pass their prefilter."""
-    if fastpath_stream.is_big(src) and src._frame is None:
-        return fastpath_stream.scan_streamed(src, opts, skip)   # one streamed pass, bounded memory
-    # literal prefilters for all the scanners together, then each hint on the few lines that passed
-    # (usually none): the same rows, in the same order, as each hint over the whole file, and 5x
-    # cheaper than the hints themselves over every line
-    return fastpath_stream.scan_lines(src.frame(), src, opts, skip)
+# Files at least this big (decompressed size estimated at 5x for compressed ones) are read batch by
+# batch, in bounded memory; smaller ones are one batch.
+STREAM_MIN_BYTES = 16 << 20
+# For a reader with `prepare`: batches whose stateless work runs ahead of the one being taken, and
+# their size (two smaller batches ahead keep both cores busy in less memory than one big one).
+PREPARED_AHEAD = 2
+PREPARED_BATCH_BYTES = 32 << 20
+
+
+def streamed(src: Source) -> bool:
+    return src.encoding == "utf-8" and src.size * (5 if src.compression else 1) >= STREAM_MIN_BYTES
+
+
+def _batches(src: Source, batch_bytes: int | None = None):
+    """(lines, raw bytes of the batch or None) of the whole source; counts its lines on the way."""
+    stats = lines.ReadStats()
+    # BATCH_BYTES read at call time (tests shrink it); a smaller size only for the default
+    size = lines.BATCH_BYTES if batch_bytes is None else min(batch_bytes, lines.BATCH_BYTES)
+    for batch in lines.cleaned_batches(src, size, stats=stats):
+        yield batch, stats.raw
+    src.streamed_lines = stats.lines
+
+
+def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
+    """Every batch of a big source to the reader and the scanners, in file order. The scanners read a
+    batch in a thread while the reader takes it (polars lets go of the GIL: two cores); a reader with
+    `prepare` also gets the next batches' stateless work started in threads meanwhile."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    prepare = getattr(reader, "prepare", None)
+    with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(PREPARED_AHEAD) as prep_pool:
+        scanned = None
+        waiting: deque = deque()
+
+        def take(batch, raw, prepared) -> None:
+            nonlocal scanned
+            if scanned is not None:
+                scanned.result()
+            scanned = pool.submit(scanners.feed, batch, raw)
+            if prepared is None:
+                reader.feed(batch, raw)
+            else:
+                reader.feed(batch, raw, prepared)
+
+        batches = lines.prefetched(_batches(src, PREPARED_BATCH_BYTES if prepare else None), depth=1)
+        for batch, raw in batches:
+            waiting.append((batch, raw, prepare(prep_pool, batch, raw) if prepare else None))
+            if len(waiting) > (PREPARED_AHEAD if prepare else 0):
+                take(*waiting.popleft())
+        while waiting:
+            take(*waiting.popleft())
+        if scanned is not None:
+            scanned.result()
+
+
+def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed]]:
+    """(what the claiming parser read, what the free-text scanners found) in one pass over the source.
+
+    A parser with a `Reader` gets the source's lines batch by batch (one batch for a small file); one
+    without reads its (small) files whole with `parse`."""
+    scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
+    make = getattr(module, "Reader", None)
+    if make is None and streamed(src) and not src.is_read:   # TEMP: until the nvidia-smi CSV reader lands
+        from forensics import fastpath_stream
+
+        legacy = fastpath_stream._CONSUMERS.get(module.NAME)
+        reader = legacy(src, opts, module) if legacy else None
+        if reader is not None:
+            _feed_streamed(src, reader, scanners)
+            return reader.finish(), scanners.finish(src, opts)
+    if make is None:
+        primary = module.parse(src, opts)
+        scanners.feed(src.frame())
+        return primary, scanners.finish(src, opts)
+    reader = make(src, opts)
+    if not streamed(src) or src.is_read:
+        frame = src.frame()
+        reader.feed(frame)
+        scanners.feed(frame)
+    else:
+        raw = reader.raw_batches(scanners) if hasattr(reader, "raw_batches") else None
+        if raw is None:
+            _feed_streamed(src, reader, scanners)
+        else:
+            for batch in raw:
+                if isinstance(batch, pl.DataFrame):
+                    reader.feed(batch)
+                    scanners.feed(batch)
+                else:
+                    reader.feed_raw(batch, scanners)
+    return reader.finish(), scanners.finish(src, opts)
+
+
+def scan_free_text(src: Source, opts: Options) -> list[Parsed]:
+    """What the free-text scanners find in a file no parser claims (streamed when it is big)."""
+    scanners = Scanners(set())
+    if streamed(src) and not src.is_read:
+        for batch, raw in _batches(src):
+            scanners.feed(batch, raw)
+    else:
+        scanners.feed(src.frame())
+    return scanners.finish(src, opts)
 
 
 # A byte count outside these bounds is garbage read as a number (no GPU or host holds 2^50 bytes,
@@ -105,23 +198,15 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     skipped = Skipped()
     if module is not None:
         info.format = module.NAME
-        covered = {module.NAME, *getattr(module, "COVERS", ())}
-        # a big file is parsed and scanned in one streamed pass (fastpath_stream.py)
-        streamed = fastpath_stream.parse_streamed(src, module, opts, covered)
-        if streamed is not None:
-            primary, found = streamed
-            results.append(primary)
-            results.extend(found)
-        else:
-            primary = module.parse(src, opts)
-            results.append(primary)
-            results.extend(_scan_free_text(src, opts, covered))
+        primary, found = read_source(src, module, opts)
+        results.append(primary)
+        results.extend(found)
         info.clock = primary.clock
         info.notes.extend(primary.notes)
         info.meta.update(primary.meta)
         skipped.merge(primary.skipped)
     elif reason != "empty file":
-        found = _scan_free_text(src, opts, set())
+        found = scan_free_text(src, opts)
         if found:
             kinds = sorted({k for p in found for k in p.events["kind"].unique().to_list()})
             info.format = "text"

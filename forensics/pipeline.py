@@ -7,7 +7,7 @@ from typing import Callable
 from forensics import detect
 from forensics import ingest
 from forensics import timeline
-from forensics.parsers.kernel import syslog as kernel
+from forensics.parsers.kernel import oom as kernel
 from forensics.options import Options
 
 # told what each stage did and how long it took (`-v`): stage name, seconds, one line of what it did

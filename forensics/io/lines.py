@@ -15,7 +15,14 @@ from typing import Iterator
 
 import polars as pl
 
+from forensics.errors import permission_error
 from forensics.io import wrappers
+
+# A line longer than this is not a log line (a binary blob, a progress bar without newlines): it is
+# dropped and counted as "line too long", so no regex ever runs over more than a MiB of one line.
+MAX_LINE_CHARS = 1 << 20
+LINE_TOO_LONG = f"line too long (over {MAX_LINE_CHARS >> 20} MiB), not read"
+CUT_AT_END = "last line cut off where the stream ends"
 
 # Pieces handed to the CSV reader: big enough for its threads, small enough to bound memory.
 BATCH_BYTES = 64 << 20
@@ -44,7 +51,7 @@ def _python_lines(part: bytes) -> pl.DataFrame:
     return pl.DataFrame({"text": [ln[:-1] if ln.endswith("\r") else ln for ln in lines]}, schema={"text": pl.String})
 
 
-def _parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl.DataFrame:
+def parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl.DataFrame:
     """`line`, `text` of the whole lines in buf[:end] (the rest of buf is a partial line, left out:
     the buffer is read as it is, without copying its whole lines out first)."""
     stats.raw = None
@@ -55,7 +62,7 @@ def _parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl
     if buf.startswith(_BOM):
         # the reader would take a byte order mark at the start of its input for its own: give it a
         # blank first line to drop instead
-        return _parse_buffer(b"\n" + buf[:end], end + 1, first_line - 1, stats).slice(1)
+        return parse_buffer(b"\n" + buf[:end], end + 1, first_line - 1, stats).slice(1)
     if end == 0:
         return pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
     try:
@@ -75,18 +82,16 @@ def _parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl
 
 def _plain_chunks(src, size: int) -> Iterator[bytes]:
     """An uncompressed file in pieces; a read error ends them, returned as the generator's value."""
-    from forensics.io.sources import _permission_error
-
     try:
         fh = open(src.real_path, "rb")
     except PermissionError:
-        raise _permission_error(src.path)
+        raise permission_error(src.path)
     with fh:
         while True:
             try:
                 chunk = fh.read(size)
             except PermissionError:
-                raise _permission_error(src.path)
+                raise permission_error(src.path)
             except OSError as e:
                 return e
             if not chunk:
@@ -119,7 +124,7 @@ def _reuse_big_buffers() -> None:
         pass   # not glibc: reading is slower, nothing else changes
 
 
-def _prefetched(gen, depth: int = 16):
+def prefetched(gen, depth: int = 16):
     """The pieces of `gen` decompressed by a thread of their own (zlib and zstandard let go of the GIL),
     so decompressing the next piece overlaps with reading this one; the generator's return value (a
     read error) comes through. Consumed with send(None) like the plain reader."""
@@ -160,7 +165,7 @@ def _prefetched(gen, depth: int = 16):
                 t.join(0.01)
 
 
-def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=_parse_buffer) -> Iterator[pl.DataFrame]:
+def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=parse_buffer) -> Iterator[pl.DataFrame]:
     """(line, text) frames of a UTF-8 source, in file order, text not yet unwrapped. `stats` is
     complete once the iterator is exhausted.
 
@@ -169,14 +174,12 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=_pa
     next piece. (polars' own scan_csv of the file would save a copy, but when it meets a NUL byte or
     invalid UTF-8 it can hand out a wrong batch before it raises.) `parse` turns a piece's whole lines
     into what is yielded (anything with a `height`: fastpath_kernel keeps most pieces as bytes)."""
-    from forensics.io.sources import MAX_LINE_CHARS
-
     # a line of more than this many bytes has more than MAX_LINE_CHARS characters for sure
     max_line_bytes = 4 * MAX_LINE_CHARS
     if batch_bytes >= 1 << 20:
         _reuse_big_buffers()
     plain = src.compression is None
-    gen = _plain_chunks(src, batch_bytes) if plain else _prefetched(src._chunks(min(batch_bytes, 4 << 20)))
+    gen = _plain_chunks(src, batch_bytes) if plain else prefetched(src.chunks(min(batch_bytes, 4 << 20)))
     back = None
     pieces: list[bytes] = []
     size = 0
@@ -248,12 +251,10 @@ def unwrap(w, df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(wrappers.strip_expr(w, text).alias("text"))
 
 
-def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None = None, parse=_parse_buffer) -> Iterator[pl.DataFrame]:
+def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None = None, parse=parse_buffer) -> Iterator[pl.DataFrame]:
     """What Source.frame() holds, in batches: over-long lines emptied, wrapper removed. When the
     iterator is exhausted, the source's counts (decode errors, NULs, skipped lines, problems) are set,
     once per source however often it is read."""
-    from forensics.io.sources import MAX_LINE_CHARS
-
     src.head()
     stats = stats if stats is not None else ReadStats()
     long_lines: list[int] = []
@@ -271,22 +272,18 @@ def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None
             stats.raw = None
         yield unwrap(src.wrapper, df)
     if stats.cut is not None and stats.lines == 0:
-        raise src._cut_error(stats.cut, 0)
-    if getattr(src, "_read_accounted", False):
+        raise src.cut_error(stats.cut, 0)
+    if src.read_accounted:
         return
-    src._read_accounted = True
+    src.read_accounted = True
     src.decode_errors, src.nul_bytes = stats.decode_errors, stats.nuls
     overlong = sorted(set(stats.overlong) | set(long_lines))
     if overlong:
-        from forensics.io.sources import LINE_TOO_LONG
-
         src.skipped.add_lines(LINE_TOO_LONG, overlong)
     if stats.cut is not None:
-        from forensics.io.sources import CUT_AT_END
-
         if stats.cut_partial:
             src.skipped.add(CUT_AT_END, stats.lines + 1)
-        src.problems.append(str(src._cut_error(stats.cut, stats.lines)))
+        src.problems.append(str(src.cut_error(stats.cut, stats.lines)))
 
 
 def read_frame(src) -> pl.DataFrame:
@@ -294,3 +291,10 @@ def read_frame(src) -> pl.DataFrame:
     if not parts:
         return pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
     return pl.concat(parts, how="vertical", rechunk=len(parts) > 1)
+
+
+def read_whole(reader, src):
+    """What a parser's reader makes of the whole source fed as one batch (a parser's `parse`; ingest
+    feeds readers batch by batch itself)."""
+    reader.feed(src.frame())
+    return reader.finish()

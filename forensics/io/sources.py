@@ -26,21 +26,18 @@ from typing import Iterator
 import polars as pl
 
 from forensics.io import wrappers
-from forensics.errors import InputError
+from forensics.io.lines import CUT_AT_END, LINE_TOO_LONG, MAX_LINE_CHARS
+from forensics.io import lines as fastpath
+from forensics.errors import InputError, os_error, permission_error
 from forensics.model import Skipped
 
 HEAD_LINES = 200
 HEAD_BYTES = 256 * 1024
-# A line longer than this is not a log line (a binary blob, a progress bar without newlines): it is
-# dropped and counted as "line too long", so no regex ever runs over more than a MiB of one line.
-MAX_LINE_CHARS = 1 << 20
 # How far head() reads past dropped over-long lines before it gives up looking for the first lines.
 HEAD_RAW_LIMIT = 32 << 20
 _CHUNK = 4 << 20
 _HEAD_CHUNK = 64 << 10
 
-LINE_TOO_LONG = f"line too long (over {MAX_LINE_CHARS >> 20} MiB), not read"
-CUT_AT_END = "last line cut off where the stream ends"
 
 _MAGIC = (
     (b"\x1f\x8b", "gzip"),
@@ -255,8 +252,8 @@ class Source:
     wrapper: wrappers.Wrapper | None = None
     _head: list[str] | None = field(default=None, repr=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
-    _n_lines: int | None = field(default=None, repr=False)        # lines counted while streaming
-    _read_accounted: bool = field(default=False, repr=False)      # counts of a whole read already taken
+    streamed_lines: int | None = field(default=None, repr=False)        # lines counted while streaming
+    read_accounted: bool = field(default=False, repr=False)      # counts of a whole read already taken
     decode_errors: int = 0
     encoding: str | None = None
     nul_bytes: int = 0
@@ -276,9 +273,9 @@ class Source:
                                  "pass a file (copy a pipe's output into a file first)")
             comp = compression_of(real_path)
         except PermissionError:
-            raise _permission_error(shown)
+            raise permission_error(shown)
         except OSError as e:
-            raise _os_error(shown, e)
+            raise os_error(shown, e)
         return cls(path=shown, real_path=real_path, size=st.st_size, mtime=st.st_mtime, compression=comp)
 
     # -- raw reading -------------------------------------------------------------------------
@@ -286,11 +283,11 @@ class Source:
         try:
             return open_stream(self.real_path, self.compression)
         except PermissionError:
-            raise _permission_error(self.path)
+            raise permission_error(self.path)
         except OSError as e:
-            raise _os_error(self.path, e)
+            raise os_error(self.path, e)
 
-    def _chunks(self, size: int) -> Iterator[bytes]:
+    def chunks(self, size: int) -> Iterator[bytes]:
         """Raw decompressed pieces; a read error after the first piece ends the iteration with the
         error as the generator's return value (the lines before it are kept)."""
         with self._stream() as fh:
@@ -298,7 +295,7 @@ class Source:
                 try:
                     chunk = fh.read(size)
                 except PermissionError:
-                    raise _permission_error(self.path)
+                    raise permission_error(self.path)
                 except (EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as e:
                     return e
                 except Exception as e:  # zstandard.ZstdError
@@ -320,7 +317,7 @@ class Source:
         decoder = None
         cut: BaseException | None = None
         stopped = False
-        gen = self._chunks(_HEAD_CHUNK if head else _CHUNK)
+        gen = self.chunks(_HEAD_CHUNK if head else _CHUNK)
         while True:
             try:
                 chunk = next(gen)
@@ -395,7 +392,7 @@ class Source:
             else:
                 read = self._read_lines(head=True)
                 if read.cut is not None and not read.lines and not read.cut_partial:
-                    raise self._cut_error(read.cut, 0)
+                    raise self.cut_error(read.cut, 0)
                 lines = read.lines
                 self.wrapper = wrappers.detect([ln.rstrip("\r") for ln in lines])
                 self._head = wrappers.strip_lines(self.wrapper, lines)
@@ -407,13 +404,11 @@ class Source:
             self.head()
             if self.encoding == "utf-8":
                 # polars' native reader cuts the lines (fastpath.py): same lines, far faster
-                from forensics.io import lines as fastpath
-
                 self._frame = fastpath.read_frame(self)
                 return self._frame
             read = self._read_lines(head=False)
             if read.cut is not None and not read.lines:
-                raise self._cut_error(read.cut, 0)
+                raise self.cut_error(read.cut, 0)
             self.decode_errors, self.nul_bytes = read.decode_errors, read.nuls
             df = pl.DataFrame({"text": read.lines}, schema={"text": pl.String})
             n_lines = len(read.lines)
@@ -424,18 +419,18 @@ class Source:
             if long_lines:
                 df = df.with_columns(pl.when(too_long).then(pl.lit("")).otherwise(pl.col("text")).alias("text"))
             overlong = sorted(set(read.overlong) | set(long_lines))
-            if not self._read_accounted:  # a re-read after release() must not count twice
-                self._read_accounted = True
+            if not self.read_accounted:  # a re-read after release() must not count twice
+                self.read_accounted = True
                 if overlong:
                     self.skipped.add_lines(LINE_TOO_LONG, overlong)
                 if read.cut is not None:
                     if read.cut_partial:
                         self.skipped.add(CUT_AT_END, n_lines + 1)
-                    self.problems.append(str(self._cut_error(read.cut, n_lines)))
+                    self.problems.append(str(self.cut_error(read.cut, n_lines)))
             self._frame = df.with_columns(wrappers.strip_expr(self.wrapper, pl.col("text")).alias("text"))
         return self._frame
 
-    def _cut_error(self, cut: BaseException, n_lines: int) -> InputError:
+    def cut_error(self, cut: BaseException, n_lines: int) -> InputError:
         kind = f"{self.compression} stream" if self.compression else "file"
         why = "it is truncated" if isinstance(cut, EOFError) else "it is corrupt"
         detail = " ".join(str(cut).split())[:160]
@@ -452,13 +447,11 @@ class Source:
         if self._frame is None:
             self.head()
             if self.encoding == "utf-8":
-                from forensics.io import lines as fastpath
-
                 n = 0
                 for df in fastpath.cleaned_batches(self):
                     n = int(df["line"][-1]) if df.height else n
                     yield df
-                self._n_lines = n
+                self.streamed_lines = n
                 return
         df = self.frame()
         for off in range(0, df.height, batch_lines):
@@ -466,30 +459,17 @@ class Source:
 
     @property
     def line_count(self) -> int:
-        if self._frame is None and self._n_lines is not None:
-            return self._n_lines   # streamed: counted on the way
+        if self._frame is None and self.streamed_lines is not None:
+            return self.streamed_lines   # streamed: counted on the way
         return self.frame().height
+
+    @property
+    def is_read(self) -> bool:
+        """Whether the whole source is in memory (frame() costs nothing more)."""
+        return self._frame is not None
 
     def release(self) -> None:
         self._frame = None
-
-
-def _permission_error(shown: str) -> InputError:
-    return InputError(shown, "cannot read the file", "permission denied",
-                      "fix its permissions (chmod +r) or run as a user who can read it")
-
-
-def _os_error(shown: str, e: OSError) -> InputError:
-    if e.errno == errno.ELOOP:
-        return InputError(shown, "symbolic link loop", "the link leads (through other links) back to itself",
-                          "remove the link or pass the file it should point to")
-    if e.errno == errno.ENOENT and os.path.islink(shown):
-        return InputError(shown, "broken symbolic link", "the file it points to does not exist",
-                          "pass the file itself, or fix the link")
-    if e.errno == errno.EISDIR:
-        return InputError(shown, "not a regular file", "it is a folder", "pass the files in it")
-    return InputError(shown, "cannot read the file", " ".join((e.strerror or str(e)).split()),
-                      "check that the path exists and is a regular file")
 
 
 # -- discovery ----------------------------------------------------------------------------------
@@ -530,7 +510,7 @@ def discover(paths: list[str]) -> Discovered:
         try:
             st = p.stat()
         except OSError as e:
-            out.problems.append(_os_error(shown, e) if e.errno != errno.ENOENT or p.is_symlink()
+            out.problems.append(os_error(shown, e) if e.errno != errno.ENOENT or p.is_symlink()
                                 else InputError(shown, "cannot read the file", e.strerror or str(e),
                                                 "check that the path exists and that links point somewhere"))
             return

@@ -27,7 +27,7 @@ from types import ModuleType
 # no earlier one.
 _ORDER: list[str] = [
     "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
-    "kernel.xid", "kernel.syslog",  # xid: files mostly of NVRM lines; syslog: dmesg/syslog/journal (nvsmi_* go before)
+    "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)

@@ -13,8 +13,8 @@ import pytest
 from conftest import REALWORLD, parse_file, realworld
 from forensics import ingest
 from forensics.options import Options
+from forensics.parsers.kernel import nvrm_log, oom
 from forensics.parsers.kernel import syslog as kernel
-from forensics.parsers.kernel import xid
 from forensics.io.sources import Source
 
 NAME = "kernel-log"
@@ -149,8 +149,8 @@ def test_kernlog_oom_11_newest_task_table_header():
     assert s.height == 8
     assert s.select("pid", "label", "bytes").row(0) == (375, "systemd-journal", 2008 * 4096)
     assert s["time"][0] == utc("2025-12-08T17:51:31Z")
-    rows = kernel.task_rows(kernel.kp.decode(Source.open(realworld("kernlog_oom_11.txt")).frame(), UTC, "x", None).records)
-    d = kernel.row_dict(rows.row(0, named=True))
+    rows = oom.task_rows(oom.kp.decode(Source.open(realworld("kernlog_oom_11.txt")).frame(), UTC, "x", None).records)
+    d = oom.row_dict(rows.row(0, named=True))
     assert (d["rss_anon"], d["rss_file"], d["rss_shmem"], d["pgtables_bytes"]) == (160, 1848, 0, 102400)
 
 
@@ -251,7 +251,7 @@ OTHER_FAMILIES = ("nvsmi_", "torch_", "sanitizer_", "stepmem_", "deepspeed_")
 def test_sniffs_leave_other_families_alone(name):
     head = Source.open(realworld(name)).head()
     assert kernel.sniff(head) is None
-    assert xid.sniff(head) is None
+    assert nvrm_log.sniff(head) is None
 
 
 # -- every prefix of formats.md §3.1 ----------------------------------------------------------------
@@ -324,7 +324,7 @@ def test_journal_json_export(tmp_path):
         rec(1700000000123456, 5000123456, KILL),
         rec(1700000000200000, 5000200000, REAP),
     ]) + "\n"
-    _, p = parse_file(write(tmp_path, text, "kernel.json"), UTC, expect=NAME)
+    _, p = parse_file(write(tmp_path, text, "oom.json"), UTC, expect=NAME)
     k = only_kill(p)
     assert k["time"] == utc("2023-11-14T22:13:20.123456Z")
     assert k["uptime"] == pytest.approx(5000.123456)
@@ -571,7 +571,7 @@ def test_dedupe_overlapping_rotated_files(tmp_path):
     bundle = ingest.load([str(d)], Options(tz="UTC", year=2024))
     before = bundle.events.filter(pl.col("kind") == "oom_kill")
     assert before.height == 5
-    after = kernel.dedupe_events(bundle.events).filter(pl.col("kind") == "oom_kill").sort("pid")
+    after = oom.dedupe_events(bundle.events).filter(pl.col("kind") == "oom_kill").sort("pid")
     assert after["pid"].to_list() == [1, 2, 3]
     assert after["source"].to_list() == [str(d / "kern.log.1"), str(d / "kern.log.1"), str(d / "kern.log")]
     assert after["time"].null_count() == 0  # the copy with a wall clock wins over the dmesg one
@@ -583,10 +583,10 @@ def test_dedupe_keeps_repeats_inside_one_file_and_clockless_rows(tmp_path):
     (tmp_path / "a.log").write_text(kill + same_second * 2)
     (tmp_path / "b.log").write_text(kill)
     bundle = ingest.load([str(tmp_path)], UTC)
-    after = kernel.dedupe_events(bundle.events)
+    after = oom.dedupe_events(bundle.events)
     assert after.filter(pl.col("kind") == "oom_kill").height == 2   # no clock: never merged
     assert after.filter(pl.col("kind") == "xid").height == 2        # one file: real repeats
-    assert kernel.dedupe_events(bundle.events.clear()).height == 0
+    assert oom.dedupe_events(bundle.events.clear()).height == 0
 
 
 def test_only_the_kernel_speaks_for_the_kernel(tmp_path):
@@ -606,5 +606,5 @@ def test_dedupe_task_table_samples(tmp_path):
     (d / "kern.log").write_text(table + table.replace("1000.00000", "2000.00000").replace("10:00:00", "10:16:40"))
     bundle = ingest.load([str(d)], Options(tz="UTC", year=2024))
     assert bundle.samples.height == 3
-    kept = kernel.dedupe_samples(bundle.samples)
+    kept = oom.dedupe_samples(bundle.samples)
     assert kept.height == 2 and kept["source"].to_list() == [str(d / "kern.log.1"), str(d / "kern.log")]

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from forensics.options import Options
 from forensics.parsers.kernel import prefix as kp
+from forensics.parsers.kernel import nvrm_log, oom
 from forensics.parsers.kernel import syslog as kernel
-from forensics.parsers.kernel import xid
 
 OPTS = Options(tz="Europe/Berlin", year=2024)
 
@@ -45,7 +45,7 @@ def test_arbitrary_lines_never_raise_nor_invent(texts):
                          schema={"line": pl.Int64, "text": pl.String})
     all_numbers = _numbers("\n".join(texts))
     dec = kp.decode(frame, OPTS, "x.log", 1.7e9)
-    parsed = kernel.parse_decoded(dec)
+    parsed = oom.parse_decoded(dec)
     for ev in parsed.events.to_dicts():
         detail = json.loads(ev["detail"])
         assert isinstance(detail, dict)
@@ -59,9 +59,9 @@ def test_arbitrary_lines_never_raise_nor_invent(texts):
         assert s["bytes"] % 4096 == 0 and s["bytes"] // 4096 in all_numbers
     # the scanners see the same lines one by one
     kernel.scan(frame, _Src(), OPTS)
-    xid.scan(frame, _Src(), OPTS)
+    nvrm_log.scan(frame, _Src(), OPTS)
     assert kernel.sniff(texts) in (None,) or isinstance(kernel.sniff(texts), str)
-    assert xid.sniff(texts) is None or isinstance(xid.sniff(texts), str)
+    assert nvrm_log.sniff(texts) is None or isinstance(nvrm_log.sniff(texts), str)
 
 
 class _Src:

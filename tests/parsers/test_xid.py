@@ -12,6 +12,7 @@ import pytest
 from conftest import REALWORLD, parse_file, realworld
 from forensics import ingest
 from forensics.options import Options
+from forensics.parsers.kernel import nvrm_log
 from forensics.parsers.kernel import syslog as kernel
 from forensics.parsers.kernel import xid
 from forensics.io.sources import Source
@@ -146,7 +147,7 @@ def test_xids_inside_a_full_kernel_log_come_from_kernel_log(tmp_path):
     (x,) = xids(p)
     assert (x["d"]["code"], x["pid"], x["line"], x["uptime"]) == (31, 42, 6, pytest.approx(11.0))
     assert p.events.filter(pl.col("kind") == "oom_kill")["pid"].to_list() == [42]
-    assert "nvrm-xid" in kernel.COVERS and "kernel-log" in xid.COVERS
+    assert "nvrm-xid" in kernel.COVERS and "kernel-log" in nvrm_log.COVERS
 
 
 def test_xid_scan_in_a_training_log(tmp_path):
@@ -157,7 +158,7 @@ def test_xid_scan_in_a_training_log(tmp_path):
             + "               NVRM: fallen off the bus and is not responding to commands.\n"
             + "step 2 loss 1.9\n")
     src = Source.open(write(tmp_path, text, "train.log"))
-    assert xid.sniff(src.head()) is None and kernel.sniff(src.head()) is None
+    assert nvrm_log.sniff(src.head()) is None and kernel.sniff(src.head()) is None
     _, results = ingest.parse_one(src, Options(tz="UTC", year=2023))
     got = sorted((e for r in results for e in r.events.to_dicts() if e["kind"] == "xid"), key=lambda e: e["line"])
     assert [(e["line"], json.loads(e["detail"])["code"], e["gpu"]) for e in got] == [

@@ -1,14 +1,14 @@
-"""A big kernel log read without cutting it into lines: only the few blocks that can hold a line worth
+"""A kernel log read without cutting it into lines: only the few blocks that can hold a line worth
 reading are decoded.
 
-fastpath_stream's kernel consumer needs, of a month of kern.log, the lines that match its hint or a
+The kernel reader (kernel/reader.py) needs, of a month of kern.log, the lines that match its hint or a
 free-text scanner's prefilter (a few hundred), the lines around them, the first and last lines and the
-line count. Cutting 1 GB into 10 M polars rows to find them costs more than everything else together,
-so each batch's bytes are left whole: they are cut into blocks of about BLOCK bytes at newlines, and
-a block is decoded into (line, text) rows only when
+line count. Cutting a gigabyte into millions of polars rows to find them costs more than everything
+else together, so each batch's bytes are left whole: they are cut into blocks of about BLOCK bytes at
+newlines, and a block is decoded into (line, text) rows only when
 
 - it is not ASCII (then nothing below is assumed), or
-- its lowercased text holds one of the literals below, which every line that matches the hint or a
+- its lowercased text holds one of the declared literals, which every line that matches the hint or a
   scanner's prefilter holds (case-insensitively: the scanners' prefilters have `(?i:...)` parts;
   lowercasing and two case-sensitive passes of literals cost less than the case-insensitive regexes), or
 - it holds a `|` (kept out of the literal pass: a one-byte literal slows the whole alternation down).
@@ -16,16 +16,12 @@ a block is decoded into (line, text) rows only when
 Blocks are tested by two worker threads (polars lets go of the GIL), a batch while the next one is
 read; they also check that the bytes are UTF-8 without NULs. Line numbers come from counting newlines
 (numpy, per block). Everything else a batch needs (the lines around the hits, the first and last
-lines, an OOM report's task table) is decoded from its blocks with fastpath._parse_buffer, the same
-reader as the general path. A batch that this does not fit (a NUL byte, invalid UTF-8, a byte order
-mark, a line that may be over-long, a month change) is read by the general path instead; so is every
-batch when a hint is not one of those known here (tests/test_fastpath_kernel.py says which changed).
-Measured on a month of kern.log (1.1 GB, 2 cores): about 150 ms of CPU per 64 MB batch, most of it
-getting the bytes into polars, lowercasing and the two literal passes.
+lines, an OOM report's task table) is decoded from its blocks with io/lines.parse_buffer, the same
+line reader as everywhere. A batch that this does not fit (a NUL byte, invalid UTF-8, a byte order
+mark, a line that may be over-long) is handed out as lines instead.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from forensics.io import lines as fastpath
-from forensics.io.sources import MAX_LINE_CHARS
+from forensics.io.lines import MAX_LINE_CHARS
 
 # Blocks tested whole: small enough that a hit decodes few lines (a 256 KiB block in ~1.5 ms), big
 # enough that the 256 of a batch make a cheap Series. Also the longest newline-free run accepted (a
@@ -41,48 +37,21 @@ from forensics.io.sources import MAX_LINE_CHARS
 BLOCK = min(1 << 18, MAX_LINE_CHARS)
 _BOM = b"\xef\xbb\xbf"
 
-# Lowercase literals that a line must hold (in any case) to match each prefilter, keyed like
-# fastpath_stream._LITERALS by the sha1 of the scanner's SCAN_HINT (a changed hint has no entry here,
-# and then the general path reads the file).
-_BLOCK_LITERALS = {
-    "b007ddc0f645": ["nvrm: "],
-    "1f8bfe8133b7": ["oom", "kill"],
-    "09a89e59ff07": ["========="],
-    "a0719ffb2774": ["cuda"],    # and "|", tested apart
-    "d092d4f40949": ["cuda", "outofmemoryerror", "allocat"],
-    "0a95f7384364": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
-                     "free_gpu", "iter", "step", "torch.cuda.", "nvidia-smi", "see_memory_usage]", "] mp: ",
-                     "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "mem_"],
-}
-_PIPE_HINTS = {"a0719ffb2774"}
-# ... and for fastpath_stream._KERNEL_HINT (keyed by its own sha1)
-_KERNEL_LITERALS = {
-    "503712e4f7dd": ["oom", "kill", "killed as a result of limit", "memory cgroup", "memory: usage", "nvrm",
-                     "tasks state", "linux version", "fallen off the bus"],
-}
-
-
-def _key(hint: str) -> str:
-    return hashlib.sha1(hint.encode()).hexdigest()[:12]
-
-
-def block_prefilter(kernel_hint: str, scan_hints: list[str]) -> tuple[list[str], bool] | None:
-    """(the regexes over lowercased blocks, whether `|` is tested too) that every line matching the
-    kernel hint or one of the scanners' hints passes; None when a hint is not known here."""
-    keys = [_key(h) for h in scan_hints]
-    if _key(kernel_hint) not in _KERNEL_LITERALS or any(k not in _BLOCK_LITERALS for k in keys):
-        return None
-    lits = list(_KERNEL_LITERALS[_key(kernel_hint)])
-    for k in keys:
-        lits += [x for x in _BLOCK_LITERALS[k] if x not in lits]
+def block_prefilter(literals: list[str], pipe: bool) -> tuple[list[str], bool]:
+    """(the regexes over lowercased blocks, whether `|` is tested too) for these lowercase literals,
+    one of which every line worth reading holds (declared beside the regexes they stand for)."""
+    lits: list[str] = []
+    for x in literals:
+        if x not in lits:
+            lits.append(x)
     # a literal that holds another is redundant ("killed process" holds "kill")
     lits = [x for x in lits if not any(y != x and y in x for y in lits)]
     # two alternations, the longer literals and the shorter ones: the regex engine's literal search
-    # stays fast (measured: one alternation of all 31 is 1.4x slower, in their order 1.2x)
+    # stays fast (one alternation of all of them is slower)
     lits.sort(key=len, reverse=True)
     half = (len(lits) + 1) // 2
     groups = [lits[:half], lits[half:]]
-    return ["|".join(re.escape(x) for x in g) for g in groups if g], any(k in _PIPE_HINTS for k in keys)
+    return ["|".join(re.escape(x) for x in g) for g in groups if g], pipe
 
 
 def _test_blocks(buf: bytes, offs: list[int], regexes: list[str], pipe: bool) -> tuple[np.ndarray, int] | None:
@@ -142,13 +111,13 @@ class RawBatch:
 
     def general_frame(self) -> pl.DataFrame:
         """The batch as the general reader reads it (counting its NULs and replaced bytes)."""
-        return fastpath._parse_buffer(self.buf, self.end, self.first, self.stats)
+        return fastpath.parse_buffer(self.buf, self.end, self.first, self.stats)
 
     def block(self, k: int) -> pl.DataFrame:
         f = self._frames.get(k)
         if f is None:
             piece = self.buf[self.offs[k]:self.offs[k + 1]]
-            f = fastpath._parse_buffer(piece, len(piece), int(self.firsts[k]), fastpath.ReadStats())
+            f = fastpath.parse_buffer(piece, len(piece), int(self.firsts[k]), fastpath.ReadStats())
             self._frames[k] = f
         return f
 
@@ -160,7 +129,7 @@ class RawBatch:
 
     def frame(self) -> pl.DataFrame:
         """All the lines (read at once: faster than block by block)."""
-        return fastpath._parse_buffer(self.buf, self.end, self.first, fastpath.ReadStats())
+        return fastpath.parse_buffer(self.buf, self.end, self.first, fastpath.ReadStats())
 
     def first_text(self) -> str:
         """The text of the first line."""
@@ -168,7 +137,7 @@ class RawBatch:
             return self._frames[0]["text"][0]
         nl = self.buf.find(b"\n", 0, self.end)
         piece = self.buf[:nl + 1 if nl >= 0 else self.end]
-        return fastpath._parse_buffer(piece, len(piece), self.first, fastpath.ReadStats())["text"][0]
+        return fastpath.parse_buffer(piece, len(piece), self.first, fastpath.ReadStats())["text"][0]
 
     def tail(self, n: int) -> pl.DataFrame:
         """The last n lines (only their bytes decoded)."""
@@ -181,7 +150,7 @@ class RawBatch:
                 break
             start = pos + 1
         piece = self.buf[start:self.end]
-        return fastpath._parse_buffer(piece, len(piece), self.last - n + 1, fastpath.ReadStats())
+        return fastpath.parse_buffer(piece, len(piece), self.last - n + 1, fastpath.ReadStats())
 
     def lines_in(self, ranges: list[tuple[int, int]]) -> pl.DataFrame:
         """The lines of this batch inside any of these (first, last) line ranges."""
@@ -208,7 +177,7 @@ class RawBatch:
 
 
 class Reader:
-    """Batches of a source for the kernel consumer: RawBatch where the bytes allow, else the general
+    """Batches of a source for the kernel reader: RawBatch where the bytes allow, else the general
     path's frames; lines counted and the source's counts set as fastpath.cleaned_batches does."""
 
     def __init__(self, src, regexes: list[str], pipe: bool, batch_bytes: int | None = None):
@@ -222,17 +191,17 @@ class Reader:
         reader when its turn comes, see RawBatch.analysis.)"""
         stats.raw = None
         if end == 0 or buf.startswith(_BOM):
-            return fastpath._parse_buffer(buf, end, first_line, stats)
+            return fastpath.parse_buffer(buf, end, first_line, stats)
         offs = [0]
         i = 0
         while end - i > BLOCK:
             j = buf.rfind(b"\n", i, i + BLOCK) + 1
             if j == 0:
-                return fastpath._parse_buffer(buf, end, first_line, stats)   # a line that may be too long
+                return fastpath.parse_buffer(buf, end, first_line, stats)   # a line that may be too long
             offs.append(j)
             i = j
         if end - i >= BLOCK and buf[end - 1:end] != b"\n" and buf.rfind(b"\n", i, end) < 0:
-            return fastpath._parse_buffer(buf, end, first_line, stats)
+            return fastpath.parse_buffer(buf, end, first_line, stats)
         offs.append(end)
         a = np.frombuffer(buf, dtype=np.uint8, count=end)
         counts = np.array([np.count_nonzero(a[s:e] == 10) for s, e in zip(offs, offs[1:])], dtype=np.int64)
@@ -249,7 +218,7 @@ class Reader:
         """Frames and RawBatches in file order; a RawBatch is handed out once the next batch has been
         read, so that its blocks are tested while the next piece is read."""
         stats = fastpath.ReadStats()
-        first_read = not getattr(self.src, "_read_accounted", False)
+        first_read = not self.src.read_accounted
         self.pool = ThreadPoolExecutor(2)
         try:
             held = None
@@ -261,7 +230,7 @@ class Reader:
                 yield held
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
-        self.src._n_lines = stats.lines
+        self.src.streamed_lines = stats.lines
         if first_read:
             # counted by RawBatch.analysis after cleaned_batches set them (its last batch is handed out last)
             self.src.decode_errors, self.src.nul_bytes = stats.decode_errors, stats.nuls

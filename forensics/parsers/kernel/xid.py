@@ -6,8 +6,8 @@ GPU-...` line maps it. The older shapes (no `PCI:`, no pid/name), the MIG `GPU-I
 `caused by previous Xid N` suffix and the multi-line "fallen off the bus" message printed without any
 Xid line (xid_01) are read too.
 
-This module claims files that are mostly NVRM lines (`dmesg | grep NVRM`); in a full kernel log the
-kernel-log parser calls `xid_events` itself, and `scan` finds Xids inside any other text file.
+kernel/nvrm_log.py claims files that are mostly NVRM lines (`dmesg | grep NVRM`) and finds Xids inside
+any other text file; a full kernel log's reader calls `xid_events` itself (kernel/oom.py).
 """
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ import re
 
 import polars as pl
 
-from forensics.options import Options
-from forensics.model import Parsed, events_frame
-from forensics.parsers.kernel import prefix as kp
+from forensics.model import events_frame
 from forensics.frames import rows_where
 
-NAME = "nvrm-xid"
-# parse() runs the whole kernel-log reading (OOM killer too), so the kernel scanner is not needed
-COVERS = ("kernel-log",)
-SCAN_HINT = r"NVRM: (?:Xid|GPU at PCI:|The NVIDIA GPU|GPU [0-9A-Fa-f]{4}:\S+: GPU has fallen|fallen off the bus)"
+# NVRM lines worth reading inside any other text file
+XID_SCAN_HINT = r"NVRM: (?:Xid|GPU at PCI:|The NVIDIA GPU|GPU [0-9A-Fa-f]{4}:\S+: GPU has fallen|fallen off the bus)"
 
 # Meaning and forensic weight, from formats.md §3.3 (NVIDIA's Xid catalog, A100 memory-error guide).
 XID_MEANINGS: dict[int, tuple[str, str]] = {
@@ -167,32 +163,3 @@ def _match(rx: str, s: str | None) -> dict | None:
     """One regex on one record (these patterns read the same in Python's and polars' dialects)."""
     m = re.search(rx, s) if s else None
     return m.groupdict() if m else None
-
-
-def sniff(head: list[str]) -> str | None:
-    # Cheap reject before any polars work: a message starting `NVRM: ` needs the letters NVRM in the
-    # line (cleaning only deletes runs of spaces, hence the check without spaces), or a Cloud Logging
-    # `textPayload` whose JSON escapes could spell them.
-    flat = "\n".join(head).replace(" ", "")
-    if "NVRM" not in flat and "textPayload" not in flat:
-        return None
-    prof = kp.head_profile(head)
-    body = prof.filter(~pl.col("junk") & ~pl.col("blank"))
-    if body.height == 0:
-        return None
-    nv = body.filter(pl.col("msg").str.contains(r"^\s*NVRM: ")).height
-    if nv >= max(1, 0.5 * body.height):
-        return f"{nv} of {body.height} head lines are NVIDIA driver (NVRM) messages"
-    return None
-
-
-def parse(src, opts: Options) -> Parsed:
-    from forensics.parsers.kernel import syslog as kernel  # kernel imports this module; the full reading lives there
-
-    return kernel.parse(src, opts)
-
-
-def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
-    dec = kp.decode(lines, opts, src.path, src.mtime, join=False)
-    events, _, _ = xid_events(dec.kernel_records())
-    return Parsed(events=events, clock=dec.clock if events.height else "none", notes=dec.notes if events.height else [])

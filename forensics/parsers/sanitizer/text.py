@@ -28,6 +28,9 @@ NAME = "compute-sanitizer"
 # Tool lines: the first run of '=' in the line is exactly nine, followed by the end of the line or a
 # space (a longer rule such as pytest's banners is not one).
 SCAN_HINT = r"={9}(?:[ \t]|$)"
+# what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
+SCAN_PREFILTER = r"========="
+SCAN_BLOCK_LITERALS = ("=========",)
 
 _SNIFF = re.compile(
     r"(?:^|[^=])={9} (?:COMPUTE-SANITIZER|CUDA-MEMCHECK|LEAK SUMMARY: [0-9,]+ bytes|ERROR SUMMARY: [0-9,]+ error"

@@ -99,6 +99,22 @@ SCAN_HINT = "|".join([
     r"\*{5} \w+ metrics \*{5}|\w_mem_\w+\s*=\s*-?[0-9]+\s*[KMGT]?i?B",         # HF Trainer
 ])
 
+# What every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py): the
+# case-sensitive literals, and the case-insensitive words (a case-insensitive alternation is slow, so
+# SCAN_QUICK first looks for two letters each word holds, in their four cases: allocated: ll,
+# reserved: rv, cached: ch, occupied: cc, gpu: pu, iter/step: te; no k or s, which also match
+# non-ASCII letters under (?i)).
+_STEP_LITERALS = (r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
+                  r"\*{5}|mem_")
+SCAN_PREFILTER = (r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
+                  + _STEP_LITERALS)
+SCAN_QUICK = ("|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
+                               for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}))
+              + "|" + _STEP_LITERALS)
+SCAN_BLOCK_LITERALS = ("allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
+                       "free_gpu", "iter", "step", "torch.cuda.", "nvidia-smi", "see_memory_usage]", "] mp: ",
+                       "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "mem_")
+
 _SERIES_OF_KEY = {
     "allocated": "allocated", "reserved": "reserved", "cached": "reserved", "occupied": "allocated",
     "max allocated": "max_allocated", "max reserved": "max_reserved", "max cached": "max_reserved",

@@ -34,6 +34,12 @@ _METRICS = (
 _ROW = (r"^\s*\|\s*(" + "|".join(re.escape(m) for m in _METRICS) + r")\s*\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|\s*$")
 _CELL = r"^\s*([0-9]+)\s*([KMGTP]i?B|B|[KM])?\s*$"
 SCAN_HINT = _HEADER + "|" + _COUNTERS + "|" + r"^\s*\|\s*(?:" + "|".join(re.escape(m) for m in _METRICS) + r")\s*\|"
+# what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py); the
+# table rows are the lines whose first non-blank is `|` (SCAN_PIPE_ROWS: tested apart, as an anchored
+# `^\s*\|` in the alternation would slow all of it down)
+SCAN_PREFILTER = r"PyTorch CUDA memory summary, device ID|CUDA OOMs:"
+SCAN_BLOCK_LITERALS = ("cuda",)
+SCAN_PIPE_ROWS = True
 
 # (row, column) -> series
 _SERIES = {

@@ -28,6 +28,9 @@ from forensics.io.sources import Source
 NAME = "pytorch-oom"
 
 SCAN_HINT = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device [0-9]+ would exceed"
+# what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
+SCAN_PREFILTER = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device "
+SCAN_BLOCK_LITERALS = ("cuda", "outofmemoryerror", "allocat")
 
 # Where a message starts. "Allocation on device" alone is the cudaMallocAsync backend's message; it is
 # only taken after the exception class or as the documented "would exceed" sentence.
