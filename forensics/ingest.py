@@ -475,8 +475,4 @@ def _failed(bundle: Bundle, shown: str, msg: str) -> None:
     bundle.inputs.append(InputInfo(path=shown, error=msg))
 
 
-def skipped_summary(skipped: Skipped) -> str:
-    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.counts.items(), key=lambda kv: -kv[1]))
-
-
 _WS = re.compile(r"\s+")

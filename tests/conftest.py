@@ -10,7 +10,7 @@ from forensics.options import Options
 from forensics.io.sources import Source
 
 ROOT = Path(__file__).resolve().parent.parent
-# the real-world snippets, one folder per format family, inside the repository so that a fresh clone
+# the real-world snippets, one folder per format (named after its parser), inside the repository so that a fresh clone
 # runs every test (tests/samples/README.md says where they come from)
 REALWORLD = ROOT / "tests" / "samples"
 SAMPLE_LOGS = ROOT / "sample_logs"

@@ -107,8 +107,8 @@ _MALLOC_TUNED = False
 
 def _reuse_big_buffers() -> None:
     """Let glibc keep freed pieces for the next read instead of unmapping them: a fresh 64 MB buffer
-    costs 16 000 page faults, which on a virtual machine is more than the read itself (4x faster
-    reading measured). Process-wide; at most PIECE_CACHE bytes stay held."""
+    costs thousands of page faults, which on a virtual machine can cost more than the read itself.
+    Process-wide; at most PIECE_CACHE bytes stay held."""
     global _MALLOC_TUNED
     if _MALLOC_TUNED:
         return

@@ -31,7 +31,7 @@ import polars as pl
 from forensics.io import lines as fastpath
 from forensics.io.lines import MAX_LINE_CHARS
 
-# Blocks tested whole: small enough that a hit decodes few lines (a 256 KiB block in ~1.5 ms), big
+# Blocks tested whole: small enough that a hit decodes few lines, big
 # enough that the 256 of a batch make a cheap Series. Also the longest newline-free run accepted (a
 # longer one may be an over-long line, which the general path drops and counts).
 BLOCK = min(1 << 18, MAX_LINE_CHARS)

@@ -27,10 +27,10 @@ from forensics.frames import rows_where
 _PRI = r"(?:<[0-9]{1,3}>)?"
 _ISO = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
 
-# A letter in a stamp's weekday or month. Rust's \p{L} costs ~1-3 ms to compile in each of these
-# regexes, and polars keeps only its last 32 compiled regexes per thread (a job uses ~120), so they
-# were compiled again for every file. This class (ASCII letters or any non-ASCII character) compiles
-# in ~0.1 ms; `_stage1` then drops a match whose weekday or month holds a non-ASCII non-letter, which
+# A letter in a stamp's weekday or month. Rust's \p{L} is dear to compile in each of these regexes,
+# and polars keeps only its last 32 compiled regexes per thread (a job uses more), so they are
+# compiled again for every file. This class (ASCII letters or any non-ASCII character) compiles far
+# faster; `_stage1` then drops a match whose weekday or month holds a non-ASCII non-letter, which
 # gives exactly the lines that \p{L} matched (each run is delimited by a space or dot either way).
 LETTERISH = r"[^\x00-@\[-`{-\x7F]"
 _LETTER_RUNS = ("wd", "mon")   # the captured runs of LETTERISH
