@@ -476,7 +476,7 @@ class Source:
 
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>[0-9]+)|-(?P<date>[0-9]{8}))?(?P<ext>\.(?:gz|zst|xz|bz2))?$")
 _SKIP_NAMES = {".DS_Store"}
-_SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
+SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
 
 
 def rotation_key(name: str) -> tuple[str, int, str]:
@@ -518,7 +518,7 @@ def discover(paths: list[str]) -> Discovered:
         if key in seen:
             return
         seen.add(key)
-        if p.name in _SKIP_NAMES or p.name.lower().endswith(_SKIP_SUFFIXES):
+        if p.name in _SKIP_NAMES or p.name.lower().endswith(SKIP_SUFFIXES):
             out.ignored.append((shown, "not a log (by its name)"))
             return
         if not stat.S_ISREG(st.st_mode):

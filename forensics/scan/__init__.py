@@ -29,7 +29,7 @@ from forensics import parsers
 from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options
-from forensics.io.sources import _SKIP_SUFFIXES, Source
+from forensics.io.sources import SKIP_SUFFIXES, Source
 from forensics.frames import rows_where
 
 STATE_NAME = "scan-state.json"
@@ -70,7 +70,7 @@ class ScanConfig:
 # -- jobs ----------------------------------------------------------------------------------------
 
 def _is_log_name(name: str) -> bool:
-    return not name.startswith(".") and not name.lower().endswith(_SKIP_SUFFIXES)
+    return not name.startswith(".") and not name.lower().endswith(SKIP_SUFFIXES)
 
 
 def _is_log(path: Path) -> bool:
