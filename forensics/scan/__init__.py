@@ -360,7 +360,10 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
             todo.append((job, jid, None))
             continue
         fp = fingerprint(job, key)
-        if state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
+        prev = state.get("row", {})
+        # an ok row without `kinds` was written before --fail-on read them: redo it
+        if state.get("fingerprint") == fp and (prev.get("status") == "failed"
+                                               or (prev.get("status") == "ok" and "kinds" in prev)):
             row = dict(state["row"])
             row["reused"] = True
             rows[jid] = row
