@@ -114,14 +114,10 @@ def check_tz_patterns(opts: Options, bundle) -> None:
 
 
 def should_fail(analysis, fail_on: FailOn) -> bool:
-    kinds = {f.kind for f in analysis.findings}
-    if fail_on is FailOn.never:
-        return False
-    if fail_on is FailOn.oom:
-        return bool(kinds & {"oom_kill", "gpu_oom"})
-    if fail_on is FailOn.leak:
-        return analysis.verdict == "leak" or bool(kinds & {"leak", "oom_kill", "gpu_oom"})
-    return any(f.severity in ("warning", "critical") for f in analysis.findings)
+    from forensics.report.verdict import fails
+
+    return fails(fail_on.value, analysis.verdict, [f.kind for f in analysis.findings],
+                 [f.severity for f in analysis.findings])
 
 
 def _progress():
@@ -435,13 +431,11 @@ def _dask_client(scheduler: str | None, workers: int):
 
 
 def _row_reaches(row: dict, fail_on: FailOn) -> bool:
-    if fail_on is FailOn.never or row.get("status") != "ok":
-        return False
-    if fail_on is FailOn.oom:
-        return bool(row.get("oom_kills") or row.get("gpu_ooms"))
-    if fail_on is FailOn.leak:
-        return row.get("verdict") == "leak" or bool(row.get("oom_kills") or row.get("gpu_ooms"))
-    return row.get("severity") in ("warning", "critical")
+    from forensics.report.verdict import fails
+
+    # a job's worst severity stands for its findings' severities
+    return row.get("status") == "ok" and fails(fail_on.value, row.get("verdict"), row.get("kinds") or (),
+                                               [row.get("severity")])
 
 
 def _print_scan_table(result, output: str) -> None:

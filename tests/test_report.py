@@ -18,6 +18,12 @@ import pytest
 
 import forensics
 from forensics import report
+from forensics.report import limits
+from forensics.report.formatting import Clock
+from forensics.report.html import _BytecodeCache, _new_env, script_json
+from forensics.report.markdown import _fence, md_text
+from forensics.report.series import sparkline
+from forensics.report.svg import svg_model
 from forensics.detect.findings import VERDICTS
 from forensics.model import Bundle
 from forensics.model import samples_frame
@@ -115,7 +121,7 @@ def test_drawn_points_are_bounded_and_keep_peaks():
     ctx = report.build_context(bundle, SimpleNamespace(verdict="no_leak", findings=[], series=[]), opts("UTC"))
     s = ctx["charts"][0]["series"][0]
     pts = [p for run in s["runs"] for p in run]
-    assert len(pts) <= 2 * report.PLOT_BUCKETS
+    assert len(pts) <= 2 * limits.PLOT_BUCKETS
     assert max(p[1] for p in pts) == 5 * GiB          # a one-second spike survives downsampling
     assert len(pts) < 10                               # a flat line needs few points
 
@@ -166,7 +172,7 @@ def test_findings_carry_evidence_causes_and_checks(leak):
     assert facts["Rate"] == "15.00 GiB/h" and facts["Growth"] == "60.00 GiB"
     assert ["Baseline", "14.00 GiB"] in first["details"]   # keys said in words (#29), bytes as bytes
     san = next(f for f in ctx["findings"] if f["kind"] == "sanitizer_leak")
-    assert len(san["evidence"]) == report.MAX_EVIDENCE and san["evidence_more"] == 12 - report.MAX_EVIDENCE
+    assert len(san["evidence"]) == limits.MAX_EVIDENCE and san["evidence_more"] == 12 - limits.MAX_EVIDENCE
     assert [f["severity"] for f in ctx["findings"]] == sorted(
         [f["severity"] for f in ctx["findings"]], key=lambda s: {"critical": 0, "warning": 1, "info": 2}[s])
 
@@ -337,7 +343,7 @@ def test_log_text_is_escaped_everywhere(leak_html, leak):
 
 
 def test_script_json_cannot_close_its_element():
-    text = report.script_json({"a": "</script><!-- <script>&\u2028\u2029"})
+    text = script_json({"a": "</script><!-- <script>&\u2028\u2029"})
     assert "</" not in text and "<!--" not in text and "&" not in text and "\u2028" not in text
     assert json.loads(text) == {"a": "</script><!-- <script>&\u2028\u2029"}
 
@@ -352,12 +358,12 @@ def test_script_hash_in_policy_matches_the_script(leak_html):
 
 def test_time_axis_in_the_users_zone_and_utc(leak):
     _, _, ctx = leak
-    model = report._svg_model(ctx["charts"][0], report._Clock("Europe/Berlin"), 260)
+    model = svg_model(ctx["charts"][0], Clock("Europe/Berlin"), 260)
     labels = [(t["label"], t["utc"]) for t in model["xticks"]]
     assert ("12:00", "10:00Z") in labels
     assert model["unit"] == "GiB" and model["capacity"] is not None
     assert [t["label"] for t in model["yticks"]][:3] == ["0", "20 GiB", "40 GiB"]
-    utc = report._svg_model(ctx["charts"][0], report._Clock("UTC"), 260)
+    utc = svg_model(ctx["charts"][0], Clock("UTC"), 260)
     assert all(t["utc"] is None for t in utc["xticks"])
 
 
@@ -382,17 +388,17 @@ def test_worst_day_report_stays_small():
     assert len(md.encode()) < 60_000
     assert elapsed < 30
     assert len([c for c in ctx["charts"] if c["kind"] == "gpu"]) == 8
-    assert len([c for c in ctx["charts"] if c["kind"] == "process"]) == report.MAX_PROCESS_CHARTS
-    assert len(ctx["charts_omitted"]) == 40 - report.MAX_PROCESS_CHARTS
-    assert len(ctx["findings"]) == report.MAX_FINDINGS
-    assert sum(o["count"] for o in ctx["findings_omitted"]) == 300 - report.MAX_FINDINGS
-    assert len(ctx["events"]["rows"]) == report.MAX_EVENT_ROWS and ctx["events"]["omitted"] > 4000
-    assert len(ctx["inputs"]["rows"]) == report.MAX_INPUT_ROWS and ctx["inputs"]["omitted"] == 600 - report.MAX_INPUT_ROWS
-    assert len(ctx["problems"]) == report.MAX_PROBLEMS and ctx["problems_omitted"] == 400
+    assert len([c for c in ctx["charts"] if c["kind"] == "process"]) == limits.MAX_PROCESS_CHARTS
+    assert len(ctx["charts_omitted"]) == 40 - limits.MAX_PROCESS_CHARTS
+    assert len(ctx["findings"]) == limits.MAX_FINDINGS
+    assert sum(o["count"] for o in ctx["findings_omitted"]) == 300 - limits.MAX_FINDINGS
+    assert len(ctx["events"]["rows"]) == limits.MAX_EVENT_ROWS and ctx["events"]["omitted"] > 4000
+    assert len(ctx["inputs"]["rows"]) == limits.MAX_INPUT_ROWS and ctx["inputs"]["omitted"] == 600 - limits.MAX_INPUT_ROWS
+    assert len(ctx["problems"]) == limits.MAX_PROBLEMS and ctx["problems_omitted"] == 400
     assert ctx["sanitizer"]["groups_omitted"] > 0
-    assert all(len(c["markers"]) <= report.MAX_MARKERS_PER_CHART for c in ctx["charts"])
-    assert ctx["summary"]["findings_omitted"] == 300 - report.EMBED_FINDINGS
-    assert ctx["summary"]["inputs_omitted"] == 600 - report.EMBED_INPUTS
+    assert all(len(c["markers"]) <= limits.MAX_MARKERS_PER_CHART for c in ctx["charts"])
+    assert ctx["summary"]["findings_omitted"] == 300 - limits.EMBED_FINDINGS
+    assert ctx["summary"]["inputs_omitted"] == 600 - limits.EMBED_INPUTS
     for raw in (XSS_NAME, XSS_LINE):
         assert raw not in html
 
@@ -428,18 +434,18 @@ def test_markdown_summary(leak):
 
 
 def test_markdown_fence_outgrows_backticks_in_log_text():
-    block = report._fence(["a ``` b", "````"])
+    block = _fence(["a ``` b", "````"])
     assert block.splitlines()[0] == "`````text" and block.splitlines()[-1] == "`````"
-    assert report.md_text("a|b *c* [d](e) <x> `f`") == r"a\|b \*c\* \[d\](e) &lt;x&gt; \`f\`"
+    assert md_text("a|b *c* [d](e) <x> `f`") == r"a\|b \*c\* \[d\](e) &lt;x&gt; \`f\`"
 
 
 def test_markdown_sparkline_shape():
     runs = [[[0, 1000], [50, 1050], [100, 1100]]]   # far below any capacity: the shape still shows
-    line = report._sparkline(runs, 0, 100)
-    assert len(line) == report.SPARK_CELLS and line[0] == "▁" and line[-1] == "█"
+    line = sparkline(runs, 0, 100)
+    assert len(line) == limits.SPARK_CELLS and line[0] == "▁" and line[-1] == "█"
     assert list(line) == sorted(line)
-    assert report._sparkline([[[0, 5], [10, 5]], [[90, 5], [100, 5]]], 0, 100).count(" ") > 10
-    assert set(report._sparkline([[[0, 1000], [100, 1010]]], 0, 100)) == {"▁"}   # flat within 2 %
+    assert sparkline([[[0, 5], [10, 5]], [[90, 5], [100, 5]]], 0, 100).count(" ") > 10
+    assert set(sparkline([[[0, 1000], [100, 1010]]], 0, 100)) == {"▁"}   # flat within 2 %
 
 
 def test_summary_json_is_the_public_contract(leak):
@@ -467,7 +473,7 @@ def test_templates_load_from_the_installed_package_layout(tmp_path):
     shutil.copytree(ROOT / "templates", site / "forensics" / "templates")
     code = (f"import sys; sys.path.append({str(ROOT / 'tests')!r});"
             "from forensics import report; from test_report_cases import leak_case, opts;"
-            "d = report.template_dirs(); assert d[0].as_posix().endswith('site/forensics/templates'), d;"
+            "from forensics.report.html import template_dirs; d = template_dirs(); assert d[0].as_posix().endswith('site/forensics/templates'), d;"
             "b, a = leak_case(); h = report.render_html(report.build_context(b, a, opts()));"
             "assert 'Memory leak' in h; print('ok')")
     env = dict(os.environ, PYTHONPATH=str(site))
@@ -475,7 +481,7 @@ def test_templates_load_from_the_installed_package_layout(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
-# -- compiled templates kept between runs (report._BytecodeCache) --------------------------------------
+# -- compiled templates kept between runs (html._BytecodeCache) -----------------------------------
 
 def _compiles(env, monkeypatch) -> int:
     """How often env compiles report.html.j2 from its source when asked for it."""
@@ -487,21 +493,21 @@ def _compiles(env, monkeypatch) -> int:
 
 
 def test_compiled_report_template_is_kept_between_runs(tmp_path, monkeypatch):
-    cache = report._BytecodeCache(str(tmp_path))
-    assert _compiles(report._new_env(cache), monkeypatch) == 1
+    cache = _BytecodeCache(str(tmp_path))
+    assert _compiles(_new_env(cache), monkeypatch) == 1
     assert len(list(tmp_path.glob("__jinja2_*.cache"))) == 1
-    assert _compiles(report._new_env(cache), monkeypatch) == 0   # a later run (a new environment) loads it
+    assert _compiles(_new_env(cache), monkeypatch) == 0   # a later run (a new environment) loads it
 
 
 def test_a_damaged_or_unwritable_template_cache_is_passed_over(tmp_path, monkeypatch):
     from jinja2.bccache import bc_magic
 
-    cache = report._BytecodeCache(str(tmp_path))
-    report._new_env(cache).get_template("report.html.j2")
+    cache = _BytecodeCache(str(tmp_path))
+    _new_env(cache).get_template("report.html.j2")
     for damage in (b"garbage", bc_magic + b"\x80\x04garbage", bc_magic):
         for f in tmp_path.glob("__jinja2_*.cache"):
             f.write_bytes(damage)
-        assert _compiles(report._new_env(cache), monkeypatch) == 1
-    gone = report._BytecodeCache(str(tmp_path / "missing" / "folder"))   # every write fails
-    assert _compiles(report._new_env(gone), monkeypatch) == 1
-    assert _compiles(report._new_env(gone), monkeypatch) == 1
+        assert _compiles(_new_env(cache), monkeypatch) == 1
+    gone = _BytecodeCache(str(tmp_path / "missing" / "folder"))   # every write fails
+    assert _compiles(_new_env(gone), monkeypatch) == 1
+    assert _compiles(_new_env(gone), monkeypatch) == 1

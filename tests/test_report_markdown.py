@@ -10,6 +10,7 @@ from markdown_it import MarkdownIt
 
 from forensics import pipeline
 from forensics import report
+from forensics.report.events import EVENT_STYLE
 from forensics.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +93,6 @@ def test_the_html_shows_labels_not_internal_keys():
     assert not [label for label, _ in facts if label == "Ran out as"]   # said once, by the fact
     for label, value in facts:
         assert "_" not in label, label
-        assert value not in report.EVENT_STYLE, (label, value)
+        assert value not in EVENT_STYLE, (label, value)
     assert re.search(r"\b1 (lines|files|records|events|memory readings)\b", html) is None
     assert "sample_logs/<wbr>incident_linear_oom/<wbr>train.log:22" in html   # wraps at slashes only

@@ -448,12 +448,12 @@ def test_a_crash_while_rendering_keeps_the_old_report(tmp_path, monkeypatch, cap
 
 def test_scan_state_files_are_atomic(tmp_path, monkeypatch):
     target = tmp_path / "jobs" / "a" / "summary.json"
-    sc._write_atomic(target, '{"old": true}')
+    outputs.replace_file(target, '{"old": true}')
 
     def disk_full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(OSError):
-        sc._write_atomic(target, '{"new": ' + "1" * 10_000)
+        outputs.replace_file(target, '{"new": ' + "1" * 10_000)
     assert json.loads(target.read_text()) == {"old": True}

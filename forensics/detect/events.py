@@ -11,26 +11,8 @@ import polars as pl
 from forensics.detect.findings import Evidence, Finding
 from forensics.units import human
 from forensics.frames import rows_where
+from forensics.parsers.kernel import xid as xid_table
 
-XID_CRITICAL = {48, 79, 95, 119, 154}
-XID_WARNING = {13, 31, 43, 45}
-XID_INFO = {63, 92}
-XID_MEANING = {
-    13: "graphics engine exception (often an application fault)",
-    31: "GPU memory page fault (invalid memory access by the application)",
-    43: "GPU stopped processing (the application faulted)",
-    45: "preemptive cleanup after earlier errors",
-    48: "double-bit ECC error: uncorrectable memory error",
-    63: "ECC page retirement or row remapping recorded",
-    64: "ECC page retirement or row remapping failed",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    154: "GPU recovery action changed (reset or reboot needed)",
-}
 EVIDENCE_MAX = 5
 SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
 SLOWDOWN_MIN_STEPS = 12
@@ -157,14 +139,6 @@ def _site_text(site) -> str:
     return str(site) if site else "an unknown allocation site"
 
 
-def _xid_severity(code) -> str:
-    if code in XID_CRITICAL:
-        return "critical"
-    if code in XID_INFO:
-        return "info"
-    return "warning"
-
-
 def _xids(xids: pl.DataFrame) -> list[Finding]:
     if xids.height == 0:
         return []
@@ -180,10 +154,10 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
     out = []
     for (gpu, code), items in groups.items():
         first = items[0][0]
-        meaning = XID_MEANING.get(code, "see NVIDIA's Xid catalog")
+        meaning = xid_table.info(code).phrase
         where = f"GPU {gpu}" if gpu is not None else "a GPU"
         times = f" ({len(items)} times)" if len(items) > 1 else ""
-        f = Finding(kind="xid", severity=_xid_severity(code), gpu=gpu, pid=first["pid"], start=first["time"],
+        f = Finding(kind="xid", severity=xid_table.info(code).severity, gpu=gpu, pid=first["pid"], start=first["time"],
                     end=items[-1][0]["time"], source=first["source"],
                     summary=f"NVRM Xid {code if code is not None else '?'} on {where}{_when(first['time'])}{times}: {meaning}.",
                     evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]], detail={"code": code, "count": len(items)})

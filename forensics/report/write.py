@@ -117,8 +117,14 @@ def replace(path: Path, fill: Callable[[BinaryIO], None]) -> None:
         raise
 
 
-def replace_file(path: Path, data: str | bytes) -> None:
-    """Replace a file the tool names itself (scan's files under its output folder), following a link
-    there as `target()` would. Raises OSError."""
-    blob = data.encode("utf-8") if isinstance(data, str) else data
-    replace(Path(os.path.realpath(path)), lambda fh: fh.write(blob))
+def replace_file(path: Path, data: str | bytes | Callable[[BinaryIO], None]) -> None:
+    """Replace a file the tool names itself (scan's files under its output folder): its folder is made
+    when missing, and a link there is followed as `target()` would. `data` is the text or bytes, or a
+    function that writes them to a binary file object. Raises OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    real = Path(os.path.realpath(path))
+    if isinstance(data, (str, bytes)):
+        blob = data.encode("utf-8") if isinstance(data, str) else data
+        replace(real, lambda fh: fh.write(blob))
+    else:
+        replace(real, data)

@@ -179,12 +179,6 @@ def fingerprint(job: Path, options_key: str = "") -> str:
 
 # -- one job (runs in a worker process) -----------------------------------------------------------
 
-def _write_atomic(path: Path, data: str | bytes) -> None:
-    """A file of the scan's own output folder (its job folder made here), written as outputs writes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    outputs.replace_file(path, data)
-
-
 def _want_report(reports: str, severity: str | None) -> bool:
     if reports == "all":
         return True
@@ -219,7 +213,7 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
             row["error"] = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
         if _want_report(reports, row["severity"]) and row["status"] == "ok":
             ctx = rep.build_context(bundle, analysis, opts)
-            _write_atomic(job_dir / "report.html", rep.render_html(ctx))
+            outputs.replace_file(job_dir / "report.html", rep.render_html(ctx))
             row["report"] = f"jobs/{jid}/report.html"
         row["sparkline"] = _sparkline_points(analysis)
     except Exception as e:  # one bad job never stops the scan
@@ -229,8 +223,8 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
     row["seconds"] = round(time.perf_counter() - started, 3)
     try:
         if summary is not None:
-            _write_atomic(job_dir / SUMMARY_NAME, rep.summary_text(summary))
-        _write_atomic(job_dir / STATE_NAME, json.dumps({"fingerprint": fp, "row": row}, default=str))
+            outputs.replace_file(job_dir / SUMMARY_NAME, rep.summary_text(summary))
+        outputs.replace_file(job_dir / STATE_NAME, json.dumps({"fingerprint": fp, "row": row}, default=str))
     except OSError as e:   # the output folder went away or filled up: this job's row says so
         row.update(status="failed", error=f"{job_dir}: cannot write the job's outputs, {e.strerror or e}, "
                    "check free space and permissions of the output folder")
@@ -254,6 +248,7 @@ def _row_from_summary(summary: dict) -> dict:
         "gpu_ooms": kinds.count("gpu_oom"),
         "xids": kinds.count("xid"),
         "findings": len(findings),
+        "kinds": sorted(set(kinds)),   # for --fail-on (not a column of the tables)
         "inputs": len(summary["inputs"]),
         "input_errors": sum(1 for i in summary["inputs"] if i.get("error")),
         "skipped_lines": sum(i.get("skipped") or 0 for i in summary["inputs"]),
@@ -365,7 +360,10 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
             todo.append((job, jid, None))
             continue
         fp = fingerprint(job, key)
-        if state.get("fingerprint") == fp and state.get("row", {}).get("status") in ("ok", "failed"):
+        prev = state.get("row", {})
+        # an ok row without `kinds` was written before --fail-on read them: redo it
+        if state.get("fingerprint") == fp and (prev.get("status") == "failed"
+                                               or (prev.get("status") == "ok" and "kinds" in prev)):
             row = dict(state["row"])
             row["reused"] = True
             rows[jid] = row
@@ -507,18 +505,9 @@ def summary_frame(rows: list[dict]) -> pl.DataFrame:
 def write_outputs(out_dir: Path, rows: list[dict]) -> None:
     ordered = sort_rows(rows)
     df = summary_frame(ordered)
-    outputs.replace(Path(os.path.realpath(out_dir / "summary.csv")), df.write_csv)
-    outputs.replace(Path(os.path.realpath(out_dir / "summary.parquet")), df.write_parquet)
-    _write_atomic(out_dir / "index.html", render_index(ordered))
-
-
-def _template_env():
-    import jinja2
-
-    here = Path(__file__).resolve().parent.parent   # the package
-    dirs = [d for d in (here / "templates", here.parent / "templates") if d.is_dir()]
-    return jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
-                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    outputs.replace_file(out_dir / "summary.csv", df.write_csv)
+    outputs.replace_file(out_dir / "summary.parquet", df.write_parquet)
+    outputs.replace_file(out_dir / "index.html", render_index(ordered))
 
 
 def _spark_svg(values: list[float], w: int = 120, h: int = 24) -> str:
@@ -549,5 +538,7 @@ def render_index(rows: list[dict]) -> str:
     for r in rows:
         key = r.get("verdict") if r.get("status") == "ok" else "failed"
         counts[key or "failed"] = counts.get(key or "failed", 0) + 1
-    return _template_env().get_template("scan_index.html.j2").render(
+    from forensics.report.html import environment
+
+    return environment().get_template("scan_index.html.j2").render(
         rows=view, counts=counts, version=__version__, total=len(rows))

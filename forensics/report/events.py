@@ -1,0 +1,56 @@
+"""Events as the report names them, and which of them end a job."""
+from __future__ import annotations
+
+from forensics.parsers.kernel import xid as xid_table
+from forensics.report.formatting import clip, json_detail
+from forensics.units import human
+
+RAN_OUT = {"gpu_oom": "CUDA OOM", "oom_kill": "host OOM kill"}
+
+
+EVENT_STYLE = {
+    # kind: (label, colour, drawn on charts)
+    "oom_kill": ("OOM kill", "#c0392b", True),
+    "oom_invoked": ("OOM killer invoked", "#e8897f", True),
+    "oom_reaped": ("OOM reaped", "#e8897f", False),
+    "gpu_oom": ("CUDA out of memory", "#d4237a", True),
+    "xid": ("Xid", "#6d4c41", True),
+    "driver_error": ("driver error", "#6d4c41", True),
+    "marker": ("marker", "#5f6b73", True),
+    "process_start": ("process start", "#16a3b8", True),
+    "process_gone": ("process gone", "#a8a81a", True),
+    "sanitizer_leak": ("sanitizer leak", "#7b4fb3", False),
+    "sanitizer_summary": ("sanitizer summary", "#7b4fb3", False),
+    "sanitizer_error": ("sanitizer error", "#7b4fb3", True),
+}
+FATAL_KINDS = ("oom_kill", "gpu_oom")
+
+
+def event_label(e: dict) -> str:
+    kind = e.get("kind") or "event"
+    label = EVENT_STYLE.get(kind, (kind,))[0]
+    d = json_detail(e.get("detail"))
+    if kind == "xid" and d.get("code") is not None:
+        label = f"Xid {d.get('code')}" + (f": {d['meaning']}" if d.get("meaning") else "")
+    elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):
+        label = f"marker: {d.get('label') or d.get('name') or d.get('what')}"
+    who = []
+    if e.get("process"):
+        who.append(str(e["process"]))
+    if e.get("pid") is not None:
+        who.append(f"pid {e['pid']}")
+    if e.get("gpu") is not None and kind in ("gpu_oom", "xid", "driver_error"):
+        who.append(f"GPU {e['gpu']}")
+    if who:
+        label += " (" + ", ".join(who) + ")"
+    if e.get("bytes") is not None and kind in ("gpu_oom",):
+        label += f", tried to allocate {human(e['bytes'])}"
+    return clip(label, 160)
+
+
+def xid_is_fatal(code) -> bool:
+    """After this Xid (as its event detail gives the code) the job on that GPU could not go on."""
+    try:
+        return xid_table.info(None if code is None else int(code)).fatal
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,131 @@
+"""The Markdown summary to paste into a ticket; log text in it is inert."""
+from __future__ import annotations
+
+import re
+
+from forensics.report.formatting import clip
+from forensics.report.limits import MAX_GPU_CHARTS
+from forensics.units import human
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(text) -> str:
+    """Log text as inert Markdown: one line, HTML escaped, Markdown punctuation backslash-escaped."""
+    if text is None:
+        return ""
+    text = " ".join(str(text).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def md_prose(text) -> str:
+    """The tool's own sentences (likely causes, checks): their `code` stays a code span, which md_text
+    would show as literal backticks; the rest is escaped as md_text escapes it."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:   # an odd backtick: no pairs to trust, all of it is plain text
+        return md_text(text)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:   # md_text trims; the spaces between prose and a code span stay
+            lead = " " if part[:1].isspace() else ""
+            trail = " " if part[-1:].isspace() and part.strip() else ""
+            out.append(lead + md_text(part) + trail)
+        else:
+            # a code span shows its content as is (no escapes, no HTML), and a space on both sides of the
+            # content is stripped again: it lets the span start or end with a backtick-free edge safely
+            out.append(f"`{' '.join(part.split())}`")
+    return "".join(out)
+
+
+def _fence(lines: list[str]) -> str:
+    """A fenced block whose fence is longer than any backtick run inside it."""
+    longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + "text", *lines, fence])
+
+
+def _md_evidence(path, line, text) -> str:
+    where = f"{path}:{line}" if line is not None else (path or "")
+    return " ".join(f"{where}: {clip(text)}".split())
+
+
+def render_markdown(ctx: dict) -> str:
+    """A Markdown summary to paste into a ticket."""
+    v = ctx["verdict"]
+    out = [f"## GPU memory report: {md_text(v['label']) if not ctx['empty'] else 'nothing readable'}", ""]
+    if ctx["empty"]:
+        out.append("No memory readings or events could be read from the inputs:")
+        out.append("")
+        out.extend(f"- {md_text(r)}" for r in ctx["empty_reasons"][:20])
+        out.append("")
+    if v["reason"]:
+        out += [f"**Verdict:** `{v['code']}`: {md_text(v['reason'])}", ""]
+    else:
+        out += [f"**Verdict:** `{v['code']}`", ""]
+    if v["numbers"]:
+        # a header row of its own: CommonMark renderers draw `| | |` as an empty first row
+        out += ["| key number | value |", "|---|---|"]
+        for n in v["numbers"]:
+            val = md_text(n["value"]) + (f" — {md_text(n['sub'])}" if n["sub"] else "")
+            out.append(f"| {md_text(n['label'])} | {val} |")
+        out.append("")
+    sparks = [c for c in ctx["charts"] if c["sparkline"]][:MAX_GPU_CHARTS + 4]
+    if sparks:
+        out += ["### Memory over time", ""]
+        for c in sparks:
+            main = c["series"][0]
+            cap = f" of {human(c['capacity'])}" if c["capacity"] else ""
+            out.append(f"- {md_text(c['title'])}, {md_text(main['series'])}: `{c['sparkline']}` "
+                       f"{human(main['first'])} → {human(main['last'])}, peak {human(main['peak'])}{cap}")
+        out.append("")
+    if ctx["findings"]:
+        out += ["### Findings", ""]
+        for n, f in enumerate(ctx["findings"], start=1):
+            out.append(f"{n}. **{f['severity']}** `{f['kind']}`: {md_text(f['summary'])}")
+            # a nested list: each detail its own item (plain lines would merge into one paragraph)
+            facts = [f"{md_text(k)}: {md_text(val)}" for k, val in f["facts"] if k != "Where"]
+            if facts:
+                out.append("   - " + "; ".join(facts))
+            if f["causes"]:
+                out.append("   - Likely cause: " + md_prose(f["causes"][0]))
+            if f["checks"]:
+                out.append("   - Check: " + md_prose(f["checks"][0]))
+            if f["evidence"]:
+                block = _fence([_md_evidence(e["path"], e["line"], e["text"]) for e in f["evidence"][:4]])
+                out.append("\n".join("   " + line for line in block.splitlines()))
+            out.append("")
+        for o in ctx["findings_omitted"]:
+            out.append(f"- and {o['count']} more {md_text(o['severity'])} {md_text(o['kind'])} finding(s)")
+        if ctx["findings_omitted"]:
+            out.append("")
+    fatal = v.get("fatal")
+    if fatal:
+        out += ["### What ended the job", "", md_text(fatal["label"]) + (f", {fatal['when']['local']}" if fatal["when"] else ""), "",
+                _fence([_md_evidence(fatal["path"], fatal["line"], fatal["text"])]), ""]
+    san = ctx["sanitizer"]
+    if san:
+        out += ["### compute-sanitizer leaks by allocation site", ""]
+        for g in san["groups"][:10]:
+            tag = " (expected: allocator cache at exit)" if g["expected"] else ""
+            out.append(f"- {g['bytes_text']} in {g['count']} allocation(s) at {md_text(g['site'])}{tag}")
+        out.append("")
+    ins = ctx["inputs"]
+    out += ["### Inputs", "", "| file | format | lines | records | skipped | time range |", "|---|---|---:|---:|---:|---|"]
+    for r in ins["rows"][:50]:
+        rng = r["range"]["local"] if r["range"] else ""
+        fmt = md_text(r["format"]) if r["format"] else ("**error**" if r["error"] else "not recognized")
+        out.append(f"| {md_text(r['path'])} | {fmt} | {r['lines']:,} | {r['records']:,} | {r['skipped']:,} | {md_text(rng)} |")
+    more = ins["total"] - min(50, len(ins["rows"]))
+    if more > 0:
+        out.append(f"| and {more} more | | | | | |")
+    out.append("")
+    if ctx["problems"]:
+        out += ["### Problems", ""]
+        out.extend(f"- {md_text(p)}" for p in ctx["problems"][:20])
+        extra = len(ctx["problems"]) - 20 + ctx["problems_omitted"]
+        if extra > 0:
+            out.append(f"- and {extra} more")
+        out.append("")
+    out.append("_" + md_text(" ".join(ctx["clock_notes"][:2])) + f" Generated by {ctx['tool']} {md_text(ctx['version'])}._")
+    return "\n".join(out) + "\n"

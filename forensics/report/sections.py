@@ -1,0 +1,342 @@
+"""The report's sections below the charts, as plain data: findings, events, sanitizer leak sites, OOM kills,
+CUDA OOMs, Xids and inputs."""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+import polars as pl
+
+from forensics.frames import rows_where
+from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label, xid_is_fatal
+from forensics.report.formatting import (Clock, base_name, clip, duration, growth_span, json_detail, per_unit,
+                                         plain)
+from forensics.report.limits import (MAX_DETAIL_ITEMS, MAX_EVENT_ROWS, MAX_EVIDENCE, MAX_FRAMES, MAX_INPUT_ROWS,
+                                     MAX_SANITIZER_GROUPS, MAX_TABLE_ROWS)
+from forensics.units import human, rate_text
+
+# Library modules in a host backtrace: frames from these are not where the user allocated.
+_LIB_FRAME = re.compile(
+    r"libcuda|libcudart|nvcuda|libcublas|libcudnn|libnccl|libtorch|libc10|libcaffe2|_C\.(?:cpython|so)|"
+    r"libpython|python3?(?:\.[0-9]+)?$|ld-linux|libc\.so|libstdc\+\+|cudart_static|libcupy|cupy_backends|"
+    r"\bcuMem|\bcudaMalloc|\bcudaHostAlloc|\bcuMemHostAlloc|\bcudaMallocManaged", re.IGNORECASE)
+
+
+_BYTES_KEY = re.compile(r"bytes|rss|total_vm|pgtables|^(requested|total|free|allocated|reserved|cached|capacity|"
+                        r"used|limit|allowed|private_pools|memcg_usage|memcg_limit)$|"
+                        r"_(in_use|used|free|reserved|allocated|unallocated|capacity|limit|size)$")
+
+
+def _detail_value(key: str, v, clock: Clock) -> str | int | None:
+    """One extra fact for people; nested records (the detector's per-series list) are left to the
+    JSON summary, and empty values are not shown."""
+    if isinstance(v, datetime):
+        w = clock.when(v)
+        return w["local"] if w else None
+    v = plain(v)
+    if v is None or isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v)):
+        return None
+    if isinstance(v, list):
+        if not v:
+            return None
+        return clip(", ".join(str(x) for x in v[:6]) + (f" (+{len(v) - 6})" if len(v) > 6 else ""), 200)
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        if _BYTES_KEY.search(key):
+            return human(v)
+        if key.endswith("hours"):
+            return duration(v)
+        if isinstance(v, int):  # pids, uids, codes, counts: as written
+            return v
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return clip(v, 200) if v != "" else None
+
+
+# detail keys said in words in the HTML (the JSON keeps the keys); others read as their words, capitalized
+_DETAIL_LABELS = {
+    "capacity_bytes": "GPU capacity", "log_hours": "Logged for", "ran_out": "Ran out as",
+    "start_step": "Onset step", "steps_at": "Steps at", "device_growth_bytes": "Device growth",
+    "rate_bytes_per_sample": "Rate per sample", "this_process_in_use": "In use by this process",
+    "reserved_unallocated": "Reserved but unallocated", "torch_era": "PyTorch message format",
+    "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
+    "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
+    "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
+}
+
+
+def _detail_label(key: str) -> str:
+    if key in _DETAIL_LABELS:
+        return _DETAIL_LABELS[key]
+    words = re.sub(r"_bytes$", "", key).replace("_", " ").strip() or key
+    return words[:1].upper() + words[1:]
+
+
+def _detail_text(v):
+    """An event kind given as a value (`ran_out: gpu_oom`) reads as the kind's name."""
+    return EVENT_STYLE[v][0] if isinstance(v, str) and v in EVENT_STYLE else v
+
+
+def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
+    out = []
+    for k, v in d.items():
+        if k in skip:
+            continue
+        # a message that only repeats the quoted log line adds nothing
+        if isinstance(v, str) and len(v) > 40 and any(v[:60] in t for t in evidence_texts):
+            continue
+        v = _detail_value(str(k), v, clock)
+        if v is not None:
+            out.append([_detail_label(str(k)), _detail_text(v)])
+        if len(out) >= MAX_DETAIL_ITEMS:
+            break
+    return out
+
+
+def finding_ctx(f, clock: Clock) -> dict:
+    facts = []
+    where = []
+    if f.gpu is not None:
+        where.append(f"GPU {f.gpu}")
+    if f.pid is not None:
+        where.append(f"pid {f.pid}")
+    if f.series:
+        where.append(f.series)
+    if where:
+        facts.append(["Where", ", ".join(where)])
+    if f.pattern:
+        facts.append(["Pattern", f.pattern])
+    start = clock.when(f.start)
+    if start:
+        facts.append(["Start", start["local"] + ("" if clock.is_utc else f" ({start['utc']})")])
+    elif f.start_index is not None:
+        facts.append(["Start", f"step/sample {f.start_index}"])
+    end = clock.when(f.end)
+    if end:
+        facts.append(["End", end["local"] + ("" if clock.is_utc else f" ({end['utc']})")])
+    if f.rate_bytes_per_hour is not None:
+        facts.append(["Rate", rate_text(f.rate_bytes_per_hour, growth_span(f))])
+    if getattr(f, "stairs", None):
+        every = [v for v in (duration(f.stair_period_seconds / 3600) if f.stair_period_seconds else None,
+                             f"{f.stair_period_steps:.0f} steps" if f.stair_period_steps else None) if v]
+        facts.append(["Stairs", f"{f.stairs}" + (f", one every {' or '.join(every)}" if every else "")])
+    life = [clock.when(v) if isinstance(v, datetime) else ({"local": f"step/sample {v}"} if v is not None else None)
+            for v in (getattr(f, "lifetime_start", None), getattr(f, "lifetime_end", None))]
+    if life[0] and life[1]:
+        ended = {"release": "its memory was released", "log_end": "the log ends",
+                 "restart": "the job restarted"}.get(getattr(f, "lifetime_ended", None) or "", "")
+        facts.append(["Job", f"{life[0]['local']} to {life[1]['local']}" + (f" ({ended})" if ended else "")])
+    if f.rate_bytes_per_step is not None:
+        facts.append(["Rate per step", per_unit(f.rate_bytes_per_step, "step")])
+    if f.growth_bytes is not None:
+        facts.append(["Growth", human(f.growth_bytes)])
+    if f.bytes is not None:
+        facts.append(["Bytes", human(f.bytes)])
+    if RAN_OUT.get((f.detail or {}).get("ran_out")):
+        at = clock.when(f.exhaust_at)
+        facts.append(["Memory", f"ran out ({RAN_OUT[f.detail['ran_out']]})" + (f" — {at['local']}" if at else "")])
+    elif f.exhaust_in_hours is not None or f.exhaust_at is not None:
+        text = duration(f.exhaust_in_hours) or ""
+        at = clock.when(f.exhaust_at)
+        if at:
+            text = (text + " — " if text else "") + at["local"]
+        ended = getattr(f, "lifetime_ended", None) in ("release", "restart")
+        facts.append(["At this pace, full in" if ended else "Memory runs out", text])
+    if f.confidence is not None:
+        facts.append(["Confidence", f"{f.confidence:.0%}" if f.confidence <= 1 else str(f.confidence)])
+    # "ran_out" is said by the "Memory" fact above
+    details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
+                       evidence_texts=[e.text or "" for e in f.evidence])
+    evidence = [{"path": e.path, "line": e.line, "text": clip(e.text)} for e in f.evidence[:MAX_EVIDENCE]]
+    return {
+        "kind": f.kind, "severity": f.severity, "summary": clip(f.summary, 600), "facts": facts,
+        "details": details, "evidence": evidence, "evidence_more": max(0, len(f.evidence) - MAX_EVIDENCE),
+        "causes": [clip(c, 300) for c in f.causes[:10]], "checks": [clip(c, 300) for c in f.checks[:10]],
+        "related": [clip(c, 300) for c in f.related[:10]],
+    }
+
+
+def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+    if events.is_empty():
+        return {"total": 0, "by_kind": [], "rows": [], "omitted": 0, "untimed": 0}
+    by_kind = events.group_by("kind").agg(
+        pl.len().alias("count"), pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
+    ).sort("count", "kind", descending=[True, False])
+    kinds = []
+    for r in by_kind.iter_rows(named=True):
+        f, l = clock.when(r["first"]), clock.when(r["last"])
+        kinds.append({"kind": r["kind"], "label": EVENT_STYLE.get(r["kind"], (r["kind"],))[0], "count": r["count"],
+                      "first": f["local"] if f else None, "last": l["local"] if l else None})
+    # sanitizer leak records get their own section; here the timeline of things that happened
+    timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak"]))
+    ordered = timeline_events.with_row_index("_i").sort(["time", "_i"], nulls_last=True).head(MAX_EVENT_ROWS)
+    rows = []
+    for e in ordered.iter_rows(named=True):
+        w = clock.when(e["time"])
+        rows.append({"kind": e["kind"], "label": event_label(e), "when": w, "path": e["source"], "line": e["line"],
+                     "text": clip(e["text"])})
+    return {"total": events.height, "by_kind": kinds, "rows": rows,
+            "omitted": max(0, timeline_events.height - len(rows)),
+            "untimed": int(events["time"].null_count())}
+
+
+def _frame_text(frame) -> str:
+    """`symbol at file:line in module` (module by its base name), or the frame as given."""
+    if isinstance(frame, dict):
+        sym = frame.get("symbol") or frame.get("function") or frame.get("name")
+        text = sym or (f"[{frame['offset']}]" if frame.get("offset") else "?")
+        src = frame.get("file") or frame.get("filename")
+        if src:
+            text += f" at {src}" + (f":{frame['line']}" if frame.get("line") is not None else "")
+        if frame.get("module"):
+            text += f" in {base_name(str(frame['module']).replace(chr(92), '/'))}"
+        return clip(text, 300)
+    return clip(frame, 300)
+
+
+def _is_user_frame(frame) -> bool:
+    if isinstance(frame, dict) and "user" in frame:
+        return bool(frame["user"])
+    return not _LIB_FRAME.search(_frame_text(frame))
+
+
+def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
+    leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
+    if leaks.is_empty():
+        return None
+    leaks = leaks.with_columns(
+        pl.coalesce(pl.col("detail").str.json_path_match("$.stack"),
+                    pl.col("detail").str.json_path_match("$.frames")).fill_null("[]").alias("_frames"),
+        pl.col("detail").str.json_path_match("$.allocator_cache_at_exit").fill_null("false").alias("_cache"),
+    )
+    groups = leaks.with_row_index("_i").group_by("_frames", "_cache").agg(
+        pl.len().alias("count"),
+        pl.col("bytes").sum().alias("bytes"),
+        pl.col("bytes").null_count().alias("unknown_bytes"),
+        pl.col("detail").sort_by("_i").first().alias("detail"),
+        pl.col("source").sort_by("_i").first().alias("path"),
+        pl.col("line").sort_by("_i").first().alias("line"),
+        pl.col("text").sort_by("_i").first().alias("text"),
+        pl.col("_i").min().alias("_first"),
+    ).with_columns((pl.col("_cache") == "true").alias("expected"))
+    groups = groups.sort(["expected", "bytes", "count", "_first"], descending=[False, True, True, False],
+                         nulls_last=True)
+    out = []
+    for g in groups.head(MAX_SANITIZER_GROUPS).iter_rows(named=True):
+        d = json_detail(g["detail"])
+        try:
+            frames = json.loads(g["_frames"])
+        except ValueError:
+            frames = []
+        if not isinstance(frames, list):
+            frames = []
+        user = [_frame_text(fr) for fr in frames if _is_user_frame(fr)]
+        lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
+        site = d.get("site_label") or d.get("site") or (user[0] if user else (lib[0] if lib else None))
+        if isinstance(site, dict):
+            site = _frame_text(site)
+        out.append({
+            "site": clip(site, 300) if site else "(no backtrace)",
+            "count": g["count"], "bytes": g["bytes"], "bytes_text": human(g["bytes"]) if g["bytes"] is not None else "—",
+            "expected": bool(g["expected"]),
+            "user_frames": user[:MAX_FRAMES], "library_frames": lib[:MAX_FRAMES],
+            "frames_more": max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
+            "evidence": {"path": g["path"], "line": g["line"], "text": clip(g["text"])},
+        })
+    total = leaks["bytes"].sum()
+    expected = leaks.filter(pl.col("_cache") == "true")
+    return {
+        "groups": out, "groups_omitted": max(0, groups.height - len(out)),
+        "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
+        "expected_allocations": expected.height, "expected_bytes_text": human(expected["bytes"].sum()) if expected.height else None,
+    }
+
+
+_OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",
+             "scope", "constraint", "memcg", "task_memcg", "oom_memcg", "cpuset", "nodemask", "global_oom")
+
+
+def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+    kills = events.filter(pl.col("kind") == "oom_kill").sort("time", nulls_last=True)
+    rows = []
+    for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
+        d = json_detail(e["detail"])
+        ordered = {k: d[k] for k in _OOM_KEYS if k in d}
+        ordered.update(d)
+        facts = _details(ordered, clock, skip=("pid", "process", "victim", "message", "host", "evidence_lines"),
+                         evidence_texts=[e["text"] or ""])
+        rows.append({"when": clock.when(e["time"]), "pid": e["pid"], "process": clip(e["process"], 120),
+                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
+                     "path": e["source"], "line": e["line"], "text": clip(e["text"])})
+    return {"rows": rows, "total": kills.height, "omitted": max(0, kills.height - len(rows))}
+
+
+def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+    ooms = events.filter(pl.col("kind") == "gpu_oom").sort("time", nulls_last=True)
+    rows = []
+    for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
+        facts = _details(json_detail(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])
+        rows.append({"when": clock.when(e["time"]), "gpu": e["gpu"], "pid": e["pid"],
+                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
+                     "path": e["source"], "line": e["line"], "text": clip(e["text"])})
+    return {"rows": rows, "total": ooms.height, "omitted": max(0, ooms.height - len(rows))}
+
+
+def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+    xids = events.filter(pl.col("kind") == "xid")
+    if xids.is_empty():
+        return {"groups": [], "total": 0, "omitted": 0}
+    xids = xids.with_row_index("_i").with_columns(
+        pl.col("detail").str.json_path_match("$.code").alias("_code"),
+        pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
+        pl.col("detail").str.json_path_match("$.weight").alias("_weight"),
+    )
+    groups = xids.group_by("gpu", "_code").agg(
+        pl.len().alias("count"),
+        pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
+        pl.col("_meaning").drop_nulls().first().alias("meaning"),
+        pl.col("_weight").drop_nulls().first().alias("weight"),
+        pl.col("pid").drop_nulls().unique().sort().head(5).alias("pids"),
+        pl.col("process").drop_nulls().unique().sort().head(5).alias("processes"),
+        pl.col("source").sort_by("_i").first().alias("path"),
+        pl.col("line").sort_by("_i").first().alias("line"),
+        pl.col("text").sort_by("_i").first().alias("text"),
+        pl.col("_i").min().alias("_first"),
+    ).sort("_first")
+    out = []
+    for g in groups.head(MAX_TABLE_ROWS).iter_rows(named=True):
+        code = g["_code"]
+        fatal = xid_is_fatal(code)
+        out.append({"gpu": g["gpu"], "code": code, "meaning": clip(g["meaning"], 300) if g["meaning"] else None,
+                    "weight": clip(g["weight"], 300) if g["weight"] else None,
+                    "count": g["count"], "first": clock.when(g["first"]), "last": clock.when(g["last"]),
+                    "pids": g["pids"], "processes": [clip(p, 80) for p in g["processes"]], "fatal": fatal,
+                    "path": g["path"], "line": g["line"], "text": clip(g["text"])})
+    return {"groups": out, "total": xids.height, "omitted": max(0, groups.height - len(out))}
+
+
+def inputs_ctx(inputs: list, clock: Clock) -> dict:
+    rows = []
+    for i in inputs[:MAX_INPUT_ROWS]:
+        s, e = clock.when(i.start), clock.when(i.end)
+        reasons = []
+        for reason, n in sorted((i.skip_reasons or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
+            ex = (getattr(i, "skip_examples", None) or {}).get(reason) or []
+            reasons.append({"reason": clip(reason, 200), "count": n, "examples": list(ex)[:5]})
+        rows.append({
+            "path": i.path, "format": i.format, "reason": clip(i.reason, 200), "lines": i.lines,
+            "records": i.records, "skipped": i.skipped, "skip_reasons": reasons,
+            "start": s, "end": e, "range": clock.span(i.start, i.end), "clock": i.clock, "anchor": clip(i.anchor, 300) if i.anchor else None,
+            "compression": i.compression, "wrapper": clip(i.wrapper, 200) if i.wrapper else None,
+            "notes": [clip(n, 300) for n in (i.notes or [])[:10]], "error": clip(i.error, 600) if i.error else None,
+            "used": bool(i.format) and not i.error,
+        })
+    return {
+        "rows": rows, "omitted": max(0, len(inputs) - len(rows)),
+        "total": len(inputs),
+        "lines": sum(i.lines for i in inputs), "records": sum(i.records for i in inputs),
+        "skipped": sum(i.skipped for i in inputs),
+        "unreadable": sum(1 for i in inputs if i.error),
+        "unrecognized": sum(1 for i in inputs if not i.format and not i.error),
+    }

@@ -1,0 +1,170 @@
+"""The drawn series: one table of every memory series with its stats, and min/max envelopes to draw."""
+from __future__ import annotations
+
+import itertools
+
+import polars as pl
+
+from forensics.detect.series import MIN_POINTS
+from forensics.frames import rows_where
+from forensics.report.formatting import xround
+from forensics.report.limits import SPARK_CELLS
+
+SERIES_KEY = ("source", "host", "gpu", "pid", "series", "label")
+
+
+def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index.
+
+    Grouping tens of millions of rows on six nullable text keys is slow, so rows are grouped on a
+    64-bit hash of the keys instead, and the keys are read back once per series."""
+    keys = list(SERIES_KEY)
+    s = rows_where(samples, pl.col("bytes").is_not_null())
+    if s.is_empty():
+        return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
+    # the key columns hashed as they are: half the cost of casting them to categorical codes first
+    # (the hashes only group rows; series ids come from sorting the keys below)
+    s = s.with_columns(pl.struct(keys[:5]).hash(20240601).alias("_h5"))
+    s = s.with_columns(pl.struct("_h5", keys[5]).hash(20240601).alias("_h6"))
+    # as detect.series_frames does: a label that changes with nearly every reading ("step 17") does
+    # not name a series; such labels are dropped so the readings form one series, as the detector sees it
+    per_label = s.group_by("_h5", "_h6").agg(pl.len().alias("c")).group_by("_h5").agg(
+        pl.len().alias("labels"), pl.col("c").median().alias("median"))
+    loose = rows_where(per_label, (pl.col("labels") > 1) & (pl.col("median") < MIN_POINTS))["_h5"]
+    s = s.with_columns(
+        pl.when(pl.col("_h5").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"),
+        pl.when(pl.col("_h5").is_in(loose.implode())).then(pl.col("_h5")).otherwise(pl.col("_h6")).alias("_h"),
+    )
+    # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
+    flags = s.group_by("_h").agg(
+        *[pl.col(k).first() for k in keys],
+        (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
+        (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step"),
+    ).with_columns(
+        pl.when(pl.col("has_time")).then(pl.lit("time"))
+        .when(pl.col("has_step")).then(pl.lit("step"))
+        .otherwise(pl.lit("index")).alias("xkind")
+    ).sort(keys, nulls_last=False).with_row_index("sid").with_columns(pl.col("sid").cast(pl.Int64))
+    rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
+        flags.select("_h", "sid", "xkind"), on="_h", how="inner")
+    rows = rows.with_columns(
+        pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
+        .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
+        .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
+    )
+    rows = rows_where(rows, pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
+    stats = rows.group_by("sid").agg(
+        pl.len().alias("n"),
+        pl.col("x").min().alias("x0"),
+        pl.col("x").max().alias("x1"),
+        pl.col("y").min().alias("low"),
+        pl.col("y").max().alias("peak"),
+        pl.col("y").get(pl.col("x").arg_min()).alias("first"),
+        pl.col("y").get(pl.col("x").arg_max()).alias("last"),
+        pl.col("total_bytes").max().alias("capacity"),
+    )
+    table = flags.drop("_h").join(stats, on="sid", how="inner").sort("sid")
+    return rows.select("sid", "x", "y"), table
+
+
+def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> dict[int, list]:
+    """Min/max per bucket for each series id in `ranges` (sid -> (x0, x1)): the points to draw, in x
+    order, in runs split where data is missing for a while."""
+    if not ranges:
+        return {}
+    rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
+                        "hi": [r[1] for r in ranges.values()]},
+                       schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+    # a close-up needs a sliver of the rows: cut them down before the join
+    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
+    rows = rows_where(rows, pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    part = rows_where(rows.join(rng, on="sid", how="inner"),
+        (pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
+    if part.is_empty():
+        return {}
+    width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
+    part = part.with_columns(
+        ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+    )
+    agg = part.group_by("sid", "b").agg(
+        pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
+        pl.col("y").min().alias("ymin"),
+        pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
+        pl.col("y").max().alias("ymax"),
+    ).sort("sid", "b")
+    out: dict[int, list] = {}
+    # plain lists, grouped here (agg is sorted by sid): no per-series frame, no per-value Series access
+    cols = [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]
+    for sid, grp in itertools.groupby(zip(*cols), key=lambda r: r[0]):
+        pts_by_bucket = []
+        for _, b, xa, ya, xb, yb in grp:
+            pair = sorted({(xa, ya), (xb, yb)})
+            pts_by_bucket.append((b, pair))
+        # a gap wider than a few typical gaps means no data there: do not draw a line across it
+        gaps = sorted(b2 - b1 for (b1, _), (b2, _) in zip(pts_by_bucket, pts_by_bucket[1:]))
+        typical = gaps[len(gaps) // 2] if gaps else 1
+        limit = max(4, 5 * typical)
+        runs, run, prev_b = [], [], None
+        for b, pair in pts_by_bucket:
+            if prev_b is not None and b - prev_b > limit:
+                runs.append(run)
+                run = []
+            run.extend(pair)
+            prev_b = b
+        runs.append(run)
+        out[sid] = [_thin(r) for r in runs if r]
+    return out
+
+
+def _thin(points: list) -> list:
+    """Drop points in the middle of a flat stretch (same y before and after): a flat line needs two."""
+    if len(points) <= 2:
+        return [[xround(x), int(y)] for x, y in points]
+    keep = [points[0]]
+    for i in range(1, len(points) - 1):
+        if not (points[i - 1][1] == points[i][1] == points[i + 1][1]):
+            keep.append(points[i])
+    keep.append(points[-1])
+    return [[xround(x), int(y)] for x, y in keep]
+
+
+def sparkline(runs: list, lo: float, hi: float) -> str:
+    """The line sampled at SPARK_CELLS cell centres (max of the points in a cell, else the line between
+    its neighbours), drawn with ▁..█ from its own lowest to its highest value, so the shape shows even
+    far below capacity (the numbers beside it say where it sits); cells without data are spaces."""
+    blocks = "▁▂▃▄▅▆▇█"
+    cells: list[float | None] = [None] * SPARK_CELLS
+    span = (hi - lo) or 1.0
+
+    last = SPARK_CELLS - 1
+    for run in runs:
+        # each point's cell once (the same formula as before, computed per point not per use)
+        cs = [min(last, max(0, int((x - lo) / span * SPARK_CELLS))) for x, _ in run]
+        for i in range(len(run) - 1):
+            ca, cb = cs[i], cs[i + 1]
+            if cb <= ca + 1:
+                continue
+            (xa, ya), (xb, yb) = run[i], run[i + 1]
+            for c in range(ca + 1, cb):
+                xc = lo + (c + 0.5) / SPARK_CELLS * span
+                y = ya + (yb - ya) * (xc - xa) / ((xb - xa) or 1)
+                cells[c] = y if cells[c] is None else max(cells[c], y)
+        for (x, y), c in zip(run, cs):
+            cur = cells[c]
+            cells[c] = y if cur is None else max(cur, y)
+    values = [c for c in cells if c is not None]
+    if not values:
+        return ""
+    floor, top = min(values), max(values)
+    if top - floor <= 0.02 * abs(top):  # flat within 2 %: a flat line, not magnified noise
+        top = floor
+    out = []
+    for c in cells:
+        if c is None:
+            out.append(" ")
+        elif top == floor:
+            out.append(blocks[0])
+        else:
+            out.append(blocks[min(7, max(0, int((c - floor) / (top - floor) * 7.999)))])
+    return "".join(out).rstrip()

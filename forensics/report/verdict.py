@@ -1,0 +1,161 @@
+"""The verdict banner (what the report says first, with its key numbers) and the `--fail-on` rule."""
+from __future__ import annotations
+
+import polars as pl
+
+from forensics.detect.findings import SEVERITY_RANK
+from forensics.frames import rows_where
+from forensics.report.charts import finding_on_chart
+from forensics.report.events import FATAL_KINDS, RAN_OUT, event_label, xid_is_fatal
+from forensics.report.formatting import Clock, clip, duration, epoch, growth_span, lookup, per_unit
+from forensics.units import human, rate_text
+
+VERDICT_LABELS = {
+    "leak": ("Memory leak", "critical"),
+    "cache_growth": ("Allocator cache growth, not a leak", "warning"),
+    "no_leak": ("No leak found", "ok"),
+    "inconclusive": ("Inconclusive", "neutral"),
+}
+
+
+def _same_text(a: str | None, b: str | None) -> bool:
+    """The detector's verdict reason often is the lead finding's sentence (plus a count): say it once."""
+    if not a or not b:
+        return False
+    a, b = a.strip().rstrip("."), b.strip().rstrip(".")
+    return a in b or b in a
+
+
+def _top_finding(findings: list):
+    def score(f):
+        kind_rank = {"leak": 0, "cache_growth": 1}.get(f.kind, 2)
+        return (kind_rank, -SEVERITY_RANK.get(f.severity, 0), -(f.confidence or 0), -(f.rate_bytes_per_hour or 0))
+    ranked = sorted(findings, key=score)
+    return ranked[0] if ranked else None
+
+
+def _chart_for(f, charts: list) -> dict | None:
+    """The chart that shows a finding best: the one drawing its own series, else its GPU, else its process."""
+    if f is None:
+        return None
+
+    def draws(c):
+        return any(s["series"] == f.series for s in c["series"])
+
+    for pred in (
+        lambda c: finding_on_chart(f, c) and draws(c) and (c["kind"] != "process" or f.series == "process.used"),
+        lambda c: f.gpu is not None and c["kind"] == "gpu" and c["gpu"] == f.gpu,
+        lambda c: finding_on_chart(f, c),
+        lambda c: draws(c),
+    ):
+        for c in charts:
+            if pred(c):
+                return c
+    return None
+
+
+def _fatal_event(events: pl.DataFrame, clock: Clock) -> dict | None:
+    """What ended the job: the first OOM kill or CUDA OOM (else a fatal Xid), with its evidence."""
+    cand = rows_where(events, pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
+    if cand.is_empty():
+        xids = events.filter(pl.col("kind") == "xid")
+        # a few rows: the table's rule read per code (no code is a GPU fallen off the bus)
+        fatal = pl.Series([xid_is_fatal(c) for c in xids["detail"].str.json_path_match("$.code")], dtype=pl.Boolean)
+        cand = xids.filter(fatal).with_row_index("_i")
+    if cand.is_empty():
+        return None
+    e = cand.sort(["time", "_i"], nulls_last=True).row(0, named=True)
+    return {"label": event_label(e), "when": clock.when(e["time"]), "x": epoch(e["time"]),
+            "path": e["source"], "line": e["line"],
+            "text": clip(e["text"]), "kind": e["kind"], "count": cand.height}
+
+
+def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tuple[dict, dict | None]:
+    code = lookup(analysis, "verdict", default="inconclusive") or "inconclusive"
+    label, tone = VERDICT_LABELS.get(code, (str(code), "neutral"))
+    findings = list(lookup(analysis, "findings", default=None) or [])
+    top = _top_finding(findings)
+    if top is not None and top.kind not in ("leak", "cache_growth"):
+        top_growth = None
+    else:
+        top_growth = top
+    chart = _chart_for(top_growth, charts) or (charts[0] if charts else None)
+    numbers = []
+    primary = None
+    if top_growth is not None:
+        start = clock.when(top_growth.start)
+        if start:
+            numbers.append({"label": "Onset", "value": start["local"], "sub": None if clock.is_utc else start["utc"]})
+        elif top_growth.start_index is not None:
+            numbers.append({"label": "Onset", "value": f"step/sample {top_growth.start_index}", "sub": "no clock in this log"})
+        rate = rate_text(top_growth.rate_bytes_per_hour, growth_span(top_growth))
+        per_step = per_unit(top_growth.rate_bytes_per_step, "step")
+        if rate or per_step:
+            numbers.append({"label": "Growth rate", "value": rate or per_step, "sub": per_step if rate else None})
+    if chart is not None:
+        main = max(chart["series"], key=lambda s: s["peak"] or 0) if chart["series"] else None
+        if main is not None:
+            sub = chart["title"]
+            if chart["capacity"]:
+                sub = f"of {human(chart['capacity'])} ({main['peak'] / chart['capacity']:.0%}), {chart['title']}"
+            numbers.append({"label": "Peak", "value": human(main["peak"]), "sub": sub})
+    fatal = _fatal_event(bundle.events, clock)
+    ran_out = RAN_OUT.get((top_growth.detail or {}).get("ran_out")) if top_growth is not None else None
+    if ran_out is not None:
+        at = clock.when(top_growth.exhaust_at)
+        numbers.append({"label": "Memory", "value": f"ran out ({ran_out})", "sub": at["local"] if at else None})
+    elif top_growth is not None and (top_growth.exhaust_in_hours is not None or top_growth.exhaust_at is not None):
+        at = clock.when(top_growth.exhaust_at)
+        # a job that ended (its memory released) did not run out: say what its pace would have done
+        ended = getattr(top_growth, "lifetime_ended", None) in ("release", "restart")
+        numbers.append({"label": "At this pace, full in" if ended else "Time to exhaustion",
+                        "value": duration(top_growth.exhaust_in_hours) or (at["local"] if at else "—"),
+                        "sub": at["local"] if at and top_growth.exhaust_in_hours is not None else None})
+    elif fatal is not None and top_growth is not None:
+        numbers.append({"label": "Time to exhaustion", "value": "reached",
+                        "sub": fatal["when"]["local"] if fatal["when"] else "memory ran out (see below)"})
+    if fatal is not None:
+        numbers.append({"label": "What ended the job", "value": fatal["label"],
+                        "sub": f"{fatal['path']}:{fatal['line']}" if fatal["line"] is not None else fatal["path"]})
+    elif not empty:
+        numbers.append({"label": "What ended the job", "value": "nothing fatal found",
+                        "sub": "no OOM kill, CUDA OOM or fatal Xid in these logs"})
+    if chart is not None:
+        onset_x = None
+        if top_growth is not None:
+            onset_x = epoch(top_growth.start) if chart["xkind"] == "time" else (
+                float(top_growth.start_index) if top_growth.start_index is not None else None)
+        if onset_x is None:
+            onset_x = next((o["x"] for o in chart["onsets"]), None)
+        # the end that matters: what killed the job, else where the growth stopped (memory released
+        # after the job is not the story)
+        end_x = None
+        if chart["xkind"] == "time":
+            end_x = fatal["x"] if fatal else None
+            if end_x is None and top_growth is not None:
+                end_x = epoch(top_growth.end)
+        primary = {"chart_id": chart["id"], "onset_x": onset_x, "fatal": fatal is not None, "end_x": end_x}
+    reason = lookup(analysis, "verdict_reason", default=None)
+    if fatal is not None and tone == "ok":
+        # never green beside what ended the job: say what did
+        label, tone = f"No GPU memory leak found; the job was ended by {fatal['label']}", "warning"
+    verdict = {"code": code, "label": label, "tone": "empty" if empty else tone,
+               "reason": clip(reason, 800) if reason else None, "numbers": numbers,
+               "top_finding": clip(top.summary, 600) if top is not None and not _same_text(top.summary, reason) else None,
+               "fatal": fatal}
+    return verdict, primary
+
+
+
+def fails(fail_on: str, verdict: str | None, kinds, severities) -> bool:
+    """`--fail-on`, for `report` and each job of `scan` alike: does a result with this verdict and these
+    findings' kinds and severities reach the level? `oom`: an OOM kill or a CUDA OOM; `leak`: a leak
+    verdict or finding, or an OOM; `any`: a warning or critical finding."""
+    kinds = set(kinds)
+    if fail_on == "never":
+        return False
+    if fail_on == "oom":
+        return bool(kinds & {"oom_kill", "gpu_oom"})
+    if fail_on == "leak":
+        return verdict == "leak" or bool(kinds & {"leak", "oom_kill", "gpu_oom"})
+    return any(s in ("warning", "critical") for s in severities)
