@@ -1,4 +1,4 @@
-"""Line wrappers (formats.md §6): each is found and stripped, stacks of two, and no wrapper eats a
+"""Line wrappers (docs/formats.md §6): each is found and stripped, stacks of two, and no wrapper eats a
 format's own prefix. Every real snippet gets the wrapper a person would name (or none)."""
 from __future__ import annotations
 

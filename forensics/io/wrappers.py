@@ -1,5 +1,5 @@
 """Line wrappers that other programs put around log lines, detected on a file's first lines and
-stripped from all of them before any parser sees them (formats.md §6).
+stripped from all of them before any parser sees them (docs/formats.md §6).
 
 Each wrapper is a prefix regex (written so that Python's `re`, used on the head, and polars' regex,
 used on every line, read it the same); a wrapper is chosen only when it fits most non-blank head lines,

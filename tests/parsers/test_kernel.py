@@ -1,5 +1,5 @@
 """Kernel logs: every real snippet with the facts a person reads off it, every line prefix of
-formats.md §3.1, every OOM-killer generation of §3.2, year inference, scanning, rotated-set dedupe."""
+docs/formats.md §3.1, every OOM-killer generation of §3.2, year inference, scanning, rotated-set dedupe."""
 from __future__ import annotations
 
 import json
@@ -254,7 +254,7 @@ def test_sniffs_leave_other_families_alone(name):
     assert nvrm_log.sniff(head) is None
 
 
-# -- every prefix of formats.md §3.1 ----------------------------------------------------------------
+# -- every prefix of docs/formats.md §3.1 ----------------------------------------------------------------
 
 KILL = ("Out of memory: Killed process 4242 (python3) total-vm:1000kB, anon-rss:400kB, file-rss:100kB, "
         "shmem-rss:24kB, UID:1000 pgtables:80kB oom_score_adj:0")
@@ -357,7 +357,7 @@ def test_cloud_logging_pretty_json_text_payload(tmp_path, ts_first):
     assert events(p, "oom_reaped")[0]["time"] == utc("2021-06-01T10:00:01Z")
 
 
-# -- OOM-killer generations (formats.md §3.2) -------------------------------------------------------
+# -- OOM-killer generations (docs/formats.md §3.2) -------------------------------------------------------
 
 MODERN = """\
 [ 1000.000001] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0

@@ -1,5 +1,5 @@
 """nvidia-smi --query-gpu CSV (forensics/parsers/nvsmi_csv.py): the real snippets, and the variants
-of formats.md §1.1 inline (header or not, units or not, timestamp or not, repeated and changing
+of docs/formats.md §1.1 inline (header or not, units or not, timestamp or not, repeated and changing
 headers, driver error lines, several GPUs interleaved, placeholders)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""NVRM Xid lines: every real snippet, the driver generations of formats.md §3.3, UUID mapping, the
+"""NVRM Xid lines: every real snippet, the driver generations of docs/formats.md §3.3, UUID mapping, the
 fallen-off-the-bus message without an Xid, and Xids found inside other files."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a kernel log says about memory, in any of its shapes (kernel/prefix.py decodes those):
-the OOM killer's messages -> `oom_invoked`, `oom_kill`, `oom_reaped` events (formats.md §3.2), the task
+the OOM killer's messages -> `oom_invoked`, `oom_kill`, `oom_reaped` events (docs/formats.md §3.2), the task
 table -> `host.rss` samples, and NVRM Xid lines via xid.py.
 
 An `oom_kill` event carries the victim (pid, comm; a comm may itself contain parentheses), `bytes` =

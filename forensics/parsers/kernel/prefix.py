@@ -1,5 +1,5 @@
 """Shared by kernel.py and xid.py: the prefixes that tools put in front of a kernel message
-(formats.md §3.1), decoded column-wise, and lines rejoined into records.
+(docs/formats.md §3.1), decoded column-wise, and lines rejoined into records.
 
 `decode(lines, ...)` turns a `line`/`text` frame into one row per kernel record with `msg` (the kernel's
 own text), `time` (UTC, when the prefix has a wall clock), `uptime` (seconds since boot, when a

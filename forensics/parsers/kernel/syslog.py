@@ -1,5 +1,5 @@
 """Kernel logs (dmesg, kern.log/syslog/messages, journalctl exports, OpenWrt, Talos, Cloud Logging):
-the OOM killer's messages -> `oom_invoked`, `oom_kill`, `oom_reaped` events (formats.md §3.2), the task
+the OOM killer's messages -> `oom_invoked`, `oom_kill`, `oom_reaped` events (docs/formats.md §3.2), the task
 table -> `host.rss` samples, and NVRM Xid lines (kernel/xid.py). This module is the format's entry:
 it claims the file; kernel/reader.py reads it, kernel/oom.py knows the OOM killer's messages.
 

@@ -1,4 +1,4 @@
-"""NVIDIA driver (NVRM) Xid lines -> `xid` events (formats.md §3.3).
+"""NVIDIA driver (NVRM) Xid lines -> `xid` events (docs/formats.md §3.3).
 
 `NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.`
 gives code 79, pid null, bus 0000:a1:00, and the GPU's UUID when an `NVRM: GPU at PCI:0000:a1:00:

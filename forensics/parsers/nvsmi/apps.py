@@ -1,4 +1,4 @@
-"""`nvidia-smi --query-compute-apps=... --format=csv` (formats.md §1.2): one row per process per GPU.
+"""`nvidia-smi --query-compute-apps=... --format=csv` (docs/formats.md §1.2): one row per process per GPU.
 
 Samples: series `process.used`, `pid`, `gpu` = the GPU's UUID (else its bus id; the timeline maps
 these to indexes), `label` = the process name (null for `[Not Found]`), `bytes` null where the driver

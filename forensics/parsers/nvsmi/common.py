@@ -1,6 +1,6 @@
 """What the nvidia-smi parsers share: line classes (prompts, separators, driver errors), cell shapes
 of headerless CSV, GPU id normalisation, the "which nvidia-smi format comes first" sniff, and the
-hand-off of a file's other sections to the parser of their format (formats.md §1).
+hand-off of a file's other sections to the parser of their format (docs/formats.md §1).
 
 Not a parser itself (no NAME): the five parser modules are nvsmi_csv, nvsmi_apps, nvsmi_dmon,
 nvsmi_table and nvsmi_query.

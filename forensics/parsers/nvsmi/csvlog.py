@@ -1,4 +1,4 @@
-"""`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] [-l N]` logs (formats.md §1.1).
+"""`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] [-l N]` logs (docs/formats.md §1.1).
 
 Column-wise over the whole file: each line is either a header (or a `--query-gpu=` command line,
 which names the columns of the rows under it), a data row of the current column map, or something
@@ -37,7 +37,7 @@ ROLES = ("timestamp", "index", "uuid", "pci.bus_id", "name", "memory.used", "mem
          "memory.reserved")
 MEMORY = ("memory.used", "memory.total", "memory.free", "memory.reserved")
 
-# Headerless layouts documented in formats.md §1.1 (cell shapes -> column names). "ph" cells
+# Headerless layouts documented in docs/formats.md §1.1 (cell shapes -> column names). "ph" cells
 # ([N/A], ...) fit any shape.
 KNOWN_LAYOUTS: list[tuple[str, list[set[str]], list[str]]] = [
     ("the NVIDIA-documented query used by OmniOpt's gpu_usage_*.csv",
@@ -120,7 +120,7 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
     for desc, shape, names in KNOWN_LAYOUTS:
         if len(shape) == ncols and all(k == "ph" or k in s for k, s in zip(kinds, shape)):
             m = map_from_names([(n, None) for n in names], f"no header: the layout of {desc}")
-            return m, [f"no header: the columns were read as {desc} (formats.md §1.1), from the cell shapes"]
+            return m, [f"no header: the columns were read as {desc} (docs/formats.md §1.1), from the cell shapes"]
     m = ColumnMap(ncols=ncols, origin=origin)
     described = []
 

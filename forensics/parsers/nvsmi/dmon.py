@@ -1,4 +1,4 @@
-"""`nvidia-smi dmon` and `nvidia-smi pmon` (formats.md §1.3).
+"""`nvidia-smi dmon` and `nvidia-smi pmon` (docs/formats.md §1.3).
 
 Two `#` header lines (names, then units), then whitespace-separated columns; `-` is "no value".
 Columns are read by their header names, never by position: the set changes with `-s` and with the

@@ -1,4 +1,4 @@
-"""`nvidia-smi -q` (also `-q -d MEMORY`, and the `-x` XML form) (formats.md §1.5).
+"""`nvidia-smi -q` (also `-q -d MEMORY`, and the `-x` XML form) (docs/formats.md §1.5).
 
 A report is `Timestamp : Sat Jan 25 22:19:18 2025` (asctime, local time), then one block per GPU
 (`GPU 00000000:0F:00.0`) with indented sections; `FB Memory Usage` holds Total / Reserved (newer

@@ -1,4 +1,4 @@
-"""Plain `nvidia-smi` output: the box table (formats.md §1.4), one snapshot or many appended
+"""Plain `nvidia-smi` output: the box table (docs/formats.md §1.4), one snapshot or many appended
 (a `watch` log, or `nvidia-smi` run in a loop).
 
 Each snapshot starts at its `| NVIDIA-SMI x.y ... Driver Version: ...` line; its time is the date

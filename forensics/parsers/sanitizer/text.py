@@ -1,4 +1,4 @@
-"""compute-sanitizer `--leak-check full` and legacy cuda-memcheck text reports (formats.md §2).
+"""compute-sanitizer `--leak-check full` and legacy cuda-memcheck text reports (docs/formats.md §2).
 
 Every tool line starts with exactly nine `=` and a space (`=========     Host Frame: ...`); anything
 before them (CI indentation, a timestamp) is ignored, and program output that the tool interleaves
@@ -41,7 +41,7 @@ _BANNER = re.compile(r"^(COMPUTE-SANITIZER|CUDA-MEMCHECK)\s*$")
 _LEAK = re.compile(r"^Leaked (?P<n>[0-9][0-9,]{0,24}) bytes at (?P<addr>0x[0-9a-fA-F]+)")
 _LEAK_SUMMARY = re.compile(r"^LEAK SUMMARY: (?P<n>[0-9][0-9,]{0,24}) bytes leaked in (?P<m>[0-9][0-9,]{0,24}) allocations?")
 _ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>[0-9][0-9,]{0,24}) errors?")
-# The tool could not check anything (formats.md §2.2, "Failure-to-instrument lines").
+# The tool could not check anything (docs/formats.md §2.2, "Failure-to-instrument lines").
 _NOT_INSTRUMENTED = re.compile(
     r"^(?:Error: Target application terminated before first instrumented API call"
     r"|Error: No attachable process found"

@@ -1,4 +1,4 @@
-"""DeepSpeed `see_memory_usage` lines (deepspeed/runtime/utils.py; formats.md §4.4).
+"""DeepSpeed `see_memory_usage` lines (deepspeed/runtime/utils.py; docs/formats.md §4.4).
 
 Three log lines a call, only on rank 0:
 

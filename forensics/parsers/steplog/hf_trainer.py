@@ -1,4 +1,4 @@
-"""HF Trainer memory metrics (`--skip_memory_metrics 0`; formats.md §4.4, transformers PR #10225/#13915).
+"""HF Trainer memory metrics (`--skip_memory_metrics 0`; docs/formats.md §4.4, transformers PR #10225/#13915).
 
 `Trainer.log_metrics` prints a block per split at the end of training / evaluation:
 

@@ -1,4 +1,4 @@
-"""Memory readings that training scripts print between steps, in any free-text log (formats.md §4.4).
+"""Memory readings that training scripts print between steps, in any free-text log (docs/formats.md §4.4).
 
 The spine form is `[<tag>] allocated: <x> MB, cached: <y> MB` (also `reserved`, `max allocated`, any
 order), plain or behind a logging prefix with a clock. Around it, a tolerant scanner reads the other

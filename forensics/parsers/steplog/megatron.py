@@ -1,4 +1,4 @@
-"""Megatron-LM training logs (formats.md §4.4).
+"""Megatron-LM training logs (docs/formats.md §4.4).
 
 `report_memory` prints, per rank, after the first logged iteration:
 

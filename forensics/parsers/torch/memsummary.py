@@ -1,4 +1,4 @@
-"""`torch.cuda.memory_summary()` tables (formats.md §4.2), one or many per file, anywhere in a log.
+"""`torch.cuda.memory_summary()` tables (docs/formats.md §4.2), one or many per file, anywhere in a log.
 
 Each table becomes samples `allocated` / `reserved` (the "Cur Usage" column of "Allocated memory" and
 "GPU reserved memory") and `max_allocated` / `max_reserved` ("Peak Usage"), all with the device id as

@@ -1,4 +1,4 @@
-"""PyTorch CUDA out-of-memory messages of every era (formats.md §4.1), wherever they appear.
+"""PyTorch CUDA out-of-memory messages of every era (docs/formats.md §4.1), wherever they appear.
 
 The OOM usually sits at the end of a long training log that another parser claims, so the important
 entry point is `scan` (run over the lines that match SCAN_HINT in any file); `sniff`/`parse` handle a
@@ -259,7 +259,7 @@ def _fields(msg: str) -> tuple[dict, list[str]]:
 
 
 def _era(msg: str, cls: str | None) -> str:
-    """Which PyTorch release printed this (formats.md §4.1 table); a guess from the wording."""
+    """Which PyTorch release printed this (docs/formats.md §4.1 table); a guess from the wording."""
     if "Allocation on device" in msg:
         return "cudaMallocAsync backend"
     if "CUDA error: out of memory" in msg:
