@@ -1,6 +1,6 @@
 """Vectorized clock helpers the parsers use to turn the many timestamp shapes into UTC.
 
-Policy (design.md, Timeline rules): everything is UTC inside; a clock without a zone is read in the
+Policy (docs/design.md, Timeline rules): everything is UTC inside; a clock without a zone is read in the
 file's zone (`Options.tz_for`); a syslog clock without a year gets its year from `--year` or from the
 file's modification time for its last line, walking backwards across Dec->Jan; dmesg uptime stamps stay
 in the `uptime` column until the timeline anchors them to a boot time.

@@ -111,7 +111,7 @@ def _when(v):
 
 
 def summary_json(version: str, verdict: str, inputs: list, findings: list[Finding], verdict_reason: str | None = None) -> dict:
-    """The JSON summary exactly as design.md fixes it (plus added fields)."""
+    """The JSON summary exactly as docs/design.md fixes it (plus added fields)."""
     return {
         "tool": "gpu-forensics",
         "version": version,

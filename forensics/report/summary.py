@@ -1,4 +1,4 @@
-"""The JSON summary (a public interface: design.md fixes its fields), and its copy embedded in the HTML."""
+"""The JSON summary (a public interface: docs/design.md fixes its fields), and its copy embedded in the HTML."""
 from __future__ import annotations
 
 import json
@@ -28,7 +28,7 @@ def embedded_summary(bundle, analysis) -> dict:
 
 
 def summary(bundle, analysis) -> dict:
-    """The JSON summary, exactly as design.md fixes it."""
+    """The JSON summary, exactly as docs/design.md fixes it."""
     return summary_json(
         forensics.__version__,
         lookup(analysis, "verdict", default="inconclusive") or "inconclusive",
