@@ -46,3 +46,21 @@ def test_change_points_are_searched_without_importing_scipy_or_ruptures(tmp_path
                          capture_output=True, text=True, cwd=root, check=True).stdout.strip().splitlines()
     assert "leak" in out[-2]
     assert out[-1] == "[]"
+
+
+def test_timeline_writes_each_kernel_event_once(tmp_path):
+    """`timeline` reads through the same pipeline as `report`: the host OOM incident's kernel events,
+    repeated by kern.log, dmesg and dmesg -T, are written once each (the report counts 2 kills)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import polars as pl
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "forensics", "timeline", str(root / "sample_logs" / "host_oom_pin_memory"),
+                    "-o", str(tmp_path / "aligned.csv"), "--tz", "UTC", "-q"], cwd=root, check=True)
+    events = pl.read_csv(tmp_path / "aligned.events.csv")
+    assert events.filter(pl.col("kind") == "oom_kill").height == 2
+    _, analysis = pipeline.run([str(root / "sample_logs" / "host_oom_pin_memory")], Options(tz="UTC"))
+    assert sum(f.kind == "oom_kill" for f in analysis.findings) == 2
