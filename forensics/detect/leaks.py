@@ -11,7 +11,8 @@ import numpy as np
 
 from forensics.detect.events import fmt_seconds
 from forensics.detect.findings import Finding
-from forensics.detect.measure import DEVICE_SERIES, FRAMEWORK_SERIES, Series, leak_evidence, sample_evidence
+from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
+                                      sample_evidence)
 from forensics.units import human, rate_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -60,15 +61,15 @@ def _group_key(s: Series) -> tuple:
     return (r.host, r.gpu)
 
 
-def _merge_unplaced(groups: dict) -> dict:
-    """Framework series without a GPU join the one GPU group they can belong to."""
+def _merge_unplaced(groups: dict, gpus: set[tuple]) -> dict:
+    """Growth in series that name no GPU joins the leak of the GPU they belong to (measure.gpu_of_unnamed)."""
     placed = {k: v for k, v in groups.items() if k[1] is not None}
     for k, members in groups.items():
         if k[1] is not None:
             continue
-        cands = [g for g in placed if g[1] != "host" and (k[0] is None or g[0] in (None, k[0]))]
-        if len(cands) == 1:
-            placed[cands[0]] = placed[cands[0]] + members
+        target = gpu_of_unnamed(k[0], gpus)
+        if target in placed:
+            placed[target] = placed[target] + members
         else:
             placed[k] = members
     return placed
@@ -308,7 +309,8 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
         if id(s) in excluded or not _growing(s):
             continue
         leaks_by_group.setdefault(_group_key(s), []).append(s)
-    groups = _merge_unplaced(leaks_by_group)
+    gpus = {(s.result.host, s.result.gpu) for s in all_series if s.result.gpu is not None}
+    groups = _merge_unplaced(leaks_by_group, gpus)
     leaks = []
     device_all = [s for s in all_series if s.result.series in DEVICE_SERIES]
     for (host, gpu), members in _by_job(groups):

@@ -335,6 +335,16 @@ def _draw_points(x: np.ndarray, y: np.ndarray, t0: datetime | None) -> list[tupl
     return [(int(round(a)), int(b)) for a, b in zip(x, y)]
 
 
+def gpu_of_unnamed(host: str | None, gpus) -> tuple | None:
+    """The (host, gpu) that a series naming no GPU (a training log's allocated/reserved) belongs to: the
+    one GPU of its host among `gpus`, the (host, gpu) pairs the bundle's series name (a series without
+    a host matches any host, a GPU without one any series). None unless there is exactly one: a
+    framework log on a many-GPU host could be any rank's. Detection (leaks per GPU) and the report's
+    charts both place such a series by this rule."""
+    cands = {(h, g) for h, g in gpus if g is not None and (host is None or h is None or h == host)}
+    return next(iter(cands)) if len(cands) == 1 else None
+
+
 def series_frames(samples: pl.DataFrame):
     """(key, frame) per series: per source, host, GPU, process, series name and label.
 

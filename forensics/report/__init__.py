@@ -31,6 +31,7 @@ from markupsafe import Markup
 import forensics
 
 from forensics.detect.series import MIN_POINTS
+from forensics.detect.measure import gpu_of_unnamed
 from forensics.detect.findings import SEVERITY_RANK, iso, summary_json
 from forensics.units import human, rate_text
 from forensics.frames import rows_where
@@ -444,14 +445,13 @@ def _chart_group(row: dict) -> tuple:
 
 
 def _merge_unplaced(groups: dict) -> None:
-    """A framework log that names no GPU (train.log's allocated/reserved) joins the chart of the one
-    GPU on its host, as the detector places it, so both views share a time axis."""
+    """A framework log that names no GPU (train.log's allocated/reserved) joins the chart of the GPU
+    it belongs to, by the detector's rule (detect.measure.gpu_of_unnamed), so both views share a time axis."""
+    gpus = {(g["host"], gpu) for g in groups.values() for gpu in g["gpus"]}
     for cid in [c for c in groups if c[0] == "source"]:
         kind, host, _, xkind = cid
-        gpus = {c[2] for c in groups if c[0] == "gpu" and c[1] in (host, None)}
-        if len(gpus) != 1:
-            continue
-        target = ("gpu", host, next(iter(gpus)), xkind)
+        place = gpu_of_unnamed(host, gpus)
+        target = ("gpu", *place, xkind) if place else None
         if target not in groups:
             continue
         src = groups.pop(cid)
