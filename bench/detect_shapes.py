@@ -3,7 +3,7 @@
 Shared by tests/test_detect_properties.py (hypothesis properties at modest example counts) and
 `bench/fuzz.py --detect N` (the same properties at high counts, every failure counted). Nothing here
 knows how the detector works inside: it uses only the public entry points
-(`detect_series.analyze_xy`, `detect.analyze`, and the report's `build_context` / `render_html` /
+(`detect.series.analyze_xy`, `detect.analyze`, and the report's `build_context` / `render_html` /
 `render_markdown` / `summary`).
 
 A case is built from a small spec (shape name and a few numbers), so a failing case prints as

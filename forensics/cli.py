@@ -300,20 +300,13 @@ def timeline(
     """Write the normalized, aligned samples and events tables for your own analysis."""
     import time
 
-    from forensics import ingest
     from forensics import pipeline
     from forensics import timeline as tl
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval)
     tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
-    t0 = time.perf_counter()
-    bundle = ingest.load(paths, opts)
-    say.stage("read", time.perf_counter() - t0, f"{len(bundle.inputs)} files, {bundle.samples.height:,} readings, "
-                                                 f"{bundle.events.height:,} events")
-    t0 = time.perf_counter()
-    bundle = pipeline.place(bundle, opts)
-    say.stage("align", time.perf_counter() - t0, f"{bundle.samples.height:,} readings, {bundle.events.height:,} events")
+    bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
     if not any(i.format for i in bundle.inputs):
         err.print(f"{', '.join(paths)}: nothing to write, no input could be read, pass the job's log files; "

@@ -1,4 +1,5 @@
-"""The pipeline: ingest -> timeline -> detect. Report rendering is separate (report.py)."""
+"""The pipeline: ingest -> timeline -> detect, one path for `report`, `timeline` and `scan`.
+Report rendering is separate (forensics/report)."""
 from __future__ import annotations
 
 import time
@@ -14,9 +15,9 @@ from forensics.options import Options
 StageFn = Callable[[str, float, str], None]
 
 
-def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None,
-        stage: StageFn | None = None):
-    """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
+def load(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None,
+         stage: StageFn | None = None):
+    """Read everything under `paths` and put it on one timeline, each kernel event and reading once."""
     t0 = time.perf_counter()
     bundle = ingest.load(paths, opts, progress=progress)
     t1 = time.perf_counter()
@@ -24,24 +25,25 @@ def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = No
         read = sum(1 for i in bundle.inputs if i.format)
         stage("read", t1 - t0, f"{len(bundle.inputs)} files, {read} recognized, "
                                f"{bundle.samples.height:,} readings, {bundle.events.height:,} events")
-    bundle = place(bundle, opts)
-    t2 = time.perf_counter()
-    if stage:
-        clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)
-        stage("align", t2 - t1, f"{clocked} files on the clock, "
-                                f"{bundle.samples.height:,} readings and {bundle.events.height:,} events after merging copies")
-    analysis = detect.analyze(bundle, opts)
-    if stage:
-        stage("detect", time.perf_counter() - t2, f"verdict {analysis.verdict}, {len(analysis.findings)} findings")
-    return bundle, analysis
-
-
-def place(bundle, opts: Options):
-    """The bundle on one timeline, each kernel event and reading once."""
     bundle = timeline.align(bundle, opts)
     # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
     # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views
     # of one ring buffer (same instant once aligned). After alignment, so the copies could anchor clocks.
     bundle.events = timeline.merge_twin_events(kernel.dedupe_events(bundle.events))
     bundle.samples = timeline.merge_twin_samples(kernel.dedupe_samples(bundle.samples))
+    if stage:
+        clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)
+        stage("align", time.perf_counter() - t1, f"{clocked} files on the clock, {bundle.samples.height:,} "
+                                                 f"readings and {bundle.events.height:,} events after merging copies")
     return bundle
+
+
+def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None,
+        stage: StageFn | None = None):
+    """Read, align and analyze everything under `paths`. Returns (bundle, analysis)."""
+    bundle = load(paths, opts, progress=progress, stage=stage)
+    t0 = time.perf_counter()
+    analysis = detect.analyze(bundle, opts)
+    if stage:
+        stage("detect", time.perf_counter() - t0, f"verdict {analysis.verdict}, {len(analysis.findings)} findings")
+    return bundle, analysis

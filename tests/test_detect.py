@@ -382,7 +382,7 @@ from hypothesis import strategies as st  # noqa: E402
 def test_fast_median_is_numpys(values):
     import warnings
 
-    from forensics.detect.series import _median
+    from forensics.detect.robust import median as _median
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # np.median of nothing warns; both overflow on two huge middle values
@@ -407,35 +407,45 @@ def _piecewise_signals(draw):
     return np.column_stack([x, y]), draw(st.floats(1.0, 1e6))
 
 
+def _ruptures_cost(scale: float):
+    """Our linear cost as a ruptures cost (ruptures' documented custom-cost interface)."""
+    from ruptures.base import BaseCost
+
+    from forensics.detect.changepoints import MIN_SEGMENT, LinearCost
+
+    class Linear(BaseCost):
+        model = "linear_prefix"
+        min_size = MIN_SEGMENT
+
+        def fit(self, signal):
+            self.signal = signal
+            self.cost = LinearCost(signal[:, 0], signal[:, 1], scale=scale)
+            return self
+
+        def error(self, start, end):
+            return self.cost.error(start, end)
+
+    return Linear()
+
+
 @settings(max_examples=300, deadline=None)
 @given(_piecewise_signals(), st.floats(0.1, 50))
-def test_vectorized_binseg_is_ruptures_binseg(signal_scale, pen):
-    """Our Binseg prices all the splits of a segment in one numpy pass: the same split and gain for
-    every segment as ruptures' loop (exactly), so the same change points."""
-    from forensics.detect.series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
+def test_binseg_is_ruptures_binseg(signal_scale, pen):
+    """Our binary segmentation prices all the splits of a segment in one numpy pass: the same split
+    and gain for every segment as ruptures' Binseg loop (exactly), so the same change points."""
+    import ruptures
+
+    from forensics.detect.changepoints import MIN_SEGMENT, LinearCost, binseg
 
     signal, scale = signal_scale
-    cost = _ruptures_linear_cost()
-    ours = _binseg()(custom_cost=cost(scale=scale), min_size=MIN_SEGMENT, jump=1).fit(signal)
-    theirs = _import_ruptures().Binseg(custom_cost=cost(scale=scale), min_size=MIN_SEGMENT, jump=1).fit(signal)
+    ours = LinearCost(signal[:, 0], signal[:, 1], scale=scale)
+    theirs = ruptures.Binseg(custom_cost=_ruptures_cost(scale), min_size=MIN_SEGMENT, jump=1).fit(signal)
     n = signal.shape[0]
     for start in range(0, n, max(1, n // 12)):
         for end in range(start + 1, n + 1, max(1, n // 12)):
-            assert ours.single_bkp(start, end) == theirs.single_bkp(start, end)
+            assert ours.best_split(start, end) == theirs.single_bkp(start, end)
     if n >= 2 * MIN_SEGMENT:
-        assert ours.predict(pen=pen) == theirs.predict(pen=pen)
-
-
-def test_vectorized_binseg_leaves_nan_gains_to_ruptures():
-    from forensics.detect.series import MIN_SEGMENT, _binseg, _import_ruptures, _ruptures_linear_cost
-
-    signal = np.column_stack([np.linspace(0, 1, 30), np.r_[np.zeros(15), np.ones(14), np.nan]])
-    cost = _ruptures_linear_cost()
-    ours = _binseg()(custom_cost=cost(), min_size=MIN_SEGMENT, jump=1).fit(signal)
-    theirs = _import_ruptures().Binseg(custom_cost=cost(), min_size=MIN_SEGMENT, jump=1).fit(signal)
-    (bkp, gain), (their_bkp, their_gain) = ours.single_bkp(0, 30), theirs.single_bkp(0, 30)
-    assert bkp == their_bkp and np.isnan(gain) and np.isnan(their_gain)   # the segment holding the NaN
-    assert ours.single_bkp(0, 20) == theirs.single_bkp(0, 20) == (15, ours.single_bkp(0, 20)[1])
+        assert binseg(ours, n, pen) == theirs.predict(pen=pen)
 
 
 @settings(max_examples=200, deadline=None)
@@ -443,7 +453,7 @@ def test_vectorized_binseg_leaves_nan_gains_to_ruptures():
 def test_lstsq_each_is_numpys_lstsq_bit_for_bit(seed, m, noise):
     """The onset's hinge fits: every matrix of the stack gives exactly np.linalg.lstsq's coefficients
     (the onset is the candidate of least squared error, so a last-bit difference could move it)."""
-    from forensics.detect.series import lstsq_each
+    from forensics.detect.robust import lstsq_each
 
     r = np.random.default_rng(seed)
     x = np.sort(r.uniform(0, 1e5, m))

@@ -3,7 +3,7 @@
 Series of every shape (bench/detect_shapes.py: constant, quantized, two values, single points, 0..9
 samples, huge and negative byte counts, steps, sawtooths, ramps that drop to zero, several jobs,
 gaps, duplicate or unsorted times, step resets, null times, total_bytes below bytes, many GPUs and
-pids) go through `detect_series.analyze_xy`, through `detect.analyze` on a Bundle, and through the
+pids) go through `detect.series.analyze_xy`, through `detect.analyze` on a Bundle, and through the
 report (HTML, Markdown, JSON summary). The checks are in bench/detect_shapes.py, shared with
 `bench/fuzz.py --detect N`, which runs the same properties at high example counts.
 
@@ -28,7 +28,7 @@ SETTINGS = dict(deadline=None, database=None, derandomize=True,
 
 # The known crash: a noise-free step log on exact MiB multiples, a sawtooth whose floor rises exactly
 # linearly: the floor's residual and its point noise are both 0 -> ZeroDivisionError in
-# detect_series._sawtooth_leak.
+# detect.patterns._sawtooth_leak.
 SAWTOOTH_NO_NOISE = SeriesCase("sawtooth", 60, 500 * MiB, {"period": 12, "k": 5, "rise": 4}, "regular", 1.0)
 
 

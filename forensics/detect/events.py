@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect.findings import Evidence, Finding
+from forensics.detect.measure import sample_evidence
 from forensics.units import human
 from forensics.frames import rows_where
 from forensics.parsers.kernel import xid as xid_table
@@ -273,10 +274,10 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
     else:
         f.start_index = int(gone_at)
     if q is not None:
-        f.evidence.append(_sample_ev(q, q.x.size - 1))
+        f.evidence.append(sample_evidence(q, q.x.size - 1))
     if kill is not None:
         f.evidence.append(_ev(kill))
-    f.evidence.append(_sample_ev(p, p.x.size - 1))
+    f.evidence.append(sample_evidence(p, p.x.size - 1))
     f.detail = {"parent_pid": q.result.pid if q is not None else None, "held_bytes": int(held),
                 "until_end_of_log": bool(until_end)}
     f.causes = ["A worker process (torch.multiprocessing, DataLoader workers, a spawned helper) kept its "
@@ -297,11 +298,6 @@ def fmt_seconds(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def _sample_ev(s, i: int) -> Evidence:
-    from forensics.detect import sample_evidence
-    return sample_evidence(s, i)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,7 +345,7 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
                     summary=(f"Steps slow down as memory fills: {early:.3g} s per step at the start, "
                              f"{late:.3g} s at the end (+{(late / early - 1) * 100:.0f}%), while "
                              f"{ref.result.series} went from {human(ref.y[0])} to {human(ref.y[-1])}."),
-                    evidence=[_sample_ev(ref, int(idx[0])), _sample_ev(ref, int(idx[-1]))],
+                    evidence=[sample_evidence(ref, int(idx[0])), sample_evidence(ref, int(idx[-1]))],
                     detail={"early_seconds_per_step": early, "late_seconds_per_step": late,
                             "leak_onset": ref.to_x(lk.onset) if lk else None})
         f.causes = ["The allocator works harder as memory fills (more frees, cache flushes, "

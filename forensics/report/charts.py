@@ -6,6 +6,7 @@ from datetime import datetime
 
 import polars as pl
 
+from forensics.detect.measure import gpu_of_unnamed
 from forensics.frames import rows_where
 from forensics.report.events import EVENT_STYLE, FATAL_KINDS, event_label
 from forensics.report.formatting import Clock, base_name, clip, epoch, lookup, natural, xround
@@ -37,14 +38,13 @@ def _chart_group(row: dict) -> tuple:
 
 
 def _merge_unplaced(groups: dict) -> None:
-    """A framework log that names no GPU (train.log's allocated/reserved) joins the chart of the one
-    GPU on its host, as the detector places it, so both views share a time axis."""
+    """A framework log that names no GPU (train.log's allocated/reserved) joins the chart of the GPU
+    it belongs to, by the detector's rule (detect.measure.gpu_of_unnamed), so both views share a time axis."""
+    gpus = {(g["host"], gpu) for g in groups.values() for gpu in g["gpus"]}
     for cid in [c for c in groups if c[0] == "source"]:
         kind, host, _, xkind = cid
-        gpus = {c[2] for c in groups if c[0] == "gpu" and c[1] in (host, None)}
-        if len(gpus) != 1:
-            continue
-        target = ("gpu", host, next(iter(gpus)), xkind)
+        place = gpu_of_unnamed(host, gpus)
+        target = ("gpu", *place, xkind) if place else None
         if target not in groups:
             continue
         src = groups.pop(cid)

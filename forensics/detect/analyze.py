@@ -1,0 +1,96 @@
+"""The detection stage: every series measured, findings made and linked, one verdict.
+
+`analyze(bundle, opts)` is the stage interface. Series: measure.py (fits: series.py); leaks and
+cache growth per GPU: leaks.py; events, residual processes and slowdowns: events.py. The verdict is
+picked here. Thresholds and their reasons: docs/detection.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from forensics.detect import events as detect_events
+from forensics.detect.findings import SEVERITY_RANK, Finding
+from forensics.detect.leaks import LEAK_SERIES, gpu_findings
+from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
+from forensics.units import human
+
+KIND_ORDER = {"leak": 0, "gpu_oom": 1, "oom_kill": 2, "residual_process": 3, "cache_growth": 4,
+              "slowdown": 5, "xid": 6, "sanitizer_leak": 7, "cache_warmup": 8}
+
+
+@dataclass
+class Analysis:
+    verdict: str                     # leak | no_leak | cache_growth | inconclusive
+    verdict_reason: str
+    findings: list[Finding] = field(default_factory=list)
+    series: list[SeriesResult] = field(default_factory=list)
+
+
+def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
+    """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
+    leaks = [f for f in findings if f.kind == "leak" and f.series != "host.rss"]
+    if leaks:
+        lead = sorted(leaks, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))[0]
+        more = f" ({len(leaks) - 1} more leak finding{'s' if len(leaks) > 2 else ''})" if len(leaks) > 1 else ""
+        return "leak", lead.summary[:-1] + more + "."
+    residual = [f for f in findings if f.kind == "residual_process"]
+    if residual:
+        return "leak", residual[0].summary[:-1] + ": GPU memory held by a process whose job is gone."
+    san = [f for f in findings if f.kind == "sanitizer_leak" and f.severity != "info"]
+    if san:
+        total = sum(f.bytes or 0 for f in san)
+        return "leak", (f"compute-sanitizer reports allocations never freed at {len(san)} site"
+                        f"{'s' if len(san) > 1 else ''} ({human(total)} in all).")
+    cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
+    if cache:
+        return "cache_growth", cache[0].summary
+    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series != "host.rss"
+              and s.result.classification != "too_short"]
+    host = [f for f in findings if f.kind == "leak" and f.series == "host.rss"]
+    host_txt = " Host memory does grow (see the host-memory finding)." if host else ""
+    if usable:
+        classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
+                          if p.fit.classification != "too_short"})
+        kinds = {f.kind for f in findings}
+        tail = ""
+        if "gpu_oom" in kinds:
+            tail = " The CUDA out-of-memory came from a footprint that was too large, not from GPU memory growth."
+        elif "oom_kill" in kinds:
+            tail = (" The kernel's OOM killer ended the job: host memory ran out, not GPU memory"
+                    + (" (host memory grew: see the host-memory finding)." if host else "."))
+            host_txt = ""
+        return "no_leak", (f"{len(usable)} GPU memory series show no growth that persists "
+                           f"({', '.join(classes)}).{host_txt}{tail}")
+    expected = [f for f in findings if f.kind == "sanitizer_leak"]
+    if expected:
+        return "no_leak", ("compute-sanitizer's unfreed allocations are the caching allocator's own "
+                           "segments, still held at exit: not a leak.")
+    short = [p for p in parts if p.fit.classification == "too_short"]
+    if short:
+        best = max(short, key=lambda s: s.result.n)
+        return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
+                                f"{best.result.source}) {best.fit.reason}.{host_txt}")
+    if n_events:
+        return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "
+                                "cannot be measured." + host_txt)
+    return "inconclusive", "No memory readings and no events were found in the inputs."
+
+
+def analyze(bundle, opts=None) -> Analysis:
+    samples = bundle.samples
+    events = bundle.events
+    series = [measure_series(k, df) for k, df in series_frames(samples)]
+    # growth is judged per job lifetime; residual processes need each process' whole series
+    parts = [p for s in series for p in s.parts]
+    leaks, cache = gpu_findings(parts)
+    findings: list[Finding] = leaks + cache
+    findings.extend(detect_events.event_findings(events))
+    findings.extend(detect_events.residual_findings(series, events))
+    findings.extend(detect_events.slowdown_findings(parts, samples))
+    detect_events.link(findings)
+    findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
+                                 f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
+    verdict, reason = _verdict(series, parts, findings, events.height)
+    return Analysis(verdict=verdict, verdict_reason=reason, findings=findings,
+                    series=[s.result for s in series])

@@ -1,0 +1,376 @@
+"""Leak and cache-growth findings, one leak per GPU and job: the growing lifetimes of a GPU's series
+grouped, a leak told from caching-allocator growth, the rate, the projection to exhaustion, the
+likely causes and what to check.
+"""
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import numpy as np
+
+from forensics.detect.events import fmt_seconds
+from forensics.detect.findings import Finding
+from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
+                                      sample_evidence)
+from forensics.units import human, rate_text
+
+LEAK_CLASSES = ("linear_growth", "staircase")
+# series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
+LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", "host.rss")
+# which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
+EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4}
+EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
+SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
+                 "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}
+
+
+def _span_seconds(s: Series) -> float | None:
+    """How long the series' job ran: the span the rate is measured over."""
+    return float(s.sec[-1] - s.sec[0]) if s.sec is not None and s.sec.size else None
+
+
+def _stair_every(f: Finding) -> str:
+    parts = []
+    if f.stair_period_seconds is not None:
+        parts.append(fmt_seconds(f.stair_period_seconds))
+    if f.stair_period_steps is not None:
+        n = f.stair_period_steps
+        parts.append(f"{n:.0f} steps" if n >= 1.5 else "step")
+    return " or ".join(parts)
+
+
+def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None) -> str:
+    parts = []
+    if rate_h is not None:
+        parts.append(rate_text(rate_h, span_seconds))
+    if rate_step is not None:
+        parts.append(f"{human(rate_step)}/step")
+    return " (".join(parts) + (")" if len(parts) == 2 else "")
+
+
+def _where(gpu: str | None, host: str | None) -> str:
+    w = f"GPU {gpu}" if gpu is not None else "GPU memory"
+    return w + (f" on {host}" if host else "")
+
+
+def _group_key(s: Series) -> tuple:
+    r = s.result
+    if r.series == "host.rss":
+        return (r.host, "host")
+    return (r.host, r.gpu)
+
+
+def _merge_unplaced(groups: dict, gpus: set[tuple]) -> dict:
+    """Growth in series that name no GPU joins the leak of the GPU they belong to (measure.gpu_of_unnamed)."""
+    placed = {k: v for k, v in groups.items() if k[1] is not None}
+    for k, members in groups.items():
+        if k[1] is not None:
+            continue
+        target = gpu_of_unnamed(k[0], gpus)
+        if target in placed:
+            placed[target] = placed[target] + members
+        else:
+            placed[k] = members
+    return placed
+
+
+def _leak_finding(members: list[Series], capacity: int | None, device: list[Series]) -> Finding:
+    members = sorted(members, key=lambda s: (EVIDENCE_ORDER.get(s.result.series, 9), -s.fit.leak.growth))
+    primary = members[0]
+    r = primary.result
+    timed = next((s for s in members if s.result.x_kind == "time"), None)
+    lk = primary.fit.leak
+    rate_h = next((s.result.leak["rate_bytes_per_hour"] for s in members if s.result.leak["rate_bytes_per_hour"] is not None), None)
+    rate_step = next((s.result.leak["rate_bytes_per_step"] for s in members if s.result.leak["rate_bytes_per_step"] is not None), None)
+    proc = [s for s in members if s.result.series == "process.used" and s.result.pid is not None]
+    pid = max(proc, key=lambda s: s.fit.leak.growth).result.pid if proc else r.pid
+    gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
+    host = next((s.result.host for s in members if s.result.host is not None), None)
+    f = Finding(kind="leak", severity="warning", summary="", gpu=gpu, pid=pid, series=r.series,
+                pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(primary.fit.peak),
+                confidence=max(s.fit.leak.confidence for s in members), source=r.source)
+    f.rate_bytes_per_hour = rate_h
+    f.rate_bytes_per_step = rate_step
+    if timed is not None:
+        f.start = timed.to_x(timed.fit.leak.onset)
+        f.end = timed.to_x(timed.fit.leak.end)
+    if r.x_kind != "time":
+        f.start_index = primary.to_x(lk.onset)
+    if r.x_kind == "index":
+        f.detail["rate_bytes_per_sample"] = float(lk.rate)
+    if primary.steps is not None and np.isfinite(primary.steps[primary.nearest(lk.onset)]):
+        f.detail["start_step"] = int(primary.steps[primary.nearest(lk.onset)])
+    # projection: the device's own series when there is one (it sees every allocator), else the primary
+    proj = next((s for s in members if s.result.series == "memory.used"), None) or timed or primary
+    plk = proj.fit.leak
+    cap = capacity or proj.result.capacity
+    if cap:
+        remaining = cap - plk.end_level
+        f.detail["capacity_bytes"] = int(cap)
+        proj_rate_h = proj.per_hour(plk.rate, plk.onset, plk.end)
+        if proj_rate_h and proj_rate_h > 0:
+            hours = max(remaining, 0.0) / proj_rate_h
+            f.exhaust_in_hours = hours
+            f.exhaust_at = proj.to_x(plk.end) + timedelta(hours=hours)
+            duration_h = proj.span_hours()
+            f.detail["log_hours"] = duration_h
+            if hours <= duration_h:
+                f.severity = "critical"
+        elif plk.rate > 0:
+            n_steps = max(remaining, 0.0) / plk.rate
+            f.detail["exhaust_in_" + ("steps" if proj.result.x_kind == "step" else "samples")] = n_steps
+            if n_steps <= proj.x[-1] - proj.x[0]:
+                f.severity = "critical"
+    f.detail["series"] = [
+        {"series": s.result.series, "source": s.result.source, "pid": s.result.pid, "label": s.result.label,
+         "pattern": s.fit.leak.pattern, "growth_bytes": int(s.fit.leak.growth),
+         "rate_bytes_per_hour": s.result.leak["rate_bytes_per_hour"],
+         "rate_bytes_per_step": s.result.leak["rate_bytes_per_step"], "onset": s.result.onset,
+         "classification": s.result.classification}
+        for s in members]
+    f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
+    _lifetime_facts(f, timed or primary, members)
+    for s in members[:3]:
+        f.evidence.extend(leak_evidence(s))
+    del f.evidence[EVIDENCE_MAX:]
+    where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
+    span = _span_seconds(timed) if timed is not None else None
+    rate_txt = _fmt_rate(rate_h, rate_step, span)
+    if lk.pattern == "linear":
+        how = f"linearly at {rate_txt}"
+    else:
+        every = _stair_every(f)
+        how = (f"in {f.stairs or len(lk.steps)} stairs of about {human(lk.growth / max(len(lk.steps), 1))}"
+               + (f", one every {every}" if every else "") + f" (on average {rate_txt.replace(' (', ', ').rstrip(')')})")
+    since = (f" since {f.start.strftime('%Y-%m-%d %H:%M:%S')} UTC" if f.start is not None
+             else f" since {'step' if r.x_kind == 'step' else 'sample'} {f.start_index}")
+    ending = {"release": ", and did not fall back until the job's memory was released",
+              "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
+    job = f.detail.get("job") or {}
+    f.summary = (f"{where} ({r.series}) grows {how}{since}, +{human(lk.growth)}"
+                 + (f", in pid {pid}" if pid is not None else "") + ending
+                 + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
+    f.causes, f.checks = _leak_causes(f, members, device)
+    return f
+
+
+def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:
+    """Which job the growth belongs to, and a staircase's stairs and spacing."""
+    lt = s.lifetime
+    if lt is not None:
+        f.lifetime_start, f.lifetime_end = s.result.first_x, s.result.last_x
+        f.lifetime_ended = lt.ended
+        f.detail["job"] = {"number": s.job_number, "of": s.job_count}
+    lk = s.fit.leak
+    if lk.pattern == "step" and len(lk.steps) >= 2:
+        f.stairs = len(lk.steps)
+        gaps = np.diff(lk.steps)
+        period = float(np.median(gaps))
+        if s.axis == "time":
+            f.stair_period_seconds = period
+        elif s.axis == "step":
+            f.stair_period_steps = period
+        if s.axis == "time" and s.steps is not None and np.isfinite(s.steps).any():
+            at = [s.steps[s.nearest(v)] for v in lk.steps]
+            if all(np.isfinite(at)):
+                f.stair_period_steps = float(np.median(np.diff(at)))
+        elif s.axis == "step" and s.sec is not None:
+            f.stair_period_seconds = float(np.median(np.diff([s.seconds(v) for v in lk.steps])))
+
+
+def _leak_causes(f: Finding, members: list[Series], device: list[Series]) -> tuple[list[str], list[str]]:
+    causes, checks = [], []
+    names = {s.result.series for s in members}
+    if "host.rss" in names:
+        causes.append("Host memory grows: DataLoader workers with pin_memory=True keep pinned buffers "
+                      "(each worker and its pinned batches add up), or Python objects kept across steps.")
+        checks.append("Try pin_memory=False or fewer num_workers; watch each worker's RSS (ps -o rss); "
+                      "check the kernel OOM-killer lines for the killed process.")
+        return causes, checks
+    alloc = next((s for s in members if s.result.series == "allocated"), None)
+    if f.pattern == "linear":
+        causes.append("Growth every iteration: tensors kept alive across steps, e.g. `total_loss += loss` "
+                      "instead of `total_loss += loss.item()`, or outputs/losses appended to a list "
+                      "with their autograd graph.")
+        checks.append("Search the training loop for accumulators of tensors; use .item() or .detach(); "
+                      "take torch.cuda.memory._record_memory_history() snapshots two steps apart and diff them.")
+    else:
+        causes.append("A step up at a regular interval (each epoch or evaluation): an optimizer, LR "
+                      "scheduler, model copy or per-epoch object re-created and still referenced.")
+        checks.append("Create optimizers and schedulers once, outside the epoch loop; look for objects "
+                      "stored per epoch (lists of models, metrics holding tensors); compare "
+                      "torch.cuda.memory_summary() at two epoch boundaries.")
+    if alloc is None and "reserved" in names and "memory.used" not in names:
+        causes.append("Only the reserved (cached) memory is known: part of this may be the caching "
+                      "allocator rather than live tensors.")
+        checks.append("Log torch.cuda.memory_allocated() next to memory_reserved() to tell them apart.")
+    if names <= set(DEVICE_SERIES):
+        causes.append("nvidia-smi counts what PyTorch's caching allocator reserved, not only live tensors: "
+                      "without the framework's own allocated count, a cache that keeps growing "
+                      "(fragmentation from varying shapes) raises memory.used the same way.")
+        checks.append("Log torch.cuda.memory_allocated() and torch.cuda.memory_reserved() at each step: "
+                      "allocated growing is a leak; only reserved growing is the cache.")
+    if "process.used" in names and f.pid is not None:
+        checks.append(f"nvidia-smi --query-compute-apps=pid,used_memory --format=csv shows pid {f.pid} growing.")
+    return causes, checks
+
+
+def _cache_finding(reserved: Series, alloc: Series | None, device: Series | None) -> Finding:
+    grow = reserved if reserved.fit.leak is not None else device
+    lk = grow.fit.leak
+    r = grow.result
+    f = Finding(kind="cache_growth", severity="info", summary="", gpu=r.gpu, pid=r.pid, series=r.series,
+                pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(grow.fit.peak), source=r.source,
+                confidence=lk.confidence)
+    f.rate_bytes_per_hour = r.leak["rate_bytes_per_hour"]
+    f.rate_bytes_per_step = r.leak["rate_bytes_per_step"]
+    if r.x_kind == "time":
+        f.start, f.end = grow.to_x(lk.onset), grow.to_x(lk.end)
+    else:
+        f.start_index = grow.to_x(lk.onset)
+    f.evidence.extend(leak_evidence(grow))
+    flat_txt = ""
+    if alloc is not None:
+        f.evidence.append(sample_evidence(alloc, 0))
+        f.evidence.append(sample_evidence(alloc, alloc.x.size - 1))
+        flat_txt = (f" while allocated memory {SETTLED_WORDS.get(alloc.result.classification, 'stays level')} "
+                    f"(about {human(alloc.fit.level)})")
+    released = " until it was released (empty_cache() or the job's end)" if grow.fit.release_x is not None else ""
+    f.summary = (f"{_where(r.gpu, r.host)}: {r.series} grows by {human(lk.growth)}{released}{flat_txt}: the caching "
+                 "allocator holds freed blocks, which is not a leak.")
+    f.causes = ["The caching allocator keeps freed blocks reserved for reuse; varying tensor shapes "
+                "fragment its segments so reserved memory creeps up while live tensors do not."]
+    f.checks = ["Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation.",
+                "Compare torch.cuda.memory_allocated() with memory_reserved(); call "
+                "torch.cuda.empty_cache() only to confirm, not as a fix."]
+    return f
+
+
+def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
+    """Reserved memory that grew while the job warmed up and then stayed level: the allocator's
+    working cache, worth knowing (its size), not a finding against the job."""
+    r, fit = reserved.result, reserved.fit
+    top = int(fit.peak)
+    f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
+                bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
+                summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
+                         f"job warmed up, then stayed level at about {human(top)}, with allocated memory "
+                         f"{SETTLED_WORDS.get(alloc.fit.classification, 'level')} (about {human(alloc.fit.level)}): "
+                         "the caching allocator's working cache, not a leak."))
+    i_top = int(np.argmax(reserved.y))
+    f.evidence = [sample_evidence(reserved, 0), sample_evidence(reserved, i_top), sample_evidence(reserved, reserved.x.size - 1)]
+    if reserved.sec is not None:
+        f.start, f.end = reserved.to_x(float(reserved.x[0])), reserved.to_x(float(reserved.x[-1]))
+    f.checks = ["If the cache is larger than the job needs, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "reduces fragmentation; the size itself is not a leak."]
+    return f
+
+
+def _outside_allocator_note(f: Finding) -> None:
+    f.causes.insert(0, "The device's memory grows while PyTorch's own allocated and reserved counts stay "
+                       "flat: the growth is outside the caching allocator (another process, NCCL or cuDNN "
+                       "workspaces, CUDA graphs, a native extension's cudaMalloc).")
+    f.checks.insert(0, "Compare nvidia-smi per-process memory with torch.cuda.memory_reserved(); list "
+                       "other processes on the GPU; run the native code under compute-sanitizer --leak-check full.")
+
+
+def _growing(s: Series) -> bool:
+    return s.fit.leak is not None
+
+
+def _settled(s: Series) -> bool:
+    """Known and not growing (enough data to say so)."""
+    return s.fit.classification not in LEAK_CLASSES and s.fit.classification != "too_short"
+
+
+def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]]:
+    """Leak and cache-growth findings: one leak per GPU."""
+    leaks_by_group: dict[tuple, list[Series]] = {}
+    cache: list[Finding] = []
+    eligible = [s for s in all_series if s.result.series in LEAK_SERIES]
+    # framework pairs: allocated and reserved from the same source and process
+    fw: dict[tuple, dict[str, Series]] = {}
+    for s in eligible:
+        r = s.result
+        if r.series in FRAMEWORK_SERIES:
+            fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label, s.lifetime.i0 if s.lifetime else 0), {})[r.series] = s
+    excluded = set()
+    for pair in fw.values():
+        a, res = pair.get("allocated"), pair.get("reserved")
+        if res is not None and _growing(res) and a is not None and _settled(a):
+            cache.append(_cache_finding(res, a, None))
+            excluded.add(id(res))
+        elif res is not None and res.fit.classification == "warmup_plateau" and a is not None and _settled(a):
+            cache.append(_cache_warmup_note(res, a))
+    allocs = [s for s in eligible if s.result.series == "allocated"]
+    reserveds = [s for s in eligible if s.result.series == "reserved"]
+    for s in eligible:
+        if id(s) in excluded or not _growing(s):
+            continue
+        leaks_by_group.setdefault(_group_key(s), []).append(s)
+    gpus = {(s.result.host, s.result.gpu) for s in all_series if s.result.gpu is not None}
+    groups = _merge_unplaced(leaks_by_group, gpus)
+    leaks = []
+    device_all = [s for s in all_series if s.result.series in DEVICE_SERIES]
+    for (host, gpu), members in _by_job(groups):
+        names = {m.result.series for m in members}
+        # device memory grows but the framework's allocated count (same GPU or unplaced) stays flat
+        if not names & set(FRAMEWORK_SERIES) and gpu != "host":
+            fa = [a for a in allocs if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))]
+            fr = [a for a in reserveds if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))]
+            if fa and all(_settled(a) for a in fa):
+                dev = next((m for m in members if m.result.series == "memory.used"), members[0])
+                if fr and all(_settled(a) for a in fr):
+                    f = _leak_finding(members, _capacity(device_all, host, gpu), device_all)
+                    _outside_allocator_note(f)
+                    leaks.append(f)
+                    continue
+                same = [c for c in cache if c.gpu in (None, gpu)]
+                if same:   # the framework's own cache finding: the device's growth is its evidence
+                    c = same[0]
+                    c.gpu = gpu
+                    c.evidence.extend(leak_evidence(dev)[:2])
+                    c.detail["device_growth_bytes"] = int(dev.fit.leak.growth)
+                    c.summary = c.summary.replace("GPU memory:", f"{_where(gpu, host)}:", 1)
+                else:
+                    cache.append(_cache_finding(dev, fa[0], dev))
+                continue
+        leaks.append(_leak_finding(members, _capacity(device_all, host, gpu), device_all))
+    return leaks, cache
+
+
+def _by_job(groups: dict) -> list[tuple[tuple, list[Series]]]:
+    """Each GPU's leaking lifetimes, one group per job: lifetimes of the GPU's series that overlap in
+    time are one job seen by several loggers; a crash loop's restarts are one job each. Lifetimes
+    without a clock join the only job there is, else the one that grew most."""
+    out = []
+    for key, members in groups.items():
+        timed = sorted((m for m in members if m.sec is not None and m.sec.size), key=lambda m: m.epoch()[0])
+        untimed = [m for m in members if m.sec is None or not m.sec.size]
+        jobs: list[list[Series]] = []
+        end = -math.inf
+        for m in timed:
+            t = m.epoch()
+            slack = 2.0 * float(np.median(np.diff(t))) if t.size > 1 else 1.0
+            if jobs and t[0] <= end + slack:
+                jobs[-1].append(m)
+                end = max(end, float(t[-1]))
+            else:
+                jobs.append([m])
+                end = float(t[-1])
+        if jobs and untimed:
+            max(jobs, key=lambda j: sum(m.fit.leak.growth for m in j)).extend(untimed)
+        elif untimed:
+            per_source = {}
+            for m in untimed:
+                per_source.setdefault(m.result.source, []).append(m)
+            jobs = [untimed] if all(len(v) == 1 for v in per_source.values()) else [[m] for m in untimed]
+        out.extend((key, j) for j in jobs)
+    return out
+
+
+def _capacity(device: list[Series], host, gpu) -> int | None:
+    caps = [s.result.capacity for s in device if s.result.capacity and s.result.gpu == gpu
+            and (host is None or s.result.host in (None, host))]
+    return max(caps) if caps else None

@@ -1,0 +1,424 @@
+"""Which growth pattern a fitted series shows, measured as a Leak: a ramp (linear), a staircase
+(steps, on the buckets or on the readings themselves) or a sawtooth whose floor rises.
+
+Works on the bucket means, their segments and the envelope (the future minimum of the fitted curve)
+that series.analyze_xy computes. docs/detection.md, "Growth that does not fall back".
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forensics.detect import changepoints, robust
+from forensics.detect.changepoints import EVENT_SIGMAS, JUMP_SIGMAS, MAX_BUCKETS, MIN_POINTS, MIN_SEGMENT, PENALTY_PER_CHANGE, Segment
+
+# What counts as a leak
+LEAK_Z = 8.0              # a leak's slope must be this many standard errors above zero ...
+LEAK_SIGMAS = 3.0         # ... its growth must exceed this many bucket-noise sigmas ...
+LEAK_MIN_FRACTION = 0.01  # ... and this fraction of the series' typical level ...
+LEAK_MIN_QUANTA = 3.0     # ... and this many resolution steps of the source (1 MiB for nvidia-smi)
+NEW_HIGH_SHARE = 0.5      # at least this share of a leak's growth lies above all earlier levels
+TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration ...
+RAMP_TAIL_SHARE = 0.5     # ... or has been flat for less than this share of the ramp's own length
+RAMP_JOIN_SHARE = 0.1     # pieces of one ramp may be offset by up to this share of their rise
+SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
+DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
+STAIR_TAIL_FACTOR = 1.5   # a staircase is still growing when its last step is this recent (x interval)
+STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
+FIRST_STEP_RATIO = 2.0    # a first step this unlike the later ones is the job's first epoch, not a stair
+RAW_STAIRS_MAX = 20_000   # staircases are read on the samples themselves up to this many
+STAIR_FLAT_SHARE = 0.2    # between stairs, drift and falls add up to less than this share of the rise
+OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
+FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
+
+
+@dataclass
+class Leak:
+    pattern: str               # linear | step
+    onset: float               # x
+    end: float                 # x of the last sample of the growing part
+    rate: float                # bytes per x unit
+    growth: float              # bytes grown from onset to end
+    start_level: float
+    end_level: float
+    confidence: float
+    steps: list[float] = field(default_factory=list)   # x of each step (staircase)
+    z: float = 0.0             # growth in noise sigmas
+
+
+def has_drop(segs: list[Segment], size: float) -> bool:
+    return any(changepoints.seg_jump(a, b) <= -size for a, b in zip(segs, segs[1:]))
+
+
+def troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int], list[float]]:
+    """Bucket indexes of the bottoms after each significant fall that is followed by a recovery,
+    and the depth of each fall. A fall must be in the data, not only between two fitted lines: the
+    pieces of an uneven rise (+64, +64, +0, +64 MiB a step) are offset from each other, yet memory
+    never went down."""
+    falls: dict[int, tuple[float, int]] = {}
+    for k, s in enumerate(segs):
+        if k > 0:
+            jump = changepoints.seg_jump(segs[k - 1], s)
+            if jump <= -fall_min:
+                falls[s.i0] = (-jump, max(0, s.i0 - MIN_SEGMENT))
+        if s.y1 - s.y0 <= -fall_min:
+            falls[s.i1 - 1] = (s.y0 - s.y1, s.i0)
+    out, depths = [], []
+    for i in sorted(falls):
+        depth, lo = falls[i]
+        if float(yb[lo: i + 1].max()) - float(yb[i]) < 0.5 * fall_min:
+            continue
+        # recovered: the curve comes back up by at least half of a fall afterwards
+        if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= 0.5 * fall_min:
+            out.append(i)
+            depths.append(depth)
+    return out, depths
+
+
+def raw_floor(bx, by, edges, troughs, depths, sigma):
+    """The bottom of each tooth read on the raw samples (bucket means alias a fast sawtooth, and
+    their troughs wander): (x, y) near each trough, the typical tooth depth, and the noise of one
+    floor reading (a median of w samples)."""
+    t = np.asarray(troughs)
+    half = max(1, int(0.25 * robust.median(np.diff(t)))) if t.size > 1 else 1
+    xs, ys, ws = [], [], []
+    m = edges.size - 1
+    for i in t:
+        lo, hi = edges[max(0, i - half)], edges[min(m, i + half + 1)]
+        if hi <= lo:
+            continue
+        j = lo + int(np.argmin(by[lo:hi]))
+        # the median of the first readings of the new tooth: the minimum alone is the noisiest one
+        w = max(1, (hi - lo) // 8)
+        xs.append(bx[j])
+        ys.append(float(robust.median(by[j: j + w])))
+        ws.append(min(w, by.size - j))
+    point_noise = 1.2533 * sigma / math.sqrt(max(1.0, float(robust.median(ws)))) if ws else sigma
+    return np.asarray(xs), np.asarray(ys), float(robust.median(depths)), point_noise
+
+
+def find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> Leak | None:
+    """The growing part at the end of the envelope: a ramp that is still rising, or a staircase whose
+    steps keep coming. Returns None when growth stopped long enough ago (warm-up, one-off allocation)."""
+    n = env.size
+    if n < 2 * MIN_SEGMENT or env[-1] - env[0] < leak_min:
+        return None
+    duration = float(bx[-1] - bx[0])
+    bkps = changepoints.change_points(xb, env, sigma_b)
+    segs = changepoints.segments(xb, env, bkps)
+    event = EVENT_SIGMAS * sigma_b
+    # growth events: a jump into a segment, or a segment's own rise
+    events = []   # (x_start, x_end, rise, kind, segment index)
+    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    for k, s in enumerate(segs):
+        if k > 0:
+            jump = changepoints.seg_jump(segs[k - 1], s)
+            if jump >= max(JUMP_SIGMAS * sigma_b, changepoints.ramp_offset(segs[k - 1], s, gap)):
+                events.append((segs[k - 1].x1, s.x0, jump, "jump", k))
+        rise = s.y1 - s.y0
+        if rise >= event:
+            short = (s.i1 - s.i0) <= MIN_SEGMENT + 1 and (s.x1 - s.x0) <= 0.02 * duration
+            events.append((s.x0, s.x1, rise, "jump" if short else "ramp", k))
+    if not events:
+        return None
+    events = _merge_close(events, xb, duration)
+    end_x = float(xb[-1])
+    if floor is not None:
+        return _sawtooth_leak(float(bx[0]), floor, leak_min)
+    stair = _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
+    ramp = None
+    # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM, or as the job
+    # wound down) for less than half of its own length; a warm-up is followed by a plateau far longer
+    # than itself. The largest such ramp speaks, not merely the last: a short slower piece at the
+    # very end (the last steps of a job) must not hide the growth before it.
+    # The quiet tail is measured against the whole ramp its pieces join into.
+    ramps = [e for e in events if e[3] == "ramp"]
+    for cand in sorted(ramps, key=lambda e: -e[2]):
+        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
+        if ramp is not None and end_x - cand[1] <= max(TAIL_QUIET_FRACTION * duration,
+                                                       RAMP_TAIL_SHARE * (cand[1] - min(ramp.onset, cand[0]))):
+            break
+        ramp = None
+    if stair is not None and ramp is not None:
+        # the pattern that accounts for more of the growth (a final step can look like a short ramp)
+        return stair if stair.growth >= ramp.growth else ramp
+    return stair or ramp
+
+
+def new_high(xb, f, leak: Leak) -> bool:
+    """A leak takes memory where it has not been before: at least half of its growth lies above the
+    highest level before its onset (the rising half of a slow wave is not a leak)."""
+    before = f[xb < leak.onset]
+    if before.size == 0:
+        return True
+    return float(f[-1]) - float(before.max()) >= NEW_HIGH_SHARE * leak.growth
+
+
+def _merge_close(events: list[tuple], xb, duration) -> list[tuple]:
+    """One step seen as a jump, a short steep segment and another jump (a step inside a bucket)
+    becomes one event."""
+    near = max(3.0 * float(robust.median(np.diff(xb))), 0.005 * duration) if xb.size > 1 else 0.0
+    out = [events[0]]
+    for e in events[1:]:
+        p = out[-1]
+        if e[0] - p[1] <= near and (p[3] == "jump" or e[3] == "jump"):
+            kind = "ramp" if (e[1] - p[0]) > 0.05 * duration else "jump"
+            out[-1] = (p[0], e[1], p[2] + e[2], kind, e[4])
+        else:
+            out.append(e)
+    return out
+
+
+def _confidence(z: float, z_min: float, extra: float = 1.0) -> float:
+    """0..1 from the evidence in standard errors: 0.5 at the detection threshold z_min, 0.89 at twice
+    it, 0.98 at three times; times a shape factor below 1 for weaker patterns."""
+    c = 1.0 - 0.5 * math.exp(-1.5 * (z / z_min - 1.0))
+    return round(max(0.05, min(0.99, c * extra)), 2)
+
+
+def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | None:
+    """The ramp event `ramp` (x0, x1, rise, kind, k) as a linear leak: its last rising segment sets
+    the slope (a flat top at a memory cap, or a short piece of an unfinished sawtooth tooth, may
+    follow it); earlier pieces of one ramp join it."""
+    rising = [k for k, s in enumerate(segs)
+              if s.y1 - s.y0 >= EVENT_SIGMAS * sigma_b and s.x0 >= ramp[0] and s.x1 <= ramp[1]]
+    if not rising:
+        return None
+    long_rising = [k for k in rising if segs[k].i1 - segs[k].i0 > MIN_SEGMENT + 1]
+    k_last = (long_rising or rising)[-1]
+    slope_last = segs[k_last].slope
+    first_k = k_last
+    # walk back over contiguous growing segments whose slope is similar (one linear growth)
+    k = k_last - 1
+    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    while k >= 0:
+        s = segs[k]
+        jump = changepoints.seg_jump(s, segs[k + 1])
+        # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
+        # of step with the job) does not part them
+        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, segs[k + 1].y1 - segs[k + 1].y0),
+                        changepoints.ramp_offset(s, segs[k + 1], gap))
+        if s.slope <= 0 or abs(jump) >= tolerance:
+            break
+        ratio = s.slope / slope_last
+        if not (1 / SIMILAR_SLOPE <= ratio <= SIMILAR_SLOPE):
+            break
+        first_k = k
+        k -= 1
+    i0 = segs[first_k].i0
+    # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
+    # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth)
+    if _decelerating(xb[i0:], yb[i0:], sigma_b):
+        return None
+    if first_k > 0:
+        prev = segs[first_k - 1]
+        if (prev.i1 - prev.i0 > MIN_SEGMENT + 1 and prev.y1 - prev.y0 >= EVENT_SIGMAS * sigma_b
+                and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
+            return None
+    onset, start_level = _refine_onset(xb, yb, segs, first_k)
+    if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
+        # discrete samples (a step log): the onset is the first sample that shows the growth
+        gap = float(robust.median(np.diff(xb)))
+        after = np.nonzero(xb >= onset + 0.1 * gap)[0]
+        if after.size:
+            onset = float(xb[after[0]])
+    sel = xb >= onset
+    if sel.sum() < 3:
+        sel = np.arange(xb.size) >= i0
+    rate = robust.theil_sen(xb[sel], yb[sel])
+    if rate <= 0:
+        return None
+    end = float(xb[-1])
+    n_ramp = int(sel.sum())
+    # the slope's standard error on n_ramp evenly spread buckets is sigma_b * sqrt(12 / n) / span
+    z = rate * (end - onset) / (sigma_b * math.sqrt(12.0 / max(n_ramp, 2)))
+    # growth so far: as measured (end level minus onset level), not as extrapolated from the rate
+    end_level = float(robust.median(yb[-3:]))
+    growth = end_level - start_level
+    if growth < leak_min or z < LEAK_Z:
+        return None
+    return Leak("linear", onset, end, rate, growth, start_level, end_level, _confidence(z, LEAK_Z), z=z)
+
+
+def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
+    """True when a quadratic fits the ramp clearly better and its end slope is a small share of the
+    mean slope: the curve of a warm-up approaching its plateau."""
+    if x.size < 8:
+        return False
+    u = (x - x[0]) / ((x[-1] - x[0]) or 1.0)
+    A = np.column_stack([np.ones_like(u), u, u * u])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    sse_q = float(((A @ coef - y) ** 2).sum())
+    b, a = robust.line_fit(u, y)
+    sse_l = float(((a + b * u - y) ** 2).sum())
+    if (sse_l - sse_q) / (sigma_b ** 2) < PENALTY_PER_CHANGE * math.log(max(x.size, 3)):
+        return False
+    mean_slope = coef[1] + coef[2]          # (y(1) - y(0)) of the quadratic
+    end_slope = coef[1] + 2 * coef[2]
+    return mean_slope > 0 and end_slope < DECELERATION * mean_slope
+
+
+def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
+    """Where the growth starts, to better than a bucket, and the level there: a continuous hinge
+    fitted on the buckets from the previous segment's start to the end (previous trend + a slope
+    change at t0)."""
+    s = segs[first_k]
+    if first_k == 0:
+        return float(xb[0]), float(s.y0)
+    prev = segs[first_k - 1]
+    lo_i = prev.i0
+    x = xb[lo_i:]
+    y = yb[lo_i:]
+    span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
+    span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
+    cands = np.linspace(span_lo, span_hi, 120)
+    # the 120 design matrices at once (each column as np.column_stack makes it), solved by one call
+    stack = np.empty((cands.size, x.size, 3))
+    stack[:, :, 0] = 1.0
+    stack[:, :, 1] = x - x[0]
+    stack[:, :, 2] = np.maximum(0.0, x[None, :] - cands[:, None])
+    coefs = robust.lstsq_each(stack, y)
+    best, best_t, level = None, s.x0, s.y0
+    for t0, A, coef in zip(cands, stack, coefs):
+        sse = float(((A @ coef - y) ** 2).sum())
+        if best is None or sse < best:
+            best, best_t, level = sse, float(t0), float(coef[0] + coef[1] * (t0 - x[0]))
+    return best_t, level
+
+
+def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
+    """Repeated steps up, the last one recent compared with the spacing of the steps."""
+    # a steep short rise counts as a step too (a step spread over a few buckets); a rise within the
+    # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
+    if edge is None:
+        edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
+    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration)
+             and 0.5 * (e[0] + e[1]) > edge]
+    if len(steps) < 2:
+        return None
+    # a small last rise (an unfinished tooth, a partial step) does not start the staircase
+    h_all = float(robust.median([e[2] for e in steps]))
+    while len(steps) > 2 and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
+        steps = steps[:-1]
+    xs = [0.5 * (e[0] + e[1]) for e in steps]
+    hs = [e[2] for e in steps]
+    # walk back while the steps stay alike: regular spacing (a long quiet gap ends the staircase)
+    # and similar heights (a one-off allocation or warm-up is not one of the steps)
+    run = [len(steps) - 1]
+    for k in range(len(steps) - 2, -1, -1):
+        gap = xs[run[-1]] - xs[k]
+        intervals = [xs[run[i]] - xs[run[i + 1]] for i in range(len(run) - 1)]
+        typical = float(robust.median(intervals)) if intervals else gap
+        if intervals and gap > 2.0 * typical:
+            break
+        h_typ = float(robust.median([hs[i] for i in run]))
+        if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
+            break
+        run.append(k)
+    run = sorted(run)
+    # the first step up of a job is its first epoch's own allocation (optimizer state, first eval
+    # buffers) unless it matches the stairs that follow
+    if len(run) >= 3:
+        later = float(robust.median([hs[i] for i in run[1:]]))
+        if not (later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO):
+            run = run[1:]
+    if len(run) < 2:
+        return None
+    sx = [xs[k] for k in run]
+    sh = [hs[k] for k in run]
+    interval = float(robust.median(np.diff(sx)))
+    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * interval + 0.01 * duration:
+        return None
+    growth = float(sum(sh))
+    if growth < leak_min:
+        return None
+    rate = float(sum(sh[1:]) / (sx[-1] - sx[0])) if sx[-1] > sx[0] else growth / max(end_x - sx[0], 1e-9)
+    onset = _refine_step(xb, yb, sx[0], interval)
+    pre = yb[xb < onset]
+    start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
+    z = growth / sigma_b
+    regular = 1.0 if len(run) >= 3 else 0.85
+    return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
+                _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
+
+
+def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
+    """A staircase read on the samples themselves: the readings stay level (within the noise or the
+    source's resolution) between jumps, and the jumps carry the growth. A ramp spread over every
+    sample, or a series that also falls, is not one."""
+    if x.size < MIN_POINTS or x.size > RAW_STAIRS_MAX:
+        return None
+    d = np.diff(y)
+    thr = max(JUMP_SIGMAS * sigma, LEAK_MIN_QUANTA * quantum, LEAK_MIN_FRACTION * level)
+    up = d > thr
+    if up.sum() < 2:
+        return None
+    rise = float(d[up].sum())
+    quiet = ~up
+    # flat between the jumps: the other readings neither drift nor fall much
+    if float(np.abs(d[quiet]).sum()) > STAIR_FLAT_SHARE * rise or float(-d[d < -thr].sum()) > STAIR_FLAT_SHARE * rise:
+        return None
+    # a jump spread over two readings (a sample caught mid-allocation) is one stair
+    idx = np.nonzero(up)[0]
+    groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1)
+    # ... but a rise over more readings than that is a ramp (the first one may be the start-up)
+    if len(groups) < 2 or any(g.size > 2 for g in groups[1:]):
+        return None
+    runs = np.diff([g[0] for g in groups])
+    if float(robust.median(runs)) < 3:   # a jump at nearly every reading: growth spread evenly, a ramp
+        return None
+    events = [(float(x[g[0]]), float(x[g[-1] + 1]), float(y[g[-1] + 1] - y[g[0]]), "jump", -1) for g in groups]
+    duration = float(x[-1] - x[0])
+    # no fit, so no edge effect: every jump counts, and the job's own start-up (its first jump, unlike
+    # the stairs after it) is left out by the first-stair rule
+    return _stair_leak(x, y, events, leak_min, sigma_b, duration, float(x[-1]), edge=float(x[0]) - 1.0)
+
+
+def _refine_step(xb, yb, x_step, interval) -> float:
+    """Where the first step happens: the split that best separates two levels near it."""
+    lo, hi = x_step - 0.5 * interval, x_step + 0.5 * interval
+    sel = np.nonzero((xb >= lo) & (xb <= hi))[0]
+    if sel.size < 4:
+        return x_step
+    y = yb[sel]
+    best, best_k = None, None
+    for k in range(1, y.size):
+        sse = float(((y[:k] - y[:k].mean()) ** 2).sum() + ((y[k:] - y[k:].mean()) ** 2).sum())
+        if best is None or sse < best:
+            best, best_k = sse, k
+    return float(0.5 * (xb[sel[best_k - 1]] + xb[sel[best_k]]))
+
+
+def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
+    """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak. The floor
+    must rise by a good share of a tooth's depth: a wandering floor is not growth."""
+    tx, ty, depth, point_noise = floor
+    if tx.size < 3:
+        return None
+    # onset: a hinge on the troughs (floor level, then rising); the first trough means "from the start"
+    best, onset, j_best = None, float(tx[0]), 0
+    for j in range(0, tx.size - 2):
+        h = np.maximum(0.0, tx - tx[j])
+        A = np.column_stack([np.ones_like(tx), h])
+        coef, *_ = np.linalg.lstsq(A, ty, rcond=None)
+        sse = float(((A @ coef - ty) ** 2).sum())
+        if best is None or sse < best * 0.999:
+            best, onset, j_best = sse, float(tx[j]), j
+    sel = tx >= onset
+    rate = robust.theil_sen(tx[sel], ty[sel])
+    growth = rate * float(tx[-1] - onset)
+    if j_best == 0:
+        onset = x_start
+    if rate <= 0 or growth < max(leak_min, FLOOR_RISE_SHARE * depth):
+        return None
+    b, a = robust.line_fit(tx[sel], ty[sel])
+    resid = float(np.sqrt(np.mean((ty[sel] - (a + b * tx[sel])) ** 2)))
+    # a noise-free, quantized floor has neither residual nor point noise: one byte is the floor
+    z = growth / (max(resid, point_noise, 1.0) * math.sqrt(12.0 / max(int(sel.sum()), 2)))
+    if z < LEAK_Z:
+        return None
+    start_level = float(ty[sel][0])
+    return Leak("linear", onset, float(tx[-1]), rate, growth, start_level, start_level + growth,
+                _confidence(z, LEAK_Z, 0.9), z=z)

@@ -1,0 +1,93 @@
+"""One row per kernel event and task-table reading that several views of one ring buffer repeat
+(raw `dmesg`, `dmesg -T`, `dmesg --time-format iso`, kern.log), once they are aligned.
+"""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from forensics.frames import rows_where
+
+
+TWIN_KINDS = ("oom_kill", "oom_invoked", "oom_reaped", "xid")
+TWIN_WINDOW_S = 2.0  # dmesg -T truncates to the second; two real kills of one pid are never this close
+
+
+def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per kernel event that several views of the same ring buffer repeat (raw `dmesg`,
+    `dmesg -T`, `dmesg --time-format iso`, kern.log): same kind, pid and bytes, from different files,
+    within TWIN_WINDOW_S once aligned. Kept: the copy with the finest clock (sub-second, then an
+    explicit one), the others' file:line go into its detail as `twins` so the report can quote them."""
+    kernel = rows_where(events, pl.col("kind").is_in(TWIN_KINDS) & pl.col("time").is_not_null())
+    if kernel.height < 2 or kernel["source"].n_unique() < 2:
+        return events
+    kernel = kernel.with_row_index("_k").with_columns(
+        (pl.col("time").dt.microsecond() == 0).alias("_coarse"),
+        pl.col("time").dt.epoch("us").alias("_us"),
+    )
+    rows = kernel.sort(["kind", "pid", "bytes", "_us"]).to_dicts()
+    drop, twins = set(), {}
+    groups: list[list[dict]] = []
+    for r in rows:
+        g = groups[-1] if groups else None
+        if (g and (r["kind"], r["pid"], r["bytes"]) == (g[0]["kind"], g[0]["pid"], g[0]["bytes"])
+                and r["_us"] - g[0]["_us"] <= TWIN_WINDOW_S * 1e6
+                and r["source"] not in {x["source"] for x in g}):
+            g.append(r)
+        else:
+            groups.append([r])
+    for g in groups:
+        if len(g) < 2:
+            continue
+        keep = min(g, key=lambda x: (x["_coarse"], x["_k"]))
+        for x in g:
+            if x is not keep:
+                drop.add((x["source"], x["line"], x["kind"]))
+        twins[(keep["source"], keep["line"], keep["kind"])] = [f"{x['source']}:{x['line']}" for x in g if x is not keep]
+    if not drop:
+        return events
+
+    def with_twins(row: dict) -> str | None:
+        extra = twins.get((row["source"], row["line"], row["kind"]))
+        if not extra:
+            return row["detail"]
+        try:
+            d = json.loads(row["detail"]) if row["detail"] else {}
+        except ValueError:
+            d = {}
+        d["twins"] = extra
+        return json.dumps(d)
+
+    keys = ["source", "line", "kind"]
+    key_schema = {"source": pl.String, "line": pl.Int64, "kind": pl.String}
+    out = events.join(pl.DataFrame(list(drop), schema=key_schema, orient="row"), on=keys, how="anti", nulls_equal=True)
+    kept = pl.DataFrame(list(twins), schema=key_schema, orient="row")
+    rows = out.join(kept, on=keys, how="semi").select(*keys, "detail").to_dicts()
+    patched = pl.DataFrame({**{k: [r[k] for r in rows] for k in keys}, "_d": [with_twins(r) for r in rows]},
+                           schema={**key_schema, "_d": pl.String})
+    return (out.join(patched, on=keys, how="left", nulls_equal=True)
+            .with_columns(pl.coalesce("_d", "detail").alias("detail")).drop("_d"))
+
+
+def merge_twin_samples(samples: pl.DataFrame) -> pl.DataFrame:
+    """The kernel task-table readings (`host.rss`) that several views of one ring buffer repeat:
+    same pid and bytes within TWIN_WINDOW_S from different files; the finest-clocked file's copy stays."""
+    mine = pl.col("series") == "host.rss"
+    rss = rows_where(samples, mine & pl.col("time").is_not_null())
+    if rss.height < 2 or rss["source"].n_unique() < 2:
+        return samples
+    order = {src: i for i, src in enumerate(samples["source"].unique(maintain_order=True).to_list())}
+    rss = (rss.with_columns(
+        pl.col("time").dt.epoch("us").alias("_us"),
+        (pl.col("time").dt.microsecond() == 0).alias("_coarse"),
+        pl.col("source").replace_strict(order, return_dtype=pl.Int64).alias("_src"))
+        .sort(["pid", "bytes", "_us"])
+        .with_columns((((pl.col("_us").diff() > TWIN_WINDOW_S * 1e6) | (pl.col("pid") != pl.col("pid").shift())
+                        | (pl.col("bytes") != pl.col("bytes").shift())).fill_null(True).cum_sum()).alias("_cluster")))
+    best = (rss.sort(["_coarse", "_src"]).group_by("_cluster", maintain_order=True)
+            .agg(pl.col("source").first().alias("_keep")))
+    drop = rss.join(best, on="_cluster").filter(pl.col("source") != pl.col("_keep")).select("source", "line", "series")
+    if drop.height == 0:
+        return samples
+    return samples.join(drop, on=["source", "line", "series"], how="anti", nulls_equal=True)
