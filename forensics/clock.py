@@ -12,7 +12,7 @@ Hook for parsers of yearless syslog (kern.log, messages, journalctl `short`):
     Parsed(clock="wall-yearless", meta={"year_from": guess.how}, notes=guess.notes)
 
 Rotated sets (kern.log.2.gz, kern.log.1, kern.log) are made to continue each other by the timeline
-after ingest (`timeline.continue_rotated_sets`), so a parser only ever looks at its own file.
+after ingest (`timeline.years.continue_rotated_sets`), so a parser only ever looks at its own file.
 """
 from __future__ import annotations
 
