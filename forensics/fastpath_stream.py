@@ -23,11 +23,7 @@ prefilters, and only what they keep stays in memory:
   first and last lines and the lines where the month changes are decoded in full; the rest is counted.
   Most batches are not even cut into lines: fastpath_kernel.py finds in their bytes the few blocks
   that can hold such a line (or one for the scanners) and decodes only what is kept.
-- step logs: only lines the step-log families look at (their scan hints), the line before each (DeepSpeed
-  labels), and of the step-marker lines the last one before each reading (the only one a reading takes
-  its step from). A cheap prefilter (_STEP_PREFILTER) leaves the lines that can be a family line, a
-  reading or a step marker before the exact regexes run.
-Other formats are not streamed (their files are small).
+Other formats are not streamed here (a step log has its own reader: parsers/steplog/reader.py).
 """
 from __future__ import annotations
 
@@ -37,6 +33,7 @@ import polars as pl
 from forensics import parsers
 from forensics.model import SAMPLES_SCHEMA, Parsed, conform
 from forensics.frames import rows_where
+from forensics.parsers.steplog import markers as step_markers
 
 # Files at least this big (decompressed size estimated at 5x for compressed ones) are streamed.
 STREAM_MIN_BYTES = 16 << 20
@@ -61,10 +58,6 @@ def _own(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in cols)
 
 
-# The case-sensitive part of the step-markers prefilter below, shared with its quick pass (_QUICK).
-_STEP_LITERALS = (r"torch\.cuda\.|nvidia-smi|see_memory_usage\]|\] mp: |Max_MA|CPU Virtual Memory:|\] datetime: |"
-                  r"\*{5}|mem_")
-
 # Literals that every line a scanner's SCAN_HINT matches contains: one pass of these (the regex engine
 # runs literal alternations at memory speed) leaves the full hints a few lines. Keyed by the hint's
 # hash: a scanner whose hint has changed since is prefiltered by its hint itself.
@@ -77,8 +70,7 @@ _LITERALS = {
     # logs that print `step 7 | loss ...`, an anchored `^\s*\|` here slows the whole alternation 5x)
     "a0719ffb2774": r"PyTorch CUDA memory summary, device ID|CUDA OOMs:",
     "d092d4f40949": r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device ",
-    "0a95f7384364": r"(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|\b(?:iter|iteration|step)\b)|"
-                    + _STEP_LITERALS,
+    "0a95f7384364": step_markers.SCAN_PREFILTER,
 }
 
 
@@ -87,14 +79,10 @@ _PIPE_ROWS = {"a0719ffb2774"}
 
 
 # A cheaper first pass for the prefilters above that the regex engine cannot run as a literal search
-# (a case-insensitive alternation reads ~400 MB/s, 150 ms of every 64 MB of CSV): two letters that
-# each case-insensitive word holds, in their four cases (allocated: ll, reserved: rv, cached: ch,
-# occupied: cc, gpu: pu, iter/step: te; no k or s, which also match non-ASCII letters under (?i)),
-# and the case-sensitive literals as they are. Lines it passes then go through the prefilter.
+# (a case-insensitive alternation is none): the step-markers scanner declares its own
+# (markers.SCAN_QUICK). Lines it passes then go through the prefilter.
 _QUICK = {
-    "0a95f7384364": "|".join(sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
-                                     for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}))
-                    + "|" + _STEP_LITERALS,
+    "0a95f7384364": step_markers.SCAN_QUICK,
 }
 
 
@@ -913,126 +901,8 @@ class _Kernel:
         return p
 
 
-# -- step logs -----------------------------------------------------------------------------------------
-
-# What every line holds that stepmem's family hints, ANY_READING or a step marker (_STEP_MARKER after
-# strip_line_time) match, for the stepmem regexes of these sha1s (another version: no prefilter).
-_STEP_PREFILTER = {
-    "dec6b1f8def2": r"see_memory_usage\]|\] mp: |Max_MA |CPU Virtual Memory:|\] datetime: |iteration|\*{5}|mem_"
-                    r"|(?i:allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu)|torch\.cuda\.|nvidia-smi"
-                    r"|^(?:{iso})?(?:{us})?\W*(?i:global[ _]step|step|iteration|iter)",
-}
-
-
-def _step_sources(S) -> str:
-    import hashlib
-
-    parts = [S.SCAN_HINT, S.GENERIC_HINT, S.ANY_READING, S.TS_ISO, S.TS_US, S._STEP_MARKER]
-    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
-
-
-def _step_prefilter(S) -> str | None:
-    rx = _STEP_PREFILTER.get(_step_sources(S))
-    if rx is None:
-        return None
-    # the clocks strip_line_time removes, one after the other (TS_US without its own `^`)
-    return rx.replace("{iso}", S._unnamed(S.TS_ISO)).replace("{us}", S._unnamed(S.TS_US).removeprefix("^"))
-
-
-class _StepLog:
-    def __init__(self, src, opts, module):
-        from forensics.parsers.steplog import markers as S
-
-        self.src, self.opts, self.module, self.S = src, opts, module, S
-        self.kept: list[pl.DataFrame] = []
-        self.last_marker: pl.DataFrame | None = None
-        self.prev_tail: pl.DataFrame | None = None
-        gen = S.GENERIC_HINT
-        # the families' own hints (SCAN_HINT is the generic one, then theirs)
-        self.family_hint = S.SCAN_HINT[len(gen) + 1:] if S.SCAN_HINT.startswith(gen + "|") else None
-        self.prefilter = _step_prefilter(S) if self.family_hint is not None else None
-
-    def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        S = self.S
-        t = pl.col("text")
-        if self.family_hint is None:
-            self.kept.append(_own(batch.filter(t.str.contains(S.SCAN_HINT))))
-            return
-        # only a family line, a reading or a step marker changes what is kept (a pure line that gives
-        # no step is dropped below): one cheap pass leaves those, the exact regexes run on them
-        cand = batch.filter(t.str.contains(self.prefilter)) if self.prefilter is not None else batch
-        marks = cand.select(
-            "line", "text",
-            t.str.contains(self.family_hint).alias("fam"),
-            (t.str.contains(S.GENERIC_HINT) & ~t.str.contains(S._NOT_OURS)).alias("gen"))
-        marks = marks.filter(pl.col("fam") | pl.col("gen"))
-        if not marks.height:
-            return
-        marks = marks.with_columns(t.str.contains(S.ANY_READING).alias("reading"))
-        pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
-        # a pure step-marker line counts only if it gives a step, and only the last before a reading
-        marks = marks.with_columns(
-            pl.when(pure).then(S.strip_line_time(t).str.extract(S._STEP_MARKER).cast(pl.Int64, strict=False)
-                               .is_not_null())
-            .otherwise(False).alias("marker"))
-        if self.last_marker is not None:
-            marks = pl.concat([self.last_marker.with_columns(pl.lit(True).alias("_old")),
-                               marks.with_columns(pl.lit(False).alias("_old"))], how="diagonal")
-        else:
-            marks = marks.with_columns(pl.lit(False).alias("_old"))
-        nxt_reading = pl.when(pl.col("reading") | pl.col("fam")).then(pl.col("line")).backward_fill()
-        nxt_marker = pl.when(pl.col("marker")).then(pl.col("line")).shift(-1).backward_fill()
-        marks = marks.with_columns(nxt_reading.alias("_nr"), nxt_marker.alias("_nm"))
-        markers = marks.filter(pl.col("marker"))
-        useful = markers.filter(pl.col("_nr").is_not_null() & (pl.col("_nm").is_null() | (pl.col("_nm") > pl.col("_nr"))))
-        # the batch's last marker may give its step to a reading of the next batch
-        self.last_marker = (_own(markers.tail(1).select("line", "text", "fam", "gen", "reading", "marker"))
-                            if markers.height and markers["_nr"][-1] is None else None)
-        # a pure line that gives no step (a "step 7 | loss ..." line read by nobody) changes nothing
-        keep = marks.filter(~pure & ~pl.col("_old")).select("line", "text")
-        used = useful.select("line", "text")
-        self.kept.append(_own(pl.concat([keep, used])))
-        # the line before each family line (DeepSpeed takes a label from it)
-        fam_lines = marks.filter(pl.col("fam") & ~pl.col("_old"))["line"]
-        if fam_lines.len():
-            prev = batch.filter(pl.col("line").is_in((fam_lines - 1).implode()))
-            if self.prev_tail is not None and int(fam_lines[0]) - 1 == int(self.prev_tail["line"][0]):
-                prev = pl.concat([self.prev_tail, prev])
-            self.kept.append(_own(prev))
-        self.prev_tail = _own(batch.tail(1))
-
-    def finish(self) -> Parsed:
-        kept = [k.select("line", "text") for k in self.kept if k.height]
-        if self.last_marker is not None:
-            kept.append(self.last_marker.select("line", "text"))
-        frame = (pl.concat(kept).unique("line").sort("line") if kept
-                 else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
-        return self.module.parse(_Lines(self.src, frame), self.opts)
-
-
-class _Lines:
-    """A source whose frame() is the kept lines (parsers only call frame(), head(), path, mtime)."""
-
-    def __init__(self, src, frame: pl.DataFrame):
-        self._src, self._frame = src, frame
-        self.path, self.mtime = src.path, src.mtime
-
-    def frame(self) -> pl.DataFrame:
-        return self._frame
-
-    def head(self) -> list[str]:
-        return self._src.head()
-
-    def __getattr__(self, name):
-        return getattr(self._src, name)
-
-
 _CONSUMERS = {
     "nvidia-smi-csv": _csv_consumer,
     "kernel-log": _Kernel,
     "nvrm-xid": _Kernel,
-    "step-markers": _StepLog,
-    "deepspeed-memory": _StepLog,
-    "megatron-memory": _StepLog,
-    "hf-trainer-memory": _StepLog,
 }

@@ -474,14 +474,12 @@ def test_plain_stamps_match_strptime():
 
 
 def test_streaming_consumers_are_keyed_by_parser_names():
-    """A consumer under a name no parser has is never used: its format's big files are read whole
-    (this once left DeepSpeed, Megatron and HF Trainer logs unstreamed)."""
+    """A consumer under a name no parser has is never used: its format's big files are read whole."""
     from forensics import fastpath_stream
     from forensics import parsers
 
     assert set(fastpath_stream._CONSUMERS) <= set(parsers.BY_NAME)
-    for name in ("nvidia-smi-csv", "kernel-log", "nvrm-xid", "step-markers", "deepspeed-memory",
-                 "megatron-memory", "hf-trainer-memory"):
+    for name in ("nvidia-smi-csv", "kernel-log", "nvrm-xid"):
         assert name in fastpath_stream._CONSUMERS, name
 
 
@@ -733,14 +731,15 @@ _PINNING_PROBE = '''
 import gc, sys
 import polars as pl
 from forensics import fastpath_stream as fs
+from forensics.parsers.steplog import markers, reader
 
 def rss_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
 
 what, own = sys.argv[1], sys.argv[2] == "own"
 if not own:
-    fs._own = lambda df: df
-consumer = {"step": lambda: fs._StepLog(None, None, None), "kernel": lambda: fs._Kernel(None, None, None),
+    fs._own = reader._copied = lambda df: df
+consumer = {"step": lambda: markers.Reader(None, None), "kernel": lambda: fs._Kernel(None, None, None),
             "scanners": lambda: fs._Scanners(set())}[what]()
 feed = consumer.feed
 # one line in 1000 is one the consumer keeps: a memory reading, an OOM kill, a CUDA OOM

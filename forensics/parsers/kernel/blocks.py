@@ -34,6 +34,7 @@ import polars as pl
 
 from forensics.io import lines as fastpath
 from forensics.io.sources import MAX_LINE_CHARS
+from forensics.parsers.steplog import markers as step_markers
 
 # Blocks tested whole: small enough that a hit decodes few lines (a 256 KiB block in ~1.5 ms), big
 # enough that the 256 of a batch make a cheap Series. Also the longest newline-free run accepted (a
@@ -50,9 +51,7 @@ _BLOCK_LITERALS = {
     "09a89e59ff07": ["========="],
     "a0719ffb2774": ["cuda"],    # and "|", tested apart
     "d092d4f40949": ["cuda", "outofmemoryerror", "allocat"],
-    "0a95f7384364": ["allocat", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t", "free gpu",
-                     "free_gpu", "iter", "step", "torch.cuda.", "nvidia-smi", "see_memory_usage]", "] mp: ",
-                     "max_ma", "cpu virtual memory:", "] datetime: ", "*****", "mem_"],
+    "0a95f7384364": list(step_markers.SCAN_BLOCK_LITERALS),
 }
 _PIPE_HINTS = {"a0719ffb2774"}
 # ... and for fastpath_stream._KERNEL_HINT (keyed by its own sha1)
