@@ -16,18 +16,20 @@ from forensics.frames import owned
 from forensics.options import Options
 from forensics.parsers import scanners
 from forensics.parsers.kernel import reader as kernel_reader
+from forensics.parsers.steplog import markers, reader as step_reader
 
 def rss_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
 
 what, own = sys.argv[1], sys.argv[2] == "own"
 if not own:
-    scanners.owned = kernel_reader.owned = lambda df: df
-consumer = {"kernel": lambda: kernel_reader.KernelReader(None, Options()),
+    scanners.owned = kernel_reader.owned = step_reader.owned = lambda df: df
+consumer = {"step": lambda: markers.Reader(None, None), "kernel": lambda: kernel_reader.KernelReader(None, Options()),
             "scanners": lambda: scanners.Scanners(set())}[what]()
 feed = consumer.feed
 # one line in 1000 is one the consumer keeps: a memory reading, an OOM kill, a CUDA OOM
-kept_line = {"kernel": "Oct  1 00:00:00 host kernel: Out of memory: Killed process 4242 (python) total-vm:1kB",
+kept_line = {"step": "2026-10-01 00:00:00,000 INFO train: [step 7] allocated: 20480.6 MB, cached: 24576.6 MB",
+             "kernel": "Oct  1 00:00:00 host kernel: Out of memory: Killed process 4242 (python) total-vm:1kB",
              "scanners": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"}[what]
 filler = "Oct  1 00:00:00 host systemd[1]: Started Session 4 of user root; nothing to see in this line at all"
 base = rss_mb()
@@ -57,7 +59,7 @@ def _pinned_mb(what: str, own: bool) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the RSS from /proc")
-@pytest.mark.parametrize("what", ["kernel", "scanners"])
+@pytest.mark.parametrize("what", ["step", "kernel", "scanners"])
 def test_kept_lines_do_not_hold_their_batches(what):
     """Eight batches of ~35 MB each, one line in 1000 kept: the kept lines are copied out (frames.owned), so
     the batches are freed (a month of step log kept 1 GB of them before). The probe sees the

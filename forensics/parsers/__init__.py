@@ -3,20 +3,22 @@
 - `NAME`: the format name shown to users and written to the JSON summary (`inputs[].format`);
 - `sniff(head: list[str]) -> str | None`: looks at the first lines (decoded, unwrapped) and returns
   the reason it claims the file, or None;
-- `parse(src: Source, opts: Options) -> Parsed`: the whole file into the two fixed schemas.
+- `parse(src: Source, opts: Options) -> Parsed`: the whole file into the two fixed schemas; and, for a
+  format whose files can be big, `Reader(src, opts)` with `feed(batch)` (the file's `line`, `text`
+  rows, batch by batch, in order) and `finish() -> Parsed`. ingest feeds a Reader the lines of a small
+  file as one batch and those of a big one in many; its `parse` is the same reader fed the whole file.
 
 Optionally, for facts that turn up anywhere in free text (a CUDA OOM at the end of a training log,
-an Xid inside a syslog), a module also has:
-
-- `SCAN_HINT`: a regex that a line must match to be worth looking at (a cheap vectorized prefilter);
-- `scan(lines: pl.DataFrame, src: Source, opts: Options) -> Parsed`: events from the given lines.
+an Xid inside a syslog), a module also has `SCAN_HINT` (a regex a line must match to be worth a
+look), the literals every such line holds (`SCAN_PREFILTER`, `SCAN_BLOCK_LITERALS`, see scanners.py)
+and `scan(lines: pl.DataFrame, src, opts) -> Parsed`: events from the given lines.
 
 Sniffing goes from specific to generic: the first module whose `sniff` answers claims the file.
 Adding a format = its module, one entry below, its samples and tests.
 
 Regexes spell a digit `[0-9]`, not `\\d`: polars keeps only the last 32 compiled regexes per thread and
-a job uses ~120, so most are compiled again for every job (some for every file), and Unicode's `\\d`
-(60-odd ranges) makes a compile 2-6x dearer. Plain strings go to polars with `literal=True` (no regex).
+a job uses more, so most are compiled again for every job (some for every file), and Unicode's `\\d`
+(60-odd ranges) is much dearer to compile. Plain strings go to polars with `literal=True` (no regex).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generic step-marker memory lines (forensics/parsers/stepmem.py): real snippets, the spine format,
+"""Generic step-marker memory lines (forensics/parsers/steplog/markers.py, generic.py): real snippets, the spine format,
 the tolerant scanner, and what it must leave alone."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from conftest import REALWORLD, parse_file, realworld
 
 from forensics.options import Options
+from forensics.parsers.steplog import generic
 from forensics.parsers.steplog import markers as stepmem
 from forensics.io.sources import Source
 
@@ -270,7 +271,7 @@ def test_others_are_present():
 def test_not_a_reading(line):
     head = ["# source: test", line]
     assert stepmem.sniff(head) is None
-    assert stepmem.head_readings(head).height == 0
+    assert generic.head_readings(head).height == 0
 
 
 def test_scan_finds_readings_after_a_long_preamble(tmp_path):
@@ -337,12 +338,10 @@ def test_the_training_script_itself_is_not_a_log(tmp_path):
 def test_sniff_rejects_a_head_without_a_reading_line_in_one_query(monkeypatch):
     """A head with memory words but no line that is both a hint and a reading shape cannot give a
     reading: sniff says no without running the extraction (most files that reach it are such)."""
-    from forensics.parsers.steplog import markers as stepmem
-
     def boom(*a, **k):
         raise AssertionError("extraction ran")
 
-    monkeypatch.setattr(stepmem, "extract_generic", boom)
+    monkeypatch.setattr(generic, "extract_generic", boom)
     head = ["INFO starting run, allocated buffers", "step 3 done", '{"reserved": true, "note": "cached"}']
     assert stepmem.sniff(head) is None
     with pytest.raises(AssertionError, match="extraction ran"):
@@ -352,9 +351,6 @@ def test_sniff_rejects_a_head_without_a_reading_line_in_one_query(monkeypatch):
 def test_context_read_from_the_words_each_line_holds():
     """The step, GPU, label, total and clock that a reading takes from its line, each shape once (the
     context regexes run only when some line holds their word: a word test too narrow fails here)."""
-    import polars as pl
-
-    from forensics.parsers.steplog import markers as stepmem
     from forensics.model import Skipped
 
     lines = [
@@ -369,7 +365,7 @@ def test_context_read_from_the_words_each_line_holds():
     got = []
     for n, text in enumerate(lines, start=1):   # each line alone: no other line's word lets its regex run
         df = pl.DataFrame({"line": [n], "text": [text]}, schema={"line": pl.Int64, "text": pl.String})
-        got += stepmem.extract_generic(df, "UTC", Skipped()).select(
+        got += generic.extract_generic(df, "UTC", Skipped()).select(
             "line", pl.col("time").dt.strftime("%H:%M:%S"), "series", "bytes", "total_bytes", "step", "label",
             "gpu").rows()
     MB = 1 << 20

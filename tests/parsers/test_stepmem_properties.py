@@ -1,4 +1,4 @@
-"""Property tests for the step-log extraction (stepmem + the framework modules it drives):
+"""Property tests for the step-log extraction (generic shapes and the framework families together):
 arbitrary lines never raise, and every byte count comes from a number written in its own line."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import polars as pl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from forensics.model import Skipped
 from forensics.options import Options
-from forensics.parsers.steplog import deepspeed
-from forensics.parsers.steplog import hf_trainer
-from forensics.parsers.steplog import megatron
+from forensics.parsers.steplog import deepspeed, generic, hf_trainer, megatron
 from forensics.parsers.steplog import markers as stepmem
+from forensics.parsers.steplog.reader import StepLogReader, extract_all
 
 # fragments of every shape the parsers read, so random lines come close to (and into) real ones
 FRAGMENTS = [
@@ -23,7 +23,7 @@ FRAGMENTS = [
     "torch.cuda.memory_allocated(0) ", "torch.cuda.max_memory_reserved(1) ", "nvidia-smi GPU-1 memory (MB) ",
     "GPU: ", "GPU=", "Free GPU ram: ", "total_memory_available (GB)", "MA ", "Max_MA ", "CA ", "Max_CA ",
     "NV ", "CPU Virtual Memory:  used = ", "see_memory_usage] ", "[INFO] [utils.py:803:see_memory_usage] ",
-    "  train_mem_gpu_alloc_delta  =  ", "***** train metrics *****", "datetime: ", "[before training] ",
+    "  train_mem_gpu_alloc_delta  =  ", "***** train metrics *****", "  train_runtime  =  ", "datetime: ", "[before training] ",
     "2026-11-30 03:04:08,405 ", "[2026-11-30 03:04:08] ", "2026-03-29T02:30:00+01:00 ", "11/30/2026 03:04:08 ",
     "CUDA out of memory", "N/A", "[N/A]", "nan", "inf", "1e400", "-0", "0", "7", "12.5", "1,234.5",
     "99999999999999999999", "3.0e2", "é", "\x00", "\t",
@@ -50,11 +50,10 @@ line_strategy = st.one_of(
     st.text(max_size=80),
 )
 
-# A number as the parsers read one: ASCII digits (stepmem.NUM; parsers/__init__.py says why). Python's \d
+# A number as the parsers read one: ASCII digits (generic.NUM; parsers/__init__.py says why). Python's \d
 # and float() would also read other scripts' digits, "1.\u0661" as 1.1, where the line says 1 and more.
 _NUMBER = re.compile(r"[-+]?[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _FACTORS = [1 << (10 * i) for i in range(6)]
-SRC = SimpleNamespace(path="prop.log")
 
 
 def _frame(lines: list[str]) -> pl.DataFrame:
@@ -84,7 +83,7 @@ def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
         module.sniff(lines)
     # the frame a Source gives never holds "\n" inside a line
     lines = [ln.replace("\n", " ") for ln in lines]
-    parsed = stepmem.extract_all(_frame(lines), SRC, Options(tz="Europe/Berlin"))
+    parsed = extract_all(_frame(lines), "Europe/Berlin")
     for row in parsed.samples.iter_rows(named=True):
         text = lines[row["line"] - 1]
         assert _comes_from_line(row["bytes"], text), (row, text)
@@ -106,7 +105,7 @@ def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
 )
 def test_spine_reading_is_exact(key, num, unit, sep, prefix):
     line = f"{prefix}{key}{sep}{num} {unit}"
-    parsed = stepmem.extract_all(_frame([line]), SRC, Options(tz="UTC"))
+    parsed = extract_all(_frame([line]), "UTC")
     factor = {"MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30, "KB": 1 << 10, "B": 1, "bytes": 1}[unit]
     assert parsed.samples.height == 1, line
     row = parsed.samples.row(0, named=True)
@@ -126,7 +125,7 @@ def test_a_number_that_ends_a_reading_is_read_whole_or_not_at_all():
              "nvidia-smi GPU-1 memory (MB) 1,2345", "torch.cuda.memory_reserved(0) 1,234",
              "nvidia-smi GPU-1 memory (MB) 1494.", "torch.cuda.memory_allocated(0) 318986240, next",
              "nvidia-smi GPU-2 memory (MB) 1,494", "nvidia-smi GPU-0 memory (MB) 77.5"]
-    parsed = stepmem.extract_all(_frame(lines), SRC, Options(tz="UTC"))
+    parsed = extract_all(_frame(lines), "UTC")
     got = dict(zip(parsed.samples["line"].to_list(), parsed.samples["bytes"].to_list()))
     assert got == {5: 1494 << 20, 6: 318986240, 7: 1494 << 20, 8: int(77.5 * (1 << 20))}
 
@@ -136,9 +135,26 @@ def test_a_number_that_ends_a_reading_is_read_whole_or_not_at_all():
 @example(lines=["memory (MB) allocated: 12", "step 3 (in GB) | allocated: 1.5, reserved: 2"])   # header units
 def test_sniffing_finds_the_readings_a_full_extraction_finds(lines):
     """head_readings skips clocks, step markers and labels: the same lines and series all the same."""
-    frame = stepmem._head_frame(lines)
-    full = stepmem.extract_generic(frame, "UTC", stepmem.Skipped())
-    sniffed = stepmem.head_readings(lines)
+    frame = generic.head_frame(lines)
+    full = generic.extract_generic(frame, "UTC", Skipped())
+    sniffed = generic.head_readings(lines)
     assert sniffed.height == full.height
     if full.height:
         assert sniffed.select("line", "series").equals(full.select("line", "series"))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(line_strategy, min_size=1, max_size=16), st.integers(1, 5))
+@example(lines=["MA 1 GB", "the message", "MA 1 GB Max_MA 2 GB CA 3 GB Max_CA 4 GB"], size=2)   # a label across batches
+@example(lines=["***** train metrics *****", "  epoch  =  3.0", "  train_mem_gpu_alloc_delta  =  5MB"], size=1)
+def test_the_reader_keeps_every_line_that_changes_the_result(lines, size):
+    """What the reader keeps of arbitrary lines, fed in batches of `size`, reads as all of them do."""
+    lines = [ln.replace("\n", " ") for ln in lines]
+    frame = _frame(lines)
+    reader = StepLogReader(SimpleNamespace(path="prop.log"), Options(tz="UTC"), notes=lambda parsed: [])
+    for at in range(0, frame.height, size):
+        reader.feed(frame.slice(at, size))
+    got, want = reader.finish(), extract_all(frame, "UTC")
+    assert got.samples.equals(want.samples), (got.samples, want.samples)
+    assert got.events.equals(want.events), (got.events, want.events)
+    assert (got.skipped.counts, got.skipped.examples, got.clock) == (want.skipped.counts, want.skipped.examples, want.clock)

@@ -1,0 +1,418 @@
+"""The generic step-log shapes: memory readings that training scripts print between steps, in any
+free-text log, and the helpers that the framework families (families.py) share.
+
+The spine form is `[<tag>] allocated: <x> MB, cached: <y> MB` (also `reserved`, `max allocated`, any
+order), plain or behind a logging prefix with a clock. Around it, a tolerant scanner reads the other
+shapes people print: `memory (MB) | allocated: 20.4 | ...` (unit in a header), `GPU: 2798.0/11011.5 MiB`
+(torch.cuda.memory_reserved / device total, DeepLabCut), tqdm postfixes refreshed with `\\r`, raw byte
+prints `torch.cuda.memory_allocated(0) 318986240`, `nvidia-smi GPU-1 memory (MB) 1494`,
+`occupied memory: 2.47 GB / reserved: 16.69 GB`, `Free GPU ram: 12800.5` and HF Trainer `on_log` dicts.
+
+Readings need a key *and* a colon/equals sign directly after it, so prose such as the CUDA OOM message
+("8.57 MiB already allocated", "is allocated by PyTorch") and `nvidia-smi -q` rows
+("Reserved        : 336 MiB", several spaces before the colon) are never readings.
+
+Beside the regexes, the literals that every line they match holds: the prefilters (reader.PREFILTER,
+markers.SCAN_*) are built from them, and tests/parsers/test_steplog_prefilters.py holds them to it.
+"""
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from forensics import clock
+from forensics.model import Parsed, Skipped
+from forensics.units import bytes_expr
+from forensics.frames import rows_where
+
+# -- shared pieces --------------------------------------------------------------------------------
+
+NUM = r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+UNIT = r"(?:[KMGTP]i?B|[kmgtp]i?b|[Bb]ytes|B)"
+
+# A clock at the start of a line: python logging `2026-11-30 03:04:08,405`, `[2026-11-30 03:04:08]`,
+# ISO with T and an optional zone; and the `%m/%d/%Y %H:%M:%S` that the HF example scripts configure.
+TS_ISO = (r"^\s*\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?"
+          r"(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b|[ ]UTC\b)?\]?")
+TS_US = r"^\s*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?"
+_LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
+
+# A step taken from the text in front of a reading (its tag) or from a marker line of its own.
+_STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
+                r"|\b([0-9]+)\s+iterations?\b)")
+_STEP_WORD = r"(?:global[ _]step|step|iteration|iter)"
+STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
+_GPU_IN_TAG = (r"(?i:\[rank\s*([0-9]+)\]|\brank[ \t]*[:=#]?[ \t]*([0-9]+)\b|\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b"
+               r"|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)")
+
+# -- reading shapes -------------------------------------------------------------------------------
+
+_KEY = r"(?i:(?:max[ _]?)?(?:memory[ _])?(?:allocated|reserved|cached)|occupied(?:[ _]memory)?)"
+# key, optional "(GB)" after the key (HF dicts), at most one blank, ':' or '=', number, optional
+# "/total", optional unit
+KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*(?P<num>{NUM})"
+      rf"(?:[ \t]*/[ \t]*(?P<total>{NUM}))?(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# The end of a number that ends a reading: `\b` alone would let the regex back off into a shorter
+# number ("12" of "12.5x", "1" of "1,234"); polars' regex engine has no lookahead, so the character
+# after the number is matched (never part of a group)
+_NUM_END = r"(?:$|[^\w.,]|[.,](?:$|[^0-9]))"
+# DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix
+GPU_USED_TOTAL = (rf"(?i:\bgpu)[ \t]*[:=][ \t]*(?P<num>{NUM})[ \t]*/[ \t]*(?P<total>{NUM})[ \t]*"
+                  rf"(?P<unit>{UNIT})\b")
+TORCH_RAW = (r"torch\.cuda\.(?P<max>max_)?memory_(?P<kind>allocated|reserved|cached)\((?P<dev>[^)]*)\)"
+             r"[ \t]*[:=]?[ \t]*(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)" + _NUM_END)
+NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>[0-9]+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
+               rf"(?P<num>{NUM})" + _NUM_END)
+FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\))?[ \t]*[:=][ \t]*"
+        rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
+TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
+         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# `step 12 | loss 0.05 | mem_alloc 1.25 GB | mem_reserved 1.69 GB`: the short `mem_` keys people
+# print, with or without ':'/'=', and always a unit (which keeps prose out)
+MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?[ \t]*(?P<num>{NUM})[ \t]*"
+            rf"(?P<unit>{UNIT})\b")
+_HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
+# a piece's header unit (`memory (MB)`): the unit of its readings that carry none
+_PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit")
+
+
+def unnamed(rx: str) -> str:
+    """The same regex without group names, so several can share one alternation."""
+    return re.sub(r"\(\?P<\w+>", "(?:", rx)
+
+
+ANY_READING = "|".join(unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE, MEM_ABBR))
+# Lines that are another parser's business even though they mention allocated/reserved memory.
+NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memory summary)"
+            r"|(?i:\bpages reserved\b)")
+
+# -- what the prefilters are built from -----------------------------------------------------------
+
+# Every line that a reading shape matches holds one of READING_WORDS in any case (KV's keys,
+# GPU_USED_TOTAL, FREE, MEM_ABBR) or one of READING_LITERALS as written (TORCH_RAW, NVSMI_PRINT);
+# lowercased, one of READING_BLOCK_LITERALS (the kernel fast path tests whole blocks that way).
+READING_WORDS = r"allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|mem_"
+READING_LITERALS = r"torch\.cuda\.|nvidia-smi"
+READING_BLOCK_LITERALS = ("allocated", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t",
+                          "free gpu", "free_gpu", "mem_", "torch.cuda.", "nvidia-smi")
+# A step marker of GENERIC_HINT holds one of these words (in any case; lowercased: "iter" or "step").
+STEP_WORDS = r"\b(?:iter|iteration|step)\b"
+STEP_BLOCK_LITERALS = ("iter", "step")
+# A STEP_MARKER line up to its word: the clocks that strip_line_time removes, one after the other.
+MARKER_PREFILTER = (rf"^(?:{unnamed(TS_ISO)})?(?:{unnamed(TS_US).removeprefix('^')})?\W*"
+                    rf"(?i:{_STEP_WORD})")
+
+# Generic part of the scan hint: a reading, or a step marker line that gives readings a step.
+GENERIC_HINT = ANY_READING + r"|(?i:" + STEP_WORDS + r"\s*[:=#]?\s*[0-9])"
+
+_SERIES_OF_KEY = {
+    "allocated": "allocated", "reserved": "reserved", "cached": "reserved", "occupied": "allocated",
+    "max allocated": "max_allocated", "max reserved": "max_reserved", "max cached": "max_reserved",
+}
+
+
+# -- time -----------------------------------------------------------------------------------------
+
+def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFrame:
+    """Add `time` (UTC) and `zoned` (the clock carried its own zone) from a clock at the line start.
+    Naive clocks are local time in `zone` (Options.tz_for of the file)."""
+    if df.height == 0:
+        return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
+                               pl.lit(None, dtype=pl.Boolean).alias("zoned"))
+    iso = pl.col(text).str.extract_groups(TS_ISO)
+    if has_us_clock(df[text]):
+        us = pl.col(text).str.extract_groups(TS_US)
+        us_naive = (us.struct.field("year") + "-" + us.struct.field("mon") + "-" + us.struct.field("day") + " "
+                    + us.struct.field("hms") + "." + us.struct.field("frac").fill_null("0"))
+    else:   # (TS_US needs a '/': without one no line has that clock, and its regex is not run)
+        us_naive = pl.lit(None, dtype=pl.String)
+    df = df.with_columns(
+        iso.struct.field("date").alias("_d"), iso.struct.field("hms").alias("_t"),
+        iso.struct.field("frac").fill_null("0").alias("_f"),
+        iso.struct.field("zone").str.strip_chars().str.replace("UTC", "Z", literal=True).alias("_z"),
+        us_naive.alias("_us"),
+    )
+    naive = pl.coalesce(
+        (pl.col("_d") + " " + pl.col("_t") + "." + pl.col("_f")),
+        pl.col("_us"),
+    ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    time = clock.localize(naive, zone)
+    if df["_z"].null_count() < df.height:   # (most logs carry no zone: the offset parser's regexes are not run)
+        zoned = clock.parse_offset_datetime(pl.col("_d") + "T" + pl.col("_t") + "." + pl.col("_f") + pl.col("_z"))
+        time = pl.when(pl.col("_z").is_not_null()).then(zoned).otherwise(time)
+    df = df.with_columns(time.alias("time"))
+    return df.with_columns(
+        pl.when(pl.col("time").is_not_null()).then(pl.col("_z").is_not_null()).alias("zoned"),
+    ).drop("_d", "_t", "_f", "_z", "_us")
+
+
+def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
+    """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock)."""
+    text = text.str.replace(TS_ISO, "")
+    return text.str.replace(TS_US, "") if us else text
+
+
+def has_us_clock(text: pl.Series) -> bool:
+    """Whether a line may start with the `%m/%d/%Y` clock (TS_US): it needs a '/'."""
+    return bool(text.str.contains("/", literal=True).any())
+
+
+def clock_of(*frames: pl.DataFrame) -> str:
+    """Parsed.clock from the `zoned` flags of the rows: wall (all clocks zoned), wall-assumed, none."""
+    flags = [f["zoned"].drop_nulls() for f in frames if f is not None and "zoned" in f.columns]
+    flags = [s for s in flags if s.len()]
+    if not flags:
+        return "none"
+    allz = pl.concat(flags)
+    return "wall" if bool(allz.all()) else "wall-assumed"
+
+
+def json_detail(*exprs: pl.Expr) -> pl.Expr:
+    """A JSON object string from the given (aliased) expressions; nulls are dropped by the reader."""
+    return pl.struct(*exprs).struct.json_encode()
+
+
+# -- generic readings -----------------------------------------------------------------------------
+
+def _pieces(df: pl.DataFrame) -> pl.DataFrame:
+    """One row per reading context: tqdm refreshes (`\\r`) and ranks glued on one line
+    (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
+    body = strip_line_time(pl.col("text"), has_us_clock(df["text"])).str.replace_all("\r", "\n", literal=True)
+    if df["text"].str.contains("[Rank ", literal=True).any():   # (else no regex to compile)
+        body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
+    split = body.str.split("\n")
+    return (df.with_columns(split.alias("piece_text"))
+            .explode("piece_text")
+            .with_columns(_run_index("line").alias("piece")))
+
+
+def _run_index(*keys: str) -> pl.Expr:
+    """`int_range(pl.len()).over(keys)` for rows whose groups are runs of neighbours (the rows one
+    row became by explode): the same numbers without a group-by (2x faster on a month of readings)."""
+    i = pl.int_range(pl.len(), dtype=pl.Int64)
+    new = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys])
+    return i - pl.when(new).then(i).forward_fill()
+
+
+def _series_of_key(key: str) -> str | None:
+    """`Max_Memory_Allocated` -> max_allocated. In Python: a handful of spellings, and each polars
+    regex is compiled again once 32 others have been used since (its per-thread cache)."""
+    k = key.lower().replace("_", " ").replace("memory ", "", 1)
+    k = re.sub(r" memory$", "", re.sub(r"^max(\S)", r"max \1", k, count=1), count=1)
+    return _SERIES_OF_KEY.get(k)
+
+
+def _pieces_hold(pieces: pl.DataFrame, words: dict[str, list[str]]) -> dict[str, bool]:
+    """For each name: whether some piece holds one of its words, in any case (one query). A word stands
+    for a (?i) regex only if it has no k or s, which (?i) also matches outside ASCII (K, ſ)."""
+    t = pl.col("piece_text")
+    return dict(zip(words, pieces.select(
+        t.str.contains_any(w, ascii_case_insensitive=True).any().alias(name) for name, w in words.items()).row(0)))
+
+
+def _all_matches(pieces: pl.DataFrame, rx: str) -> pl.DataFrame:
+    """Every match of `rx` in each piece, one row each: line, piece and the named groups."""
+    return (pieces.select("line", "piece", pl.col("piece_text").str.extract_all(rx).alias("m"))
+            .explode("m").drop_nulls("m")
+            .with_columns(pl.col("m").str.extract_groups(rx).alias("g")).unnest("g"))
+
+
+def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
+    """All readings in the pieces: line, piece, k, series, num, total, unit, gpu_arg."""
+    t = pl.col("piece_text")
+    parts = []
+    kv = _all_matches(pieces, KV)
+    if kv.height:
+        # the series of each distinct key spelling (few), not of every reading
+        series_of = {k: _series_of_key(k) for k in kv["key"].unique().drop_nulls().to_list()}
+        parts.append(kv.select(
+            "line", "piece", _run_index("line", "piece").alias("k"),
+            pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
+            "num", "total", pl.coalesce("unit", "punit").alias("unit"),
+            pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
+        ))
+
+    # a shape whose word no piece holds is skipped, its regex not even compiled
+    present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free", "mem_")})
+    if present["mem_"]:
+        ab = _all_matches(pieces.filter(t.str.contains(MEM_ABBR)), MEM_ABBR)
+        if ab.height:
+            key = pl.col("key").str.to_lowercase()
+            parts.append(ab.select(
+                "line", "piece", (200 + _run_index("line", "piece")).alias("k"),
+                pl.when(key.str.contains("alloc")).then(pl.lit("allocated")).otherwise(pl.lit("reserved")).alias("series"),
+                "num", pl.lit(None, dtype=pl.String).alias("total"), "unit",
+                pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
+            ))
+
+    def single(rx: str, word: str, k: int, series: pl.Expr, unit: pl.Expr, gpu: pl.Expr | None,
+               default_unit: str | None, total: bool = False) -> None:
+        if not present[word]:
+            return
+        hit = pieces.filter(t.str.contains(rx))
+        if not hit.height:
+            return
+        g = hit.select("line", "piece", t.str.extract_groups(rx).alias("g")).unnest("g")
+        parts.append(g.select(
+            "line", "piece", pl.lit(k, dtype=pl.Int64).alias("k"), series.alias("series"), "num",
+            (pl.col("total") if total else pl.lit(None, dtype=pl.String)).alias("total"), unit.alias("unit"),
+            (gpu if gpu is not None else pl.lit(None, dtype=pl.String)).alias("gpu_arg"),
+            pl.lit(default_unit, dtype=pl.String).alias("default_unit"),
+        ))
+
+    single(GPU_USED_TOTAL, "gpu", 100, pl.lit("reserved"), pl.col("unit"), None, None, total=True)
+    single(TORCH_RAW, "torch.cuda.", 101,
+           pl.when(pl.col("max").is_not_null()).then(pl.lit("max_")).otherwise(pl.lit(""))
+           + pl.col("kind").replace({"cached": "reserved"}),
+           pl.lit("B"), pl.col("dev").str.extract(r"([0-9]+)"), None)
+    single(NVSMI_PRINT, "nvidia-smi", 102, pl.lit("memory.used"), pl.col("punit"), pl.col("dev"), None)
+    # the one known producer computes MiB (available_cuda_memory_in_mbytes, MinkowskiEngine#359)
+    single(FREE, "free", 103, pl.lit("free"), pl.coalesce("unit", "punit"), None, "MiB")
+    if not parts:
+        return pl.DataFrame(schema={"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "series": pl.String,
+                                    "num": pl.String, "total": pl.String, "unit": pl.String,
+                                    "gpu_arg": pl.String, "default_unit": pl.String})
+    return pl.concat([p.with_columns(pl.col("piece").cast(pl.Int64), pl.col("k").cast(pl.Int64)) for p in parts],
+                     how="vertical_relaxed")
+
+
+def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
+    """Per piece: label (the tag), step and gpu read from the text in front of the first reading,
+    a header unit such as `memory (MB)`, and a `total_memory` figure."""
+    t = pl.col("piece_text")
+    # the words the regexes below need: a regex whose word no piece holds is not run (nor compiled)
+    has = _pieces_hold(pieces, {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"],
+                                "gpu": ["ran", "cuda", "gpu", "dev"], "total": ["total"], "(": ["("],
+                                "[Rank": ["[Rank"]})
+    null = pl.lit(None, dtype=pl.String)
+    # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
+    staged = pieces.with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
+    pre = pl.col("_pre")
+    staged = staged.with_columns(
+        (pre.str.replace(r"^\s*\[Rank [0-9]+\]", "") if has["[Rank"] else pre).str.strip_chars(" \t|:,;-=>")
+        .alias("_clean"),
+        pre.str.extract(r"\[([^\[\]]+)\][\s|:\-]*$").alias("_tag"),
+        (t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})") if has["epoch"] else null).alias("_epoch"),
+    )
+    pre_clean, tag, epoch = pl.col("_clean"), pl.col("_tag"), pl.col("_epoch")
+    label = (pl.when(tag.is_not_null()).then(tag.str.strip_chars())
+             .when((pre_clean.str.len_chars() > 0) & (pre_clean.str.len_chars() <= 60)
+                   & ~pre_clean.str.starts_with("{"))
+             .then(pre_clean)
+             .when(epoch.is_not_null()).then(pl.lit("epoch ") + epoch)
+             .otherwise(pl.lit(None, dtype=pl.String)))
+    step_m = pre.str.extract_groups(_STEP_IN_TAG) if has["step"] else None
+    dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b") if has["dict_step"] else null
+    gpu_m = pre.str.extract_groups(_GPU_IN_TAG) if has["gpu"] else None
+    total = t.str.extract_groups(TOTAL) if has["total"] else None
+    return staged.select(
+        "line", "piece", "time", "zoned", "marker_step",
+        label.alias("label"),
+        (pl.coalesce(step_m.struct.field("1"), step_m.struct.field("2"), dict_step) if step_m is not None
+         else dict_step).cast(pl.Int64, strict=False).alias("tag_step"),
+        (pl.coalesce(*[gpu_m.struct.field(str(i)) for i in range(1, 6)]) if gpu_m is not None else null).alias("tag_gpu"),
+        _PIECE_HEADER_UNIT if has["("] else null.alias("header_unit"),
+        (bytes_expr(total.struct.field("num"), pl.coalesce(total.struct.field("unit"), total.struct.field("punit")))
+         if total is not None else pl.lit(None, dtype=pl.Int64)).alias("piece_total"),
+    )
+
+
+def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = False) -> pl.DataFrame:
+    """Readings of the free-text shapes from `df` (line, text). Returns sample rows with the
+    working columns line, piece, k, zoned. `series_only` (for sniffing): only `line` and `series` of
+    the same rows, without what does not decide them (clocks, step markers, labels, totals)."""
+    has_reading = pl.col("text").str.contains(ANY_READING)
+    # ANY_READING is part of GENERIC_HINT: without step markers, a line with a reading is all it takes
+    # (and GENERIC_HINT, ~1.7 ms to compile, is not compiled for sniffing)
+    hint = rows_where(df, (has_reading if series_only else pl.col("text").str.contains(GENERIC_HINT))
+                      & ~pl.col("text").str.contains(NOT_OURS))
+    if not hint.height:
+        return pl.DataFrame()
+    hint = hint.sort("line")
+    if not series_only:
+        hint = with_line_time(hint, zone)
+        body = strip_line_time(pl.col("text"), has_us_clock(hint["text"]))
+        # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
+        hint = hint.with_columns(
+            pl.when(~has_reading).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
+            .alias("marker_step"))
+        hint = hint.with_columns(pl.col("marker_step").forward_fill())
+    pieces = _pieces(rows_where(hint, has_reading))
+    if not pieces.height:
+        return pl.DataFrame()
+    readings = _readings(pieces)
+    if not readings.height:
+        return pl.DataFrame()
+    # a header unit (`memory (MB)`) is the only context that decides whether a reading counts
+    ctx = pieces.select("line", "piece", _PIECE_HEADER_UNIT) if series_only else _piece_context(pieces)
+    r = readings.join(ctx, on=["line", "piece"], how="left")
+    unit = pl.coalesce("unit", "header_unit", "default_unit")
+    r = r.with_columns(
+        unit.alias("unit"),
+        bytes_expr(pl.col("num"), unit).alias("bytes"),
+        bytes_expr(pl.col("total"), unit).alias("total_bytes"),
+    )
+    series, unit, value = pl.col("series"), pl.col("unit"), pl.col("bytes")
+    checks = {  # in the order they are counted
+        "memory value without a unit": series.is_not_null() & unit.is_null(),
+        "memory value out of range": series.is_not_null() & unit.is_not_null() & value.is_null(),
+        "negative memory value": value < 0,
+        "unknown memory key": series.is_null(),
+    }
+    # one query says which checks any reading fails (usually none); only those are looked up
+    failed = r.select(c.fill_null(False).any().alias(why) for why, c in checks.items()).row(0, named=True)
+    for why, check in checks.items():
+        if failed[why]:
+            skipped.add_lines(why, rows_where(r, check)["line"].unique(maintain_order=True))
+    good = rows_where(r, series.is_not_null() & (value >= 0)) if any(failed.values()) else r
+    if series_only:
+        return good.select("line", "series")
+    return good.select(
+        "line", "piece", "k", "time", "zoned", "series", "bytes",
+        pl.coalesce("total_bytes", "piece_total").alias("total_bytes"),
+        pl.coalesce("tag_step", "marker_step").alias("step"),
+        "label",
+        pl.coalesce("gpu_arg", "tag_gpu").alias("gpu"),
+    )
+
+
+# -- sniffing and notes -----------------------------------------------------------------------------
+
+def head_frame(head: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"text": head}, schema={"text": pl.String}).with_row_index("line", offset=1).with_columns(
+        pl.col("line").cast(pl.Int64))
+
+
+def head_readings(head: list[str]) -> pl.DataFrame:
+    """Generic readings in the first lines (for sniffing)."""
+    skipped = Skipped()
+    try:
+        return extract_generic(head_frame(head), "UTC", skipped, series_only=True)
+    except pl.exceptions.PolarsError:
+        return pl.DataFrame()
+
+
+# A job folder often holds the training script itself, whose docstrings and f-strings show the very
+# lines it prints: source code is not a log.
+_SOURCE_CODE = re.compile(r"^(?:import [\w.]+|from [\w.]+ import |def \w+\(|class \w+[:(]|#include\s*[<\"]"
+                          r"|#!/usr/bin/env python)")
+
+
+def looks_like_source_code(head: list[str]) -> bool:
+    return sum(1 for ln in head if _SOURCE_CODE.match(ln)) >= 2
+
+
+def notes(parsed: Parsed, units: bool = True) -> list[str]:
+    """What a reader of the report should know about these readings."""
+    out = []
+    s = rows_where(parsed.samples, ~pl.col("series").str.starts_with("hf."))
+    if not s.height:
+        return out
+    if s["step"].is_null().all() and s["time"].is_null().all():
+        out.append("memory readings carry neither a step nor a clock: they are ordered by their place in the file")
+    if units and s["series"].is_in(["allocated", "reserved", "max_allocated", "max_reserved", "free"]).any():
+        out.append("MB/GB in printed memory lines are read as MiB/GiB")
+    if (s["series"] == "free").any():
+        out.append("'Free GPU ram' without a unit is read as MiB; free memory falling is usage growing")
+    return out

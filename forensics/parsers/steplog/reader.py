@@ -1,0 +1,144 @@
+"""The one reader of the step-log formats: lines come in batches (a small file is one batch, a big one
+many), only the lines that the families look at are kept, and at the end they are read together.
+
+A step log is mostly lines that no family reads (losses, learning rates, progress bars). What can
+change the result is kept: every line that an extractor reads (families.FAMILY_LINES), every memory
+reading (generic.ANY_READING), the line before each DeepSpeed line (its label), and of the step-marker
+lines the last one before each reading (the only one a reading takes its step from). A step-marker
+line followed by another before any reading is dropped, as is a line that only looks like a marker.
+PREFILTER, built from the literals the modules declare beside their regexes, leaves the lines that can
+be any of those before the exact regexes run.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import polars as pl
+
+from forensics.frames import owned, rows_where
+from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
+from forensics.parsers.steplog import families, generic
+
+# Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
+PREFILTER = "|".join([f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS, families.FAMILY_LITERALS,
+                      generic.MARKER_PREFILTER])
+
+
+class StepLogReader:
+    """feed(batch) any number of times (batches of `line` Int64, `text` String, in file order), then
+    finish() -> Parsed: the same result as reading all the lines at once. `notes(parsed)` are the
+    notes of the format that the reader reads for."""
+
+    def __init__(self, src, opts, notes: Callable[[Parsed], list[str]] = generic.notes):
+        self.src, self.opts, self.notes = src, opts, notes
+        self._kept: list[pl.DataFrame] = []
+        # the last step marker seen, while no reading has come after it (it may be in the next batch)
+        self._last_marker: pl.DataFrame | None = None
+        # the last line of the previous batch: the line before a DeepSpeed line that starts this one
+        self._prev_tail: pl.DataFrame | None = None
+
+    def feed(self, batch: pl.DataFrame, raw=None) -> None:
+        """`raw` (the batch's bytes, where a driver has them) is not needed."""
+        t = pl.col("text")
+        cand = rows_where(batch, t.str.contains(PREFILTER))
+        marks = cand.select(
+            "line", "text",
+            t.str.contains(families.FAMILY_LINES).alias("fam"),
+            (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen"))
+        marks = rows_where(marks, pl.col("fam") | pl.col("gen"))
+        if marks.height:
+            self._keep(batch, marks)
+        self._prev_tail = owned(batch.tail(1).select("line", "text"))
+
+    def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
+        t = pl.col("text")
+        marks = marks.with_columns(t.str.contains(generic.ANY_READING).alias("reading"))
+        # a line of the generic hint that neither a family nor a reading uses matters only as a step
+        # marker, and only if it gives a step
+        pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
+        marks = marks.with_columns(
+            pl.when(pure).then(generic.strip_line_time(t).str.extract(generic.STEP_MARKER)
+                               .cast(pl.Int64, strict=False).is_not_null())
+            .otherwise(False).alias("marker"))
+        rel = rows_where(marks, ~pure | pl.col("marker")).select("line", "text", "marker", "fam")
+        if self._last_marker is not None:
+            rel = pl.concat([self._last_marker, rel])
+        # a marker counts if the next line that matters is not another marker; the last one waits
+        is_last_of_run = ~pl.col("marker").shift(-1).fill_null(True)
+        self._kept.append(owned(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text")))
+        self._last_marker = owned(rel.tail(1)) if rel.height and rel["marker"][-1] else None
+        # the line before each DeepSpeed line (its label, for the copies that print it on a line of its own)
+        ds = rows_where(rel, pl.col("fam") & pl.col("text").str.contains(families.DEEPSPEED_LINES))["line"]
+        if ds.len():
+            before = rows_where(batch, pl.col("line").is_in((ds - 1).implode())).select("line", "text")
+            tail = self._prev_tail
+            if tail is not None and tail.height and int(ds[0]) - 1 == int(tail["line"][0]):
+                before = pl.concat([tail, before])
+            self._kept.append(owned(before))
+
+    def finish(self) -> Parsed:
+        kept = [k for k in self._kept if k.height]
+        frame = (pl.concat(kept).unique("line").sort("line") if kept
+                 else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
+        parsed = extract_all(frame, self.opts.tz_for(self.src.path))
+        parsed.notes.extend(self.notes(parsed))
+        return parsed
+
+
+def read_whole(reader: StepLogReader, src) -> Parsed:
+    """A source's lines as one batch: what the entry modules' parse does."""
+    reader.feed(src.frame())
+    return reader.finish()
+
+
+# -- all families together ------------------------------------------------------------------------
+
+_WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"),
+         "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
+         "step": pl.Int64, "label": pl.String, "gpu": pl.String}
+
+
+def _work(df: pl.DataFrame) -> pl.DataFrame:
+    if df is None or df.height == 0:
+        return pl.DataFrame(schema=_WORK)
+    return df.select([pl.col(c).cast(t, strict=False) if c in df.columns else pl.lit(None, dtype=t).alias(c)
+                      for c, t in _WORK.items()])
+
+
+def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
+    """Every step-log memory reading and marker in `frame` (line, text): DeepSpeed, Megatron and
+    HF Trainer lines first, then the generic shapes on the lines those did not use. A DeepSpeed, Megatron
+    or HF Trainer log often carries the other families' lines too, so whichever module claims a file
+    reads all of them (and `scan` finds them in files that another parser claimed or nobody did)."""
+    skipped = Skipped()
+    frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
+
+    ds = families.extract_deepspeed(frame, zone)
+    hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
+    mg_events, iteration_times = families.extract_megatron(frame, zone)
+    used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
+    rest = frame.join(used, on="line", how="anti") if used.height else frame
+    gen = generic.extract_generic(rest, zone, skipped)
+
+    ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
+    s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
+    if s.height and iteration_times.height:
+        # Megatron prints the iteration line (with its clock) right after the memory report of
+        # the same iteration: that clock is the readings' time
+        s = s.sort("line")
+        s = (s.join_asof(iteration_times.sort("line").rename({"line": "it_line", "time": "it_time",
+                                                                "zoned": "it_zoned"}),
+                         left_on="line", right_on="it_line", by="step", strategy="forward",
+                         check_sortedness=False)  # both sorted by line above
+             .with_columns(pl.coalesce("time", "it_time").alias("time"),
+                           pl.coalesce("zoned", "it_zoned").alias("zoned"))
+             .drop("it_line", "it_time", "it_zoned"))
+    s = s.sort("line", "piece", "k")
+    s = s.with_columns((pl.struct("line", "piece").rank("dense") - 1).cast(pl.Int64).alias("seq"))
+    events = [e for e in (hf_events, mg_events) if e.height]
+    return Parsed(
+        samples=samples_frame(s) if s.height else empty_samples(),
+        events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
+        skipped=skipped,
+        clock=generic.clock_of(s, *events),
+    )

@@ -1,0 +1,131 @@
+"""The step-log reader (forensics/parsers/steplog/reader.py): lines fed in batches of 1, 7 or all at once
+give the same Parsed, the same as extracting from every line, for each of the four step-log formats."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from conftest import REALWORLD
+from forensics import parsers
+from forensics.errors import InputError
+from forensics.io import lines as io_lines
+from forensics.io.sources import Source
+from forensics.options import Options
+from forensics.parsers.steplog import deepspeed, hf_trainer, markers, megatron
+from forensics.parsers.steplog.reader import extract_all
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = {m.NAME: m for m in (markers, deepspeed, megatron, hf_trainer)}
+OPTS = Options(tz="Europe/Berlin")
+
+
+def _samples_by_format() -> dict[str, list[Path]]:
+    files = [f for d in (REALWORLD, ROOT / "sample_logs", ROOT / "tests" / "corpus") for f in sorted(d.rglob("*"))
+             if f.is_file() and f.suffix not in (".md", ".json")]
+    out: dict[str, list[Path]] = {name: [] for name in MODULES}
+    for f in files:
+        try:
+            module, _ = parsers.claim(Source.open(f).head())
+        except InputError:
+            continue
+        if module is not None and module.NAME in out:
+            out[module.NAME].append(f)
+    return out
+
+
+SAMPLES = _samples_by_format()
+
+
+def _read(module, src, frame: pl.DataFrame, size: int):
+    reader = module.Reader(src, OPTS)
+    for at in range(0, frame.height, size):
+        reader.feed(frame.slice(at, size))
+    return reader.finish()
+
+
+def assert_same_parsed(got, want) -> None:
+    assert_frame_equal(got.samples, want.samples)
+    assert_frame_equal(got.events, want.events)
+    assert (got.skipped.counts, got.skipped.examples, got.notes, got.meta, got.clock) == \
+        (want.skipped.counts, want.skipped.examples, want.notes, want.meta, want.clock)
+
+
+def test_every_format_has_samples():
+    for name, files in SAMPLES.items():
+        assert files, name
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_batches_of_1_7_or_all_lines_give_the_same_parsed(name, data):
+    """An excerpt of one of the format's samples (its own line numbers), read in batches of 1, 7 and
+    all lines: one result, and the one that extracting from every line of the excerpt gives."""
+    module = MODULES[name]
+    path = data.draw(st.sampled_from(SAMPLES[name]), label="sample")
+    src = Source.open(path)
+    frame = src.frame()
+    start = data.draw(st.integers(0, max(frame.height - 1, 0)), label="start")
+    frame = frame.slice(start, data.draw(st.integers(1, frame.height), label="length"))
+    whole = _read(module, src, frame, max(frame.height, 1))
+    for size in (1, 7):
+        assert_same_parsed(_read(module, src, frame, size), whole)
+    every_line = extract_all(frame, OPTS.tz_for(src.path))
+    every_line.notes.extend(module.notes(every_line))
+    assert_same_parsed(whole, every_line)
+
+
+# A big step log of the shapes people print (its own step markers, readings, lines nobody reads, the
+# other shapes and lines another parser reads), with every recorded family's lines in the middle.
+_SHAPES = [
+    "2026-10-01 10:00:00,123 INFO train: step {i} | loss 2.31 | lr 3.0e-04",
+    "2026-10-01 10:00:00,123 INFO train: [step {i}] allocated: {m}.5 MB, cached: {m}0 MB",
+    "Iter {i} Time 0.575",
+    "global_step {i}",
+    "  STEP: {i}",
+    "[2026-10-01 10:00:01] step {i}",
+    "10/01/2026 10:00:02 - iteration {i}",
+    "10/01/2026 10:00:02 Step={i}",
+    "memory (MB) | allocated: {m}.4 | max allocated: {m}9.1 | reserved: {m}00 | max reserved: {m}00",
+    "Epoch 1: 10%|#  | {i}/1000 [00:10<01:30, GPU: 2798.0/11011.5 MiB]",
+    "torch.cuda.memory_allocated(0) 3189{i}",
+    "nvidia-smi GPU-1 memory (MB) 1494",
+    "occupied memory: 2.47 GB / reserved: 16.69 GB",
+    "Free GPU ram: 12800.5",
+    "{{'loss': 1.2, 'step': {i}, 'gpu_mem_allocated_GB': 3.1}}",
+    "| Allocated memory |  1024 MB | 2048 MB |",
+    "step {i} | data 0.1s | fwd 0.2s",
+    "Step {i}/100 pages reserved: 5",
+    "MEM_ALLOC {m} MB",
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
+    """The batches a driver gives (io.lines.cleaned_batches of a few KB): what parse gives."""
+    rng = random.Random(seed)
+    lines = [rng.choice(_SHAPES).format(i=i, m=rng.randint(100, 999)) for i in range(3000)]
+    for f in sorted(REALWORLD.rglob("stepmem_*.txt")) + sorted(REALWORLD.rglob("deepspeed_*.txt")):
+        at = rng.randint(100, len(lines))
+        lines[at:at] = f.read_text(errors="replace").splitlines()[:200]
+    path = tmp_path / "train.log"
+    path.write_text("2026-10-01 10:00:00,000 INFO train: [step 0] allocated: 10 MB, cached: 20 MB\n"
+                    + "\n".join(lines) + "\n")
+    src = Source.open(path)
+    module, _ = parsers.claim(src.head())
+    want = module.parse(src, OPTS)
+    assert want.samples.height > 1000 and want.events.height > 0
+    src = Source.open(path)
+    reader = module.Reader(src, OPTS)
+    n = 0
+    for batch in io_lines.cleaned_batches(src, 4096):
+        reader.feed(batch)
+        n += 1
+    assert n > 20
+    assert_same_parsed(reader.finish(), want)
