@@ -5,7 +5,6 @@ Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or ab
 """
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime, timezone
 from enum import Enum
