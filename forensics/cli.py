@@ -319,6 +319,87 @@ def timeline(
         say.info(f"wrote {p}")
 
 
+@app.command(epilog=_examples(
+    "gpu-forensics compare job-1234/ job-1240/ -o compare.html --md -",
+    "gpu-forensics compare before/ after/ -o '' --json - --fail-on leak   # a CI gate on the fixed run",
+) + "\n\nOutcome (JSON `outcome`): fixed, regressed, still_leaking or no_leak. Exit codes: 0 done, and no "
+    "finding of AFTER at or above --fail-on; 1 findings of AFTER at or above --fail-on; 2 usage error, or nothing "
+    "could be read on one side.")
+def compare(
+    before: Annotated[str, typer.Argument(help="The run with the problem: a log folder or file.")],
+    after: Annotated[str, typer.Argument(help="The run with the fix: a log folder or file.")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="HTML file, or - for stdout ('' for none).")] = "compare.html",
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the JSON (both summaries and the outcome) to FILE, or - for stdout.")] = None,
+    md_out: Annotated[Optional[str], typer.Option("--md", help="Write the Markdown summary to FILE, or - for stdout.")] = None,
+    tz: TzOption = None,
+    boot_time: BootTimeOption = None,
+    year: YearOption = None,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the AFTER run's findings reach this level.")] = FailOn.never,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Compare a run before a fix with one after it: fixed, regressed, still leaking, or no leak."""
+    from forensics import compare as cmp
+    from forensics import report as rep
+
+    say.set(quiet, verbose)
+    opts = build_options(tz, year, boot_time, None)
+    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
+    sides = []
+    for name, path in (("before", before), ("after", after)):
+        side = cmp.analyze(name, [path], opts, stage=say.stage)
+        _print_problems(side.bundle)
+        if not any(i.format for i in side.bundle.inputs):
+            err.print(f"{path}: nothing to analyze in the {name.upper()} run, no file was recognized, pass the job's "
+                      "log folder or files; `gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
+            raise typer.Exit(EXIT_USAGE)
+        check_tz_patterns(opts, side.bundle)
+        sides.append(side)
+    doc, extra = cmp.build(*sides)
+    renders = {"-o": cmp.render_html, "--md": cmp.render_markdown,
+               "--json": lambda d, _e: rep.summary_text(d)}
+    for flag, t in outs.items():
+        write_text(t, renders[flag](doc, extra))
+        if flag == "-o" and t.path is not None:
+            say.info(f"compare: {output}")
+    from rich.markup import escape
+
+    say.info(f"outcome: [bold]{doc['outcome']}[/bold] — {escape(doc['outcome_reason'])}", markup=True)
+    raise typer.Exit(EXIT_FINDINGS if should_fail(sides[1].analysis, fail_on) else EXIT_OK)
+
+
+@app.command(context_settings={"allow_interspersed_args": False}, epilog=_examples(
+    "gpu-forensics record -o run-1 -- python train.py --epochs 3",
+    "gpu-forensics record --interval 0.5 -- torchrun --nproc-per-node 8 train.py",
+) + "\n\nWrites stdout.log, stderr.log, nvidia-smi.csv, compute-apps.csv, kernel.log (where readable), job.json "
+    "and, when the command ends, report.html. Exit code: the command's own (128+N when signal N ended it); "
+    "2 usage error (e.g. no nvidia-smi).")
+def record(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after --.", metavar="COMMAND...", show_default=False)],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", show_default=False,
+                                                  help="Folder for the logs, new or empty (default: gpu-record-UTCTIME).")] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between nvidia-smi samples.")] = 1.0,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Run a command with nvidia-smi, compute-apps and kernel-log loggers beside it, then write its report."""
+    from forensics import record as rec
+
+    say.set(quiet, verbose)
+    folder = output or rec.default_dir()
+    rc = rec.record(folder, command, interval, say=say.info)
+    say.info(f"{command[0]}: exit status {rc}; logs in {folder}/")
+    try:   # the same report as `gpu-forensics report FOLDER`; the exit code stays the command's
+        report([folder], output=str(Path(folder) / "report.html"), json_out=None, md_out=None, tz=None,
+               boot_time=None, year=None, start=None, end=None, interval=None, fail_on=FailOn.never,
+               quiet=quiet, verbose=verbose)
+    except typer.Exit:
+        pass
+    except ForensicsError as e:
+        err.print(f"error: {e}", markup=False)
+    raise typer.Exit(rc)
+
+
 class Reports(str, Enum):
     all = "all"
     critical = "critical"
