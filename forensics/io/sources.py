@@ -475,7 +475,8 @@ class Source:
 # -- discovery ----------------------------------------------------------------------------------
 
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>[0-9]+)|-(?P<date>[0-9]{8}))?(?P<ext>\.(?:gz|zst|xz|bz2))?$")
-_SKIP_NAMES = {".DS_Store"}
+# job.json: what `gpu-forensics record` writes about the run beside its logs (no memory in it)
+_SKIP_NAMES = {".DS_Store", "job.json"}
 SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
 
 
