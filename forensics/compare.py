@@ -18,20 +18,20 @@ summary), and the two are put side by side:
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
-import jinja2
 import numpy as np
 import polars as pl
 
 import forensics
 from forensics import pipeline
 from forensics import report as rep
+from forensics.report.html import environment, script_json
+from forensics.report.markdown import md_text
 from forensics.detect.findings import iso
 from forensics.options import Options
 from forensics.units import human, rate_text
@@ -387,14 +387,6 @@ def _view_rows(doc: dict) -> list[dict]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in rep.template_dirs()]),
-                             autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["human"] = human
-    return env
-
-
 def _view(doc: dict, extra: dict) -> dict:
     sides = {}
     for s in ("before", "after"):
@@ -409,8 +401,8 @@ def _view(doc: dict, extra: dict) -> dict:
 
 
 def render_html(doc: dict, extra: dict) -> str:
-    return _env().get_template("compare.html.j2").render(v=_view(doc, extra),
-                                                         summary_json=rep.script_json(_embedded(doc)))
+    return environment().get_template("compare.html.j2").render(v=_view(doc, extra),
+                                                         summary_json=script_json(_embedded(doc)))
 
 
 def _embedded(doc: dict) -> dict:
@@ -424,7 +416,7 @@ def _embedded(doc: dict) -> dict:
 
 def render_markdown(doc: dict, extra: dict) -> str:
     v = _view(doc, extra)
-    t = rep.md_text
+    t = md_text
     lines = [f"### gpu-forensics compare: **{doc['outcome'].replace('_', ' ')}**", "", t(doc["outcome_reason"]), "",
              "| | before | after |", "| --- | --- | --- |"]
     sb, sa = v["sides"]["before"], v["sides"]["after"]
