@@ -26,8 +26,7 @@ from typing import Iterator
 import polars as pl
 
 from forensics.io import wrappers
-from forensics.io.lines import CUT_AT_END, LINE_TOO_LONG, MAX_LINE_CHARS
-from forensics.io import lines as fastpath
+from forensics.io.lines import CUT_AT_END, LINE_TOO_LONG, MAX_LINE_CHARS, cleaned_batches, read_frame
 from forensics.errors import InputError, os_error, permission_error
 from forensics.model import Skipped
 
@@ -403,8 +402,8 @@ class Source:
         if self._frame is None:
             self.head()
             if self.encoding == "utf-8":
-                # polars' native reader cuts the lines (fastpath.py): same lines, far faster
-                self._frame = fastpath.read_frame(self)
+                # polars' native reader cuts the lines (io/lines.py): same lines, far faster
+                self._frame = read_frame(self)
                 return self._frame
             read = self._read_lines(head=False)
             if read.cut is not None and not read.lines:
@@ -443,12 +442,12 @@ class Source:
 
     def iter_frames(self, batch_lines: int = 2_000_000) -> Iterator[pl.DataFrame]:
         """The lines in batches (line numbers continue across batches). A UTF-8 file not yet read
-        whole is streamed: memory holds one batch (about fastpath.BATCH_BYTES of text), not the file."""
+        whole is streamed: memory holds one batch (about io/lines.BATCH_BYTES of text), not the file."""
         if self._frame is None:
             self.head()
             if self.encoding == "utf-8":
                 n = 0
-                for df in fastpath.cleaned_batches(self):
+                for df in cleaned_batches(self):
                     n = int(df["line"][-1]) if df.height else n
                     yield df
                 self.streamed_lines = n

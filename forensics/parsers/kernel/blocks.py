@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import polars as pl
 
-from forensics.io import lines as fastpath
+from forensics.io import lines as line_reader
 from forensics.io.lines import MAX_LINE_CHARS
 
 # Blocks tested whole: small enough that a hit decodes few lines, big
@@ -111,13 +111,13 @@ class RawBatch:
 
     def general_frame(self) -> pl.DataFrame:
         """The batch as the general reader reads it (counting its NULs and replaced bytes)."""
-        return fastpath.parse_buffer(self.buf, self.end, self.first, self.stats)
+        return line_reader.parse_buffer(self.buf, self.end, self.first, self.stats)
 
     def block(self, k: int) -> pl.DataFrame:
         f = self._frames.get(k)
         if f is None:
             piece = self.buf[self.offs[k]:self.offs[k + 1]]
-            f = fastpath.parse_buffer(piece, len(piece), int(self.firsts[k]), fastpath.ReadStats())
+            f = line_reader.parse_buffer(piece, len(piece), int(self.firsts[k]), line_reader.ReadStats())
             self._frames[k] = f
         return f
 
@@ -129,7 +129,7 @@ class RawBatch:
 
     def frame(self) -> pl.DataFrame:
         """All the lines (read at once: faster than block by block)."""
-        return fastpath.parse_buffer(self.buf, self.end, self.first, fastpath.ReadStats())
+        return line_reader.parse_buffer(self.buf, self.end, self.first, line_reader.ReadStats())
 
     def first_text(self) -> str:
         """The text of the first line."""
@@ -137,7 +137,7 @@ class RawBatch:
             return self._frames[0]["text"][0]
         nl = self.buf.find(b"\n", 0, self.end)
         piece = self.buf[:nl + 1 if nl >= 0 else self.end]
-        return fastpath.parse_buffer(piece, len(piece), self.first, fastpath.ReadStats())["text"][0]
+        return line_reader.parse_buffer(piece, len(piece), self.first, line_reader.ReadStats())["text"][0]
 
     def tail(self, n: int) -> pl.DataFrame:
         """The last n lines (only their bytes decoded)."""
@@ -150,7 +150,7 @@ class RawBatch:
                 break
             start = pos + 1
         piece = self.buf[start:self.end]
-        return fastpath.parse_buffer(piece, len(piece), self.last - n + 1, fastpath.ReadStats())
+        return line_reader.parse_buffer(piece, len(piece), self.last - n + 1, line_reader.ReadStats())
 
     def lines_in(self, ranges: list[tuple[int, int]]) -> pl.DataFrame:
         """The lines of this batch inside any of these (first, last) line ranges."""
@@ -178,30 +178,30 @@ class RawBatch:
 
 class Reader:
     """Batches of a source for the kernel reader: RawBatch where the bytes allow, else the general
-    path's frames; lines counted and the source's counts set as fastpath.cleaned_batches does."""
+    path's frames; lines counted and the source's counts set as line_reader.cleaned_batches does."""
 
     def __init__(self, src, regexes: list[str], pipe: bool, batch_bytes: int | None = None):
         self.src, self.regexes, self.pipe = src, regexes, pipe
-        self.batch_bytes = batch_bytes or fastpath.BATCH_BYTES
+        self.batch_bytes = batch_bytes or line_reader.BATCH_BYTES
         self.pool: ThreadPoolExecutor | None = None
 
-    def _parse(self, buf: bytes, end: int, first_line: int, stats: fastpath.ReadStats):
-        """fastpath.raw_batches' `parse`: a RawBatch, or the general reader's frame. (Whether the bytes
+    def _parse(self, buf: bytes, end: int, first_line: int, stats: line_reader.ReadStats):
+        """line_reader.raw_batches' `parse`: a RawBatch, or the general reader's frame. (Whether the bytes
         are UTF-8 without NULs is found by the workers: a RawBatch that is not is read by the general
         reader when its turn comes, see RawBatch.analysis.)"""
         stats.raw = None
         if end == 0 or buf.startswith(_BOM):
-            return fastpath.parse_buffer(buf, end, first_line, stats)
+            return line_reader.parse_buffer(buf, end, first_line, stats)
         offs = [0]
         i = 0
         while end - i > BLOCK:
             j = buf.rfind(b"\n", i, i + BLOCK) + 1
             if j == 0:
-                return fastpath.parse_buffer(buf, end, first_line, stats)   # a line that may be too long
+                return line_reader.parse_buffer(buf, end, first_line, stats)   # a line that may be too long
             offs.append(j)
             i = j
         if end - i >= BLOCK and buf[end - 1:end] != b"\n" and buf.rfind(b"\n", i, end) < 0:
-            return fastpath.parse_buffer(buf, end, first_line, stats)
+            return line_reader.parse_buffer(buf, end, first_line, stats)
         offs.append(end)
         a = np.frombuffer(buf, dtype=np.uint8, count=end)
         counts = np.array([np.count_nonzero(a[s:e] == 10) for s, e in zip(offs, offs[1:])], dtype=np.int64)
@@ -217,12 +217,12 @@ class Reader:
     def batches(self):
         """Frames and RawBatches in file order; a RawBatch is handed out once the next batch has been
         read, so that its blocks are tested while the next piece is read."""
-        stats = fastpath.ReadStats()
+        stats = line_reader.ReadStats()
         first_read = not self.src.read_accounted
         self.pool = ThreadPoolExecutor(2)
         try:
             held = None
-            for item in fastpath.cleaned_batches(self.src, self.batch_bytes, stats=stats, parse=self._parse):
+            for item in line_reader.cleaned_batches(self.src, self.batch_bytes, stats=stats, parse=self._parse):
                 if held is not None:
                     yield held
                 held = item
