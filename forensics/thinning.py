@@ -106,22 +106,41 @@ class Thinner:
             return
         if sid is None:
             sid = self._ids(df)
-        index = self.index.rank(sid)
-        self.readings += df.height
-        if self.window > 1:
-            keep = thin_mask(sid, index, df["bytes"].is_null().to_numpy(), df["bytes"].fill_null(0).to_numpy(),
-                             self.window)
+        keep, index = self.select(sid, df["bytes"])
+        if keep is not None:
             df, sid, index = df.filter(pl.Series(keep)), sid[keep], index[keep]
+        self.hold(df, sid, index)
+
+    def select(self, sid: np.ndarray, values: pl.Series) -> tuple[np.ndarray | None, np.ndarray]:
+        """For rows about to be added (their series ids and bytes): which of them the current window
+        keeps (None: all) and each row's index in its series. Counts them as read."""
+        index = self.index.rank(sid)
+        self.readings += sid.size
+        if self.window <= 1:
+            return None, index
+        return thin_mask(sid, index, values.is_null().to_numpy(), values.fill_null(0).to_numpy(), self.window), index
+
+    def hold(self, df: pl.DataFrame, sid: np.ndarray, index: np.ndarray) -> None:
+        """Keep the rows select() let through (with their series ids and indexes)."""
+        if not df.height:
+            return
         self.parts.append(df.with_columns(pl.Series("_sid", sid, dtype=pl.Int64), pl.Series("_i", index, dtype=pl.Int64)))
-        self.kept += self.parts[-1].height
+        self.kept += df.height
         # (a window longer than all readings keeps at most three per series: doubling on takes no more off)
         while self.kept > self.limit and self.window < self.readings:
             self.window *= 2
-            whole = pl.concat(self.parts)
-            whole = whole.filter(pl.Series(thin_mask(
-                whole["_sid"].to_numpy(), whole["_i"].to_numpy(), whole["bytes"].is_null().to_numpy(),
-                whole["bytes"].fill_null(0).to_numpy(), self.window)))
-            self.parts, self.kept = [whole], whole.height
+            self.parts = [self._thinned()]
+            self.kept = self.parts[0].height
+
+    def _thinned(self) -> pl.DataFrame:
+        """All that is kept thinned again with the current window (batches thinned alone each keep the
+        extremes of the windows they share with the batches next to them)."""
+        whole = pl.concat(self.parts)
+        if self.window <= 1:
+            return whole
+        return whole.filter(pl.Series(thin_mask(
+            whole["_sid"].to_numpy(), whole["_i"].to_numpy(), whole["bytes"].is_null().to_numpy(),
+            whole["bytes"].fill_null(0).to_numpy(), self.window)))
 
     def _ids(self, df: pl.DataFrame) -> np.ndarray:
         keys = [c for c in SERIES_KEYS if c in df.columns]
@@ -136,7 +155,7 @@ class Thinner:
         """The rows kept (without the helper columns), None when none were added."""
         if not self.parts:
             return None
-        return pl.concat(self.parts).drop("_sid", "_i")
+        return self._thinned().drop("_sid", "_i")
 
     def note(self, kept: int) -> tuple[str, dict] | None:
         """What thinning did, for the input's notes and meta (None when it kept everything)."""

@@ -186,3 +186,21 @@ def test_recorded_logs_in_batches(size):
                 _same(_fed(df, size, raw, raw), _fed(df, None, False, False))
         except AssertionError as e:
             raise AssertionError(f"{f}: {e}") from e
+
+
+@pytest.mark.parametrize("head, raw", [("usual", True), ("usual", False), ("nounits", True)])
+def test_thinned_as_it_reads_is_thinning_the_whole(monkeypatch, head, raw):
+    """Past thinning.MAX_READINGS each series is thinned batch by batch, the window doubling as more
+    come: what is kept is what thinning all readings at once with the final window keeps (placeholders
+    and a GPU that drops out included), and every reading keeps its sample number."""
+    from forensics import thinning
+
+    lines = _log(head, 3, 2500, [(i, f) for i in range(0, 2500, 97) for f in ("placeholder", "gone")])
+    df = _frame(lines)
+    whole = _fed(df, None, False, False)
+    monkeypatch.setattr(thinning, "MAX_READINGS", 2000)
+    thinned = _fed(df, 700, raw, raw)
+    window = thinned.meta["thinned"]["window"]
+    assert window >= 4 and thinned.samples.height <= 2000
+    assert thinned.samples.equals(thinning.thin(whole.samples, window))
+    assert thinned.meta["thinned"]["readings"] == whole.samples.height

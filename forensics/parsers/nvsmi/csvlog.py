@@ -90,7 +90,7 @@ class Reader:
         self.seq_max = 0
         self.thinner = Thinner()
         self.sized = src is None or src.compression is not None
-        self.ids = pl.DataFrame(schema=csvcells.ID_SCHEMA)
+        self.id_parts: list[pl.DataFrame] = []
         self.rest: list[pl.DataFrame] = []
         self.errors: list[pl.DataFrame] = []
         self.skipped = Skipped()
@@ -105,12 +105,15 @@ class Reader:
         """The clean path for this batch, started in `pool` with the map in force now ((map, Future, lines
         of the batch left out in front), or None). feed() checks that the map is still the one in force
         when the batch's turn comes (a batch before it may change it). Before anything is fed, the map is
-        guessed from the batch's first line (the header, which feed() reads alone)."""
+        guessed from the batch's first line (the header, which feed() reads alone), or for a headerless log
+        from the batch's first lines."""
         m, skip = self.maps.get(self.in_force), 0
         if self.in_force == 0 and raw is not None and self.lead is not None and not self.rows:
             if self._guess is None:
                 self._guess = self._map_of_first_line(batch)
-                skip = 1
+                skip = 1 if self._guess else 0
+                if not self._guess:
+                    self._guess = (self._lead_map(batch) or (False,))[0] or False
             m = self._guess or None
         if m is None or raw is None or batch.height <= skip:
             return None
@@ -131,6 +134,9 @@ class Reader:
             if skip:
                 self._feed(batch.head(skip), None)
                 batch, raw = batch.slice(skip), (*raw, skip)
+            if self.lead is not None and not skip:
+                self._hold(batch, raw, prepared)
+                return
             if m == self.maps.get(self.in_force) and self.lead is None:
                 done = future.result()
                 if done is not None:
@@ -156,29 +162,42 @@ class Reader:
                 return
         self._general(batch)
 
-    def _hold(self, batch: pl.DataFrame, raw) -> None:
+    def _hold(self, batch: pl.DataFrame, raw, prepared=None) -> None:
         """Lines before the first start line wait until the columns of their rows are known: inferred from
         their first LEAD_LINES (or all of them, once a start line ends them or the file ends)."""
+        before = sum(b.height for b, _ in self.lead)
         self.lead.append((batch, raw))
-        held = sum(b.height for b, _ in self.lead)
-        starts = self._start_rows(batch)
-        if held < LEAD_LINES and not starts.height:
-            return
-        self._decide_lead()
+        if before + batch.height >= LEAD_LINES or self._start_rows(batch).height:
+            self._decide_lead(prepared)
 
-    def _decide_lead(self) -> None:
+    def _decide_lead(self, prepared=None) -> None:
         held, self.lead = self.lead, None
         if not held:
             return
         df, raw = held[0] if len(held) == 1 else (pl.concat([b for b, _ in held]), None)
-        starts = self._start_rows(df)
-        # the lines before the first start line as they come (another parser's leftovers may not be sorted)
-        lead = df if not starts.height else df.head(int(df["line"].is_in(starts["line"].implode()).arg_true()[0]))
-        if lead.height:
-            cand = lead.head(LEAD_LINES).filter(pl.col("text").str.contains(", ", literal=True)).head(LEAD_CANDIDATES)
-            self.maps[0], notes = infer_map(cand["text"].to_list())
+        found = self._lead_map(df)
+        if found is not None:
+            self.maps[0], notes = found
             self.lead_notes.extend(notes)
+        if prepared is not None and len(held) == 1:
+            m, future, _ = prepared
+            done = future.result() if m == self.maps.get(0) else None
+            if done is not None:   # (the clean path takes no batch that holds a start line)
+                self._take_clean(done)
+                return
         self._feed(df, raw)
+
+    def _lead_map(self, df: pl.DataFrame) -> tuple[ColumnMap | None, list[str]] | None:
+        """The columns of the rows before the first start line, inferred from their first LEAD_LINES
+        (map, notes); None when no row comes before it."""
+        head = df.head(LEAD_LINES)
+        starts = self._start_rows(head)
+        # the lines before the first start line as they come (another parser's leftovers may not be sorted)
+        lead = head if not starts.height else head.head(int(head["line"].is_in(starts["line"].implode()).arg_true()[0]))
+        if not lead.height:
+            return None
+        cand = lead.filter(pl.col("text").str.contains(", ", literal=True)).head(LEAD_CANDIDATES)
+        return infer_map(cand["text"].to_list())
 
     # -- start lines ---------------------------------------------------------------------------------
 
@@ -261,7 +280,7 @@ class Reader:
             before = rows.select("line", "time")
             if self.last_row is not None:
                 before = pl.concat([self.last_row, before])
-            self.errors.append(errors.sort("line").join_asof(
+            self.errors.append(_own(errors).sort("line").join_asof(
                 before.rename({"time": "prev_time"}).sort("line"), on="line", strategy="backward"))
         if rest.height:
             self.rest.append(_own(rest))
@@ -288,7 +307,9 @@ class Reader:
 
     def _take_ids(self, ids: pl.DataFrame) -> None:
         if ids.height:
-            self.ids = csvcells.merge_ids(pl.concat([self.ids, ids]))
+            self.id_parts.append(ids)
+            if len(self.id_parts) > 64:
+                self.id_parts = [csvcells.merge_ids(pl.concat(self.id_parts))]
 
     def _gid(self, keys: list) -> np.ndarray:
         return np.array([self.gpu_ids.setdefault(g, len(self.gpu_ids)) for g in keys], dtype=np.int64)
@@ -306,15 +327,19 @@ class Reader:
             self._take_rows(rows)
             return
         _, rows, keys, ids = done
-        self._take_ids(csvcells.merge_ids(ids))
+        self._take_ids(ids)
         gid = self._gid(keys)[rows["_key"].to_numpy()]
         self._count(rows.height, rows.height, rows.height, rows.height)
         self.last_row = rows.select("line", "time").tail(1)
+        seq = pl.Series("seq", self._number(gid), dtype=pl.Int64)
+        # thinned before the frame of samples is made: only the rows kept get their GPU's name
+        keep, index = self.thinner.select(gid * 2, rows["bytes"])
+        if keep is not None:
+            rows, gid, seq, index = rows.filter(pl.Series(keep)), gid[keep], seq.filter(pl.Series(keep)), index[keep]
         s = rows.select(
-            "time", pl.Series("seq", self._number(gid), dtype=pl.Int64), "line",
-            pl.Series("gpu", keys, dtype=pl.String).gather(rows["_key"]).alias("gpu"),
+            "time", seq, "line", pl.Series("gpu", keys, dtype=pl.String).gather(rows["_key"]).alias("gpu"),
             pl.lit("memory.used", dtype=pl.String).alias("series"), "bytes", "total_bytes")
-        self.thinner.add(s, gid * 2)
+        self.thinner.hold(s, gid * 2, index)
 
     def _count(self, rows: int, timed: int, out: int, valued: int, unnamed: int = 0) -> None:
         self.rows += rows
@@ -355,7 +380,7 @@ class Reader:
         samples = self.thinner.result()
         samples = samples if samples is not None else pl.DataFrame(schema={c: csvcells.ROW_SCHEMA.get(c, pl.Int64)
                                                                         for c in _SAMPLE_COLUMNS})
-        ids = self.ids
+        ids = csvcells.merge_ids(pl.concat(self.id_parts)) if self.id_parts else pl.DataFrame(schema=csvcells.ID_SCHEMA)
         rest = pl.concat(self.rest).sort("line") if self.rest else pl.DataFrame(schema=csvcells.BAD_SCHEMA)
         errors = pl.concat(self.errors) if self.errors else None
         if self.rows:
