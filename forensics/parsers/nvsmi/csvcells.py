@@ -79,8 +79,8 @@ PLAIN_MIN_ROWS = 1000
 
 
 def _read_plain_rows(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """_read_rows' result by read_plain (a third of read_cells' CPU on the usual log, which the streamed
-    reader of a big file already reads so), or None when some row does not look as nvidia-smi prints it."""
+    """read_rows' result by read_plain for rows in memory (cut at their commas; a third of read_cells'
+    CPU on the usual log), or None when some row does not look as nvidia-smi prints it."""
     r = m.roles
     if r.get("timestamp") != 0 or "memory.used" not in r or not {"index", "uuid", "pci.bus_id"} & set(r):
         return None
@@ -148,8 +148,8 @@ def _read_chunk(rows: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFra
 
 def read_cells(cells: pl.DataFrame, m: ColumnMap, zone: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """_read_chunk from the rows already cut into cells (`line`, `text`, `field_0` ... `field_<ncols>`;
-    only the role columns, the last one and `field_<ncols>` are looked at). The big-file reader
-    (fastpath_stream.py) cuts them with polars' CSV reader."""
+    only the role columns, the last one and `field_<ncols>` are looked at). read_clean cuts them from a
+    batch's bytes with polars' CSV reader."""
     r = m.roles
     n_sep = m.ncols - 1
     # exactly ncols cells: the last one present, none beyond it
@@ -260,7 +260,7 @@ def id_prefix(text: pl.Series, m: ColumnMap) -> IdPrefix | None:
     every sample, each row its 23-character timestamp and then the GPU's ids. When every line holds,
     right after its timestamp, the ids (and memory.total) of its phase, the CSV reader need not cut
     those cells (a third of its work on a usual query) nor read_plain compare them row by row; one
-    comparison of each line with its phase's text does both (~14 ms per 32 MB). None when the ids are
+    comparison of each line with its phase's text does both. None when the ids are
     not all right after the timestamp, or the lines do not repeat so."""
     r = m.roles
     if r.get("timestamp") != 0 or "memory.used" not in r:
