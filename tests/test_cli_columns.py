@@ -58,3 +58,15 @@ def test_bad_columns_get_a_one_line_error(tmp_path, cmd, spec, why):
     assert p.returncode == 2
     err = p.stderr.strip()
     assert len(err.splitlines()) == 1 and why in err and "--columns timestamp,index,memory.used,memory.total" in err, err
+
+
+def test_declared_columns_leave_a_header_alone(tmp_path):
+    # a file with its own header is read by it; the notes do not claim declared columns
+    from conftest import parse_file
+    from forensics.options import Options
+
+    path = tmp_path / "gpu.csv"
+    path.write_text("timestamp, index, memory.used [MiB]\n2026/11/30 03:00:00.000, 0, 5 MiB\n")
+    p = parse_file(path, Options(tz="UTC", columns=["timestamp", "index", "memory.free"]), expect="nvidia-smi-csv")[1]
+    assert p.samples["series"].to_list() == ["memory.used"] and p.samples["bytes"].to_list() == [5 << 20]
+    assert not any("--columns" in n for n in p.notes)

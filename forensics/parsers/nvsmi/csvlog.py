@@ -80,11 +80,11 @@ class Reader:
         self.first_header: int | None = None
         self.lead: list[tuple] | None = []   # (batch, raw) held until the lead rows' columns are known
         self.lead_notes: list[str] = []
-        declared = getattr(opts, "columns", None)
-        if declared:
-            self.maps[0] = declared_map(declared)
-            self.lead_notes.append("no header: columns declared with --columns: " + ", ".join(declared))
+        self.declared = opts.columns
+        if self.declared:
+            self.maps[0] = declared_map(self.declared)
             self.lead = None
+        self.headerless = False           # rows were read before any start line (with map 0)
         self.gpu_ids: dict[str | None, int] = {}
         self.seq = RunningCount()
         self.seq_max = 0
@@ -256,6 +256,7 @@ class Reader:
             {(map_ids[0],): body} if map_ids else {}
         for (mid, *_), part in groups.items():
             m = self.maps.get(mid)
+            self.headerless = self.headerless or (mid == 0 and m is not None)
             if m is None:
                 reason = "compute-apps section" if mid else "unrecognized line"
                 rest.append(part.select("line", "text").with_columns(pl.lit(reason).alias("reason")))
@@ -321,6 +322,7 @@ class Reader:
         return seq
 
     def _take_clean(self, done: tuple) -> None:
+        self.headerless = self.headerless or self.in_force == 0
         if done[0] == "cells":
             _, rows, ids = done
             self._take_ids(ids)
@@ -375,6 +377,8 @@ class Reader:
         if self.lead is not None:
             self._decide_lead()
         p = Parsed()
+        if self.declared and self.headerless:
+            p.notes.append("no header: columns declared with --columns: " + ", ".join(self.declared))
         p.notes.extend(self.lead_notes)
         p.skipped = self.skipped
         samples = self.thinner.result()
