@@ -16,7 +16,7 @@ from rich.console import Console
 
 from forensics import __version__
 from forensics.errors import ForensicsError, UsageError
-from forensics.options import Options, check_zone
+from forensics.options import Options, check_columns, check_zone
 from forensics.report.write import STDOUT, Target, target, write_text
 
 app = typer.Typer(
@@ -74,8 +74,10 @@ def _parse_time(value: str | None, flag: str) -> datetime | None:
 
 
 def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None,
-                  end: str | None = None, interval: float | None = None) -> Options:
+                  end: str | None = None, interval: float | None = None, columns: str | None = None) -> Options:
     opts = Options()
+    if columns is not None:
+        opts.columns = check_columns(columns)
     for item in tz or []:
         if "=" in item:
             pattern, zone = item.rsplit("=", 1)
@@ -178,6 +180,9 @@ EndOption = Annotated[Optional[str], typer.Option(
 IntervalOption = Annotated[Optional[float], typer.Option(
     "--interval", help="Seconds between samples of untimed logs (e.g. 1 for nvidia-smi -l 1): with --start or --end "
                        "it places them; alone it fixes their pace when their curve is matched against a timed log.")]
+ColumnsOption = Annotated[Optional[str], typer.Option(
+    "--columns", help="The columns of headerless nvidia-smi CSV (--format=csv,noheader), in their order, e.g. "
+                      "timestamp,index,memory.used,memory.total; default: inferred from the values.")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
 
@@ -206,6 +211,7 @@ def report(
     start: StartOption = None,
     end: EndOption = None,
     interval: IntervalOption = None,
+    columns: ColumnsOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -217,7 +223,7 @@ def report(
     from forensics import report as rep
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval)
+    opts = build_options(tz, year, boot_time, start, end, interval, columns)
     outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
     prog, cb = _progress()
     if prog:
@@ -293,6 +299,7 @@ def timeline(
     start: StartOption = None,
     end: EndOption = None,
     interval: IntervalOption = None,
+    columns: ColumnsOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -303,7 +310,7 @@ def timeline(
     from forensics import timeline as tl
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval)
+    opts = build_options(tz, year, boot_time, start, end, interval, columns)
     tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
     bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
@@ -430,6 +437,7 @@ def scan(
     tz: TzOption = None,
     year: YearOption = None,
     boot_time: BootTimeOption = None,
+    columns: ColumnsOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
@@ -457,7 +465,7 @@ def scan(
         raise UsageError(f"--workers {workers}: at least one worker is needed, give a number from 1 up (or leave it out)")
     if scheduler and engine is not Engine.dask:
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
-    opts = build_options(tz, year, boot_time, None)
+    opts = build_options(tz, year, boot_time, None, columns=columns)
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
                         reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force,
                         fail_on=fail_on.value)

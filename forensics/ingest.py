@@ -97,14 +97,6 @@ def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed
     without reads its (small) files whole with `parse`."""
     scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
     make = getattr(module, "Reader", None)
-    if make is None and streamed(src) and not src.is_read:   # TEMP: until the nvidia-smi CSV reader lands
-        from forensics import fastpath_stream
-
-        legacy = fastpath_stream._CONSUMERS.get(module.NAME)
-        reader = legacy(src, opts, module) if legacy else None
-        if reader is not None:
-            _feed_streamed(src, reader, scanners)
-            return reader.finish(), scanners.finish(src, opts)
     if make is None:
         primary = module.parse(src, opts)
         scanners.feed(src.frame())

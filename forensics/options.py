@@ -1,4 +1,4 @@
-"""Options that reach every stage: time zones, year and boot-time anchors."""
+"""Options that reach every stage: time zones, year and boot-time anchors, declared CSV columns."""
 from __future__ import annotations
 
 import fnmatch
@@ -47,6 +47,16 @@ def check_zone(name: str) -> str:
     return name
 
 
+def check_columns(spec: str) -> list[str]:
+    """--columns a,b,c -> the column names; a UsageError that says how to fix a bad list."""
+    from forensics.parsers.nvsmi.csvcolumns import parse_declared
+
+    try:
+        return parse_declared(spec)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 @dataclass
 class Options:
     tz: str = field(default_factory=local_zone_name)
@@ -58,6 +68,7 @@ class Options:
     end: datetime | None = None         # or their last sample's time, aware (with interval)
     interval: float | None = None       # seconds between samples of untimed sources (with start or end)
     year_from_mtime: bool = True
+    columns: list[str] | None = None    # the columns of headerless nvidia-smi CSV (--columns)
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""

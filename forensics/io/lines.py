@@ -173,7 +173,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=par
     streaming decompressor) and handed to read_csv whole, the partial line at their end left for the
     next piece. (polars' own scan_csv of the file would save a copy, but when it meets a NUL byte or
     invalid UTF-8 it can hand out a wrong batch before it raises.) `parse` turns a piece's whole lines
-    into what is yielded (anything with a `height`: fastpath_kernel keeps most pieces as bytes)."""
+    into what is yielded (anything with a `height`: kernel/blocks.py keeps most pieces as bytes)."""
     # a line of more than this many bytes has more than MAX_LINE_CHARS characters for sure
     max_line_bytes = 4 * MAX_LINE_CHARS
     if batch_bytes >= 1 << 20:
@@ -260,7 +260,7 @@ def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None
     long_lines: list[int] = []
     for df in raw_batches(src, stats, batch_bytes, parse):
         if not isinstance(df, pl.DataFrame):
-            yield df   # a `parse` of fastpath_kernel's: whole lines left in their bytes, nothing to clean
+            yield df   # a `parse` of kernel/blocks.py: whole lines left in their bytes, nothing to clean
             continue
         too_long = pl.col("text").str.len_bytes() > MAX_LINE_CHARS
         if df.select(too_long.any()).item():

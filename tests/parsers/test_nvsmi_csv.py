@@ -11,6 +11,7 @@ import pytest
 from conftest import parse_file, realworld
 
 from forensics.options import Options
+from forensics.parsers.nvsmi import csvcells
 from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
 NAME = "nvidia-smi-csv"
@@ -267,12 +268,12 @@ def test_parse_lines_directly_matches_parse(tmp_path):
     path = tmp_path / "g.csv"
     path.write_text(text)
     whole = parse_file(path, expect=NAME)[1].samples
-    old = nvsmi_csv.CHUNK_ROWS
+    old = csvcells.CHUNK_ROWS
     try:
-        nvsmi_csv.CHUNK_ROWS = 7
+        csvcells.CHUNK_ROWS = 7
         chunked = parse_file(path, expect=NAME)[1].samples
     finally:
-        nvsmi_csv.CHUNK_ROWS = old
+        csvcells.CHUNK_ROWS = old
     assert whole.equals(chunked)
 
 
@@ -285,3 +286,12 @@ def test_compute_apps_section_after_the_gpu_rows_is_read_too(tmp_path):
     proc = one(p.samples, series="process.used")
     assert (proc["pid"], proc["bytes"], proc["label"]) == (123, 4 * MiB, "python")
     assert p.skipped.counts == {"blank line": 1}
+
+
+def test_plain_stamps_match_strptime():
+    stamps = ["2026/10/01 00:00:00.473", "2024/02/29 23:59:59.999", "2026/02/29 00:00:00.000", "2026/13/01 00:00:00.000",
+              "2026/10/01 24:00:00.000", "2026/10/01 00:60:00.000", "1969/12/31 23:59:59.999"]
+    for extra in ([], ["2026/10/01 00:00:60.000"], [" 2026/10/01 00:00:01.5"], ["2026/10/01 00:00:01"], ["garbage"]):
+        s = pl.Series("t", stamps + extra)
+        want = s.str.strip_chars().str.strptime(pl.Datetime("us"), csvcells.TS_FORMAT, strict=False)
+        assert csvcells.parse_stamps(s).equals(want), extra

@@ -185,8 +185,8 @@ _PLAIN_HEADERS = {
                 min_size=1, max_size=12),
        st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["junk", "drop", "swap", "comma", "idx"])), max_size=3))
 def test_plain_rows_read_as_read_cells_reads_them(header, gpus, samples, faults):
-    """nvsmi_csv's in-memory read_plain path gives parse_lines' general result for any rows: clean ones
-    (periodic ids, or not) and rows with a fault anywhere."""
+    """The reader's read_plain (rows as nvidia-smi prints them) gives read_cells' result for any rows: clean
+    ones (periodic ids, or not) and rows with a fault anywhere (which it declines)."""
     row_of = _PLAIN_HEADERS[header]
     lines = [header]
     for ts, cells in samples:
@@ -205,13 +205,16 @@ def test_plain_rows_read_as_read_cells_reads_them(header, gpus, samples, faults)
             lines[i] = lines[i].replace(", ", ",", 1)
         elif fault == "idx":
             lines[i] = lines[i].replace(", 0,", ", 00,", 1)
-    old = nvsmi_csv.PLAIN_MIN_ROWS
+    from forensics.parsers.nvsmi import csvcells
+
+    old = csvcells.PLAIN_MIN_ROWS
     try:
-        nvsmi_csv.PLAIN_MIN_ROWS = 1
-        plain = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS, plain=True)
+        csvcells.PLAIN_MIN_ROWS = 1
+        plain = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
+        csvcells.PLAIN_MIN_ROWS = 1 << 62
+        general = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
     finally:
-        nvsmi_csv.PLAIN_MIN_ROWS = old
-    general = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
+        csvcells.PLAIN_MIN_ROWS = old
     assert plain.samples.equals(general.samples)
     assert plain.events.equals(general.events)
     assert (plain.skipped.counts, plain.skipped.examples, plain.notes, plain.meta, plain.clock) == \

@@ -928,10 +928,10 @@ def utc(*a) -> datetime:
     return datetime(*a, tzinfo=timezone.utc)
 
 
-def parse(tmp_path, text: str, expect: str, name: str = "rec.txt"):
+def parse(tmp_path, text: str, expect: str, name: str = "rec.txt", opts: Options | None = None):
     path = tmp_path / name
     path.write_text(text)
-    return parse_file(path, Options(tz="UTC"), expect=expect)[1]
+    return parse_file(path, opts or Options(tz="UTC"), expect=expect)[1]
 
 
 def test_query_gpu_csv_with_reserved_column(tmp_path):
@@ -962,9 +962,30 @@ def test_noheader_nounits_used_and_free_told_apart_by_their_sum(tmp_path):
     assert p.samples["bytes"].to_list() == [u * MiB for u in (0, 0, 555, 1599, 2099, 2699)]
 
 
+def test_noheader_nounits_used_then_total_is_read(tmp_path):
+    # `timestamp,index,memory.used,memory.total` as scripts log it, the GPU never idle: one column that
+    # varies below the per-GPU total and comes before it is taken as memory.used, and the note says so
+    rows = "".join(f"2026/11/30 04:57:{s:02d}.000, {g}, {u + g}, 143771\n"
+                   for s, u in enumerate([90000, 91000, 92000, 93000]) for g in range(2))
+    p = parse(tmp_path, rows, "nvidia-smi-csv")
+    assert p.samples.filter(pl.col("gpu") == "1")["bytes"].to_list() == [(u + 1) * MiB for u in (90000, 91000, 92000, 93000)]
+    assert set(p.samples["series"]) == {"memory.used"} and set(p.samples["total_bytes"]) == {143771 * MiB}
+    assert any("taken as memory.used" in n and "--columns" in n for n in p.notes)
+
+
+def test_noheader_nounits_declared_columns_win(tmp_path):
+    # the same rows declared as memory.free: read as memory.free, and the notes say the columns were declared
+    rows = "".join(f"2026/11/30 04:57:{s:02d}.000, 0, {u}, 143771\n" for s, u in enumerate([90000, 91000, 92000]))
+    p = parse(tmp_path, rows, "nvidia-smi-csv",
+              opts=Options(tz="UTC", columns=["timestamp", "index", "memory.free", "memory.total"]))
+    assert p.samples["series"].to_list() == ["memory.free"] * 3
+    assert p.samples["bytes"].to_list() == [u * MiB for u in (90000, 91000, 92000)]
+    assert any("declared with --columns" in n for n in p.notes)
+
+
 def test_noheader_nounits_not_guessed_when_the_values_do_not_tell(tmp_path):
-    # one bare column that never reads near zero could be memory.free as well as memory.used
-    rows = "".join(f"2026/11/30 04:57:{s:02d}.000, 0, {u}, 143771\n" for s, u in enumerate([90000, 91000, 92000, 93000]))
+    # one bare column after the total could be anything (memory.free, a clock in MHz): not guessed
+    rows = "".join(f"2026/11/30 04:57:{s:02d}.000, 0, 143771, {u}\n" for s, u in enumerate([90000, 91000, 92000, 93000]))
     p = parse(tmp_path, rows, "nvidia-smi-csv")
     assert p.samples.height == 0
     assert any("cannot tell" in n for n in p.notes)

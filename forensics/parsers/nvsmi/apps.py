@@ -344,3 +344,6 @@ def _meta(p: Parsed, rows: pl.DataFrame, blocks: pl.DataFrame) -> None:
                                for g, pid, n, b in procs.head(MAX_PROCESSES).iter_rows()]
         if procs.height > MAX_PROCESSES:
             p.notes.append(f"{procs.height} processes; meta lists the first {MAX_PROCESSES}")
+
+
+C.register_section(NAME, parse_lines)

@@ -2,8 +2,8 @@
 of headerless CSV, GPU id normalisation, the "which nvidia-smi format comes first" sniff, and the
 hand-off of a file's other sections to the parser of their format (docs/formats.md §1).
 
-Not a parser itself (no NAME): the five parser modules are nvsmi_csv, nvsmi_apps, nvsmi_dmon,
-nvsmi_table and nvsmi_query.
+Not a parser itself (no NAME): the five parser modules are csvlog, apps, dmon, table and query
+(they import this module, never the other way round).
 """
 from __future__ import annotations
 
@@ -481,27 +481,28 @@ def sniff_for(name: str, head: list[str]) -> str | None:
 
 # -- multi-section files ----------------------------------------------------------------------------
 
+# The nvidia-smi parsers by format name, each a `parse_lines(df, path, opts, nested)`: each parser
+# module registers itself (register_section), so this module imports none of them.
+SECTION_READERS: dict = {}
+
+
+def register_section(name: str, parse_lines) -> None:
+    SECTION_READERS[name] = parse_lines
+
+
 def parse_rest(rest: pl.DataFrame, path: str, opts, own: str) -> Parsed | None:
     """Lines the claiming parser could not use, read by the nvidia-smi parser whose format they are
     (a dmon log with a CSV section appended, a CSV with compute-apps rows pasted below). One level
     only: the other parser does not hand its own leftovers on again."""
     if rest.height == 0:
         return None
-    from forensics.parsers.nvsmi import apps as nvsmi_apps
-    from forensics.parsers.nvsmi import csvlog as nvsmi_csv
-    from forensics.parsers.nvsmi import dmon as nvsmi_dmon
-    from forensics.parsers.nvsmi import query as nvsmi_query
-    from forensics.parsers.nvsmi import table as nvsmi_table
-
     fmt, _ = first_section(rest["text"].head(200).to_list())
-    if fmt is None or fmt == own:
+    if fmt is None or fmt == own or fmt not in SECTION_READERS:
         return None
-    for m in (nvsmi_query, nvsmi_table, nvsmi_dmon, nvsmi_apps, nvsmi_csv):
-        if m.NAME == fmt:
-            p = m.parse_lines(rest.select("line", "text"), path, opts, nested=True)
-            if p.records:
-                p.notes.insert(0, f"{p.records} records of a {fmt} section were read from lines the {own} parser could not use")
-                return p
+    p = SECTION_READERS[fmt](rest.select("line", "text"), path, opts, nested=True)
+    if p.records:
+        p.notes.insert(0, f"{p.records} records of a {fmt} section were read from lines the {own} parser could not use")
+        return p
     return None
 
 

@@ -186,3 +186,6 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
         df = rows_where(df, okv)
     out = df.select("line", "time", "gpu", "pid", "series", "bytes", "label")
     return out, bad, gone, state
+
+
+C.register_section(NAME, parse_lines)

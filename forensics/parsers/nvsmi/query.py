@@ -224,3 +224,6 @@ def _parse_xml(df: pl.DataFrame, path: str, opts: Options, nested: bool) -> Pars
         if gm:
             p.meta["gpu_map"] = gm
     return p
+
+
+C.register_section(NAME, parse_lines)

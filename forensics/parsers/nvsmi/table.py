@@ -133,3 +133,6 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
                            "total_bytes": r["total_bytes"]} for r in g.iter_rows(named=True)]
         p.meta["gpu_map"] = {r["bus_id"]: r["index"] for r in p.meta["gpus"] if r["bus_id"]}
     return C.finish(p, rest, path, opts, NAME, nested)
+
+
+C.register_section(NAME, parse_lines)

@@ -1,0 +1,206 @@
+"""nvidia-smi CSV: one reader for any file size. Its lines split into batches of 1, 7 or all lines (with
+their bytes or without, the clean path prepared ahead in threads or not) give the same Parsed:
+samples, events, skipped counts and examples, notes, meta, clock."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import REALWORLD, SAMPLE_LOGS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forensics import parsers
+from forensics.io.sources import Source
+from forensics.options import Options
+from forensics.parsers.nvsmi import csvlog
+
+OPTS = Options(tz="Europe/Berlin")
+SETTINGS = settings(max_examples=int(os.environ.get("NVSMI_PROPERTY_EXAMPLES", 40)), deadline=None,
+                    suppress_health_check=list(HealthCheck))
+
+
+def _frame(lines: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"line": list(range(1, len(lines) + 1)), "text": lines},
+                        schema={"line": pl.Int64, "text": pl.String})
+
+
+def _fed(df: pl.DataFrame, size: int | None, raw: bool, ahead: bool, opts: Options = OPTS):
+    """The reader fed `size` lines at a time (None: all), the bytes with each batch when `raw`, the
+    clean path prepared two batches ahead when `ahead`."""
+    reader = csvlog.Reader(None, opts, path="prop.csv")
+    size = size or max(1, df.height)
+    batches = [df.slice(i, size) for i in range(0, df.height, size)]
+    with ThreadPoolExecutor(2) as pool:
+        waiting = []
+        for b in batches:
+            data = ("\n".join(b["text"].to_list()) + "\n").encode() if raw else None
+            r = (data, len(data)) if raw else None
+            waiting.append((b, r, reader.prepare(pool, b, r) if ahead else None))
+            if len(waiting) > 2:
+                b0, r0, p0 = waiting.pop(0)
+                reader.feed(b0, r0, p0) if p0 is not None else reader.feed(b0, r0)
+        for b0, r0, p0 in waiting:
+            reader.feed(b0, r0, p0) if p0 is not None else reader.feed(b0, r0)
+    return reader.finish()
+
+
+def _same(a, b) -> None:
+    assert a.samples.equals(b.samples), (a.samples, b.samples)
+    assert a.events.equals(b.events), (a.events, b.events)
+    assert (a.skipped.counts, a.skipped.examples) == (b.skipped.counts, b.skipped.examples)
+    assert (a.notes, a.meta, a.clock) == (b.notes, b.meta, b.clock)
+
+
+def _check(lines: list[str], size, raw, ahead, opts: Options = OPTS) -> None:
+    df = _frame(lines)
+    _same(_fed(df, size, raw, ahead, opts), _fed(df, None, False, False, opts))
+
+
+# -- logs as loops print them, with what real ones hold besides rows --------------------------------
+
+HEADS = {
+    "usual": "timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB], utilization.gpu [%]",
+    "uuid": "timestamp, index, uuid, name, memory.used [MiB], memory.total [MiB], utilization.gpu [%]",
+    "wide": "timestamp, name, pci.bus_id, driver_version, pstate, temperature.gpu, utilization.gpu [%], "
+            "utilization.memory [%], memory.total [MiB], memory.free [MiB], memory.used [MiB]",
+    "nounits": "timestamp, index, memory.used [MiB], memory.total [MiB]",
+    "headerless": None,
+    "headerless_units": None,
+    "command": "$ nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total --format=csv,noheader,nounits",
+}
+
+
+def _row(head: str, i: int, g: int) -> str:
+    ts = f"2026/10/01 {i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}.{(i * 37 + g) % 1000:03d}"
+    used = 30000 + g * 100 + (i * 7 + g) % 50 + (i // 3 if g == 1 else 0)
+    if head == "usual":
+        return f"{ts}, {g}, NVIDIA H100 80GB HBM3, 00000000:{16 + g:02X}:00.0, 81559 MiB, {used} MiB, {(i + g) % 100} %"
+    if head == "uuid":
+        return f"{ts}, {g}, GPU-{g:08x}-aaaa-bbbb-cccc-dddddddddddd, NVIDIA H200, {used} MiB, 143771 MiB, 5 %"
+    if head == "wide":
+        return (f"{ts}, NVIDIA A100-SXM4-80GB, 00000000:{16 + g:02X}:00.0, 550.90.07, P0, {40 + g}, 97 %, 40 %, "
+                f"81920 MiB, {81920 - used - 300} MiB, {used} MiB")
+    if head == "headerless_units":
+        return f"{ts}, {g}, {used} MiB, 81559 MiB"
+    return f"{ts}, {g}, {used}, 143771"
+
+
+FAULTS = ["junk", "driver error", "blank", "header again", "header changed", "placeholder", "prompt", "apps",
+          "bad stamp", "extra cell", "short", "no comma space", "order", "gone", "date", "gib", "bad id"]
+
+
+def _log(head_name: str, gpus: int, samples: int, faults: list[tuple[int, str]]) -> list[str]:
+    head = HEADS[head_name]
+    kind = "nounits" if head_name in ("command", "headerless") else head_name
+    lines = [head] if head else []
+    at = {}
+    for i, f in faults:
+        at.setdefault(i % samples, []).append(f)
+    for i in range(samples):
+        rows = [_row(kind, i, g) for g in range(gpus)]
+        for f in at.get(i, []):
+            if f == "junk":
+                rows.insert(1, "garbage, line, here")
+            elif f == "driver error":
+                rows.append("Unable to determine the device handle for GPU 0000:12:00.0: Unknown Error")
+            elif f == "blank":
+                rows.append("")
+            elif f == "header again" and head:
+                rows.insert(0, head)
+            elif f == "header changed":
+                rows.insert(0, "timestamp, index, memory.used [MiB]")
+                rows.append(head or "timestamp, index, memory.used [MiB], memory.total [MiB]")
+            elif f == "placeholder":
+                rows[0] = rows[0].replace("81559 MiB", "[N/A]").replace(", 143771", ", [N/A]")
+            elif f == "prompt":
+                rows.append("$ nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv")
+            elif f == "apps":
+                rows += ["gpu_uuid, pid, process_name, used_gpu_memory [MiB]",
+                         "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd, 123, python, 4 MiB"]
+                if head:
+                    rows.append(head)
+            elif f == "bad stamp":
+                rows[-1] = rows[-1].replace(":", ";", 1)
+            elif f == "extra cell":
+                rows[-1] += ", 5"
+            elif f == "short":
+                rows[-1] = rows[-1].rsplit(", ", 1)[0]
+            elif f == "no comma space":
+                rows[-1] = ",".join(rows[-1].rsplit(", ", 1))
+            elif f == "order":
+                rows.reverse()
+            elif f == "gone" and len(rows) > 1:
+                del rows[1]
+            elif f == "date":
+                rows.insert(0, "Thu Oct  1 00:00:00 UTC 2026")
+            elif f == "gib":
+                rows[0] = rows[0].replace("81559 MiB", "79.6 GiB")
+            elif f == "bad id":
+                rows[-1] = rows[-1].replace(", 0, ", ", x, ", 1)
+        lines += rows
+    return lines
+
+
+@SETTINGS
+@given(st.sampled_from(list(HEADS)), st.integers(1, 4), st.integers(1, 40),
+       st.lists(st.tuples(st.integers(0, 39), st.sampled_from(FAULTS)), max_size=4),
+       st.sampled_from([1, 7, None]), st.booleans(), st.booleans())
+def test_batches_give_the_same_parsed(head, gpus, samples, faults, size, raw, ahead):
+    _check(_log(head, gpus, samples, faults), size, raw, ahead)
+
+
+@pytest.mark.parametrize("size", [1, 7])
+def test_declared_columns_in_batches(size):
+    opts = Options(tz="UTC", columns=["timestamp", "index", "memory.used", "memory.total"])
+    lines = _log("headerless", 3, 20, [(5, "junk"), (9, "driver error")])
+    _check(lines, size, True, True, opts)
+
+
+def _recorded() -> list[Path]:
+    files = [f for f in sorted(REALWORLD.rglob("*")) if f.is_file()]
+    files += [f for f in sorted(SAMPLE_LOGS.rglob("*")) if f.is_file() and f.suffix != ".md"]
+    out = []
+    for f in files:
+        src = Source.open(f, str(f))
+        try:
+            module, _ = parsers.claim(src.head())
+        except Exception:   # noqa: BLE001 - a file the reader refuses is no CSV log
+            continue
+        if module is csvlog:
+            out.append(f)
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 7])
+def test_recorded_logs_in_batches(size):
+    files = _recorded()
+    assert files
+    for f in files:
+        df = Source.open(f, str(f)).frame()
+        try:
+            for raw in (False, True):
+                _same(_fed(df, size, raw, raw), _fed(df, None, False, False))
+        except AssertionError as e:
+            raise AssertionError(f"{f}: {e}") from e
+
+
+@pytest.mark.parametrize("head, raw", [("usual", True), ("usual", False), ("nounits", True)])
+def test_thinned_as_it_reads_is_thinning_the_whole(monkeypatch, head, raw):
+    """Past thinning.MAX_READINGS each series is thinned batch by batch, the window doubling as more
+    come: what is kept is what thinning all readings at once with the final window keeps (placeholders
+    and a GPU that drops out included), and every reading keeps its sample number."""
+    from forensics import thinning
+
+    lines = _log(head, 3, 2500, [(i, f) for i in range(0, 2500, 97) for f in ("placeholder", "gone")])
+    df = _frame(lines)
+    whole = _fed(df, None, False, False)
+    monkeypatch.setattr(thinning, "MAX_READINGS", 2000)
+    thinned = _fed(df, 700, raw, raw)
+    window = thinned.meta["thinned"]["window"]
+    assert window >= 4 and thinned.samples.height <= 2000
+    assert thinned.samples.equals(thinning.thin(whole.samples, window))
+    assert thinned.meta["thinned"]["readings"] == whole.samples.height
