@@ -160,7 +160,9 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
         times = f" ({len(items)} times)" if len(items) > 1 else ""
         f = Finding(kind="xid", severity=xid_table.info(code).severity, gpu=gpu, pid=first["pid"], start=first["time"],
                     end=items[-1][0]["time"], source=first["source"],
-                    summary=f"NVRM Xid {code if code is not None else '?'} on {where}{_when(first['time'])}{times}: {meaning}.",
+                    summary=(f"NVRM Xid {code} on {where}{_when(first['time'])}{times}: {meaning}." if code is not None
+                             else f"NVRM on {where}{_when(first['time'])}{times}: {meaning} (no Xid line; read as "
+                                  "Xid 79)."),
                     evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]], detail={"code": code, "count": len(items)})
         out.append(f)
     return out
