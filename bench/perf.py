@@ -272,16 +272,16 @@ GENERATORS = {
 _REPORT_CHILD = r"""
 import sys, time, atexit
 sys.path.insert(0, {root!r})
-from forensics.detect import series as detect_series
+from forensics.detect import changepoints
 spent = [0.0]
-orig = detect_series.change_points
+orig = changepoints.change_points
 def timed(*a, **k):
     t = time.perf_counter()
     try:
         return orig(*a, **k)
     finally:
         spent[0] += time.perf_counter() - t
-detect_series.change_points = timed
+changepoints.change_points = timed
 atexit.register(lambda: print(f"CHANGE_POINTS {{spent[0]:.3f}}", file=sys.stderr))
 from forensics.cli import main
 sys.argv = ["gpu-forensics", "report", *sys.argv[1:]]
