@@ -59,8 +59,10 @@ def _batches(src: Source, batch_bytes: int | None = None):
 
 def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
     """Every batch of a big source to the reader and the scanners, in file order. The scanners read a
-    batch in a thread while the reader takes it (polars lets go of the GIL: two cores); a reader with
-    `prepare` also gets the next batches' stateless work started in threads meanwhile."""
+    batch in a thread while the reader takes the next (polars lets go of the GIL: two cores); a reader
+    with `prepare` also gets the next batches' stateless work started in threads meanwhile. A batch the
+    reader says it took whole as data rows of its format (feed returns True) holds nothing for the
+    scanners."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -71,13 +73,10 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
 
         def take(batch, raw, prepared) -> None:
             nonlocal scanned
+            taken = reader.feed(batch, raw) if prepared is None else reader.feed(batch, raw, prepared)
             if scanned is not None:
                 scanned.result()
-            scanned = pool.submit(scanners.feed, batch, raw)
-            if prepared is None:
-                reader.feed(batch, raw)
-            else:
-                reader.feed(batch, raw, prepared)
+            scanned = None if taken else pool.submit(scanners.feed, batch, raw)
 
         batches = lines.prefetched(_batches(src, PREPARED_BATCH_BYTES if prepare else None), depth=1)
         for batch, raw in batches:
@@ -94,7 +93,8 @@ def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed
     """(what the claiming parser read, what the free-text scanners found) in one pass over the source.
 
     A parser with a `Reader` gets the source's lines batch by batch (one batch for a small file); one
-    without reads its (small) files whole with `parse`."""
+    without reads its (small) files whole with `parse`. The scanners get every batch the reader does
+    not say it took whole as its own data rows."""
     scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
     make = getattr(module, "Reader", None)
     if make is None:
@@ -104,8 +104,8 @@ def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed
     reader = make(src, opts)
     if not streamed(src) or src.is_read:
         frame = src.frame()
-        reader.feed(frame)
-        scanners.feed(frame)
+        if not reader.feed(frame):
+            scanners.feed(frame)
     else:
         raw = reader.raw_batches(scanners) if hasattr(reader, "raw_batches") else None
         if raw is None:

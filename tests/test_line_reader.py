@@ -201,3 +201,34 @@ def test_rows_where_is_filter(rows, how):
         return
     got = rows_where(df, predicate)
     assert got.schema == want.schema and got.equals(want), how
+
+
+def test_batches_a_reader_took_whole_as_rows_skip_the_scanners(tmp_path, monkeypatch):
+    """A batch of nothing but clean CSV rows holds nothing for the free-text scanners: the reader says so
+    (feed returns True) and the scanners never see it; the batch that holds a CUDA OOM line is scanned,
+    and its OOM found."""
+    from forensics import ingest, parsers
+    from forensics.options import Options
+    from forensics.parsers import scanners as scanning
+
+    head = "timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB]"
+    rows = [f"2026/10/01 00:{i // 60 % 60:02d}:{i % 60:02d}.000, 0, NVIDIA H100 80GB HBM3, 00000000:18:00.0, "
+            f"81559 MiB, {30000 + i} MiB" for i in range(3000)]
+    rows[2500:2500] = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"]
+    p = tmp_path / "gpu.csv"
+    p.write_text("\n".join([head, *rows]) + "\n")
+    monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(fastpath, "BATCH_BYTES", 20000)
+    seen = []
+    orig = scanning.Scanners.feed
+
+    def feed(self, batch, raw=None):
+        seen.append(batch.height)
+        return orig(self, batch, raw)
+    monkeypatch.setattr(scanning.Scanners, "feed", feed)
+    src = Source.open(p)
+    module, _ = parsers.claim(src.head())
+    primary, found = ingest.read_source(src, module, Options(tz="UTC"))
+    assert primary.samples.height == 3000
+    assert [e for f in found for e in f.events["kind"].to_list()] == ["gpu_oom"]
+    assert 0 < sum(seen) < 3001 / 4, seen   # most batches were taken whole as rows

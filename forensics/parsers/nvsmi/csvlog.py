@@ -98,6 +98,7 @@ class Reader:
         self.rows = self.timed_rows = self.out_rows = self.valued = self.unnamed = 0
         self.free = False
         self._guess: ColumnMap | None | bool = None
+        self.clean = False                # the last batch fed was read whole by the clean path
 
     # -- feeding ------------------------------------------------------------------------------------
 
@@ -120,9 +121,15 @@ class Reader:
         work = batch.slice(skip) if skip else batch
         return m, pool.submit(csvcells.read_clean, work, (*raw, skip) if skip else raw, m, self.zone), skip
 
-    def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None, prepared=None) -> None:
-        if not batch.height:
-            return
+    def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None, prepared=None) -> bool:
+        """Take a batch. True when every line of it was a clean row of the columns in force (the clean
+        path reads a batch only then): no such line can hold what a free-text scanner looks for."""
+        self.clean = False
+        if batch.height:
+            self._feed_batch(batch, raw, prepared)
+        return self.clean
+
+    def _feed_batch(self, batch: pl.DataFrame, raw, prepared) -> None:
         if not self.sized:
             # an uncompressed file's size tells how many readings will come: thin with that window from
             # the start rather than thinning everything kept again each time it doubles
@@ -322,6 +329,7 @@ class Reader:
         return seq
 
     def _take_clean(self, done: tuple) -> None:
+        self.clean = True
         self.headerless = self.headerless or self.in_force == 0
         if done[0] == "cells":
             _, rows, ids = done
