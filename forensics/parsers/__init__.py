@@ -7,6 +7,8 @@
   format whose files can be big, `Reader(src, opts)` with `feed(batch)` (the file's `line`, `text`
   rows, batch by batch, in order) and `finish() -> Parsed`. ingest feeds a Reader the lines of a small
   file as one batch and those of a big one in many; its `parse` is the same reader fed the whole file.
+  `feed` may return True to say it took the batch whole as data rows of its format, which hold
+  nothing for the free-text scanners (they then skip that batch).
 
 Optionally, for facts that turn up anywhere in free text (a CUDA OOM at the end of a training log,
 an Xid inside a syslog), a module also has `SCAN_HINT` (a regex a line must match to be worth a
