@@ -5,6 +5,7 @@ Nothing downstream of the parsers knows about formats: it sees only these column
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -143,6 +144,18 @@ class Parsed:
     @property
     def records(self) -> int:
         return self.samples.height + self.events.height
+
+
+
+def detail_dict(text: str | None) -> dict:
+    """An event's `detail` (a JSON object as text) as a dict; {} when it is empty or not an object."""
+    if not text:
+        return {}
+    try:
+        d = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
 
 
 @dataclass

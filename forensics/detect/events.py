@@ -2,7 +2,6 @@
 GPU memory after their job ended, steps that slow down as memory fills, and the links between findings."""
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 import numpy as np
@@ -10,6 +9,7 @@ import polars as pl
 
 from forensics.detect.findings import Evidence, Finding
 from forensics.detect.measure import sample_evidence
+from forensics.model import detail_dict
 from forensics.units import human
 from forensics.frames import rows_where
 from forensics.parsers.kernel import xid as xid_table
@@ -17,16 +17,6 @@ from forensics.parsers.kernel import xid as xid_table
 EVIDENCE_MAX = 5
 SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
 SLOWDOWN_MIN_STEPS = 12
-
-
-def _detail(s: str | None) -> dict:
-    if not s:
-        return {}
-    try:
-        d = json.loads(s)
-    except (ValueError, TypeError):
-        return {}
-    return d if isinstance(d, dict) else {}
 
 
 def _ev(row: dict) -> Evidence:
@@ -53,7 +43,7 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
     out = []
     reaped = ev.filter(pl.col("kind") == "oom_reaped")
     for row in kills.iter_rows(named=True):
-        d = _detail(row["detail"])
+        d = detail_dict(row["detail"])
         who = f"pid {row['pid']}" if row["pid"] is not None else "a process"
         if row["process"]:
             who += f" ({row['process']})"
@@ -81,7 +71,7 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
     groups = ooms.group_by(["source", "gpu", "pid", "bytes", "text"], maintain_order=True).agg(
         pl.col("time").first(), pl.col("line").first(), pl.col("detail").first(), pl.len().alias("n"))
     for row in groups.iter_rows(named=True):
-        d = _detail(row["detail"])
+        d = detail_dict(row["detail"])
         gpu = row["gpu"]
         where = f"GPU {gpu}" if gpu is not None else "the GPU"
         tried = f" trying to allocate {human(row['bytes'])}" if row["bytes"] else ""
@@ -105,7 +95,7 @@ def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
     rows = list(leaks.iter_rows(named=True))
     by_site: dict[tuple, list[tuple[dict, dict]]] = {}
     for row in rows:
-        d = _detail(row["detail"])
+        d = detail_dict(row["detail"])
         site = _site_text(d.get("site"))
         expected = bool(d.get("allocator_cache_at_exit"))
         by_site.setdefault((str(site), expected), []).append((row, d))
@@ -145,7 +135,7 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
         return []
     groups: dict[tuple, list[tuple[dict, dict]]] = {}
     for row in xids.iter_rows(named=True):
-        d = _detail(row["detail"])
+        d = detail_dict(row["detail"])
         code = d.get("code")
         try:
             code = int(code) if code is not None else None

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from forensics.parsers.kernel import xid as xid_table
-from forensics.report.formatting import clip, json_detail
+from forensics.model import detail_dict
+from forensics.report.formatting import clip
 from forensics.units import human
 
 RAN_OUT = {"gpu_oom": "CUDA OOM", "oom_kill": "host OOM kill"}
@@ -29,7 +30,7 @@ FATAL_KINDS = ("oom_kill", "gpu_oom")
 def event_label(e: dict) -> str:
     kind = e.get("kind") or "event"
     label = EVENT_STYLE.get(kind, (kind,))[0]
-    d = json_detail(e.get("detail"))
+    d = detail_dict(e.get("detail"))
     if kind == "xid" and d.get("code") is not None:
         label = f"Xid {d.get('code')}" + (f": {d['meaning']}" if d.get("meaning") else "")
     elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):

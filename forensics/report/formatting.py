@@ -1,7 +1,6 @@
 """Values as people read them: clipped log text, plain data, natural order, durations, instants in a zone."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -87,16 +86,6 @@ def duration(hours: float | None) -> str | None:
         h = int(hours)
         return f"{h} h {round((hours - h) * 60):02d} min"
     return f"{hours / 24:.1f} days"
-
-
-def json_detail(text) -> dict:
-    if not text:
-        return {}
-    try:
-        d = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return d if isinstance(d, dict) else {}
 
 
 class Clock:

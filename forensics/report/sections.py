@@ -10,7 +10,8 @@ import polars as pl
 
 from forensics.frames import rows_where
 from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label, xid_is_fatal
-from forensics.report.formatting import (Clock, base_name, clip, duration, growth_span, json_detail, per_unit,
+from forensics.model import detail_dict
+from forensics.report.formatting import (Clock, base_name, clip, duration, growth_span, per_unit,
                                          plain)
 from forensics.report.limits import (MAX_DETAIL_ITEMS, MAX_EVENT_ROWS, MAX_EVIDENCE, MAX_FRAMES, MAX_INPUT_ROWS,
                                      MAX_SANITIZER_GROUPS, MAX_TABLE_ROWS)
@@ -224,7 +225,7 @@ def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
                          nulls_last=True)
     out = []
     for g in groups.head(MAX_SANITIZER_GROUPS).iter_rows(named=True):
-        d = json_detail(g["detail"])
+        d = detail_dict(g["detail"])
         try:
             frames = json.loads(g["_frames"])
         except ValueError:
@@ -261,7 +262,7 @@ def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     kills = events.filter(pl.col("kind") == "oom_kill").sort("time", nulls_last=True)
     rows = []
     for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
-        d = json_detail(e["detail"])
+        d = detail_dict(e["detail"])
         ordered = {k: d[k] for k in _OOM_KEYS if k in d}
         ordered.update(d)
         facts = _details(ordered, clock, skip=("pid", "process", "victim", "message", "host", "evidence_lines"),
@@ -276,7 +277,7 @@ def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     ooms = events.filter(pl.col("kind") == "gpu_oom").sort("time", nulls_last=True)
     rows = []
     for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
-        facts = _details(json_detail(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])
+        facts = _details(detail_dict(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])
         rows.append({"when": clock.when(e["time"]), "gpu": e["gpu"], "pid": e["pid"],
                      "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
                      "path": e["source"], "line": e["line"], "text": clip(e["text"])})

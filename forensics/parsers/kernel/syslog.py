@@ -3,19 +3,7 @@ the OOM killer's messages -> `oom_invoked`, `oom_kill`, `oom_reaped` events (doc
 table -> `host.rss` samples, and NVRM Xid lines (kernel/xid.py). This module is the format's entry:
 it claims the file; kernel/reader.py reads it, kernel/oom.py knows the OOM killer's messages.
 
-An `oom_kill` event carries the victim (pid, comm; a comm may itself contain parentheses), `bytes` =
-anon-rss + file-rss + shmem-rss (the kernel's kB are KiB), and in `detail`: scope ("global" | "memcg"),
-the memcg path, constraint, total_vm / anon_rss / file_rss / shmem_rss / pgtables (all in bytes), uid,
-oom_score_adj, the triggering comm of the preceding `invoked oom-killer` line, the `oom-kill:` summary's
-fields and the victim's task-table row. All kernel generations are read: the modern one-liner, the old
-`Kill process N (x) score S or sacrifice child` + `Killed process` pair, the 2.4 `Out of Memory: Killed
-process N (x).`, the pre-4.19 `Task in /x killed as a result of limit of /y`, and the early-4.19
-summary split over two records. When a log ends before the `Killed process` line (a truncated paste),
-the summary or the selection line still yields the kill, marked `inferred` in its detail.
-
-Task-table values are in pages; they are converted with 4096-byte pages (the page size of x86-64 and
-of most arm64 distribution kernels; 16K/64K-page kernels read 4x/16x too low), `pgtables_bytes` is
-already in bytes.
+What an `oom_kill` event carries, and which kernel generations are read, is in kernel/oom.py.
 """
 from __future__ import annotations
 

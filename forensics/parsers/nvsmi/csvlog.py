@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from forensics import clock
+from forensics.io.lines import read_whole
 from forensics.frames import rows_where
 from forensics.io.sources import Source
 from forensics.model import Parsed, Skipped, samples_frame
@@ -49,9 +50,7 @@ def sniff(head: list[str]) -> str | None:
 
 def parse(src: Source, opts: Options) -> Parsed:
     """A file read whole: its lines are one batch (a big file is fed to a Reader batch by batch)."""
-    reader = Reader(src, opts)
-    reader.feed(src.frame())
-    return reader.finish()
+    return read_whole(Reader(src, opts), src)
 
 
 def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False) -> Parsed:

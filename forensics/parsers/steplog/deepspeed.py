@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from forensics.model import Parsed
 from forensics.parsers.steplog import families, generic
-from forensics.parsers.steplog.reader import StepLogReader, read_whole
+from forensics.io.lines import read_whole
+from forensics.parsers.steplog.reader import StepLogReader
 
 NAME = "deepspeed-memory"
 COVERS = ("step-markers",)  # its reader reads the generic step-marker lines too

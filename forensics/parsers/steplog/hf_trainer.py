@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from forensics.model import Parsed
 from forensics.parsers.steplog import families, generic
-from forensics.parsers.steplog.reader import StepLogReader, read_whole
+from forensics.io.lines import read_whole
+from forensics.parsers.steplog.reader import StepLogReader
 
 NAME = "hf-trainer-memory"
 COVERS = ("step-markers",)

@@ -9,7 +9,8 @@ import polars as pl
 
 from forensics.model import Parsed
 from forensics.parsers.steplog import families, generic
-from forensics.parsers.steplog.reader import StepLogReader, extract_all, read_whole
+from forensics.io.lines import read_whole
+from forensics.parsers.steplog.reader import StepLogReader, extract_all
 
 NAME = "step-markers"
 

@@ -85,12 +85,6 @@ class StepLogReader:
         return parsed
 
 
-def read_whole(reader: StepLogReader, src) -> Parsed:
-    """A source's lines as one batch: what the entry modules' parse does."""
-    reader.feed(src.frame())
-    return reader.finish()
-
-
 # -- all families together ------------------------------------------------------------------------
 
 _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"),
