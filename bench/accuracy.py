@@ -790,7 +790,7 @@ def view_of(path: Path) -> tuple[str | None, str | None]:
     from forensics.io.sources import Source
     try:
         src = Source.open(path, str(path))
-        module, _ = parsers.claim(src.head())
+        module, _ = parsers.claim_file(src)
     except (InputError, OSError):
         return None, None
     if module is None:

@@ -18,6 +18,7 @@ from forensics import __version__
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone
 from forensics.report.write import STDOUT, Target, target, write_text
+from forensics.units import parse_size
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -74,10 +75,16 @@ def _parse_time(value: str | None, flag: str) -> datetime | None:
 
 
 def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None,
-                  end: str | None = None, interval: float | None = None, columns: str | None = None) -> Options:
+                  end: str | None = None, interval: float | None = None, columns: str | None = None,
+                  max_snapshot: str | None = None) -> Options:
     opts = Options()
     if columns is not None:
         opts.columns = check_columns(columns)
+    if max_snapshot is not None:
+        size = parse_size(max_snapshot)
+        if size is None or size <= 0:
+            raise UsageError(f"--max-snapshot-size {max_snapshot}: not a size, give e.g. 8GiB or 500MiB")
+        opts.max_snapshot_bytes = size
     for item in tz or []:
         if "=" in item:
             pattern, zone = item.rsplit("=", 1)
@@ -183,6 +190,9 @@ IntervalOption = Annotated[Optional[float], typer.Option(
 ColumnsOption = Annotated[Optional[str], typer.Option(
     "--columns", help="The columns of headerless nvidia-smi CSV (--format=csv,noheader), in their order, e.g. "
                       "timestamp,index,memory.used,memory.total; default: inferred from the values.")]
+MaxSnapshotOption = Annotated[Optional[str], typer.Option(
+    "--max-snapshot-size", help="Read PyTorch memory snapshots up to this size (decompressed), e.g. 8GiB; default 2GiB "
+                                "(about 30 s and 0.7 GiB of memory per GiB).")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
 
@@ -212,6 +222,7 @@ def report(
     end: EndOption = None,
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
+    max_snapshot_size: MaxSnapshotOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -223,7 +234,7 @@ def report(
     from forensics import report as rep
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval, columns)
+    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
     outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
     prog, cb = _progress()
     if prog:
@@ -272,7 +283,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     for real, shown in found.files:
         try:
             src = Source.open(real, shown)
-            module, reason = parsers.claim(src.head())
+            module, reason = parsers.claim_file(src)
         except InputError as e:
             print(f"{shown}\t-\t{e}")
             continue
@@ -300,6 +311,7 @@ def timeline(
     end: EndOption = None,
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
+    max_snapshot_size: MaxSnapshotOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -310,7 +322,7 @@ def timeline(
     from forensics import timeline as tl
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval, columns)
+    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
     tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
     bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
@@ -438,6 +450,7 @@ def scan(
     year: YearOption = None,
     boot_time: BootTimeOption = None,
     columns: ColumnsOption = None,
+    max_snapshot_size: MaxSnapshotOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
@@ -465,7 +478,7 @@ def scan(
         raise UsageError(f"--workers {workers}: at least one worker is needed, give a number from 1 up (or leave it out)")
     if scheduler and engine is not Engine.dask:
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
-    opts = build_options(tz, year, boot_time, None, columns=columns)
+    opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size)
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
                         reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force,
                         fail_on=fail_on.value)

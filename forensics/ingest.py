@@ -182,15 +182,19 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     Whatever happens to the file (not recognized, empty, truncated, lines too long) is counted in the
     returned InputInfo (`skip_reasons`) and said in one line in `InputInfo.problems`."""
     info = InputInfo(path=src.path, compression=src.compression)
-    head = src.head()
-    info.wrapper = src.wrapper.describe() if src.wrapper else None
-    module, reason = parsers.claim(head)
+    # a binary format claims its files by their bytes, before any text is decoded; it reads them whole
+    module, reason = parsers.claim_bytes(src.first_bytes())
+    binary = module is not None
+    if not binary:
+        head = src.head()
+        info.wrapper = src.wrapper.describe() if src.wrapper else None
+        module, reason = parsers.claim(head)
     info.reason = reason
     results: list[Parsed] = []
     skipped = Skipped()
     if module is not None:
         info.format = module.NAME
-        primary, found = read_source(src, module, opts)
+        primary, found = (module.parse(src, opts), []) if binary else read_source(src, module, opts)
         results.append(primary)
         results.extend(found)
         info.clock = primary.clock
@@ -205,7 +209,7 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
             info.reason = "free text with " + ", ".join(kinds) + " lines"
             info.clock = found[0].clock
             results.extend(found)
-    info.lines = src.line_count
+    info.lines = (results[0].lines or 0) if binary else src.line_count
     for p in results:
         _plausible(p, skipped)
         _consistency(p, src.path, skipped, info)

@@ -47,6 +47,7 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
 EVENT_KINDS = (
     "oom_kill", "oom_invoked", "oom_reaped", "gpu_oom", "xid", "sanitizer_leak",
     "sanitizer_summary", "sanitizer_error", "process_start", "process_gone", "marker", "driver_error",
+    "allocation_site",   # a call path's allocations live at a memory snapshot's dump (detail: how they grew)
 )
 
 
@@ -140,6 +141,8 @@ class Parsed:
     clock: str = "none"
     notes: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)  # parser-specific facts (e.g. sanitizer LEAK SUMMARY)
+    # a file claimed by its bytes: how many records its evidence line numbers count (it has no text lines)
+    lines: int | None = None
 
     @property
     def records(self) -> int:

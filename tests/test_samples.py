@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from accuracy import front_matter  # noqa: E402  (the README front matter, read one way)
 
 MAX_FOLDER_BYTES = 1_000_000
+# the one binary kind a sample folder may hold: a memory snapshot pickle, small enough to keep in git
+SNAPSHOT_SUFFIX, MAX_SNAPSHOT_BYTES = ".pickle", 2_000_000
 ONSET_STEPS = 3          # how far the onset may be off, in steps (when the finding counts steps)
 RATE_TOLERANCE = 0.25    # relative error allowed on the leak rate
 
@@ -75,7 +77,11 @@ def test_folder_is_small_text_with_its_inputs(folder):
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < MAX_FOLDER_BYTES
     for p in files:
-        p.read_bytes().decode("utf-8")          # logs only: no binaries in sample folders
+        if p.suffix == SNAPSHOT_SUFFIX:
+            assert p.stat().st_size < MAX_SNAPSHOT_BYTES
+            assert p.read_bytes()[:1] == b"\x80", f"{p.name}: a .pickle here must be a pickle (a memory snapshot)"
+            continue
+        p.read_bytes().decode("utf-8")          # logs only: no other binaries in sample folders
     inputs = listed(meta.get("inputs"))
     assert inputs, "README must list the inputs the tool has to recognize"
     for name in inputs:
@@ -183,6 +189,19 @@ def test_sanitizer_leak_sites_and_bytes(folder):
         assert any(name in f"{f.summary} {f.detail}"
                    and re.search(rf"(:|line\W{{1,4}}){line}\b", f"{f.summary} {f.detail}") for f in leaks), \
             f"{name}:{line} is not named by any sanitizer_leak finding"
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "allocation_leak_sites" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_allocation_leak_sites_are_named(folder):
+    meta, _, analysis = analyzed(folder)
+    leaks = of_kind(analysis, "allocation_leak")
+    for site in meta["allocation_leak_sites"].split(";"):
+        name = site.split()[0]                             # torch_memory.py:94
+        assert any(f.allocation and f.allocation["site"] == name for f in leaks), \
+            f"{name} is not named by any allocation_leak finding: {[f.summary for f in leaks]}"
+    # and no other call path is called a leak
+    assert len(leaks) == len(meta["allocation_leak_sites"].split(";")), [f.summary for f in leaks]
 
 
 @pytest.mark.parametrize("folder", [p for p in INCIDENTS if "oom_step" in front_matter(p / "README.md")],

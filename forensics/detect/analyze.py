@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from forensics.detect import events as detect_events
+from forensics.detect.allocations import allocation_findings
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings
 from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
 from forensics.units import human
 
-KIND_ORDER = {"leak": 0, "gpu_oom": 1, "oom_kill": 2, "residual_process": 3, "cache_growth": 4,
-              "slowdown": 5, "xid": 6, "sanitizer_leak": 7, "cache_warmup": 8}
+KIND_ORDER = {"leak": 0, "allocation_leak": 1, "gpu_oom": 2, "oom_kill": 3, "residual_process": 4, "cache_growth": 5,
+              "slowdown": 6, "xid": 7, "sanitizer_leak": 8, "cache_warmup": 9, "allocation_footprint": 10}
 
 
 @dataclass
@@ -37,6 +38,10 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     residual = [f for f in findings if f.kind == "residual_process"]
     if residual:
         return "leak", residual[0].summary[:-1] + ": GPU memory held by a process whose job is gone."
+    kept = [f for f in findings if f.kind == "allocation_leak"]
+    if kept:
+        more = f" ({len(kept) - 1} more call path{'s' if len(kept) > 2 else ''})" if len(kept) > 1 else ""
+        return "leak", kept[0].summary[:-1] + more + "."
     san = [f for f in findings if f.kind == "sanitizer_leak" and f.severity != "info"]
     if san:
         total = sum(f.bytes or 0 for f in san)
@@ -86,6 +91,7 @@ def analyze(bundle, opts=None) -> Analysis:
     leaks, cache = gpu_findings(parts)
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
+    findings.extend(allocation_findings(events, samples))
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
     detect_events.link(findings)

@@ -17,7 +17,8 @@ class Evidence:
 
 @dataclass
 class Finding:
-    kind: str                       # leak, cache_growth, gpu_oom, oom_kill, residual_process, sanitizer_leak, xid, slowdown
+    kind: str                       # leak, cache_growth, gpu_oom, oom_kill, residual_process, sanitizer_leak, xid, slowdown,
+                                    # allocation_leak, allocation_footprint
     severity: str                   # critical | warning | info
     summary: str                    # one sentence
     gpu: str | None = None
@@ -49,6 +50,8 @@ class Finding:
     stairs: int | None = None           # a staircase's stairs ...
     stair_period_seconds: float | None = None   # ... and their spacing
     stair_period_steps: float | None = None
+    # an allocation_leak's call path and counts, an allocation_footprint's sites (memory snapshots)
+    allocation: dict | None = None
 
 
 def iso(t) -> str | None:
@@ -101,6 +104,7 @@ def finding_json(f: Finding) -> dict:
         "stairs": f.stairs,
         "stair_period_seconds": f.stair_period_seconds,
         "stair_period_steps": f.stair_period_steps,
+        "allocation": f.allocation,
     }
     return d
 

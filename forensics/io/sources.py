@@ -250,6 +250,7 @@ class Source:
     compression: str | None = None
     wrapper: wrappers.Wrapper | None = None
     _head: list[str] | None = field(default=None, repr=False)
+    _first: bytes | None = field(default=None, repr=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
     streamed_lines: int | None = field(default=None, repr=False)        # lines counted while streaming
     read_accounted: bool = field(default=False, repr=False)      # counts of a whole read already taken
@@ -285,6 +286,24 @@ class Source:
             raise permission_error(self.path)
         except OSError as e:
             raise os_error(self.path, e)
+
+    def first_bytes(self) -> bytes:
+        """The first bytes of the content, decompressed (up to 64 KiB; fewer when the stream is cut):
+        what a parser that claims files by their bytes looks at, before any text is decoded."""
+        if self._first is None:
+            parts, have = [], 0
+            for chunk in self.chunks(_HEAD_CHUNK):
+                parts.append(chunk)
+                have += len(chunk)
+                if have >= _HEAD_CHUNK:
+                    break
+            self._first = b"".join(parts)[:_HEAD_CHUNK]
+        return self._first
+
+    def open_binary(self):
+        """The content as a binary stream (decompressed, streamed; `read(n)`, a context manager), for
+        a parser that reads a file it claimed by its bytes."""
+        return self._stream()
 
     def chunks(self, size: int) -> Iterator[bytes]:
         """Raw decompressed pieces; a read error after the first piece ends the iteration with the
@@ -476,7 +495,8 @@ class Source:
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>[0-9]+)|-(?P<date>[0-9]{8}))?(?P<ext>\.(?:gz|zst|xz|bz2))?$")
 # job.json: what `gpu-forensics record` writes about the run beside its logs (no memory in it)
 _SKIP_NAMES = {".DS_Store", "job.json"}
-SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pickle", ".pkl", ".pt", ".pth")
+# (pickles are not among them: a memory snapshot is one, and any pickle is told apart by its content)
+SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pt", ".pth")
 
 
 def rotation_key(name: str) -> tuple[str, int, str]:

@@ -10,12 +10,19 @@
   `feed` may return True to say it took the batch whole as data rows of its format, which hold
   nothing for the free-text scanners (they then skip that batch).
 
+A binary format (a pickle) has `sniff_bytes(first: bytes) -> str | None` instead of `sniff`: it
+claims a file by its first bytes (decompressed, up to 64 KiB), before any text is decoded, and its
+`parse(src, opts)` reads the file itself (`src.open_binary()`). No text head is made of such a file,
+no free-text scanner reads it, and its evidence `line` numbers count records, not text lines: the
+module's docstring says what a record is, and `Parsed.lines` how many there are.
+
 Optionally, for facts that turn up anywhere in free text (a CUDA OOM at the end of a training log,
 an Xid inside a syslog), a module also has `SCAN_HINT` (a regex a line must match to be worth a
 look), the literals every such line holds (`SCAN_PREFILTER`, `SCAN_BLOCK_LITERALS`, see scanners.py)
 and `scan(lines: pl.DataFrame, src, opts) -> Parsed`: events from the given lines.
 
-Sniffing goes from specific to generic: the first module whose `sniff` answers claims the file.
+Sniffing goes from specific to generic: the first module whose `sniff_bytes` answers claims the file,
+else the first whose `sniff` does.
 Adding a format = its module, one entry below, its samples and tests.
 
 Regexes spell a digit `[0-9]`, not `\\d`: polars keeps only the last 32 compiled regexes per thread and
@@ -34,6 +41,7 @@ _ORDER: list[str] = [
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
+    "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
     "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
     "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST
@@ -42,11 +50,29 @@ _ORDER: list[str] = [
 PARSERS: list[ModuleType] = [importlib.import_module(f"{__name__}.{name}") for name in _ORDER]
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in PARSERS}
 SCANNERS: list[ModuleType] = [m for m in PARSERS if hasattr(m, "scan")]
+BYTE_SNIFFERS: list[ModuleType] = [m for m in PARSERS if hasattr(m, "sniff_bytes")]
+TEXT_SNIFFERS: list[ModuleType] = [m for m in PARSERS if hasattr(m, "sniff")]
+
+
+def claim_bytes(first: bytes) -> tuple[ModuleType | None, str]:
+    """The first binary-format parser that claims a file by its first bytes, and why; or None."""
+    for m in BYTE_SNIFFERS:
+        reason = m.sniff_bytes(first)
+        if reason:
+            return m, reason
+    return None, ""
+
+
+def claim_file(src) -> tuple[ModuleType | None, str]:
+    """Who claims a source: by its bytes first, else by its first lines (which raises InputError for
+    a file that is not text)."""
+    module, reason = claim_bytes(src.first_bytes())
+    return (module, reason) if module is not None else claim(src.head())
 
 
 def claim(head: list[str]) -> tuple[ModuleType | None, str]:
     """The first parser that claims these head lines, and why; or None and a reason for nobody."""
-    for m in PARSERS:
+    for m in TEXT_SNIFFERS:
         reason = m.sniff(head)
         if reason:
             return m, reason

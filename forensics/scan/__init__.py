@@ -77,7 +77,7 @@ def _is_log(path: Path) -> bool:
     """A file some parser claims, or one that cannot be read (its failure is then listed with its job);
     only a readable file nobody recognizes (a script, notes) is not a log."""
     try:
-        return parsers.claim(Source.open(path, str(path)).head())[0] is not None
+        return parsers.claim_file(Source.open(path, str(path)))[0] is not None
     except InputError:
         return True
 

@@ -76,11 +76,13 @@ def iso(t: float | None) -> str | None:
 
 
 def leak_sites(source: Path) -> dict[str, int]:
-    """name -> line of each `# LEAK-SITE name:` comment."""
+    """name -> line of each `# LEAK-SITE name:` comment (a name used twice would name the wrong line)."""
     out = {}
     for n, line in enumerate(source.read_text().splitlines(), 1):
         m = re.search(r"LEAK-SITE (\w+)", line)
         if m and "LEAK-SITE name" not in line:
+            if m.group(1) in out:
+                raise SystemExit(f"{source}:{n}: LEAK-SITE {m.group(1)} is also at line {out[m.group(1)]}")
             out[m.group(1)] = n
     return out
 

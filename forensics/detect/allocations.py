@@ -1,0 +1,156 @@
+"""Leak sites from a memory snapshot's trace: which call paths keep adding live allocations.
+
+Each `allocation_site` event (parsers/torch/snapshot.py) is one call path with memory live at the
+dump: its live blocks, and the allocations of the trace that are still live, spread over the trace (a
+histogram of 64 equal parts of its span). A leak is code that runs every step and keeps what it
+allocated: its surviving allocations were made all through the trace, so every quarter of the trace
+added some. What is allocated once and kept (weights, optimizer state, a cache made at the start)
+has no survivors in the trace, or only at one time; the working set of the step running at the dump
+survives only at the end. Both are the footprint, listed, not judged.
+
+Quarters only say "steady" when the trace holds several steps: a trace shorter than a few steps (a
+small `max_entries`) is judged only when its steps are unknown, and says so. Steps come from the
+snapshot's own `Optimizer.step` annotations, else from a step log on the same clock (any memory series
+with step numbers that covers the trace).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import polars as pl
+
+from forensics.detect.findings import Evidence, Finding
+from forensics.frames import rows_where
+from forensics.model import detail_dict
+from forensics.units import human, rate_text
+
+QUARTERS = 4
+MIN_STEPS = 4            # quarters of a trace of fewer steps than this are parts of a step or two
+FOOTPRINT_SITES = 12     # footprint sites named in its finding
+
+
+def _utc(text) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        return None
+
+
+def _steps_from_log(samples: pl.DataFrame, t0: datetime, t1: datetime) -> tuple[float, str] | None:
+    """Steps done between t0 and t1 by a series that counts steps on a clock (a step log's memory
+    lines): its pace of steps per second over the readings inside the window (or around it)."""
+    if samples.height == 0 or t1 <= t0:
+        return None
+    s = rows_where(samples, pl.col("step").is_not_null() & pl.col("time").is_not_null())
+    if s.height < 2:
+        return None
+    best = None
+    for (src,), g in s.group_by(["source"], maintain_order=True):
+        g = g.sort("time").unique(["step"], keep="first", maintain_order=True)
+        inside = g.filter(pl.col("time").is_between(t0, t1))
+        use = inside if inside.height >= 2 else g
+        if use.height < 2 or g["time"][0] > t1 or g["time"][-1] < t0:
+            continue
+        dt = (use["time"][-1] - use["time"][0]).total_seconds()
+        ds = int(use["step"][-1]) - int(use["step"][0])
+        if dt <= 0 or ds <= 0:
+            continue
+        steps = ds / dt * (t1 - t0).total_seconds()
+        if best is None or inside.height > best[2]:
+            best = (steps, str(src), inside.height)
+    return (best[0], f"the step numbers of {best[1]}") if best else None
+
+
+def _evidence(row: dict, d: dict) -> list[Evidence]:
+    out = [Evidence(path=row["source"] or "?", line=int(row["line"] or 0), text=row["text"] or "")]
+    first = d.get("first_line")
+    if isinstance(first, int) and first != row["line"]:
+        out.insert(0, Evidence(path=row["source"] or "?", line=first,
+                               text=f"the first allocation from {d.get('site')} still live at the dump "
+                                    f"(trace entry {first})"))
+    return out
+
+
+def allocation_findings(events: pl.DataFrame, samples: pl.DataFrame) -> list[Finding]:
+    sites = rows_where(events, pl.col("kind") == "allocation_site")
+    if sites.height == 0:
+        return []
+    out: list[Finding] = []
+    footprint: dict[tuple, list[tuple[dict, dict]]] = {}
+    for row in sites.iter_rows(named=True):
+        d = detail_dict(row["detail"])
+        trace = d.get("trace") if isinstance(d.get("trace"), dict) else {}
+        hist = d.get("histogram") if isinstance(d.get("histogram"), list) else []
+        counts = np.array([h[0] if isinstance(h, list) and h and isinstance(h[0], int) else 0 for h in hist])
+        quarters = ([int(q.sum()) for q in np.array_split(counts, QUARTERS)] if counts.size >= QUARTERS
+                    else [0] * QUARTERS)
+        t0, t1 = _utc(trace.get("start")), _utc(trace.get("end"))
+        steps, steps_from = trace.get("steps"), trace.get("steps_from")
+        if steps is None and t0 is not None and t1 is not None:
+            got = _steps_from_log(samples, t0, t1)
+            if got is not None:
+                steps, steps_from = got
+        steady = all(q > 0 for q in quarters)
+        if steady and (steps is None or steps >= MIN_STEPS):
+            out.append(_leak(row, d, trace, quarters, steps, steps_from, t0, t1))
+        elif (d.get("live_bytes") or 0) > 0:
+            footprint.setdefault((row["source"], trace.get("device")), []).append((row, d))
+    for (source, device), items in footprint.items():
+        out.append(_footprint(source, device, items))
+    return out
+
+
+def _leak(row: dict, d: dict, trace: dict, quarters: list[int], steps, steps_from, t0, t1) -> Finding:
+    site = d.get("site") or "?"
+    grown = int(d.get("survivor_bytes") or 0)
+    survivors = int(d.get("survivors") or 0)
+    seconds = trace.get("seconds")
+    per_hour = grown / seconds * 3600.0 if isinstance(seconds, (int, float)) and seconds > 0 else None
+    per_step = grown / steps if steps else None
+    span = (f"{steps:.0f} steps" if steps else
+            f"{seconds:.1f} s" if isinstance(seconds, (int, float)) else f"{trace.get('entries', '?')} entries")
+    rates = [x for x in (f"{human(per_step)}/step" if per_step else None,
+                         rate_text(per_hour, seconds) if per_hour else None) if x]
+    f = Finding(kind="allocation_leak", severity="warning", summary="", source=row["source"],
+                bytes=int(d.get("live_bytes") or 0),
+                growth_bytes=grown, rate_bytes_per_hour=per_hour, rate_bytes_per_step=per_step,
+                start=t0, end=t1, start_index=None if t0 is not None else trace.get("start"))
+    f.summary = (f"Allocations from {site} keep accumulating: {survivors} made during the trace's {span} are still "
+                 f"live at the dump (+{human(grown)}{', ' + ', '.join(rates) if rates else ''}), "
+                 f"{d.get('live_count', 0)} in all ({human(f.bytes)}).")
+    f.evidence = _evidence(row, d)
+    f.allocation = {"site": site, "path": d.get("frames") or [], "count": d.get("live_count"),
+                    "live_bytes": d.get("live_bytes"), "survivors": survivors, "survivor_bytes": grown,
+                    "allocations": d.get("allocs"), "quarters": quarters, "steps": steps, "steps_from": steps_from,
+                    "device": trace.get("device"), "trace_start": trace.get("start"), "trace_end": trace.get("end"),
+                    "start_dropped": trace.get("start_dropped")}
+    f.detail = {"site": site, "frames": d.get("frames") or [], "live_count": d.get("live_count"),
+                "survivors_per_quarter": quarters, "steps_in_trace": round(steps, 1) if steps else None,
+                "steps_from": steps_from}
+    if steps is None:
+        f.checks.append("The trace's steps are unknown (no Optimizer.step annotations, no step log on the same "
+                        "clock): a trace shorter than a few steps can show one step's working set this way.")
+    f.causes = [f"Tensors allocated at {site} are kept across steps: appended to a list, stored on a module or "
+                "an object that outlives the step, or a loss or output kept with its autograd graph."]
+    f.checks.insert(0, f"Follow what the code at {site} returns: where it is stored, and whether it is "
+                       ".detach()ed or converted with .item(); compare two snapshots a few steps apart.")
+    return f
+
+
+def _footprint(source: str, device, items: list[tuple[dict, dict]]) -> Finding:
+    items = sorted(items, key=lambda x: -(x[1].get("live_bytes") or 0))
+    total = sum(d.get("live_bytes") or 0 for _, d in items)
+    sites = [{"site": d.get("site"), "path": d.get("frames") or [], "count": d.get("live_count"),
+              "bytes": d.get("live_bytes")} for _, d in items[:FOOTPRINT_SITES]]
+    named = ", ".join(f"{s['site']} {human(s['bytes'] or 0)}" for s in sites[:4])
+    f = Finding(kind="allocation_footprint", severity="info", source=source, bytes=total,
+                summary=(f"At the dump, {human(total)} is held at {len(items)} call path"
+                         f"{'s' if len(items) != 1 else ''} that allocated once and kept it, or hold the step's "
+                         f"working set (weights, optimizer state, caches): {named}; not a leak."))
+    f.evidence = [Evidence(path=r["source"] or "?", line=int(r["line"] or 0), text=r["text"] or "")
+                  for r, _ in items[:3]]
+    f.allocation = {"device": device, "sites": sites, "sites_total": len(items)}
+    return f

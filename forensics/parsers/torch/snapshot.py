@@ -1,0 +1,566 @@
+"""PyTorch memory snapshots (docs/formats.md §4.3): the pickle `torch.cuda.memory._dump_snapshot()`
+writes, or `pickle.dump(torch.cuda.memory._snapshot())`; gzip and the other compressions too.
+
+Claimed by its first bytes (a pickle, and the snapshot's keys in its head), before any text is read
+(`sniff_bytes`). Read as plain data only (snapshot_pickle.py: nothing in the file can run), streamed,
+the bulk of the trace straight from the bytes (snapshot_fast.py), keeping per trace entry only what
+the analysis uses (action, address, size, stream, time, call path).
+
+What it gives:
+- samples `allocated` and `reserved` over the trace, rebuilt backwards from the totals at the dump
+  (snapshot_trace.py), on the wall clock of `time_us`, else on the entry number (`seq`);
+- a `gpu_oom` event per `oom` entry, with the device's free memory it reported;
+- an `allocation_site` event per call path with memory live at the dump: its live blocks and bytes,
+  and the allocations of the trace that survived, spread over the trace (a histogram), which is what
+  detect/allocations.py tells a leak from a footprint by.
+
+`line` is a record number: 1..N are the trace entries in file order (device 0 first), N+1.. the blocks
+of the segments at the dump, in order. The device index is the process's own CUDA ordinal, which is
+not the GPU's index on the machine when CUDA_VISIBLE_DEVICES is set, so `gpu` stays empty (a trace
+of several devices labels its series `cuda:N`).
+"""
+from __future__ import annotations
+
+import json
+import zlib
+import lzma
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+
+from forensics.errors import InputError
+from forensics.io.sources import Source
+from forensics.model import Parsed, Skipped, events_frame, samples_frame
+from forensics.options import Options
+from forensics.parsers.torch import snapshot_fast as fast
+from forensics.parsers.torch import snapshot_trace as T
+from forensics.parsers.torch.snapshot_pickle import Malformed, PlainUnpickler, Refused, TooBig
+from forensics.thinning import MAX_READINGS, thin
+from forensics.units import human
+
+NAME = "pytorch-memory-snapshot"
+
+_HEAD_KEYS = (b"segments", b"device_traces")
+_SEGMENT_KEYS = (b"total_size", b"blocks")   # a list of segments (torch.cuda.memory_snapshot())
+_PENDING = ("active_pending_free", "active_awaiting_free")   # the code's name and the docstring's
+_TEXT_NOT_KEPT = "(text not kept)"   # a string read from the bytes that the analysis does not use
+# time_us is microseconds of the wall clock since PyTorch stamps it so; older ones wrote none
+_WALL_US = (int(datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp() * 1e6),
+            int(datetime(2200, 1, 1, tzinfo=timezone.utc).timestamp() * 1e6))
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_SITES = 500
+_INT_FIELDS = {"addr": 1, "device_free": 1, "size": 2, "stream": 3, "time_us": 4}
+NOT_ENTRY = "trace entry that is not a dict with a known action"
+
+
+def sniff_bytes(first: bytes) -> str | None:
+    """Every pickle: a snapshot is read, any other pickle gets told why it is not one."""
+    if len(first) < 2 or first[0] != 0x80 or not 2 <= first[1] <= 5:
+        return None
+    head = first[:4096]
+    if any(k in head for k in _HEAD_KEYS):
+        return "a pickle holding segments and device_traces: PyTorch's memory snapshot"
+    if all(k in head for k in _SEGMENT_KEYS):
+        return "a pickle of segments (torch.cuda.memory_snapshot())"
+    return "a Python pickle"
+
+
+def _not_snapshot(path: str, why: str) -> InputError:
+    return InputError(path, "not a PyTorch memory snapshot", why,
+                      "pass the file torch.cuda.memory._dump_snapshot() wrote (it was not loaded: pickles are "
+                      "read as plain data here, nothing in them runs)")
+
+
+def parse(src: Source, opts: Options) -> Parsed:
+    head = src.first_bytes()
+    if sniff_bytes(head) == "a Python pickle":
+        raise _not_snapshot(src.path, "its first objects hold neither segments nor device_traces")
+    limit = opts.max_snapshot_bytes
+    reader = _Reader()
+    try:
+        with src.open_binary() as fh:
+            top = PlainUnpickler(fh.read, limit, reader.on_items, reader.skip).load()
+    except Refused as e:
+        raise _not_snapshot(src.path, f"its pickle holds {e.what} at byte {e.offset}, which a snapshot never does")
+    except Malformed as e:
+        raise InputError(src.path, "cannot read the snapshot", f"{e.what} at byte {e.offset}",
+                         "re-copy the file from where it was written (a copy cut short ends this way)")
+    except TooBig:
+        raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
+                         f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
+                         "and 0.7 GiB of memory per GiB of snapshot)")
+    except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
+        raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
+                         "re-copy the file from where it was written")
+    return _results(src, top, reader)
+
+
+class _Reader:
+    """The plain reader's hooks: trace entries go into compact columns instead of lists of dicts."""
+
+    def __init__(self):
+        self.paths = T.Paths()
+        self.traces: dict[int, tuple[list, T.Columns]] = {}   # id(trace list) -> (the list, its entries)
+        self.keys: set[str] = set()
+        self.skipped: list[int] = []      # entry numbers (per trace, 0-based) of entries not understood
+        self.from_bytes = 0               # entries read in runs straight from the bytes
+        self._retry_at = 0
+        self._backoff = 64 << 10
+        self._window = 1 << 20
+
+    def on_items(self, lst: list, items: list) -> bool:
+        known = self.traces.get(id(lst))
+        if known is None:
+            first = items[0]
+            if lst or type(first) is not dict or "action" not in first:
+                return False
+            known = self.traces[id(lst)] = (lst, T.Columns())
+        for e in items:
+            self._entry(known[1], e)
+        return True
+
+    def _entry(self, cols: T.Columns, e) -> None:
+        code = T.CODE.get(e.get("action")) if type(e) is dict and isinstance(e.get("action"), str) else None
+        if code is None:
+            self.skipped.append(len(cols))
+            cols.add(-1, 0, 0, 0, T.NO_TIME, T.NO_PATH)
+            return
+        self.keys.update(k for k in e if isinstance(k, str))
+        get = e.get
+        addr, size, stream, t = get("device_free" if code == T.OOM else "addr"), get("size"), get("stream"), get("time_us")
+        path = self.paths.of_frames(get("frames"))
+        cols.add(code, addr if type(addr) is int and -(1 << 63) <= addr < 1 << 63 else 0,
+                 size if type(size) is int and 0 <= size < 1 << 62 else 0,
+                 stream if type(stream) is int and -(1 << 63) <= stream < 1 << 63 else 0,
+                 t if type(t) is int and -(1 << 63) < t < 1 << 63 else T.NO_TIME,
+                 path.id if path is not None else T.NO_PATH)
+        e.clear()   # its memo slot keeps the dict; its contents are not needed again
+
+    def skip(self, vm: PlainUnpickler) -> bool:
+        """A run of entries of a known trace read straight from the bytes (snapshot_fast); after a
+        try that found none, the plain reader reads on a while before the next (doubling the while)."""
+        k = vm.marks[-1]
+        known = self.traces.get(id(vm.stack[k - 1]))
+        if known is None or vm.offset < self._retry_at:
+            return False
+        frame_end = vm.frame_end - vm.base if vm.frame_end is not None else None
+        run = fast.decode(vm.buf, vm.pos, frame_end, self._window)
+        taken = self._run(run, vm.memo) if run is not None else None
+        if taken is None:
+            self._retry_at = vm.offset + self._backoff
+            self._backoff = min(2 * self._backoff, 16 << 20)
+            return False
+        self._backoff = 64 << 10
+        run, cols, slots = taken
+        # a run that went to the end of the window may go on: read more at once next time; one that
+        # stopped early wasted the rest of the window's work: read less
+        went = int(run.ends[-1]) - vm.pos
+        self._window = (min(2 * self._window, fast.WINDOW) if went > 0.9 * self._window
+                        else max(1 << 18, 2 * went))
+        # the entries of this batch the plain reader made before the run come first
+        for e in vm.stack[k:]:
+            self._entry(known[1], e)
+        del vm.stack[k:]
+        known[1].add_arrays(cols)
+        vm.memo.extend(slots)
+        self.from_bytes += run.n
+        vm.pos = int(run.ends[-1])
+        fe = int(run.frame_ends[-1])
+        vm.frame_end = vm.base + fe if fe >= 0 else None
+        return True
+
+    def _run(self, run: fast.Run, memo: list):
+        """(the run cut before its first entry this reader cannot take, its columns, the memo slots
+        it made) or None when too little of it is usable."""
+        base = len(memo)
+        names = {}
+        for k in np.unique(run.keys[run.keys >= 0]).tolist():
+            obj = memo[k] if k < base else None
+            if not isinstance(obj, str) or obj == _TEXT_NOT_KEPT:
+                return None    # a key the plain reader has not seen as a string: not this reader's run
+            names[k] = obj
+        n = run.n
+        rows = np.arange(n)
+        # the field each key name is in, per entry (keys come in the same order in nearly all entries)
+        code_of = {name: i for i, name in enumerate(sorted(set(names.values())))}
+        lut = np.full(max(names) + 2, -1, dtype=np.int64)
+        for k, name in names.items():
+            lut[k] = code_of[name]
+        named = lut[np.where(run.keys >= 0, run.keys, lut.size - 1)]
+
+        def field(name: str):
+            if name not in code_of:
+                return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int64)
+            hit = named == code_of[name]
+            has = hit.any(axis=1)
+            col = hit.argmax(axis=1)
+            return has, run.kinds[rows, col], run.values[rows, col]
+
+        bad = np.zeros(n, dtype=bool)
+        has, kind, val = field("action")
+        action = np.full(n, -1, dtype=np.int64)
+        bad |= ~has | (kind != fast.REF)
+        for idx in np.unique(val[has & (kind == fast.REF)]).tolist():
+            obj = memo[idx] if idx < base else None
+            code = T.CODE.get(obj) if isinstance(obj, str) else None
+            sel = has & (kind == fast.REF) & (val == idx)
+            if code is None:
+                bad |= sel
+            else:
+                action[sel] = code
+        out = {}
+        for name in ("addr", "device_free", "size", "stream", "time_us"):
+            has_f, kind_f, val_f = field(name)
+            bad |= has_f & (kind_f != fast.INT)
+            out[name] = (has_f, val_f)
+        bad |= out["size"][1] < 0
+        slots = run.slots()
+        path, bad_paths = self._paths(run, memo, base, slots, field)
+        bad |= bad_paths
+        cut = int(np.argmax(bad)) if bad.any() else n
+        if cut < fast.MIN_RUN:
+            return None
+        if cut < n:
+            run = run.cut(cut)
+            slots = run.slots()
+            action, path = action[:cut], path[:cut]
+            out = {k: (h[:cut], v[:cut]) for k, (h, v) in out.items()}
+        self.keys.update(names.values())
+        oom = action == T.OOM
+        addr = np.where(oom, np.where(out["device_free"][0], out["device_free"][1], 0),
+                        np.where(out["addr"][0], out["addr"][1], 0))
+        time = np.where(out["time_us"][0], out["time_us"][1], T.NO_TIME)
+        cols = [action.astype(np.int8), addr, np.where(out["size"][0], out["size"][1], 0),
+                np.where(out["stream"][0], out["stream"][1], 0), time, path.astype(np.int32)]
+        # what the run's memo slots hold from now on: nothing for an entry, a placeholder for a string,
+        # the path for a traceback list (a later reference needs only that)
+        table = np.empty(len(self._list_paths) + 2, dtype=object)
+        table[:-2] = self._list_paths
+        table[-2], table[-1] = _TEXT_NOT_KEPT, None
+        objs = table[np.where(slots >= 0, slots, np.where(slots == fast.SLOT_STR, -2, -1))].tolist()
+        return run, cols, objs
+
+    def _paths(self, run: fast.Run, memo: list, base: int, slots: np.ndarray, field):
+        """Each entry's call path id, and which entries have frames this reader cannot take. Sets
+        `_list_paths`: the CallPath of each new list of the run (what its memo slot will hold)."""
+        n = run.n
+        has, kind, val = field("frames")
+        path = np.full(n, T.NO_PATH, dtype=np.int64)
+        bad = has & (kind != fast.REF) & (kind != fast.NEW_LIST)
+        # new lists: one path per distinct list of references, from a representative
+        list_key = run.list_keys()
+        # one 64-bit hash tells the lists apart; the other and the count check that it did
+        _, first, inverse = np.unique(list_key[:, 1], return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        if not (list_key[first[inverse]] == list_key).all():
+            _, first, inverse = np.unique(list_key, axis=0, return_index=True, return_inverse=True)
+            inverse = inverse.ravel()
+        rep_paths: list[T.CallPath | None] = []
+        for i in first.tolist():
+            s, c = int(run.list_start[i]), int(run.list_count[i])
+            refs = run.refs[s:s + c].tolist()
+            frames = [T.frame_tuple(memo[r]) if r < base else None for r in refs]
+            rep_paths.append(None if any(f is None for f in frames) else self.paths.of_tuples(frames))
+        self._list_paths = [rep_paths[j] for j in inverse.tolist()]
+        list_ok = np.array([p is not None for p in self._list_paths], dtype=bool)
+        list_id = np.array([p.id if p is not None else T.NO_PATH for p in self._list_paths], dtype=np.int64)
+        new = has & (kind == fast.NEW_LIST)
+        if list_id.size:
+            path[new] = list_id[val[new]]
+        if list_ok.size:
+            bad[new] |= ~list_ok[val[new]]
+        # references: to a list the plain reader made, a path made before, or a new list of this run
+        ref = has & (kind == fast.REF)
+        uniq, inv = np.unique(val[ref], return_inverse=True)
+        ids = np.empty(uniq.size, dtype=np.int64)
+        for j, idx in enumerate(uniq.tolist()):
+            if idx < base:
+                p = self.paths.of_frames(memo[idx])
+            else:
+                s = int(slots[idx - base]) if idx - base < slots.size else fast.SLOT_DICT
+                p = self._list_paths[s] if s >= 0 else None
+            ids[j] = p.id if p is not None else -2
+        got = ids[inv.ravel()]
+        bad[ref] |= got == -2
+        path[ref] = np.where(got == -2, T.NO_PATH, got)
+        return path, bad
+
+
+# -- results ------------------------------------------------------------------------------------------
+
+def _iso_us(us: int) -> str:
+    t = _EPOCH + timedelta(microseconds=int(us))
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _blocks(segments: list, paths: T.Paths, first_record: int) -> tuple[dict, dict, dict, list[str]]:
+    """Blocks per device, reserved bytes per device, what the segments' layout says (for the era
+    note), and the reasons of records not understood."""
+    blocks: dict[int, list[T.Block]] = {}
+    reserved: dict[int, int] = {}
+    layout = {"frames": 0, "history": 0, "pending": set(), "expandable": 0, "blocks": 0}
+    bad: list[str] = []
+    record = first_record
+    for seg in segments:
+        if type(seg) is not dict:
+            bad.append("segment that is not a dict")
+            continue
+        dev = seg.get("device") if type(seg.get("device")) is int else 0
+        total = seg.get("total_size")
+        reserved[dev] = reserved.get(dev, 0) + (total if type(total) is int and total >= 0 else 0)
+        layout["expandable"] += bool(seg.get("is_expandable"))
+        at = seg.get("address") if type(seg.get("address")) is int else 0
+        for b in seg.get("blocks") or ():
+            if type(b) is not dict:
+                bad.append("block that is not a dict")
+                record += 1
+                continue
+            size = b.get("size") if type(b.get("size")) is int and b.get("size") >= 0 else 0
+            state = b.get("state") if isinstance(b.get("state"), str) else "?"
+            if state in _PENDING:
+                layout["pending"].add(state)
+            hist = b.get("history")
+            if "frames" in b:
+                layout["frames"] += 1
+                frames, req = b.get("frames"), b.get("requested_size")
+            elif isinstance(hist, list) and hist and type(hist[0]) is dict:
+                # the older layout: the latest allocation of the block first (_memory_viz._block_extra_legacy)
+                layout["history"] += 1
+                frames, req = hist[0].get("frames"), hist[0].get("real_size")
+            else:
+                frames, req = None, b.get("requested_size")
+            address = b.get("address") if type(b.get("address")) is int else at
+            path = paths.of_frames(frames) if frames is not None else None
+            blocks.setdefault(dev, []).append(T.Block(address, size, req if type(req) is int else size, state,
+                                                      path, record))
+            layout["blocks"] += 1
+            at = address + size
+            record += 1
+    return blocks, reserved, layout, bad
+
+
+def _results(src: Source, top, reader: _Reader) -> Parsed:
+    path = src.path
+    if isinstance(top, list):
+        top = {"segments": top}
+    if not isinstance(top, dict) or not ({"segments", "device_traces"} & set(top)):
+        what = type(top).__name__
+        raise _not_snapshot(path, f"its top level is a {what} without segments or device_traces")
+    traces_obj = top.get("device_traces") if isinstance(top.get("device_traces"), list) else []
+    traces = []
+    for d, lst in enumerate(traces_obj):
+        known = reader.traces.get(id(lst)) if type(lst) is list else None
+        traces.append((d, known[1].arrays() if known is not None else T.Columns().arrays()))
+    n_entries = sum(c["action"].size for _, c in traces)
+    segments = top.get("segments") if isinstance(top.get("segments"), list) else []
+    blocks, reserved, layout, bad_records = _blocks(segments, reader.paths, n_entries + 1)
+    out = Parsed()
+    skipped = Skipped()
+    if reader.skipped:
+        skipped.add_lines(NOT_ENTRY, [i + 1 for i in reader.skipped])
+    for why in bad_records:
+        skipped.add(why)
+    multi = len([1 for _, c in traces if c["action"].size]) > 1
+    samples, events, notes = [], [], []
+    timed_all = True
+    record = 1
+    by_device = dict(traces)
+    for d in sorted(set(by_device) | set(blocks)):
+        cols = by_device.get(d) or T.Columns().arrays()
+        n = cols["action"].size
+        dev_blocks = blocks.get(d, [])
+        alloc_end = sum(b.size for b in dev_blocks if b.state == "active_allocated")
+        if n:
+            s, e, note, timed = _device(d, cols, record, dev_blocks, alloc_end, reserved.get(d, 0),
+                                        reader.paths, multi, _optimizer_steps(top, d))
+            samples.append(s)
+            events.extend(e)
+            notes.append(note)
+            timed_all &= timed
+        elif dev_blocks:   # no trace (recording was off): what is live at the dump, by call path
+            rp = T.replay(cols, alloc_end, reserved.get(d, 0))
+            by_record = {b.record: b for b in dev_blocks}
+            events.extend(_site_events(T.sites(cols, rp, dev_blocks, reader.paths, record, np.zeros(0)),
+                                       {"device": d, "entries": 0},
+                                       lambda r, d=d: _block_text(d, by_record[r], reader.paths), False))
+        record += n
+    out.samples = samples_frame(pl.concat(samples)) if samples else out.samples
+    out.events = events_frame(events) if events else out.events
+    out.clock = "wall" if samples and timed_all else "none"
+    out.skipped = skipped
+    out.lines = n_entries + layout["blocks"]
+    out.notes = [_era(top, reader, layout), *notes,
+                 f"Evidence lines are record numbers: 1–{n_entries} the trace entries (device by device), "
+                 f"{n_entries + 1}–{n_entries + layout['blocks']} the blocks of the segments at the dump."
+                 if layout["blocks"] else f"Evidence lines are the trace entries' numbers (1–{n_entries})."]
+    out.meta["snapshot"] = {"entries": n_entries, "blocks": layout["blocks"], "segments": len(segments),
+                            "entries_read_from_bytes": reader.from_bytes}
+    return out
+
+
+def _era(top: dict, reader: _Reader, layout: dict) -> str:
+    """Which layout of the snapshot was read, by what its records hold."""
+    parts = []
+    if layout["frames"]:
+        parts.append("blocks with their allocation's frames and requested_size")
+    if layout["history"]:
+        parts.append("blocks with a history of allocations (the older layout, as torch.cuda._memory_viz "
+                     "reads it for legacy snapshots)")
+    if reader.keys:
+        stamped = "time_us" in reader.keys
+        parts.append("trace entries " + ("stamped with time_us (the wall clock)" if stamped else
+                                          "without time_us (drawn by entry number)")
+                     + "".join(f", {k}" for k in ("compile_context", "user_metadata", "pool_id") if k in reader.keys))
+    for state in sorted(layout["pending"]):
+        parts.append(f"blocks waiting on other streams named {state}")
+    if layout["expandable"]:
+        parts.append("expandable segments")
+    extra = [k for k in ("allocator_settings", "external_annotations", "host_segments", "host_traces") if k in top]
+    if extra:
+        parts.append("also " + ", ".join(extra))
+    settings = top.get("allocator_settings")
+    conf = settings.get("PYTORCH_CUDA_ALLOC_CONF") if isinstance(settings, dict) else None
+    if isinstance(conf, str) and conf:
+        parts.append(f"PYTORCH_CUDA_ALLOC_CONF={conf[:120]}")
+    return "Snapshot layout read: " + ("; ".join(parts) if parts else "no trace and no blocks") + "."
+
+
+def _axis(cols: dict) -> tuple[bool, np.ndarray]:
+    t = cols["time"]
+    timed = bool(t.size) and bool(((t >= _WALL_US[0]) & (t <= _WALL_US[1])).all()) and bool((np.diff(t) >= 0).all())
+    return timed, (t.astype(np.float64) / 1e6 if timed else np.arange(t.size, dtype=np.float64))
+
+
+def _optimizer_steps(top: dict, d: int) -> np.ndarray:
+    """When each optimizer step of device d began (time_us): the `Optimizer.step#...` START
+    annotations that recent PyTorch records with the trace."""
+    out = [a.get("time_us") for a in top.get("external_annotations") or ()
+           if type(a) is dict and a.get("stage") == "START" and a.get("device", d) == d
+           and isinstance(a.get("name"), str) and a["name"].startswith("Optimizer.step")]
+    return np.array([t for t in out if type(t) is int], dtype=np.int64)
+
+
+def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_end: int,
+            paths: T.Paths, multi: bool, step_starts: np.ndarray):
+    """Samples, events and the note of one device's trace."""
+    n = cols["action"].size
+    rp = T.replay(cols, alloc_end, res_end)
+    timed, axis = _axis(cols)
+    action = cols["action"]
+    label = f"cuda:{d}" if multi else None
+    rows = np.arange(n)
+    parts = []
+    for series, values, start, changes in (
+            ("allocated", rp.allocated, rp.allocated_start, np.isin(action, (T.ALLOC, T.FREE_REQUESTED))),
+            ("reserved", rp.reserved, rp.reserved_start, np.isin(action, (*T.SEGMENT_GROW, *T.SEGMENT_SHRINK)))):
+        keep = changes & (cols["size"] != 0)
+        idx = rows[keep]
+        val = values[keep]
+        if not idx.size or idx[0] != 0:   # where the trace starts, the value before its first change
+            idx, val = np.concatenate([[0], idx]), np.concatenate([[start], val])
+        frame = pl.DataFrame({
+            "time": (pl.Series(cols["time"][idx]).cast(pl.Datetime("us", "UTC")) if timed
+                     else pl.Series([None] * idx.size, dtype=pl.Datetime("us", "UTC"))),
+            "seq": idx.astype(np.int64), "line": (idx + first).astype(np.int64),
+            "series": pl.Series([series] * idx.size, dtype=pl.String), "bytes": val.astype(np.int64),
+        }).with_columns(pl.lit(label, dtype=pl.String).alias("label"))
+        parts.append(frame)
+    samples = pl.concat(parts)
+    if samples.height > MAX_READINGS:
+        window = 1
+        while samples.height * 2 / window > MAX_READINGS:
+            window *= 2
+        samples = thin(samples.sort("seq"), window)
+    events = _oom_events(d, cols, first, rp, timed, paths)
+    span = float(axis[-1] - axis[0]) if n else 0.0
+    trace = {"device": d, "start_dropped": rp.freed_unseen > 0, "entries": n}
+    if timed:
+        trace.update(start=_iso_us(cols["time"][0]), end=_iso_us(cols["time"][-1]), seconds=span, axis="time")
+        if step_starts.size:
+            inside = (step_starts >= cols["time"][0]) & (step_starts <= cols["time"][-1])
+            trace.update(steps=int(inside.sum()), steps_from="Optimizer.step annotations")
+    else:
+        trace.update(start=first, end=first + n - 1, axis="index")
+
+    def render(record: int) -> str:
+        i = record - first
+        if 0 <= i < n:
+            return _entry_text(d, cols, i, paths)
+        blk = next((b for b in blocks if b.record == record), None)
+        return _block_text(d, blk, paths) if blk is not None else f"record {record}"
+
+    events.extend(_site_events(T.sites(cols, rp, blocks, paths, first, axis), trace, render, timed))
+    where = f"device {d}: " if multi or d else ""
+    when = (f"from {_iso_us(cols['time'][0])} to {_iso_us(cols['time'][-1])} ({span:.1f} s)" if timed
+            else "without time stamps (by entry number)")
+    start = (f"the trace starts mid-run: {rp.freed_unseen} free{'s' if rp.freed_unseen != 1 else ''} of memory "
+             "allocated before its first entry (the allocator keeps only the last max_entries events, or "
+             "recording began late)" if rp.freed_unseen else
+             "no free of memory the trace did not see allocated (it may hold the whole recording)")
+    note = (f"{where}{n} trace entries {when}; {rp.survivors.size} allocations of the trace still live at the dump; "
+            f"{start}. allocated and reserved over the trace are rebuilt backwards from the totals at the dump "
+            f"({human(alloc_end)} allocated, {human(res_end)} reserved)"
+            + ("; the trace and the segments disagree (the rebuilt curve goes below zero)" if rp.negative else "")
+            + ".")
+    return samples, events, note, timed
+
+
+def _where(paths: T.Paths, pid: int) -> str:
+    return " ← ".join(paths.all[pid].describe(3)) if pid >= 0 else "no Python frames"
+
+
+def _entry_text(d: int, cols: dict, i: int, paths: T.Paths) -> str:
+    action = cols["action"][i]
+    name = T.ACTIONS[action] if 0 <= action < len(T.ACTIONS) else "?"
+    size = human(int(cols["size"][i]))
+    t = int(cols["time"][i])
+    when = f" at {_iso_us(t)}" if t != T.NO_TIME else ""
+    where = _where(paths, int(cols["path"][i]))
+    if action == T.OOM:
+        return (f"device {d} trace entry {i + 1}: oom, {size} requested, {human(int(cols['addr'][i]))} free on the "
+                f"device{when}, from {where}")
+    return f"device {d} trace entry {i + 1}: {name} {size} at 0x{int(cols['addr'][i]) & (2**64 - 1):x}{when}, from {where}"
+
+
+def _block_text(d: int, blk: T.Block, paths: T.Paths) -> str:
+    where = _where(paths, blk.path.id) if blk.path is not None else "frames not recorded"
+    return (f"device {d} block at the dump: {human(blk.size)} {blk.state} at 0x{blk.address & (2**64 - 1):x}, "
+            f"from {where}")
+
+
+def _oom_events(d: int, cols: dict, first: int, rp: T.Replay, timed: bool, paths: T.Paths) -> list[dict]:
+    out = []
+    for i in np.flatnonzero(cols["action"] == T.OOM).tolist():
+        pid = int(cols["path"][i])
+        detail = {"requested_bytes": int(cols["size"][i]), "device_free_bytes": int(cols["addr"][i]),
+                  "allocated_bytes": int(rp.allocated[i]), "reserved_bytes": int(rp.reserved[i]),
+                  "device": d, "stream": int(cols["stream"][i])}
+        if pid >= 0:
+            detail["site"] = paths.all[pid].site()
+            detail["frames"] = paths.all[pid].describe()
+        t = int(cols["time"][i])
+        out.append({"time": _EPOCH + timedelta(microseconds=t) if timed else None, "line": first + i,
+                    "kind": "gpu_oom", "bytes": int(cols["size"][i]), "detail": json.dumps(detail),
+                    "text": _entry_text(d, cols, i, paths)})
+    return out
+
+
+def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> list[dict]:
+    """One allocation_site event per call path with memory live at the dump (the largest first); its
+    line and text are its latest surviving allocation, else one of its live blocks."""
+    site_list = sorted(site_list, key=lambda s: (-s.survivors, -s.live_bytes))[:_MAX_SITES]
+    out = []
+    for s in site_list:
+        if not s.live_count and not s.survivors:
+            continue
+        detail = {"site": s.path.site(), "frames": s.path.describe(), "live_count": s.live_count,
+                  "live_bytes": s.live_bytes, "allocs": s.allocs, "survivors": s.survivors,
+                  "survivor_bytes": s.survivor_bytes, "first_line": s.first_record, "last_line": s.last_record,
+                  "histogram": s.histogram if s.survivors else [], "trace": trace}
+        line = s.last_record or s.block_record or 0
+        t = s.last_time if timed and s.last_time is not None else None
+        out.append({"time": _EPOCH + timedelta(microseconds=t) if t is not None else None, "line": line,
+                    "kind": "allocation_site", "bytes": s.live_bytes, "detail": json.dumps(detail),
+                    "text": render(line)})
+    return out

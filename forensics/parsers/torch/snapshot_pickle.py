@@ -1,0 +1,362 @@
+"""A pickle reader for plain data only: what `pickle.dump` writes for dicts, lists, tuples, strings,
+numbers, booleans and None, read from a stream, and nothing else.
+
+Loading a pickle with the standard library runs whatever code the pickle names. This reader has no
+way to do that: an opcode that names a Python object or builds one (GLOBAL, STACK_GLOBAL, REDUCE,
+BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID, out-of-band buffers) is refused with the byte it is at, and so
+are the ones a memory snapshot never holds (bytes, sets, Python 2 strings). Everything it builds is a
+plain Python container or scalar.
+
+The stream is read in chunks (memory: one chunk, plus what is built); `limit` caps the bytes read. Two
+hooks let a caller keep only what it needs of a big container: `on_items(lst, items)` is called when
+items are appended to a list (return True to take them instead of the list), and `skip(vm)` is offered
+the stream at each EMPTY_DICT opcode inside a list's items, to read many of them at once
+(snapshot_fast.py); both see the memo, the table of objects later opcodes may refer to.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+CHUNK = 16 << 20
+# Bytes left in the buffer below which it is refilled before the next opcode: every opcode of fixed
+# size, and every short string (at most 255 bytes), fits; longer arguments ask for their bytes.
+MARGIN = 1024
+
+_REFUSED = {
+    ord("c"): "GLOBAL (names a Python object)", 0x93: "STACK_GLOBAL (names a Python object)",
+    ord("R"): "REDUCE (calls a Python object)", ord("b"): "BUILD (sets an object's state)",
+    ord("i"): "INST (builds an object)", ord("o"): "OBJ (builds an object)",
+    0x81: "NEWOBJ (builds an object)", 0x92: "NEWOBJ_EX (builds an object)",
+    0x82: "EXT1 (names a registered Python object)", 0x83: "EXT2 (names a registered Python object)",
+    0x84: "EXT4 (names a registered Python object)", ord("P"): "PERSID (refers to an outside object)",
+    ord("Q"): "BINPERSID (refers to an outside object)", 0x97: "NEXT_BUFFER (an out-of-band buffer)",
+    0x98: "READONLY_BUFFER (an out-of-band buffer)",
+    ord("S"): "STRING (a Python 2 string)", ord("T"): "BINSTRING (a Python 2 string)",
+    ord("U"): "SHORT_BINSTRING (a Python 2 string)", ord("B"): "BINBYTES (bytes)", ord("C"): "SHORT_BINBYTES (bytes)",
+    0x8e: "BINBYTES8 (bytes)", 0x96: "BYTEARRAY8 (a bytearray)", 0x8f: "EMPTY_SET (a set)",
+    0x90: "ADDITEMS (a set)", 0x91: "FROZENSET (a frozenset)",
+}
+# opcodes that build objects, as opposed to data this reader does not expect
+BUILDS_OBJECTS = frozenset(k for k, v in _REFUSED.items() if "object" in v or "buffer" in v)
+
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_F64 = struct.Struct(">d").unpack_from
+# memo indices beyond this many past the end mean a damaged or hostile pickle (pickle.dump numbers
+# them in order), not a sparse memo to allocate
+_MEMO_GAP = 1 << 20
+_MAX_STACK = 50_000_000
+
+
+class Refused(Exception):
+    """An opcode this reader does not run or does not expect, at byte `offset`."""
+
+    def __init__(self, offset: int, what: str):
+        self.offset, self.what = offset, what
+        super().__init__(f"byte {offset}: {what}")
+
+
+class Malformed(Exception):
+    """Not a well-formed pickle of plain data (truncated, damaged or not a pickle)."""
+
+    def __init__(self, offset: int, what: str):
+        self.offset, self.what = offset, what
+        super().__init__(f"byte {offset}: {what}")
+
+
+class TooBig(Exception):
+    """More than `limit` bytes."""
+
+
+class _HookFailed(Exception):
+    """A caller's hook raised: its own error, not the pickle's (re-raised as it was)."""
+
+
+class PlainUnpickler:
+    """`PlainUnpickler(read, limit).load()`: the object, or Refused / Malformed / TooBig."""
+
+    def __init__(self, read: Callable[[int], bytes], limit: int,
+                 on_items: Callable[[list, list], bool] | None = None,
+                 skip: Callable[["PlainUnpickler"], None] | None = None):
+        self._read, self.limit = read, limit
+        self.on_items, self.skip = on_items, skip
+        self.buf = b""
+        self.pos = 0
+        self.base = 0          # stream offset of buf[0]
+        self.eof = False
+        self.stack: list = []
+        self.marks: list[int] = []
+        self.memo: list = []
+        self.frame_end: int | None = None   # stream offset where the current FRAME ends
+
+    # -- the stream ---------------------------------------------------------------------------------
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def refill(self, need: int = MARGIN) -> None:
+        """Keep the unread bytes and read on until `need` of them are there (or the stream ends)."""
+        rest = self.buf[self.pos:]
+        parts = [rest]
+        have = len(rest)
+        self.base += self.pos
+        while not self.eof and have < max(need, CHUNK):
+            piece = self._read(max(CHUNK, need - have))
+            if not piece:
+                self.eof = True
+                break
+            parts.append(piece)
+            have += len(piece)
+            if self.base + have > self.limit:
+                raise TooBig()
+        # what a hostile stream could pile up from few bytes (DUP, MEMOIZE: 8 bytes each per byte read)
+        if len(self.stack) > _MAX_STACK or len(self.memo) > self.limit // 16:
+            raise Malformed(self.offset, "more on the stack or in the memo than a snapshot holds")
+        self.buf = b"".join(parts) if len(parts) > 1 else rest
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        if self.pos + n > len(self.buf):
+            self.refill(n)
+            if n > len(self.buf):
+                raise Malformed(self.offset, "the pickle ends in the middle of an opcode (truncated)")
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def _line(self) -> bytes:
+        """A text argument up to its newline (protocol 0 opcodes)."""
+        while True:
+            end = self.buf.find(b"\n", self.pos)
+            if end >= 0:
+                out = self.buf[self.pos:end]
+                self.pos = end + 1
+                return out
+            if self.eof or len(self.buf) - self.pos > 1 << 20:
+                raise Malformed(self.offset, "a text argument without its end of line")
+            self.refill(len(self.buf) - self.pos + CHUNK)
+
+    # -- the memo and marks ---------------------------------------------------------------------------
+    def _put(self, idx: int) -> None:
+        memo = self.memo
+        if idx < len(memo):
+            memo[idx] = self.stack[-1]
+        elif idx - len(memo) < _MEMO_GAP:
+            memo.extend([None] * (idx - len(memo)))
+            memo.append(self.stack[-1])
+        else:
+            raise Malformed(self.offset, f"memo index {idx} far out of order")
+
+    def _get(self, idx: int):
+        if idx >= len(self.memo):
+            raise Malformed(self.offset, f"memo index {idx} refers to nothing")
+        return self.memo[idx]
+
+    def _pop_mark(self) -> list:
+        if not self.marks:
+            raise Malformed(self.offset, "an opcode needs a MARK that is not there")
+        k = self.marks.pop()
+        items = self.stack[k:]
+        del self.stack[k:]
+        return items
+
+    def _extend(self, items: list) -> None:
+        lst = self.stack[-1] if self.stack else None
+        if type(lst) is not list:
+            raise Malformed(self.offset, "items appended to something that is not a list")
+        if self.on_items is None or not items or not self._hook(self.on_items, lst, items):
+            lst.extend(items)
+
+    def _setitems(self, items: list) -> None:
+        d = self.stack[-1] if self.stack else None
+        if type(d) is not dict or len(items) % 2:
+            raise Malformed(self.offset, "dict items set on something that is not a dict")
+        try:
+            for i in range(0, len(items), 2):
+                d[items[i]] = items[i + 1]
+        except TypeError:
+            raise Malformed(self.offset, "a dict key that cannot be a key (a list or dict)") from None
+
+    @staticmethod
+    def _hook(fn, *args):
+        try:
+            return fn(*args)
+        except (Refused, Malformed, TooBig):
+            raise
+        except Exception as e:
+            raise _HookFailed() from e
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def load(self):
+        try:
+            return self._run()
+        except (Refused, Malformed, TooBig):
+            raise
+        except _HookFailed as e:
+            raise e.__cause__ from None
+        except IndexError:
+            raise Malformed(self.offset, "an opcode needs more on the stack than is there") from None
+        except (ValueError, OverflowError, UnicodeDecodeError, struct.error) as e:
+            raise Malformed(self.offset, f"a damaged argument ({type(e).__name__})") from None
+
+    def _run(self):
+        stack, marks = self.stack, self.marks
+        push = stack.append
+        memo = self.memo
+        skip = self.skip
+        while True:
+            if self.pos + MARGIN > len(self.buf) and not self.eof:
+                self.refill()
+            buf = self.buf
+            pos = self.pos
+            if pos >= len(buf):
+                raise Malformed(self.offset, "the pickle ends before its STOP opcode (truncated)")
+            op = buf[pos]
+            pos += 1
+            # the most frequent opcodes of a snapshot first
+            if op == 0x6a:      # j LONG_BINGET
+                idx = _U32(buf, pos)[0]
+                self.pos = pos + 4
+                push(memo[idx] if idx < len(memo) else self._get(idx))
+            elif op == 0x68:    # h BINGET
+                idx = buf[pos]
+                self.pos = pos + 1
+                push(memo[idx] if idx < len(memo) else self._get(idx))
+            elif op == 0x94:    # MEMOIZE
+                self.pos = pos
+                if not stack:
+                    raise Malformed(pos - 1, "MEMOIZE with nothing on the stack")
+                memo.append(stack[-1])
+            elif op == 0x8a:    # LONG1
+                n = buf[pos]
+                self.pos = pos + 1 + n
+                push(int.from_bytes(buf[pos + 1:pos + 1 + n], "little", signed=True))
+            elif op == 0x28:    # ( MARK
+                self.pos = pos
+                marks.append(len(stack))
+            elif op == 0x8c:    # SHORT_BINUNICODE
+                n = buf[pos]
+                self.pos = pos + 1 + n
+                push(str(buf[pos + 1:pos + 1 + n], "utf-8", "surrogatepass"))
+            elif op == 0x4b:    # K BININT1
+                self.pos = pos + 1
+                push(buf[pos])
+            elif op == 0x7d:    # } EMPTY_DICT
+                # inside a list's items: the caller may read a run of dicts at once (from this opcode)
+                if skip is not None and marks and marks[-1] > 0 and type(stack[marks[-1] - 1]) is list:
+                    self.pos = pos - 1
+                    if self._hook(skip, self):
+                        continue
+                self.pos = pos
+                push({})
+            elif op == 0x75:    # u SETITEMS
+                self.pos = pos
+                self._setitems(self._pop_mark())
+            elif op == 0x4a:    # J BININT
+                self.pos = pos + 4
+                push(_I32(buf, pos)[0])
+            elif op == 0x5d:    # ] EMPTY_LIST
+                self.pos = pos
+                push([])
+            elif op == 0x65:    # e APPENDS
+                self.pos = pos
+                self._extend(self._pop_mark())
+            elif op == 0x61:    # a APPEND
+                self.pos = pos
+                self._extend([stack.pop()])
+            elif op == 0x4d:    # M BININT2
+                self.pos = pos + 2
+                push(_U16(buf, pos)[0])
+            elif op == 0x95:    # FRAME: transparent here; its end is where the next one starts
+                self.pos = pos + 8
+                self.frame_end = self.base + pos + 8 + _U64(buf, pos)[0]
+            else:
+                self.pos = pos
+                done = self._rare(op, pos - 1)
+                if done is not None:
+                    return done[0]
+
+    def _rare(self, op: int, at: int):
+        """The opcodes a snapshot seldom or never holds. Returns (object,) at STOP, else None."""
+        stack = self.stack
+        push = stack.append
+        if op in _REFUSED:
+            raise Refused(self.base + at, _REFUSED[op])
+        if op == 0x2e:      # . STOP
+            if len(stack) != 1 or self.marks:
+                raise Malformed(self.base + at, "STOP with an unfinished structure")
+            return (stack.pop(),)
+        if op == 0x80:      # PROTO
+            proto = self._take(1)[0]
+            if proto > 5:
+                raise Malformed(self.base + at, f"pickle protocol {proto} is unknown")
+        elif op == 0x4e:    # N NONE
+            push(None)
+        elif op == 0x88:    # NEWTRUE
+            push(True)
+        elif op == 0x89:    # NEWFALSE
+            push(False)
+        elif op == 0x29:    # ) EMPTY_TUPLE
+            push(())
+        elif op in (0x85, 0x86, 0x87):   # TUPLE1..3
+            n = op - 0x84
+            if len(stack) - (self.marks[-1] if self.marks else 0) < n:
+                raise Malformed(self.base + at, "a tuple needs more items than are there")
+            items = tuple(stack[-n:])
+            del stack[-n:]
+            push(items)
+        elif op == 0x74:    # t TUPLE
+            push(tuple(self._pop_mark()))
+        elif op == 0x6c:    # l LIST
+            push(self._pop_mark())
+        elif op == 0x64:    # d DICT
+            items = self._pop_mark()
+            push({})
+            self._setitems(items)
+        elif op == 0x73:    # s SETITEM
+            value = stack.pop()
+            key = stack.pop()
+            self._setitems([key, value])
+        elif op == 0x47:    # G BINFLOAT
+            push(_F64(self._take(8))[0])
+        elif op == 0x8b:    # LONG4
+            n = _I32(self._take(4))[0]
+            if n < 0:
+                raise Malformed(self.base + at, "LONG4 with a negative length")
+            push(int.from_bytes(self._take(n), "little", signed=True))
+        elif op == 0x58:    # X BINUNICODE
+            push(str(self._take(_U32(self._take(4))[0]), "utf-8", "surrogatepass"))
+        elif op == 0x8d:    # BINUNICODE8
+            push(str(self._take(_U64(self._take(8))[0]), "utf-8", "surrogatepass"))
+        elif op == 0x71:    # q BINPUT
+            self._put(self._take(1)[0])
+        elif op == 0x72:    # r LONG_BINPUT
+            self._put(_U32(self._take(4))[0])
+        elif op == 0x70:    # p PUT
+            self._put(int(self._line()))
+        elif op == 0x67:    # g GET
+            push(self._get(int(self._line())))
+        elif op == 0x49:    # I INT (protocol 0; 00 and 01 are False and True)
+            text = self._line()
+            push(False if text == b"00" else True if text == b"01" else int(text))
+        elif op == 0x4c:    # L LONG (protocol 0)
+            push(int(self._line().rstrip(b"L")))
+        elif op == 0x46:    # F FLOAT (protocol 0)
+            push(float(self._line()))
+        elif op == 0x56:    # V UNICODE (protocol 0)
+            push(self._line().decode("raw-unicode-escape"))
+        elif op == 0x30:    # 0 POP (a MARK when nothing is above it)
+            if self.marks and len(stack) == self.marks[-1]:
+                self.marks.pop()
+            else:
+                stack.pop()
+        elif op == 0x31:    # 1 POP_MARK
+            self._pop_mark()
+        elif op == 0x32:    # 2 DUP
+            push(stack[-1])
+        else:
+            raise Malformed(self.base + at, f"byte 0x{op:02x} is not a pickle opcode")
+        return None
