@@ -65,12 +65,11 @@ def _steps_from_log(samples: pl.DataFrame, t0: datetime, t1: datetime) -> tuple[
 
 
 def _evidence(row: dict, d: dict) -> list[Evidence]:
+    """The first and the latest allocation of the site still live at the dump."""
     out = [Evidence(path=row["source"] or "?", line=int(row["line"] or 0), text=row["text"] or "")]
     first = d.get("first_line")
-    if isinstance(first, int) and first != row["line"]:
-        out.insert(0, Evidence(path=row["source"] or "?", line=first,
-                               text=f"the first allocation from {d.get('site')} still live at the dump "
-                                    f"(trace entry {first})"))
+    if isinstance(first, int) and first != row["line"] and isinstance(d.get("first_text"), str):
+        out.insert(0, Evidence(path=row["source"] or "?", line=first, text=d["first_text"]))
     return out
 
 
@@ -126,6 +125,7 @@ def _leak(row: dict, d: dict, trace: dict, quarters: list[int], steps, steps_fro
                     "live_bytes": d.get("live_bytes"), "survivors": survivors, "survivor_bytes": grown,
                     "allocations": d.get("allocs"), "quarters": quarters, "steps": steps, "steps_from": steps_from,
                     "device": trace.get("device"), "trace_start": trace.get("start"), "trace_end": trace.get("end"),
+                    "seconds": trace.get("seconds"),
                     "start_dropped": trace.get("start_dropped")}
     f.detail = {"site": site, "frames": d.get("frames") or [], "live_count": d.get("live_count"),
                 "survivors_per_quarter": quarters, "steps_in_trace": round(steps, 1) if steps else None,

@@ -14,8 +14,8 @@ from forensics.detect.findings import SEVERITY_RANK, iso
 from forensics.report.charts import build_charts, zoom_panels
 from forensics.report.formatting import Clock, clip, lookup
 from forensics.report.limits import MAX_FINDINGS, MAX_INPUT_ROWS, MAX_PROBLEMS
-from forensics.report.sections import (events_ctx, finding_ctx, gpu_ooms_ctx, inputs_ctx, oom_kills_ctx,
-                                       sanitizer_ctx, xids_ctx)
+from forensics.report.sections import (allocations_ctx, events_ctx, finding_ctx, gpu_ooms_ctx, inputs_ctx,
+                                       oom_kills_ctx, sanitizer_ctx, xids_ctx)
 from forensics.report.summary import embedded_summary
 from forensics.report.verdict import verdict_ctx
 
@@ -85,6 +85,7 @@ def build_context(bundle, analysis, opts) -> dict:
         "findings": [finding_ctx(f, clock) for f in shown],
         "findings_omitted": [{"kind": k, "severity": s, "count": n} for (k, s), n in sorted(rest.items())],
         "sanitizer": sanitizer_ctx(events),
+        "allocations": allocations_ctx(findings),
         "oom_kills": oom_kills_ctx(events, clock),
         "gpu_ooms": gpu_ooms_ctx(events, clock),
         "xids": xids_ctx(events, clock),

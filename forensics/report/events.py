@@ -23,6 +23,7 @@ EVENT_STYLE = {
     "sanitizer_leak": ("sanitizer leak", "#7b4fb3", False),
     "sanitizer_summary": ("sanitizer summary", "#7b4fb3", False),
     "sanitizer_error": ("sanitizer error", "#7b4fb3", True),
+    "allocation_site": ("live allocations of a call path", "#2e9a3a", False),
 }
 FATAL_KINDS = ("oom_kill", "gpu_oom")
 

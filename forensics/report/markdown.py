@@ -110,6 +110,14 @@ def render_markdown(ctx: dict) -> str:
             tag = " (expected: allocator cache at exit)" if g["expected"] else ""
             out.append(f"- {g['bytes_text']} in {g['count']} allocation(s) at {md_text(g['site'])}{tag}")
         out.append("")
+    alloc = ctx["allocations"]
+    if alloc:
+        out += ["### Live allocations by call path (memory snapshot)", ""]
+        for r in alloc["rows"][:15]:
+            grew = f", {md_text(r['growth_text'])}" + (f" ({md_text(r['rate'])})" if r["rate"] else "") if r["growth_text"] else ""
+            tag = "accumulating" if r["leak"] else "footprint"
+            out.append(f"- {md_text(r['site'])} ({tag}): {md_text(r['bytes_text'])} in {r['count']} block(s) live at the dump{grew}")
+        out.append("")
     ins = ctx["inputs"]
     out += ["### Inputs", "", "| file | format | lines | records | skipped | time range |", "|---|---|---:|---:|---:|---|"]
     for r in ins["rows"][:50]:

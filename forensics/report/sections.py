@@ -169,8 +169,9 @@ def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
         f, l = clock.when(r["first"]), clock.when(r["last"])
         kinds.append({"kind": r["kind"], "label": EVENT_STYLE.get(r["kind"], (r["kind"],))[0], "count": r["count"],
                       "first": f["local"] if f else None, "last": l["local"] if l else None})
-    # sanitizer leak records get their own section; here the timeline of things that happened
-    timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak"]))
+    # sanitizer leak records and a snapshot's call paths get their own sections; here the timeline of
+    # things that happened
+    timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak", "allocation_site"]))
     ordered = timeline_events.with_row_index("_i").sort(["time", "_i"], nulls_last=True).head(MAX_EVENT_ROWS)
     rows = []
     for e in ordered.iter_rows(named=True):
@@ -252,6 +253,37 @@ def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
         "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
         "expected_allocations": expected.height, "expected_bytes_text": human(expected["bytes"].sum()) if expected.height else None,
     }
+
+
+def allocations_ctx(findings: list) -> dict | None:
+    """A memory snapshot's live allocations by call path: the sites that keep accumulating (leaks)
+    first, then the footprint (allocated once and kept)."""
+    leaks = [f for f in findings if f.kind == "allocation_leak" and f.allocation]
+    prints = [f for f in findings if f.kind == "allocation_footprint" and f.allocation]
+    if not leaks and not prints:
+        return None
+    rows = []
+    for f in sorted(leaks, key=lambda f: -(f.growth_bytes or 0))[:MAX_SANITIZER_GROUPS]:
+        a = f.allocation
+        rate = ", ".join(x for x in (per_unit(f.rate_bytes_per_step, "step") if f.rate_bytes_per_step else None,
+                                     rate_text(f.rate_bytes_per_hour, a.get("seconds")) if f.rate_bytes_per_hour else None)
+                         if x)
+        ev = f.evidence[-1] if f.evidence else None
+        rows.append({"leak": True, "site": clip(a.get("site"), 300), "frames": [clip(x, 300) for x in (a.get("path") or [])[:MAX_FRAMES]],
+                     "count": a.get("count"), "bytes_text": human(f.bytes or 0),
+                     "growth_text": f"+{human(f.growth_bytes or 0)} in {a.get('survivors')} allocation(s)",
+                     "rate": rate or None, "quarters": a.get("quarters"),
+                     "evidence": {"path": ev.path, "line": ev.line, "text": clip(ev.text)} if ev else None})
+    for f in prints:
+        for s in f.allocation.get("sites") or []:
+            rows.append({"leak": False, "site": clip(s.get("site"), 300),
+                         "frames": [clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]],
+                         "count": s.get("count"), "bytes_text": human(s.get("bytes") or 0), "growth_text": None,
+                         "rate": None, "quarters": None, "evidence": None})
+    return {"rows": rows, "leaks": len(leaks), "leak_bytes_text": human(sum(f.bytes or 0 for f in leaks)),
+            "footprint_bytes_text": human(sum(f.bytes or 0 for f in prints)),
+            "footprint_sites": sum(f.allocation.get("sites_total") or 0 for f in prints),
+            "footprint_shown": sum(len(f.allocation.get("sites") or []) for f in prints)}
 
 
 _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",

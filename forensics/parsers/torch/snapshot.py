@@ -372,11 +372,11 @@ def _results(src: Source, top, reader: _Reader) -> Parsed:
         dev_blocks = blocks.get(d, [])
         alloc_end = sum(b.size for b in dev_blocks if b.state == "active_allocated")
         if n:
-            s, e, note, timed = _device(d, cols, record, dev_blocks, alloc_end, reserved.get(d, 0),
-                                        reader.paths, multi, _optimizer_steps(top, d))
+            s, e, device_notes, timed = _device(d, cols, record, dev_blocks, alloc_end, reserved.get(d, 0),
+                                                reader.paths, multi, _optimizer_steps(top, d))
             samples.append(s)
             events.extend(e)
-            notes.append(note)
+            notes.extend(device_notes)
             timed_all &= timed
         elif dev_blocks:   # no trace (recording was off): what is live at the dump, by call path
             rp = T.replay(cols, alloc_end, reserved.get(d, 0))
@@ -498,12 +498,13 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
              "allocated before its first entry (the allocator keeps only the last max_entries events, or "
              "recording began late)" if rp.freed_unseen else
              "no free of memory the trace did not see allocated (it may hold the whole recording)")
-    note = (f"{where}{n} trace entries {when}; {rp.survivors.size} allocations of the trace still live at the dump; "
-            f"{start}. allocated and reserved over the trace are rebuilt backwards from the totals at the dump "
-            f"({human(alloc_end)} allocated, {human(res_end)} reserved)"
-            + ("; the trace and the segments disagree (the rebuilt curve goes below zero)" if rp.negative else "")
-            + ".")
-    return samples, events, note, timed
+    notes = [f"{where}{n} trace entries {when}; {rp.survivors.size} allocations of the trace still live at the dump.",
+             f"{where}{start[:1].upper()}{start[1:]}.",
+             f"{where}allocated and reserved over the trace are rebuilt backwards from the totals at the dump "
+             f"({human(alloc_end)} allocated, {human(res_end)} reserved)"
+             + ("; the trace and the segments disagree (the rebuilt curve goes below zero)" if rp.negative else "")
+             + "."]
+    return samples, events, notes, timed
 
 
 def _where(paths: T.Paths, pid: int) -> str:
@@ -558,6 +559,8 @@ def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> l
                   "live_bytes": s.live_bytes, "allocs": s.allocs, "survivors": s.survivors,
                   "survivor_bytes": s.survivor_bytes, "first_line": s.first_record, "last_line": s.last_record,
                   "histogram": s.histogram if s.survivors else [], "trace": trace}
+        if s.first_record is not None and s.first_record != s.last_record:
+            detail["first_text"] = render(s.first_record)
         line = s.last_record or s.block_record or 0
         t = s.last_time if timed and s.last_time is not None else None
         out.append({"time": _EPOCH + timedelta(microseconds=t) if t is not None else None, "line": line,
