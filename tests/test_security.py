@@ -4,7 +4,8 @@
   report, the JSON embedded in its script tag, the Markdown summary, the scan index page.
 - XML is read with a hardened parser: entity expansion and external entities are refused.
 - No code-executing loader (pickle, marshal, eval, yaml.load, torch.load, np.load with pickles) is in
-  the source; a pickle given as input is refused as binary, never loaded.
+  the source; a pickle given as input is read as plain data (a PyTorch memory snapshot) or refused,
+  never loaded: a payload that would run code is refused at its first opcode that names an object.
 - Outputs are written atomically (temp file + rename): a failure mid-write leaves the old file whole;
   the scan's job folders cannot leave the output folder whatever the job folders are called.
 """
@@ -366,6 +367,44 @@ def test_a_pickle_given_as_input_is_refused_not_loaded(tmp_path):
             ingest.parse_one(Source.open(p, name), UTC)
         assert "pickle" in str(e.value) or "binary" in str(e.value)
     assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
+def test_a_snapshot_shaped_pickle_with_a_payload_never_runs_it(tmp_path, protocol):
+    """Looks like a memory snapshot (its top dict has segments and device_traces), so it is read;
+    the payload sits in a trace entry and would create a file if anything loaded it."""
+    marker = tmp_path / "PWNED"
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(marker),))
+
+    entry = {"action": "alloc", "addr": 1, "size": 2, "stream": 0, "frames": Boom()}
+    p = tmp_path / "snapshot.pickle"
+    p.write_bytes(pickle.dumps({"segments": [], "device_traces": [[entry] * 3]}, protocol=protocol))
+    if protocol < 2:
+        # no protocol header (PyTorch writes protocol 4 or 5): not claimed as a pickle, read as text, not recognized
+        info, _ = ingest.parse_one(Source.open(p, "snapshot.pickle"), UTC)
+        assert info.format is None or info.format == "text"
+    else:
+        with pytest.raises(InputError) as e:
+            ingest.parse_one(Source.open(p, "snapshot.pickle"), UTC)
+        msg = str(e.value)
+        assert msg.startswith("snapshot.pickle: not a PyTorch memory snapshot") and "\n" not in msg
+        assert "GLOBAL" in msg and "nothing in them runs" in msg
+    assert not marker.exists()
+
+
+def test_every_object_building_opcode_is_refused():
+    import io
+
+    from forensics.parsers.torch.snapshot_pickle import BUILDS_OBJECTS, PlainUnpickler, Refused
+
+    for op in sorted(BUILDS_OBJECTS):
+        # a protocol header, then the opcode (its arguments do not matter: it is refused on sight)
+        data = bytes([0x80, 4, op]) + b"os\nsystem\n" + b"." * 16
+        with pytest.raises(Refused):
+            PlainUnpickler(io.BytesIO(data).read, 1 << 20).load()
 
 
 # -- atomic outputs ----------------------------------------------------------------------------------

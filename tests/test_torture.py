@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -31,6 +32,8 @@ from forensics import ingest
 from forensics.io import sources
 from forensics.options import Options
 from forensics.io.sources import MAX_LINE_CHARS, Source
+
+from conftest import SAMPLE_LOGS
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "torture"
@@ -110,7 +113,24 @@ def build_corpus(folder: Path) -> dict[str, str]:
     bad["train.log"] = "line too long"
     (folder / "README.txt").write_text("the nightly fine-tune, restarted twice\n")
     bad["README.txt"] = "not recognized"
+    # pickles: a payload that would create a file if anything loaded it, a pickle that is no
+    # snapshot, and a real snapshot whose gzip copy was cut short
+    (folder / "payload.pkl").write_bytes(pickle.dumps(_Payload(folder.parent / "PWNED"), protocol=4))
+    bad["payload.pkl"] = "pickle that names code"
+    (folder / "state.pkl").write_bytes(pickle.dumps({"epoch": 3, "losses": [0.5, 0.25]}, protocol=4))
+    bad["state.pkl"] = "pickle that is not a snapshot"
+    snap = gzip.compress((SAMPLE_LOGS / "snapshot_leak" / "snapshot.pickle").read_bytes())
+    (folder / "snapshot.pickle.gz").write_bytes(snap[: len(snap) // 2])
+    bad["snapshot.pickle.gz"] = "truncated snapshot"
     return bad
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
 
 
 def run_cli(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
@@ -182,7 +202,8 @@ def test_messages_say_what_happened(tortured):
         "empty.log": "empty file", "README.txt": "not recognized", "train.log": "line too long",
         "clock_back.csv": "clock goes back", "gpus_come_and_go.csv": "GPU 1 has no readings",
         "smi_device_handle.csv": "GPU has fallen off the bus", "smi_failed.log": "NVIDIA-SMI has failed",
-        "duplicates.csv": "duplicate",
+        "duplicates.csv": "duplicate", "payload.pkl": "not a PyTorch memory snapshot",
+        "state.pkl": "not a PyTorch memory snapshot", "snapshot.pickle.gz": "cannot read the snapshot",
     }
     for name, words in expect.items():
         mine = [ln for ln in err.splitlines() if f"/{name}" in ln.split(": ", 1)[0]]
@@ -227,8 +248,13 @@ def test_skip_reasons_are_counted(tortured):
         assert row["skipped"] == sum(row["skip_reasons"].values()), row
 
 
+def test_no_pickle_was_loaded(tortured):
+    assert not (tortured["folder"].parent / "PWNED").exists()
+
+
 def test_unreadable_inputs_are_errors(tortured):
-    for name in ("core.bin", "self.log", "pipe.log", "secret.log", "kern.log.3.gz", "dangling.log"):
+    for name in ("core.bin", "self.log", "pipe.log", "secret.log", "kern.log.3.gz", "dangling.log", "payload.pkl",
+                 "state.pkl", "snapshot.pickle.gz"):
         (row,) = _inputs_named(tortured, name)
         assert row["error"] and row["format"] is None, row
 

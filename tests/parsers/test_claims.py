@@ -39,11 +39,13 @@ SAMPLE_FILE_FORMAT = {
     "nvidia-smi-table.txt": "nvidia-smi-table",
     "nvidia-smi.txt": "nvidia-smi-table",
     "nvidia-smi-q-memory.txt": "nvidia-smi-q",
+    "snapshot.pickle": "pytorch-memory-snapshot",
 }
 
 
 def realworld_files() -> list[Path]:
-    return sorted(REALWORLD.glob("*/*.txt"))
+    # text snippets, and the binary formats' files (claimed by their bytes; provenance in the folder's README)
+    return sorted([*REALWORLD.glob("*/*.txt"), *REALWORLD.glob("*/*.pickle")])
 
 
 def sample_files() -> list[Path]:
@@ -51,11 +53,17 @@ def sample_files() -> list[Path]:
 
 
 def sniffers(head: list[str]) -> list[str]:
-    return [m.NAME for m in parsers.PARSERS if m.sniff(head)]
+    return [m.NAME for m in parsers.TEXT_SNIFFERS if m.sniff(head)]
+
+
+def byte_sniffers(first: bytes) -> list[str]:
+    return [m.NAME for m in parsers.BYTE_SNIFFERS if m.sniff_bytes(first)]
 
 
 def _claims(path: Path, want: str) -> None:
-    claimed = sniffers(Source.open(path).head())
+    src = Source.open(path)
+    by_bytes = byte_sniffers(src.first_bytes())
+    claimed = by_bytes or sniffers(src.head())
     assert claimed, f"{path}: nobody claims it"
     assert claimed[0] == want, f"{path}: claimed first by {claimed[0]}, expected {want} (all: {claimed})"
     others = [c for c in claimed[1:] if (c, want) not in GENERIC_OVERLAPS]
