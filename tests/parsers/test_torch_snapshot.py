@@ -24,6 +24,7 @@ from forensics.io.sources import Source
 from forensics.options import Options
 from forensics.parsers.torch import snapshot
 from forensics.parsers.torch.snapshot_pickle import PlainUnpickler
+from forensics.parsers.torch.snapshot_reader import TraceReader
 from snapshots import MiB, Loop, loop
 
 UTC = Options(tz="UTC")
@@ -165,7 +166,7 @@ def test_evidence_lines_are_record_numbers(tmp_path):
 # -- the trace read in runs from the bytes, or one opcode at a time ------------------------------------
 
 def _columns(data: bytes, runs: bool):
-    r = snapshot._Reader()
+    r = TraceReader()
     top = PlainUnpickler(io.BytesIO(data).read, 1 << 40, r.on_items, r.skip if runs else None).load()
     cols = [r.traces[id(t)][1].arrays() for t in top["device_traces"] if id(t) in r.traces]
     paths = [[r.paths.all[i].frames if i >= 0 else None for i in c["path"].tolist()] for c in cols]

@@ -212,41 +212,49 @@ def _fields(b: np.ndarray, c: np.ndarray, size: int):
         kind = _KIND[v]
         length = _LEN[v]
         val = np.zeros(act.size, dtype=np.int64)
-        sel = np.flatnonzero(v == 0x4b)          # BININT1
-        val[sel] = b[q[sel] + 1]
-        sel = np.flatnonzero(v == 0x4d)          # BININT2
-        val[sel] = b[q[sel] + 1].astype(np.int64) | (b[q[sel] + 2].astype(np.int64) << 8)
-        sel = np.flatnonzero(v == 0x4a)          # BININT (signed)
-        val[sel] = _u32(b, q[sel] + 1).astype(np.uint32).view(np.int32)
-        sel = np.flatnonzero(_is_ref(v))         # a memo reference
-        val[sel] = _ref(b, q[sel], v[sel])[0]
-        val[v == 0x4e] = 0x4e
-        sel = np.flatnonzero(v == 0x88)
-        val[sel] = 0x88
-        sel = np.flatnonzero(v == 0x89)
-        val[sel] = 0x89
-        sel = np.flatnonzero((v == 0x8a) & (b[q + 1] <= 8))   # LONG1 of up to 8 bytes
-        kind[sel], length[sel] = INT, 2 + b[q[sel] + 1].astype(np.int64)
-        val[sel] = _long1(b, q[sel])
-        strlen = b[q + 1].astype(np.int64)       # a new short string, memoized
-        sel = np.flatnonzero((v == 0x8c) & (b[q + 2 + strlen] == _MEMOIZE))
-        kind[sel], length[sel] = NEW_STR, 3 + strlen[sel]
-        sel = np.flatnonzero((v == 0x5d) & (b[q + 1] == _MEMOIZE))   # a new list, memoized
-        if sel.size:
-            nbytes, cnt, refs = _new_lists(b, q[sel], size)
-            ok = nbytes > 0
-            good = sel[ok]
-            kind[good], length[good] = NEW_LIST, nbytes[ok]
-            val[good] = n_lists + np.arange(good.size)
-            starts = np.zeros(sel.size, dtype=np.int64)
-            starts[1:] = np.cumsum(cnt)[:-1]
-            lists["owner"].append(act[good])
-            lists["field"].append(np.full(good.size, f, dtype=np.int64))
-            lists["start"].append(n_refs + starts[ok])
-            lists["count"].append(cnt[ok])
-            lists["refs"].append(refs)
-            n_lists += good.size
-            n_refs += refs.size
+        # only the opcodes this field holds (a field is nearly always written one way in every entry)
+        for op_v in np.flatnonzero(np.bincount(v, minlength=256)).tolist():
+            sel = slice(None) if v[0] == op_v and (v == op_v).all() else np.flatnonzero(v == op_v)
+            qs = q[sel]
+            if op_v == 0x4b:                         # BININT1
+                val[sel] = b[qs + 1]
+            elif op_v == 0x4d:                       # BININT2
+                val[sel] = b[qs + 1].astype(np.int64) | (b[qs + 2].astype(np.int64) << 8)
+            elif op_v == 0x4a:                       # BININT (signed)
+                val[sel] = _u32(b, qs + 1).astype(np.uint32).view(np.int32)
+            elif op_v in (_BINGET, _LONG_BINGET):    # a memo reference
+                val[sel] = b[qs + 1] if op_v == _BINGET else _u32(b, qs + 1)
+            elif op_v in (0x4e, 0x88, 0x89):         # None, True, False
+                val[sel] = op_v
+            elif op_v == 0x8a:                       # LONG1 of up to 8 bytes
+                n = b[qs + 1].astype(np.int64)
+                fits = n <= 8
+                idx = np.arange(act.size)[sel][fits]
+                kind[idx], length[idx] = INT, 2 + n[fits]
+                val[idx] = _long1(b, qs[fits])
+            elif op_v == 0x8c:                       # a new short string, memoized
+                strlen = b[qs + 1].astype(np.int64)
+                memoized = b[qs + 2 + strlen] == _MEMOIZE
+                idx = np.arange(act.size)[sel][memoized]
+                kind[idx], length[idx] = NEW_STR, 3 + strlen[memoized]
+            elif op_v == 0x5d:                       # a new list, memoized
+                sel = np.flatnonzero((v == 0x5d) & (b[q + 1] == _MEMOIZE))
+                if not sel.size:
+                    continue
+                nbytes, cnt, refs = _new_lists(b, q[sel], size)
+                ok = nbytes > 0
+                good = sel[ok]
+                kind[good], length[good] = NEW_LIST, nbytes[ok]
+                val[good] = n_lists + np.arange(good.size)
+                starts = np.zeros(sel.size, dtype=np.int64)
+                starts[1:] = np.cumsum(cnt)[:-1]
+                lists["owner"].append(act[good])
+                lists["field"].append(np.full(good.size, f, dtype=np.int64))
+                lists["start"].append(n_refs + starts[ok])
+                lists["count"].append(cnt[ok])
+                lists["refs"].append(refs)
+                n_lists += good.size
+                n_refs += refs.size
         k = np.full(m, -1, dtype=np.int64)
         t = np.zeros(m, dtype=np.int8)
         x = np.zeros(m, dtype=np.int64)
