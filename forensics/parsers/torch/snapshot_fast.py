@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 # value kinds
 INT, REF, NEW_STR, NEW_LIST, CONST = 1, 2, 3, 4, 5
@@ -106,8 +107,9 @@ def _deframe(buf: bytes, pos: int, stop: int, frame_end: int | None):
 
 
 def _u32(b: np.ndarray, p: np.ndarray) -> np.ndarray:
-    return (b[p].astype(np.int64) | (b[p + 1].astype(np.int64) << 8) | (b[p + 2].astype(np.int64) << 16)
-            | (b[p + 3].astype(np.int64) << 24))
+    """The little-endian uint32 at each p: one gather of 4-byte rows of a strided view of b."""
+    rows = as_strided(b, shape=(b.size - 3, 4), strides=(1, 1))
+    return rows[p].view("<u4").ravel().astype(np.int64)
 
 
 def _ref(b: np.ndarray, p: np.ndarray, op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -126,13 +128,14 @@ def _is_ref(op: np.ndarray) -> np.ndarray:
 
 def _long1(b: np.ndarray, p: np.ndarray) -> np.ndarray:
     """The LONG1 values (at most 8 bytes: little-endian two's complement) at p."""
-    n = b[p + 1].astype(np.int64)
-    v = np.zeros(p.size, dtype=np.uint64)
-    for k in range(8):
-        v |= np.where(k < n, b[p + 2 + k], 0).astype(np.uint64) << np.uint64(8 * k)
-    neg = (n > 0) & (b[p + 1 + np.maximum(n, 1)] >= 0x80)
-    low = (np.uint64(1) << (np.minimum(n, 7).astype(np.uint64) * np.uint64(8))) - np.uint64(1)
-    return (v | np.where(neg & (n < 8), ~low, np.uint64(0))).view(np.int64)
+    n = b[p + 1].astype(np.uint64)
+    raw = as_strided(b, shape=(b.size - 7, 8), strides=(1, 1))[p + 2].view("<u8").ravel()
+    short = n < 8
+    low = (np.uint64(1) << (np.minimum(n, np.uint64(7)) * np.uint64(8))) - np.uint64(1)
+    v = np.where(short, raw & low, raw)
+    # the sign: the top bit of the last byte written, carried over the bytes not written
+    neg = short & (n > 0) & ((v >> (np.maximum(n, np.uint64(1)) * np.uint64(8) - np.uint64(1))) & np.uint64(1) == 1)
+    return np.where(neg, v | ~low, v).view(np.int64)
 
 
 def decode(buf: bytes, pos: int, frame_end: int | None, window: int = WINDOW) -> Run | None:

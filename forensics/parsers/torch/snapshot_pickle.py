@@ -207,59 +207,70 @@ class PlainUnpickler:
         push = stack.append
         memo = self.memo
         skip = self.skip
+        # the position lives in a local between opcodes; self.pos is set before anything that reads
+        # the stream or says where it is (methods, hooks) and read back after (an error's byte is
+        # then the last opcode that set it: near the damage, not always at it)
+        buf, pos, limit = self.buf, self.pos, -1
         while True:
-            if self.pos + MARGIN > len(self.buf) and not self.eof:
-                self.refill()
-            buf = self.buf
-            pos = self.pos
-            if pos >= len(buf):
-                raise Malformed(self.offset, "the pickle ends before its STOP opcode (truncated)")
+            if pos > limit:
+                self.pos = pos
+                if not self.eof:
+                    self.refill()
+                buf, pos = self.buf, self.pos
+                limit = len(buf) - (1 if self.eof else MARGIN)
+                if pos >= len(buf):
+                    raise Malformed(self.offset, "the pickle ends before its STOP opcode (truncated)")
             op = buf[pos]
             pos += 1
             # the most frequent opcodes of a snapshot first
             if op == 0x6a:      # j LONG_BINGET
                 idx = _U32(buf, pos)[0]
-                self.pos = pos + 4
-                push(memo[idx] if idx < len(memo) else self._get(idx))
+                pos += 4
+                if idx >= len(memo):
+                    self.pos = pos
+                    self._get(idx)
+                push(memo[idx])
             elif op == 0x68:    # h BINGET
                 idx = buf[pos]
-                self.pos = pos + 1
-                push(memo[idx] if idx < len(memo) else self._get(idx))
+                pos += 1
+                if idx >= len(memo):
+                    self.pos = pos
+                    self._get(idx)
+                push(memo[idx])
             elif op == 0x94:    # MEMOIZE
-                self.pos = pos
                 if not stack:
-                    raise Malformed(pos - 1, "MEMOIZE with nothing on the stack")
+                    raise Malformed(self.base + pos - 1, "MEMOIZE with nothing on the stack")
                 memo.append(stack[-1])
             elif op == 0x8a:    # LONG1
                 n = buf[pos]
-                self.pos = pos + 1 + n
                 push(int.from_bytes(buf[pos + 1:pos + 1 + n], "little", signed=True))
+                pos += 1 + n
             elif op == 0x28:    # ( MARK
-                self.pos = pos
                 marks.append(len(stack))
             elif op == 0x8c:    # SHORT_BINUNICODE
                 n = buf[pos]
-                self.pos = pos + 1 + n
+                self.pos = pos
                 push(str(buf[pos + 1:pos + 1 + n], "utf-8", "surrogatepass"))
+                pos += 1 + n
             elif op == 0x4b:    # K BININT1
-                self.pos = pos + 1
                 push(buf[pos])
+                pos += 1
             elif op == 0x7d:    # } EMPTY_DICT
                 # inside a list's items: the caller may read a run of dicts at once (from this opcode)
                 if skip is not None and marks and marks[-1] > 0 and type(stack[marks[-1] - 1]) is list:
                     self.pos = pos - 1
                     if self._hook(skip, self):
+                        buf, pos = self.buf, self.pos
+                        limit = len(buf) - (1 if self.eof else MARGIN)
                         continue
-                self.pos = pos
                 push({})
             elif op == 0x75:    # u SETITEMS
                 self.pos = pos
                 self._setitems(self._pop_mark())
             elif op == 0x4a:    # J BININT
-                self.pos = pos + 4
                 push(_I32(buf, pos)[0])
+                pos += 4
             elif op == 0x5d:    # ] EMPTY_LIST
-                self.pos = pos
                 push([])
             elif op == 0x65:    # e APPENDS
                 self.pos = pos
@@ -268,16 +279,18 @@ class PlainUnpickler:
                 self.pos = pos
                 self._extend([stack.pop()])
             elif op == 0x4d:    # M BININT2
-                self.pos = pos + 2
                 push(_U16(buf, pos)[0])
+                pos += 2
             elif op == 0x95:    # FRAME: transparent here; its end is where the next one starts
-                self.pos = pos + 8
                 self.frame_end = self.base + pos + 8 + _U64(buf, pos)[0]
+                pos += 8
             else:
                 self.pos = pos
                 done = self._rare(op, pos - 1)
                 if done is not None:
                     return done[0]
+                buf, pos = self.buf, self.pos     # (an argument read may have refilled the buffer)
+                limit = len(buf) - (1 if self.eof else MARGIN)
 
     def _rare(self, op: int, at: int):
         """The opcodes a snapshot seldom or never holds. Returns (object,) at STOP, else None."""

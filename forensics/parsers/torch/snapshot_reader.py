@@ -194,26 +194,33 @@ class TraceReader:
             refs = run.refs[s:s + c].tolist()
             frames = [T.frame_tuple(memo[r]) if r < base else None for r in refs]
             rep_paths.append(None if any(f is None for f in frames) else self.paths.of_tuples(frames))
-        self._list_paths = [rep_paths[j] for j in inverse.tolist()]
-        list_ok = np.array([p is not None for p in self._list_paths], dtype=bool)
-        list_id = np.array([p.id if p is not None else T.NO_PATH for p in self._list_paths], dtype=np.int64)
+        # per distinct list: its path id (-2: frames this reader cannot take); per list: its own
+        rep_id = np.array([p.id if p is not None else -2 for p in rep_paths], dtype=np.int64)
+        table = np.empty(len(rep_paths), dtype=object)
+        table[:] = rep_paths
+        self._list_paths = table[inverse].tolist()
+        list_id = rep_id[inverse] if inverse.size else np.zeros(0, dtype=np.int64)
         new = has & (kind == fast.NEW_LIST)
-        if list_id.size:
-            path[new] = list_id[val[new]]
-        if list_ok.size:
-            bad[new] |= ~list_ok[val[new]]
-        # references: to a list the plain reader made, a path made before, or a new list of this run
-        ref = has & (kind == fast.REF)
-        uniq, inv = np.unique(val[ref], return_inverse=True)
-        ids = np.empty(uniq.size, dtype=np.int64)
-        for j, idx in enumerate(uniq.tolist()):
-            if idx < base:
-                p = self.paths.of_frames(memo[idx])
-            else:
-                s = int(slots[idx - base]) if idx - base < slots.size else fast.SLOT_DICT
-                p = self._list_paths[s] if s >= 0 else None
-            ids[j] = p.id if p is not None else -2
-        got = ids[inv.ravel()]
+        got = list_id[val[new]] if list_id.size else np.zeros(0, dtype=np.int64)
+        bad[new] |= got == -2
+        path[new] = np.where(got == -2, T.NO_PATH, got)
+        # references: to a new list of this run (most: a free's second entry shares the first's
+        # traceback), else to a list the plain reader made or a path a run made before
+        ref = np.flatnonzero(has & (kind == fast.REF))
+        idx = val[ref]
+        mine = idx >= base
+        slot = np.where(mine, idx - base, 0)
+        inside = mine & (slot < slots.size)
+        slot_list = np.where(inside, slots[np.minimum(slot, max(slots.size - 1, 0))] if slots.size else -1, -1)
+        got = np.full(ref.size, -2, dtype=np.int64)
+        ok = inside & (slot_list >= 0)
+        got[ok] = list_id[slot_list[ok]]
+        old = np.flatnonzero(~mine)
+        if old.size:
+            uniq, inv = np.unique(idx[old], return_inverse=True)
+            ids = np.array([(lambda p: p.id if p is not None else -2)(self.paths.of_frames(memo[i]))
+                            for i in uniq.tolist()], dtype=np.int64)
+            got[old] = ids[inv.ravel()]
         bad[ref] |= got == -2
         path[ref] = np.where(got == -2, T.NO_PATH, got)
         return path, bad
