@@ -14,12 +14,26 @@ from pathlib import Path
 import pytest
 
 import forensics
-from forensics import report
+from forensics import pipeline, report
+from conftest import ROOT, SAMPLE_LOGS
 from test_report_cases import empty_case, leak_case, no_leak_case, opts
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("GPU_FORENSICS_UPDATE_GOLDEN") == "1"
-CASES = {"leak": leak_case, "no_leak": no_leak_case, "empty": empty_case}
+
+
+def snapshot_case():
+    """A real recording with a memory snapshot: the live allocations by call path, the snapshot's
+    memory on the timeline (paths relative to the repository, as a user in it would type them)."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        return pipeline.run([str((SAMPLE_LOGS / "snapshot_leak").relative_to(ROOT))], opts("Etc/UTC"))
+    finally:
+        os.chdir(cwd)
+
+
+CASES = {"leak": leak_case, "no_leak": no_leak_case, "empty": empty_case, "snapshot": snapshot_case}
 
 
 def scrub_context(ctx: dict) -> dict:
@@ -56,12 +70,13 @@ def check(name: str, actual: str) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_context_golden(name):
     bundle, analysis = CASES[name]()
-    ctx = scrub_context(report.build_context(bundle, analysis, opts()))
+    ctx = scrub_context(report.build_context(bundle, analysis, opts("Etc/UTC" if name == "snapshot" else "Europe/Berlin")))
     check(f"report-{name}.context.json", json.dumps(ctx, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_markdown_golden(name):
     bundle, analysis = CASES[name]()
-    md = scrub_markdown(report.render_markdown(report.build_context(bundle, analysis, opts())))
+    md = scrub_markdown(report.render_markdown(report.build_context(
+        bundle, analysis, opts("Etc/UTC" if name == "snapshot" else "Europe/Berlin"))))
     check(f"report-{name}.md", md)
