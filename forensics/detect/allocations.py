@@ -144,7 +144,7 @@ def _footprint(source: str, device, items: list[tuple[dict, dict]]) -> Finding:
     items = sorted(items, key=lambda x: -(x[1].get("live_bytes") or 0))
     total = sum(d.get("live_bytes") or 0 for _, d in items)
     sites = [{"site": d.get("site"), "path": d.get("frames") or [], "count": d.get("live_count"),
-              "bytes": d.get("live_bytes")} for _, d in items[:FOOTPRINT_SITES]]
+              "bytes": d.get("live_bytes"), "line": r["line"], "text": r["text"]} for r, d in items[:FOOTPRINT_SITES]]
     named = ", ".join(f"{s['site']} {human(s['bytes'] or 0)}" for s in sites[:4])
     f = Finding(kind="allocation_footprint", severity="info", source=source, bytes=total,
                 summary=(f"At the dump, {human(total)} is held at {len(items)} call path"

@@ -279,7 +279,8 @@ def allocations_ctx(findings: list) -> dict | None:
             rows.append({"leak": False, "site": clip(s.get("site"), 300),
                          "frames": [clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]],
                          "count": s.get("count"), "bytes_text": human(s.get("bytes") or 0), "growth_text": None,
-                         "rate": None, "quarters": None, "evidence": None})
+                         "rate": None, "quarters": None,
+                         "evidence": {"path": f.source, "line": s.get("line"), "text": clip(s.get("text"))}})
     return {"rows": rows, "leaks": len(leaks), "leak_bytes_text": human(sum(f.bytes or 0 for f in leaks)),
             "footprint_bytes_text": human(sum(f.bytes or 0 for f in prints)),
             "footprint_sites": sum(f.allocation.get("sites_total") or 0 for f in prints),
