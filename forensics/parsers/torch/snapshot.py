@@ -283,7 +283,7 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
             window *= 2
         samples = thin(samples.sort("seq"), window)
     events = _oom_events(d, cols, first, rp, timed, paths)
-    span = float(axis[-1] - axis[0]) if n else 0.0
+    span = float(axis.max() - axis.min()) if n else 0.0
     trace = {"device": d, "start_dropped": rp.freed_unseen > 0, "entries": n}
     if timed:
         trace.update(start=_iso_us(cols["time"][0]), end=_iso_us(cols["time"][-1]), seconds=span, axis="time")

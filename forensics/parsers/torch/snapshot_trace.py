@@ -256,7 +256,7 @@ def sites(cols: dict[str, np.ndarray], rp: Replay, blocks: list[Block], paths: P
     for pid, c in zip(ids.tolist(), counts.tolist()):
         site_of(pid).allocs = c
     surv = rp.survivors
-    lo, hi = (float(axis[0]), float(axis[-1])) if axis.size else (0.0, 1.0)
+    lo, hi = (float(axis.min()), float(axis.max())) if axis.size else (0.0, 1.0)
     span = (hi - lo) or 1.0
     bins = np.minimum(((axis[surv] - lo) / span * HISTOGRAM_BINS).astype(np.int64), HISTOGRAM_BINS - 1)
     survivor_path = {}
