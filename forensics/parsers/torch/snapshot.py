@@ -36,7 +36,7 @@ from forensics.options import Options
 from forensics.parsers.torch import snapshot_trace as T
 from forensics.parsers.torch.snapshot_pickle import Malformed, PlainUnpickler, Refused, TooBig
 from forensics.parsers.torch.snapshot_reader import TraceReader
-from forensics.thinning import MAX_READINGS, thin
+from forensics.thinning import MAX_READINGS, thin_mask
 from forensics.units import human
 
 NAME = "pytorch-memory-snapshot"
@@ -260,7 +260,7 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
     action = cols["action"]
     label = f"cuda:{d}" if multi else None
     rows = np.arange(n)
-    parts = []
+    curves = []
     for series, values, start, changes in (
             ("allocated", rp.allocated, rp.allocated_start, np.isin(action, (T.ALLOC, T.FREE_REQUESTED))),
             ("reserved", rp.reserved, rp.reserved_start, np.isin(action, (*T.SEGMENT_GROW, *T.SEGMENT_SHRINK)))):
@@ -269,19 +269,23 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
         val = values[keep]
         if not idx.size or idx[0] != 0:   # where the trace starts, the value before its first change
             idx, val = np.concatenate([[0], idx]), np.concatenate([[start], val])
-        frame = pl.DataFrame({
+        curves.append((series, idx, val))
+    # a long trace is thinned as any samples frame is (thinning.py), before the frame is made
+    window = 1
+    while sum(c[1].size for c in curves) * 2 / window > MAX_READINGS:
+        window *= 2
+    parts = []
+    for series, idx, val in curves:
+        if window > 1:
+            kept = thin_mask(np.zeros(idx.size, dtype=np.int64), np.arange(idx.size), np.zeros(idx.size, dtype=bool),
+                             val, window)
+            idx, val = idx[kept], val[kept]
+        parts.append(pl.DataFrame({
             "time": (pl.Series(cols["time"][idx]).cast(pl.Datetime("us", "UTC")) if timed
                      else pl.Series([None] * idx.size, dtype=pl.Datetime("us", "UTC"))),
-            "seq": idx.astype(np.int64), "line": (idx + first).astype(np.int64),
-            "series": pl.Series([series] * idx.size, dtype=pl.String), "bytes": val.astype(np.int64),
-        }).with_columns(pl.lit(label, dtype=pl.String).alias("label"))
-        parts.append(frame)
+            "seq": idx.astype(np.int64), "line": (idx + first).astype(np.int64), "bytes": val.astype(np.int64),
+        }).with_columns(pl.lit(series, dtype=pl.String).alias("series"), pl.lit(label, dtype=pl.String).alias("label")))
     samples = pl.concat(parts)
-    if samples.height > MAX_READINGS:
-        window = 1
-        while samples.height * 2 / window > MAX_READINGS:
-            window *= 2
-        samples = thin(samples.sort("seq"), window)
     events = _oom_events(d, cols, first, rp, timed, paths)
     span = float(axis.max() - axis.min()) if n else 0.0
     trace = {"device": d, "start_dropped": rp.freed_unseen > 0, "entries": n}

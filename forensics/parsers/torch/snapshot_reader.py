@@ -97,7 +97,13 @@ class TraceReader:
         it made) or None when too little of it is usable."""
         base = len(memo)
         names = {}
-        for k in np.unique(run.keys[run.keys >= 0]).tolist():
+        # the keys of each field: one in (nearly) every column, so look before sorting
+        distinct: set[int] = set()
+        for j in range(run.keys.shape[1]):
+            col = run.keys[:, j]
+            same = col[0] >= 0 and bool((col == col[0]).all())
+            distinct.update([int(col[0])] if same else np.unique(col[col >= 0]).tolist())
+        for k in sorted(distinct):
             obj = memo[k] if k < base else None
             if not isinstance(obj, str) or obj == TEXT_NOT_KEPT:
                 return None    # a key the plain reader has not seen as a string: not this reader's run

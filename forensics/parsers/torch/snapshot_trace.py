@@ -159,7 +159,15 @@ class Columns:
         if not self._parts:
             return {n: np.zeros(0, dtype=d) for n, d in zip(self.NAMES, (np.int8, np.int64, np.int64, np.int64,
                                                                            np.int64, np.int32))}
-        return {n: np.concatenate([p[i] for p in self._parts]) for i, n in enumerate(self.NAMES)}
+        # one column at a time, each part's copy let go as soon as it is in the whole (peak: the
+        # whole plus one column's parts, not two copies of everything)
+        whole = []
+        for i in range(len(self.NAMES)):
+            whole.append(np.concatenate([p[i] for p in self._parts]))
+            for p in self._parts:
+                p[i] = None
+        self._parts = [whole]
+        return dict(zip(self.NAMES, whole))
 
 
 @dataclass
