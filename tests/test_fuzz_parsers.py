@@ -79,9 +79,16 @@ SEEDS = _load_seeds()
 SEED_LINES = sorted({ln for _, t in SEEDS for ln in t.splitlines() if ln.strip() and len(ln) < 400})[:5000]
 
 
+# the binary formats' seeds (claimed by their bytes): the recorded memory snapshots
+BINARY_SEEDS = sorted([*(ROOT / "sample_logs").glob("*/*.pickle"), *REALWORLD.glob("*/*.pickle")])
+
+
 @functools.cache
 def _seeds_for(module) -> list[tuple[str, str]]:
-    """Seeds whose head this module claims (so mutations exercise its parse, not only its sniff)."""
+    """Seeds whose head this module claims (so mutations exercise its parse, not only its sniff); for
+    a binary format, the binary seeds it claims (their bytes in place of the text)."""
+    if hasattr(module, "sniff_bytes"):
+        return [(p.name, p.read_bytes()) for p in BINARY_SEEDS if module.sniff_bytes(p.read_bytes()[:65536])]
     out = []
     for name, text in SEEDS:
         lines = text.split("\n")[:200]
@@ -281,10 +288,14 @@ def _opts(data: bytes) -> Options:
 
 
 def check_sniff(head: list[str]) -> None:
-    """Every parser's sniff on any head: None or a reason, never an exception."""
-    for m in parsers.PARSERS:
+    """Every parser's sniff on any head: None or a reason, never an exception (a binary format's
+    sniff_bytes on the head's bytes)."""
+    for m in parsers.TEXT_SNIFFERS:
         r = m.sniff(head)
         assert r is None or (isinstance(r, str) and r), f"{m.NAME}.sniff returned {r!r}"
+    for m in parsers.BYTE_SNIFFERS:
+        r = m.sniff_bytes("\n".join(head).encode("utf-8", "surrogatepass"))
+        assert r is None or (isinstance(r, str) and r), f"{m.NAME}.sniff_bytes returned {r!r}"
     parsers.claim(head)
 
 
@@ -316,7 +327,7 @@ def check_forced(module, data: bytes, name: str = "input.log") -> bool:
     try:
         try:
             src = Source.open(p, name)
-            if not module.sniff(src.head()):
+            if not (module.sniff_bytes(src.first_bytes()) if hasattr(module, "sniff_bytes") else module.sniff(src.head())):
                 return False
             parsed = module.parse(src, _opts(data))
             check_rows(parsed, src, f"{name} ({module.NAME}.parse)", guarded=False)
@@ -361,6 +372,20 @@ def test_every_parser_on_mutations_of_what_it_claims(module):
     seeds = _seeds_for(module)
     if not seeds:
         pytest.skip(f"no seed file is claimed by {module.NAME}")
+    if hasattr(module, "sniff_bytes"):
+        # bytes flipped, cut or spliced in anywhere: a message (ForensicsError), or rows that hold
+        @settings(max_examples=_examples(12), **SETTINGS)
+        @given(st.sampled_from([s for _, s in seeds]), st.lists(st.tuples(st.floats(0, 1), st.binary(max_size=8)),
+                                                                 max_size=4), st.floats(0.05, 1))
+        def run_binary(data, edits, keep):
+            data = bytearray(data)
+            for at, junk in edits:
+                i = int(at * (len(data) - 1))
+                data[i:i + len(junk)] = junk
+            check_forced(module, bytes(data[: max(2, int(len(data) * keep))]))
+
+        run_binary()
+        return
 
     @settings(max_examples=_examples(12), **SETTINGS)
     @given(mutated_seed(seeds), st.lists(line_strategy, max_size=8))
