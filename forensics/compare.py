@@ -9,9 +9,10 @@ summary), and the two are put side by side:
   each side, matched by what the series is (file name, GPU, series, process name or marker tag), never
   by pid: the fixed run has other pids;
 - CUDA OOMs and kernel OOM kills on each side;
-- leak sites (allocation call stacks of sanitizer_leak findings) matched by call path: the functions
-  and file names of the frames with a source file, without line numbers, offsets or addresses (which a
-  fix moves) or parameter lists (which the text and XML reports spell differently);
+- leak sites (allocation call stacks of sanitizer_leak findings, call paths of a memory snapshot's
+  allocation_leak findings) matched by call path: the functions and file names of the frames with a
+  source file, without line numbers, offsets or addresses (which a fix moves) or parameter lists
+  (which the text and XML reports spell differently);
 - the memory curves of each matched series overlaid on one axis: the step when both sides' series
   carry steps, else the seconds since the side's job started (its first job lifetime's start, else its
   first reading).
@@ -198,9 +199,26 @@ def _call_path(stack: list) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _snapshot_path(frames: list) -> tuple:
+    """A snapshot call path (`file.py:line function`, innermost first) as `function (file.py)`."""
+    out = []
+    for fr in frames:
+        where, _, name = str(fr).partition(" ")
+        if where.startswith("("):      # "(library frames folded)"
+            continue
+        out.append(f"{name} ({where.rsplit(':', 1)[0]})")
+    return tuple(out)
+
+
 def _sites(side: Side) -> dict[tuple, dict]:
     out: dict[tuple, dict] = {}
     for f in side.analysis.findings:
+        if f.kind == "allocation_leak" and f.allocation:
+            site = out.setdefault(_snapshot_path(f.allocation.get("path") or []),
+                                  {"site": f.allocation.get("site"), "count": 0, "bytes": 0, "expected": False})
+            site["count"] += int(f.allocation.get("count") or 0)
+            site["bytes"] += f.bytes or 0
+            continue
         stack = (f.detail or {}).get("stack") or (f.detail or {}).get("frames")
         if f.kind != "sanitizer_leak" or not stack:
             continue

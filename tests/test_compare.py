@@ -139,3 +139,17 @@ def test_a_side_with_nothing_to_read_is_one_line(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith(f"{tmp_path / 'missing'}: nothing to analyze in the BEFORE run")
+
+
+def test_a_snapshots_leak_sites_gone_after_the_fix():
+    from conftest import SAMPLE_LOGS
+    from forensics import compare as cmp
+    from forensics.options import Options
+
+    opts = Options(tz="Etc/UTC")
+    doc, _ = cmp.build(cmp.analyze("before", [str(SAMPLE_LOGS / "snapshot_leak")], opts),
+                       cmp.analyze("after", [str(SAMPLE_LOGS / "snapshot_healthy")], opts))
+    assert doc["outcome"] == "fixed"
+    gone = {r["site"]: r for r in doc["leak_sites"] if r["status"] == "gone"}
+    assert set(gone) == {"torch_memory.py:94", "torch_memory.py:87"}
+    assert gone["torch_memory.py:94"]["call_path"][0] == "train_step (torch_memory.py)"
