@@ -142,10 +142,6 @@ def test_a_side_with_nothing_to_read_is_one_line(tmp_path):
 
 
 def test_a_snapshots_leak_sites_gone_after_the_fix():
-    from conftest import SAMPLE_LOGS
-    from forensics import compare as cmp
-    from forensics.options import Options
-
     opts = Options(tz="Etc/UTC")
     doc, _ = cmp.build(cmp.analyze("before", [str(SAMPLE_LOGS / "snapshot_leak")], opts),
                        cmp.analyze("after", [str(SAMPLE_LOGS / "snapshot_healthy")], opts))
