@@ -192,7 +192,7 @@ ColumnsOption = Annotated[Optional[str], typer.Option(
                       "timestamp,index,memory.used,memory.total; default: inferred from the values.")]
 MaxSnapshotOption = Annotated[Optional[str], typer.Option(
     "--max-snapshot-size", help="Read PyTorch memory snapshots up to this size (decompressed), e.g. 8GiB; default 2GiB "
-                                "(about 30 s and 0.7 GiB of memory per GiB).")]
+                                "(about 30 s and 1.5 GiB of memory per GiB).")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
 

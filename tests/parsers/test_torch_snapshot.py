@@ -313,3 +313,14 @@ def _memory_source(data: bytes):
             return io.BytesIO(data)
 
     return Mem(path="mem.pickle", real_path=Path("mem.pickle"), size=len(data), mtime=0.0)
+
+
+def test_entries_and_blocks_it_cannot_read_are_counted_by_record(tmp_path):
+    snap, _ = loop(Loop(steps=5, devices=2))
+    snap["device_traces"][1][3] = {"action": "teleport", "addr": 1}   # an action no PyTorch writes
+    snap["segments"][0]["blocks"].append("not a block")
+    info, p = read(write(tmp_path, snap))
+    first_of_device_1 = len(snap["device_traces"][0]) + 1
+    assert info.skip_reasons[snapshot.NOT_ENTRY] == 1
+    assert info.skip_examples[snapshot.NOT_ENTRY] == [first_of_device_1 + 3]
+    assert info.skip_reasons["block that is not a dict"] == 1

@@ -49,7 +49,6 @@ _WALL_US = (int(datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp() * 1e6),
             int(datetime(2200, 1, 1, tzinfo=timezone.utc).timestamp() * 1e6))
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_SITES = 500
-_INT_FIELDS = {"addr": 1, "device_free": 1, "size": 2, "stream": 3, "time_us": 4}
 NOT_ENTRY = "trace entry that is not a dict with a known action"
 
 
@@ -57,12 +56,16 @@ def sniff_bytes(first: bytes) -> str | None:
     """Every pickle: a snapshot is read, any other pickle gets told why it is not one."""
     if len(first) < 2 or first[0] != 0x80 or not 2 <= first[1] <= 5:
         return None
+    if not _snapshot_head(first):
+        return "a Python pickle"
+    return ("a pickle holding segments and device_traces: PyTorch's memory snapshot"
+            if any(k in first[:4096] for k in _HEAD_KEYS) else "a pickle of segments (torch.cuda.memory_snapshot())")
+
+
+def _snapshot_head(first: bytes) -> bool:
+    """The first objects of the pickle are a snapshot's (its keys are written first)."""
     head = first[:4096]
-    if any(k in head for k in _HEAD_KEYS):
-        return "a pickle holding segments and device_traces: PyTorch's memory snapshot"
-    if all(k in head for k in _SEGMENT_KEYS):
-        return "a pickle of segments (torch.cuda.memory_snapshot())"
-    return "a Python pickle"
+    return any(k in head for k in _HEAD_KEYS) or all(k in head for k in _SEGMENT_KEYS)
 
 
 def _not_snapshot(path: str, why: str) -> InputError:
@@ -72,8 +75,7 @@ def _not_snapshot(path: str, why: str) -> InputError:
 
 
 def parse(src: Source, opts: Options) -> Parsed:
-    head = src.first_bytes()
-    if sniff_bytes(head) == "a Python pickle":
+    if not _snapshot_head(src.first_bytes()):
         raise _not_snapshot(src.path, "its first objects hold neither segments nor device_traces")
     limit = opts.max_snapshot_bytes
     reader = TraceReader()
@@ -88,7 +90,7 @@ def parse(src: Source, opts: Options) -> Parsed:
     except TooBig:
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
                          f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
-                         "and 0.7 GiB of memory per GiB of snapshot)")
+                         "and 1.5 GiB of memory per GiB of snapshot)")
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
         raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
                          "re-copy the file from where it was written")
@@ -119,10 +121,15 @@ def _blocks(segments: list, paths: T.Paths, first_record: int) -> tuple[dict, di
         reserved[dev] = reserved.get(dev, 0) + (total if type(total) is int and total >= 0 else 0)
         layout["expandable"] += bool(seg.get("is_expandable"))
         at = seg.get("address") if type(seg.get("address")) is int else 0
-        for b in seg.get("blocks") or ():
+        seg_blocks = seg.get("blocks")
+        if not isinstance(seg_blocks, list):
+            bad.append("segment without a list of blocks")
+            continue
+        for b in seg_blocks:
             if type(b) is not dict:
                 bad.append("block that is not a dict")
                 record += 1
+                layout["blocks"] += 1
                 continue
             size = b.get("size") if type(b.get("size")) is int and b.get("size") >= 0 else 0
             state = b.get("state") if isinstance(b.get("state"), str) else "?"
@@ -157,16 +164,19 @@ def _results(src: Source, top, reader: TraceReader) -> Parsed:
         raise _not_snapshot(path, f"its top level is a {what} without segments or device_traces")
     traces_obj = top.get("device_traces") if isinstance(top.get("device_traces"), list) else []
     traces = []
+    skipped = Skipped()
+    first = 1
     for d, lst in enumerate(traces_obj):
         known = reader.traces.get(id(lst)) if type(lst) is list else None
-        traces.append((d, known[1].arrays() if known is not None else T.Columns().arrays()))
-    n_entries = sum(c["action"].size for _, c in traces)
+        cols = known[1].arrays() if known is not None else T.Columns().arrays()
+        if known is not None and id(known[1]) in reader.skipped:
+            skipped.add_lines(NOT_ENTRY, [first + i for i in reader.skipped[id(known[1])]])
+        traces.append((d, cols))
+        first += cols["action"].size
+    n_entries = first - 1
     segments = top.get("segments") if isinstance(top.get("segments"), list) else []
     blocks, reserved, layout, bad_records = _blocks(segments, reader.paths, n_entries + 1)
     out = Parsed()
-    skipped = Skipped()
-    if reader.skipped:
-        skipped.add_lines(NOT_ENTRY, [i + 1 for i in reader.skipped])
     for why in bad_records:
         skipped.add(why)
     multi = len([1 for _, c in traces if c["action"].size]) > 1
@@ -198,10 +208,11 @@ def _results(src: Source, top, reader: TraceReader) -> Parsed:
     out.clock = "wall" if samples and timed_all else "none"
     out.skipped = skipped
     out.lines = n_entries + layout["blocks"]
+    records = [f"1–{n_entries} the trace entries (device by device)" if n_entries else None,
+               f"{n_entries + 1}–{n_entries + layout['blocks']} the blocks of the segments at the dump"
+               if layout["blocks"] else None]
     out.notes = [_era(top, reader, layout), *notes,
-                 f"Evidence lines are record numbers: 1–{n_entries} the trace entries (device by device), "
-                 f"{n_entries + 1}–{n_entries + layout['blocks']} the blocks of the segments at the dump."
-                 if layout["blocks"] else f"Evidence lines are the trace entries' numbers (1–{n_entries})."]
+                 "Evidence lines are record numbers: " + (", ".join(r for r in records if r) or "none") + "."]
     out.meta["snapshot"] = {"entries": n_entries, "blocks": layout["blocks"], "segments": len(segments),
                             "entries_read_from_bytes": reader.from_bytes}
     return out

@@ -25,7 +25,7 @@ class TraceReader:
         self.paths = T.Paths()
         self.traces: dict[int, tuple[list, T.Columns]] = {}   # id(trace list) -> (the list, its entries)
         self.keys: set[str] = set()
-        self.skipped: list[int] = []      # entry numbers (per trace, 0-based) of entries not understood
+        self.skipped: dict[int, list[int]] = {}   # id(its Columns) -> a trace's entries not understood (0-based)
         self.from_bytes = 0               # entries read in runs straight from the bytes
         self._retry_at = 0
         self._backoff = 64 << 10
@@ -45,7 +45,7 @@ class TraceReader:
     def _entry(self, cols: T.Columns, e) -> None:
         code = T.CODE.get(e.get("action")) if type(e) is dict and isinstance(e.get("action"), str) else None
         if code is None:
-            self.skipped.append(len(cols))
+            self.skipped.setdefault(id(cols), []).append(len(cols))
             cols.add(-1, 0, 0, 0, T.NO_TIME, T.NO_PATH)
             return
         self.keys.update(k for k in e if isinstance(k, str))
