@@ -136,19 +136,17 @@ def _blocks(segments: list, paths: T.Paths, first_record: int) -> tuple[dict, di
             if state in _PENDING:
                 layout["pending"].add(state)
             hist = b.get("history")
+            frames = None
             if "frames" in b:
                 layout["frames"] += 1
-                frames, req = b.get("frames"), b.get("requested_size")
+                frames = b.get("frames")
             elif isinstance(hist, list) and hist and type(hist[0]) is dict:
                 # the older layout: the latest allocation of the block first (_memory_viz._block_extra_legacy)
                 layout["history"] += 1
-                frames, req = hist[0].get("frames"), hist[0].get("real_size")
-            else:
-                frames, req = None, b.get("requested_size")
+                frames = hist[0].get("frames")
             address = b.get("address") if type(b.get("address")) is int else at
             path = paths.of_frames(frames) if frames is not None else None
-            blocks.setdefault(dev, []).append(T.Block(address, size, req if type(req) is int else size, state,
-                                                      path, record))
+            blocks.setdefault(dev, []).append(T.Block(address, size, state, path, record))
             layout["blocks"] += 1
             at = address + size
             record += 1
@@ -222,7 +220,7 @@ def _era(top: dict, reader: TraceReader, layout: dict) -> str:
     """Which layout of the snapshot was read, by what its records hold."""
     parts = []
     if layout["frames"]:
-        parts.append("blocks with their allocation's frames and requested_size")
+        parts.append("blocks with their allocation's frames")
     if layout["history"]:
         parts.append("blocks with a history of allocations (the older layout, as torch.cuda._memory_viz "
                      "reads it for legacy snapshots)")

@@ -22,7 +22,7 @@ import numpy as np
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
            "segment_unmap", "oom", "snapshot")
 CODE = {a: i for i, a in enumerate(ACTIONS)}
-ALLOC, FREE_REQUESTED, FREE_COMPLETED = CODE["alloc"], CODE["free_requested"], CODE["free_completed"]
+ALLOC, FREE_REQUESTED = CODE["alloc"], CODE["free_requested"]
 SEGMENT_GROW = (CODE["segment_alloc"], CODE["segment_map"])
 SEGMENT_SHRINK = (CODE["segment_free"], CODE["segment_unmap"])
 OOM = CODE["oom"]
@@ -175,7 +175,6 @@ class Block:
     """A block of a segment at the dump."""
     address: int
     size: int
-    requested: int
     state: str
     path: CallPath | None
     record: int          # its record number (the evidence line)
@@ -192,7 +191,6 @@ class Site:
     survivor_bytes: int = 0
     first_record: int | None = None   # the first and last surviving allocation (evidence lines)
     last_record: int | None = None
-    first_time: int | None = None
     last_time: int | None = None
     histogram: list = field(default_factory=list)   # [count, bytes] of survivors per 1/64 of the trace
     block_record: int | None = None   # a live block of this path (evidence when the trace has none)
@@ -277,7 +275,7 @@ def sites(cols: dict[str, np.ndarray], rp: Replay, blocks: list[Block], paths: P
         s.histogram[b][1] += sz
         rec = first_record + i
         if s.first_record is None:
-            s.first_record, s.first_time = rec, int(times[i])
+            s.first_record = rec
         s.last_record, s.last_time = rec, int(times[i])
         survivor_path[int(cols["addr"][i])] = pid
     for blk in blocks:
