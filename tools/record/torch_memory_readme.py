@@ -129,6 +129,12 @@ def facts_of(name: str, rows: list[dict]) -> list[tuple[str, object]]:
                   ("num_alloc_retries", stats[-1]["num_alloc_retries"]),
                   ("num_alloc_retries_first_step", next((s["step"] for s in stats if s["num_alloc_retries"]), None))]
     snap = next((r for r in rows if r["ev"] == "snapshot"), None)
+    if snap and steps and name == "snapshot_legacy":
+        growth = steps[-1]["allocated"] - steps[0]["allocated"]
+        facts.append(("flat_in_device_views",
+                      f"the loop kept {growth // MiB} MiB over {steps[-1]['t'] - steps[0]['t']:.1f} s, then the "
+                      f"process took {snap['t'] - steps[-1]['t']:.1f} s more to write its snapshot with memory "
+                      "level: device memory shows a rise and a longer plateau (a warm-up's shape)"))
     if snap:
         facts += [("snapshot", snap["path"]), ("snapshot_max_entries", start.get("max_entries")),
                   ("snapshot_at", snap["at"])]
