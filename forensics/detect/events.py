@@ -15,6 +15,8 @@ from forensics.frames import rows_where
 from forensics.parsers.kernel import xid as xid_table
 
 EVIDENCE_MAX = 5
+# what an oom_kill event's `inferred_from` names (kernel/oom.py), in words
+INFERRED_FROM = {"oom_kill_summary": "oom-kill summary line", "kill_process_line": "Kill process line"}
 SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
 SLOWDOWN_MIN_STEPS = 12
 
@@ -48,10 +50,14 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
         if row["process"]:
             who += f" ({row['process']})"
         rss = row["bytes"] if row["bytes"] is not None else d.get("rss_bytes")
+        # a report whose `Killed process` line fell outside the excerpt: the victim is the one its
+        # oom-kill summary (or Kill process line) names
+        absent = (f" (known only from its {INFERRED_FROM.get(d['inferred_from'], 'report')}: the Killed process line "
+                  "is not in the log)") if d.get("inferred_from") else ""
         f = Finding(kind="oom_kill", severity="critical", pid=row["pid"], start=row["time"],
-                    bytes=rss, source=row["source"],
+                    bytes=rss, source=row["source"], process=row["process"], host=d.get("host"), pod=d.get("pod"),
                     summary=(f"The kernel's OOM killer killed {who}{_when(row['time'])}"
-                             + (f", holding {human(rss)} of host memory" if rss else "") + "."),
+                             + (f", holding {human(rss)} of host memory" if rss else "") + absent + "."),
                     evidence=[_ev(row)], detail={"process": row["process"], **d})
         if row["pid"] is not None:
             for r2 in reaped.filter(pl.col("pid") == row["pid"]).head(1).iter_rows(named=True):
@@ -77,10 +83,10 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
         tried = f" trying to allocate {human(row['bytes'])}" if row["bytes"] else ""
         times = f" ({row['n']} times)" if row["n"] > 1 else ""
         f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
-                    bytes=row["bytes"], source=row["source"],
+                    bytes=row["bytes"], source=row["source"], host=d.get("host"), pod=d.get("pod"),
                     summary=f"CUDA out of memory on {where}{tried}{_when(row['time'])}{times}.",
-                    evidence=[_ev(row)], detail=d)
-        reserved, allocated = d.get("reserved_bytes"), d.get("allocated_bytes")
+                    evidence=[_ev(row)], detail={**d, "count": row["n"]})
+        reserved, allocated = d.get("reserved"), d.get("allocated")
         if reserved and allocated and reserved - allocated > 0.25 * reserved:
             f.causes.append(f"{human(reserved - allocated)} was reserved by PyTorch but unallocated: "
                             "fragmentation of the caching allocator.")
@@ -131,6 +137,7 @@ def _site_text(site) -> str:
 
 
 def _xids(xids: pl.DataFrame) -> list[Finding]:
+    """One finding per GPU (per MIG device, GPU and compute instance, on a MIG GPU) and Xid code."""
     if xids.height == 0:
         return []
     groups: dict[tuple, list[tuple[dict, dict]]] = {}
@@ -141,19 +148,29 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
             code = int(code) if code is not None else None
         except (TypeError, ValueError):
             code = None
-        groups.setdefault((row["gpu"], code), []).append((row, d))
+        groups.setdefault((row["gpu"], d.get("gpu_instance"), d.get("compute_instance"), code), []).append((row, d))
     out = []
-    for (gpu, code), items in groups.items():
-        first = items[0][0]
-        meaning = xid_table.info(code).phrase
-        where = f"GPU {gpu}" if gpu is not None else "a GPU"
+    for (gpu, instance, compute, code), items in groups.items():
+        first, d = items[0]
+        x = xid_table.info(code)
+        where = (f"GPU {gpu}" if gpu is not None else "a GPU") + (
+            f" (MIG GPU instance {instance}" + (f", compute instance {compute})" if compute is not None else ")")
+            if instance is not None else "")
         times = f" ({len(items)} times)" if len(items) > 1 else ""
-        f = Finding(kind="xid", severity=xid_table.info(code).severity, gpu=gpu, pid=first["pid"], start=first["time"],
-                    end=items[-1][0]["time"], source=first["source"],
-                    summary=(f"NVRM Xid {code} on {where}{_when(first['time'])}{times}: {meaning}." if code is not None
-                             else f"NVRM on {where}{_when(first['time'])}{times}: {meaning} (no Xid line; read as "
+        pids = sorted({r["pid"] for r, _ in items if r["pid"] is not None})
+        processes = sorted({r["process"] for r, _ in items if r["process"]})
+        f = Finding(kind="xid", severity=x.severity, gpu=gpu, pid=first["pid"], start=first["time"],
+                    end=items[-1][0]["time"], source=first["source"], process=first["process"],
+                    host=d.get("host"), pod=d.get("pod"),
+                    summary=(f"NVRM Xid {code} on {where}{_when(first['time'])}{times}: {x.phrase}." if code is not None
+                             else f"NVRM on {where}{_when(first['time'])}{times}: {x.phrase} (no Xid line; read as "
                                   "Xid 79)."),
-                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]], detail={"code": code, "count": len(items)})
+                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]],
+                    detail={"code": code, "count": len(items), "xid_name": x.name, "fatal": x.fatal,
+                            "meaning": d.get("meaning"), "bus_id": d.get("pci"), "gpu_uuid": d.get("uuid"),
+                            "gpu_instance": instance, "compute_instance": compute,
+                            "channel": d.get("channel"), "caused_by_xid": d.get("caused_by_xid"),
+                            "message": d.get("message"), "pids": pids, "processes": processes})
         out.append(f)
     return out
 
@@ -255,7 +272,7 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
     after = pp[-1] - gone_at
     after_txt = fmt_seconds(after) if timed else f"{int(after)} samples"
     f = Finding(kind="residual_process", severity="warning", gpu=r.gpu, pid=r.pid, series=r.series,
-                bytes=int(held), source=r.source,
+                bytes=int(held), source=r.source, host=r.host, process=r.label,
                 summary=(f"pid {r.pid} still holds {human(held)} on GPU {r.gpu} "
                          + (f"after {parent} {how}" if q is not None else f"after it {how}")
                          + (", until the end of the log" if until_end else f", for {after_txt} longer") + "."),
@@ -332,7 +349,7 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
             continue
         lk = ref.fit.leak
         f = Finding(kind="slowdown", severity="warning", gpu=ref.result.gpu, pid=ref.result.pid,
-                    series=ref.result.series, source=source,
+                    series=ref.result.series, source=source, host=ref.result.host,
                     start=ref.to_x(float(ref.x[0])), end=ref.to_x(float(ref.x[-1])),
                     summary=(f"Steps slow down as memory fills: {early:.3g} s per step at the start, "
                              f"{late:.3g} s at the end (+{(late / early - 1) * 100:.0f}%), while "

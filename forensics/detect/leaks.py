@@ -84,12 +84,15 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     rate_h = next((s.result.leak["rate_bytes_per_hour"] for s in members if s.result.leak["rate_bytes_per_hour"] is not None), None)
     rate_step = next((s.result.leak["rate_bytes_per_step"] for s in members if s.result.leak["rate_bytes_per_step"] is not None), None)
     proc = [s for s in members if s.result.series == "process.used" and s.result.pid is not None]
-    pid = max(proc, key=lambda s: s.fit.leak.growth).result.pid if proc else r.pid
+    grower = max(proc, key=lambda s: s.fit.leak.growth) if proc else None
+    pid = grower.result.pid if grower else r.pid
     gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
     host = next((s.result.host for s in members if s.result.host is not None), None)
+    # a per-process series is labelled with its process name (nvidia-smi's process_name)
     f = Finding(kind="leak", severity="warning", summary="", gpu=gpu, pid=pid, series=r.series,
                 pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(primary.fit.peak),
-                confidence=max(s.fit.leak.confidence for s in members), source=r.source)
+                confidence=max(s.fit.leak.confidence for s in members), source=r.source, host=host,
+                process=grower.result.label if grower else None)
     f.rate_bytes_per_hour = rate_h
     f.rate_bytes_per_step = rate_step
     if timed is not None:
@@ -222,7 +225,7 @@ def _cache_finding(reserved: Series, alloc: Series | None, device: Series | None
     r = grow.result
     f = Finding(kind="cache_growth", severity="info", summary="", gpu=r.gpu, pid=r.pid, series=r.series,
                 pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(grow.fit.peak), source=r.source,
-                confidence=lk.confidence)
+                confidence=lk.confidence, host=r.host)
     f.rate_bytes_per_hour = r.leak["rate_bytes_per_hour"]
     f.rate_bytes_per_step = r.leak["rate_bytes_per_step"]
     if r.x_kind == "time":
@@ -252,7 +255,7 @@ def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
     working cache, worth knowing (its size), not a finding against the job."""
     r, fit = reserved.result, reserved.fit
     top = int(fit.peak)
-    f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
+    f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source, host=r.host,
                 bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
                 summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
                          f"job warmed up, then stayed level at about {human(top)}, with allocated memory "

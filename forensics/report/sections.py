@@ -64,7 +64,11 @@ _DETAIL_LABELS = {
     "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
     "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
     "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
+    "pids": "Process ids", "gpu_uuid": "GPU UUID", "gpu_instance": "MIG GPU instance",
+    "compute_instance": "MIG compute instance", "caused_by_xid": "Caused by Xid",
 }
+# codes for machines whose sentence is shown beside them (`inferred` says what `inferred_from` codes)
+_SAID_IN_WORDS = {"inferred_from"}
 
 
 def _detail_label(key: str) -> str:
@@ -82,7 +86,7 @@ def _detail_text(v):
 def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
     out = []
     for k, v in d.items():
-        if k in skip:
+        if k in skip or k in _SAID_IN_WORDS:
             continue
         # a message that only repeats the quoted log line adds nothing
         if isinstance(v, str) and len(v) > 40 and any(v[:60] in t for t in evidence_texts):
