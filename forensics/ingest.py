@@ -344,7 +344,7 @@ def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
 EXPECTED_SKIPS = frozenset({
     "repeated header", "blank line", "GPU without process (row of -)", "not a log line (provenance, separator, shell prompt)",
     "shell prompt", "program output (not a sanitizer line)", "not part of a memory summary",
-    "not part of an out-of-memory message",
+    "not part of an out-of-memory message", "not a line about the distributed job",
 })
 
 

@@ -47,6 +47,8 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
 EVENT_KINDS = (
     "oom_kill", "oom_invoked", "oom_reaped", "gpu_oom", "xid", "sanitizer_leak",
     "sanitizer_summary", "sanitizer_error", "process_start", "process_gone", "marker", "driver_error",
+    # a distributed job (parsers/torch/distributed.py, forensics/ranks.py)
+    "collective_error", "rank_exit", "rank_signal", "rank_info",
 )
 
 
