@@ -9,14 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from forensics.detect import distributed
 from forensics.detect import events as detect_events
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings
 from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
+from forensics.ranks import RankMap
 from forensics.units import human
 
-KIND_ORDER = {"leak": 0, "gpu_oom": 1, "oom_kill": 2, "residual_process": 3, "cache_growth": 4,
-              "slowdown": 5, "xid": 6, "sanitizer_leak": 7, "cache_warmup": 8}
+KIND_ORDER = {"leak": 0, "gpu_oom": 1, "distributed_failure": 1, "oom_kill": 2, "residual_process": 3,
+              "cache_growth": 4, "slowdown": 5, "xid": 6, "sanitizer_leak": 7, "cache_warmup": 8,
+              "collective_error": 9}
 
 
 @dataclass
@@ -80,15 +83,19 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
 def analyze(bundle, opts=None) -> Analysis:
     samples = bundle.samples
     events = bundle.events
+    ranks = RankMap.from_events(events)
     series = [measure_series(k, df) for k, df in series_frames(samples)]
+    distributed.series_ranks(series, ranks)
     # growth is judged per job lifetime; residual processes need each process' whole series
     parts = [p for s in series for p in s.parts]
     leaks, cache = gpu_findings(parts)
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
+    distributed.finding_ranks(findings, events, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
     detect_events.link(findings)
+    findings.extend(distributed.distributed_findings(events, findings, ranks))
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
     verdict, reason = _verdict(series, parts, findings, events.height)

@@ -79,7 +79,7 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
     for row in groups.iter_rows(named=True):
         d = detail_dict(row["detail"])
         gpu = row["gpu"]
-        where = f"GPU {gpu}" if gpu is not None else "the GPU"
+        where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {d['rank']})" if d.get("rank") is not None else "")
         tried = f" trying to allocate {human(row['bytes'])}" if row["bytes"] else ""
         times = f" ({row['n']} times)" if row["n"] > 1 else ""
         f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
@@ -384,7 +384,18 @@ def _dur(seconds: float) -> str:
 
 
 def _same_gpu(a: Finding, b: Finding) -> bool:
+    """On the same GPU, as far as is known; two ranks sharing a GPU are not the same."""
+    if a.rank is not None and b.rank is not None and a.rank != b.rank:
+        return False
     return a.gpu is None or b.gpu is None or a.gpu == b.gpu
+
+
+def _only_leak(o: Finding, lk: Finding, leaks: list[Finding]) -> bool:
+    """`lk` is the one leak on the GPU of `o` (of its rank's leaks, when the error names its rank and
+    the GPU's leaks name theirs: the device's own growth is then the sum of the ranks')."""
+    on_gpu = [x for x in leaks if _same_gpu(o, x)]
+    same_rank = [x for x in on_gpu if o.rank is not None and x.rank == o.rank]
+    return (same_rank or on_gpu) == [lk]
 
 
 def link(findings: list[Finding]) -> None:
@@ -410,7 +421,7 @@ def link(findings: list[Finding]) -> None:
                 gap = _dur(to - tl)
                 o.related.append(f"The leak on {where} ({lk.series}) began {gap} before this {what}.")
                 lk.related.append(f"This leak led to the {what}{_when(o.start)}, {gap} after it began.")
-            elif o.kind == "gpu_oom" and sum(1 for x in leaks if _same_gpu(o, x)) == 1:
+            elif o.kind == "gpu_oom" and _only_leak(o, lk, leaks):
                 # a traceback without a clock: the one leak on that GPU is what ran it out of memory
                 o.related.append(f"The leak on {where} ({lk.series}) most likely led to this {what} "
                                  "(the error line carries no time to check it against).")

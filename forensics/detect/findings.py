@@ -18,7 +18,8 @@ class Evidence:
 
 @dataclass
 class Finding:
-    kind: str                       # leak, cache_growth, gpu_oom, oom_kill, residual_process, sanitizer_leak, xid, slowdown
+    kind: str                       # leak, cache_growth, gpu_oom, oom_kill, residual_process, sanitizer_leak, xid, slowdown,
+                                    # distributed_failure, collective_error
     severity: str                   # critical | warning | info
     summary: str                    # one sentence
     gpu: str | None = None
@@ -54,6 +55,10 @@ class Finding:
     host: str | None = None
     process: str | None = None
     pod: str | None = None
+    # a distributed job: the rank the finding is about, and for an error that followed another rank's
+    # failure, that failure ({"kind", "rank", "path", "line"}: its first evidence line)
+    rank: int | None = None
+    consequence_of: dict | None = None
 
 
 def iso(t) -> str | None:
@@ -134,6 +139,21 @@ def _series_fit(s: dict) -> dict:
             "classification": _str(s.get("classification"))}
 
 
+def _step(e: dict) -> dict:
+    """One step of a distributed job's failure sequence (detect/distributed.py)."""
+    return {"kind": _str(e.get("kind")), "rank": _int(e.get("rank")), "path": _str(e.get("path")),
+            "line": _int(e.get("line")), "what": _str(e.get("what")), "time": _when(e.get("time")) if e.get("time") else None,
+            "consequence_of_first": _bool(e.get("consequence_of_first"))}
+
+
+def _ref(x) -> dict | None:
+    """A finding's `consequence_of`: the first evidence line of the failure it followed."""
+    if not isinstance(x, dict):
+        return None
+    return {"kind": _str(x.get("kind")), "rank": _int(x.get("rank")), "path": _str(x.get("path")),
+            "line": _int(x.get("line"))}
+
+
 def _key(name: str, conv):
     return lambda d: conv(d.get(name))
 
@@ -182,7 +202,6 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
                                      lambda o: {"pid": _int(o.get("pid")), "bytes": _int(o.get("bytes"))}
                                      if isinstance(o, dict) else {"pid": None, "bytes": None})),
         ("count", _key("count", _int)),
-        ("rank", _key("rank", _int)),
         ("site", _key("site", _str)),
         ("traceback", _list_of("traceback", _py_frame)),
         ("exception", _key("exception", _str)),
@@ -245,6 +264,34 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("late_seconds_per_step", _key("late_seconds_per_step", _num)),
         ("leak_onset", _key("leak_onset", _when)),
     ),
+    "distributed_failure": (
+        ("first_failure", lambda d: _step(d["first_failure"]) if isinstance(d.get("first_failure"), dict) else None),
+        ("sequence", _list_of("sequence", _step)),
+        ("torchrun_root_cause_rank", _key("torchrun_root_cause_rank", _int)),
+        ("ranks", lambda d: [{"rank": _int(r), "pid": _int(v.get("pid")), "gpu": _str(v.get("gpu"))}
+                             for r, v in (d.get("ranks") or {}).items() if isinstance(v, dict)]),
+        ("order_note", _key("order_note", _str)),
+        ("own_failures", _list_of("own_failures", _step)),
+        ("ranks_with_errors", lambda d: _ints(d.get("ranks_with_errors"))),
+        ("ranks_without", lambda d: _ints(d.get("ranks_without"))),
+    ),
+    "collective_error": (
+        ("backend", _key("backend", _str)),
+        ("error", _key("error", _str)),
+        ("local_rank", _key("local_rank", _int)),
+        ("pg", _key("pg", _int)),
+        ("pg_rank", _key("pg_rank", _int)),
+        ("op", _key("op", _str)),
+        ("seq", _key("seq", _int)),
+        ("timeout_ms", _key("timeout_ms", _int)),
+        ("ran_ms", _key("ran_ms", _int)),
+        ("last_enqueued", _key("last_enqueued", _int)),
+        ("last_completed", _key("last_completed", _int)),
+        ("stuck_seconds", _key("stuck_seconds", _int)),
+        ("reason", _key("reason", _str)),
+        ("code", _key("code", _str)),
+        ("count", _key("count", _int)),
+    ),
 }
 FINDING_KINDS = tuple(KIND_FACTS)
 
@@ -283,6 +330,8 @@ def finding_json(f: Finding) -> dict:
         "host": _str(f.host),
         "process": _str(f.process),
         "pod": _str(f.pod),
+        "rank": _int(f.rank),
+        "consequence_of": _ref(f.consequence_of),
     }
     detail = f.detail or {}
     for name, read in KIND_FACTS.get(f.kind, ()):

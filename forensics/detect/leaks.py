@@ -54,6 +54,22 @@ def _where(gpu: str | None, host: str | None) -> str:
     return w + (f" on {host}" if host else "")
 
 
+def _by_rank(groups: dict) -> dict:
+    """A GPU's growing series, one group per rank of a distributed job when several ranks grow on it
+    (ranks sharing a GPU): each rank's leak is its own finding; series of no rank (the device's own
+    view, which sees them all) are a group of their own then. With one growing rank, the GPU's series
+    are that rank's finding."""
+    out = {}
+    for (host, gpu), members in groups.items():
+        ranks = {m.result.rank for m in members if m.result.rank is not None}
+        if len(ranks) <= 1:
+            out[(host, gpu, next(iter(ranks), None))] = members
+            continue
+        for m in members:
+            out.setdefault((host, gpu, m.result.rank), []).append(m)
+    return out
+
+
 def _group_key(s: Series) -> tuple:
     r = s.result
     if r.series == "host.rss":
@@ -88,11 +104,12 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     pid = grower.result.pid if grower else r.pid
     gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
     host = next((s.result.host for s in members if s.result.host is not None), None)
+    rank = next((s.result.rank for s in members if s.result.rank is not None), None)
     # a per-process series is labelled with its process name (nvidia-smi's process_name)
     f = Finding(kind="leak", severity="warning", summary="", gpu=gpu, pid=pid, series=r.series,
                 pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(primary.fit.peak),
                 confidence=max(s.fit.leak.confidence for s in members), source=r.source, host=host,
-                process=grower.result.label if grower else None)
+                process=grower.result.label if grower else None, rank=rank)
     f.rate_bytes_per_hour = rate_h
     f.rate_bytes_per_step = rate_step
     if timed is not None:
@@ -126,7 +143,8 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
             if n_steps <= proj.x[-1] - proj.x[0]:
                 f.severity = "critical"
     f.detail["series"] = [
-        {"series": s.result.series, "source": s.result.source, "pid": s.result.pid, "label": s.result.label,
+        {"series": s.result.series, "source": s.result.source, "pid": s.result.pid, "rank": s.result.rank,
+         "label": s.result.label,
          "pattern": s.fit.leak.pattern, "growth_bytes": int(s.fit.leak.growth),
          "rate_bytes_per_hour": s.result.leak["rate_bytes_per_hour"],
          "rate_bytes_per_step": s.result.leak["rate_bytes_per_step"], "onset": s.result.onset,
@@ -151,7 +169,8 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     ending = {"release": ", and did not fall back until the job's memory was released",
               "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
     job = f.detail.get("job") or {}
-    f.summary = (f"{where} ({r.series}) grows {how}{since}, +{human(lk.growth)}"
+    who = f"rank {rank}, " if rank is not None else ""
+    f.summary = (f"{where} ({who}{r.series}) grows {how}{since}, +{human(lk.growth)}"
                  + (f", in pid {pid}" if pid is not None else "") + ending
                  + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
@@ -313,10 +332,10 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
             continue
         leaks_by_group.setdefault(_group_key(s), []).append(s)
     gpus = {(s.result.host, s.result.gpu) for s in all_series if s.result.gpu is not None}
-    groups = _merge_unplaced(leaks_by_group, gpus)
+    groups = _by_rank(_merge_unplaced(leaks_by_group, gpus))
     leaks = []
     device_all = [s for s in all_series if s.result.series in DEVICE_SERIES]
-    for (host, gpu), members in _by_job(groups):
+    for (host, gpu, _rank), members in _by_job(groups):
         names = {m.result.series for m in members}
         # device memory grows but the framework's allocated count (same GPU or unplaced) stays flat
         if not names & set(FRAMEWORK_SERIES) and gpu != "host":

@@ -23,6 +23,10 @@ EVENT_STYLE = {
     "sanitizer_leak": ("sanitizer leak", "#7b4fb3", False),
     "sanitizer_summary": ("sanitizer summary", "#7b4fb3", False),
     "sanitizer_error": ("sanitizer error", "#7b4fb3", True),
+    "collective_error": ("collective error", "#e67e22", True),
+    "rank_exit": ("rank exit", "#a04000", True),
+    "rank_signal": ("rank signalled", "#a8a81a", True),
+    "rank_info": ("rank identity", "#5f6b73", False),
 }
 FATAL_KINDS = ("oom_kill", "gpu_oom")
 
@@ -33,9 +37,15 @@ def event_label(e: dict) -> str:
     d = detail_dict(e.get("detail"))
     if kind == "xid" and d.get("code") is not None:
         label = f"Xid {d.get('code')}" + (f": {d['meaning']}" if d.get("meaning") else "")
+    elif kind == "collective_error" and d.get("error"):
+        label = f"{d.get('backend') or 'collective'} {str(d['error']).replace('_', ' ')}"
+    elif kind == "rank_signal" and d.get("signal"):
+        label = f"torchrun sent {d['signal']}"
     elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):
         label = f"marker: {d.get('label') or d.get('name') or d.get('what')}"
     who = []
+    if d.get("rank") is not None:
+        who.append(f"rank {d['rank']}")
     if e.get("process"):
         who.append(str(e["process"]))
     if e.get("pid") is not None:

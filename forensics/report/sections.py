@@ -102,6 +102,8 @@ def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
 def finding_ctx(f, clock: Clock) -> dict:
     facts = []
     where = []
+    if getattr(f, "rank", None) is not None:
+        where.append(f"rank {f.rank}")
     if f.gpu is not None:
         where.append(f"GPU {f.gpu}")
     if f.pid is not None:
@@ -150,6 +152,10 @@ def finding_ctx(f, clock: Clock) -> dict:
         facts.append(["At this pace, full in" if ended else "Memory runs out", text])
     if f.confidence is not None:
         facts.append(["Confidence", f"{f.confidence:.0%}" if f.confidence <= 1 else str(f.confidence)])
+    after = getattr(f, "consequence_of", None)
+    if after:
+        facts.append(["Consequence of", f"rank {after.get('rank')}'s {EVENT_STYLE.get(after.get('kind'), (after.get('kind'),))[0]}"
+                                        f" ({base_name(str(after.get('path')))}:{after.get('line')})"])
     # "ran_out" is said by the "Memory" fact above
     details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
                        evidence_texts=[e.text or "" for e in f.evidence])
