@@ -268,8 +268,8 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("first_failure", lambda d: _step(d["first_failure"]) if isinstance(d.get("first_failure"), dict) else None),
         ("sequence", _list_of("sequence", _step)),
         ("torchrun_root_cause_rank", _key("torchrun_root_cause_rank", _int)),
-        ("ranks", lambda d: [{"rank": _int(r), "pid": _int(v.get("pid")), "gpu": _str(v.get("gpu"))}
-                             for r, v in (d.get("ranks") or {}).items() if isinstance(v, dict)]),
+        ("ranks", lambda d: [{"rank": int(r) if str(r).isdigit() else None, "pid": _int(v.get("pid")),
+                              "gpu": _str(v.get("gpu"))} for r, v in (d.get("ranks") or {}).items() if isinstance(v, dict)]),
         ("order_note", _key("order_note", _str)),
         ("own_failures", _list_of("own_failures", _step)),
         ("ranks_with_errors", lambda d: _ints(d.get("ranks_with_errors"))),

@@ -102,8 +102,8 @@ READING_BLOCK_LITERALS = ("allocated", "reserved", "cached", "occupied", "gpu:",
 STEP_WORDS = r"\b(?:iter|iteration|step)\b"
 STEP_BLOCK_LITERALS = ("iter", "step")
 # A STEP_MARKER line up to its word: the clocks that strip_line_time removes, one after the other.
-MARKER_PREFILTER = (rf"^(?:{unnamed(TS_ISO)})?(?:{unnamed(TS_US).removeprefix('^')})?\W*"
-                    rf"(?i:{_STEP_WORD})")
+MARKER_PREFILTER = (rf"^(?:{ranks.LINE_PREFIX.removeprefix('^')})?(?:{unnamed(TS_ISO).removeprefix('^')})?"
+                    rf"(?:{unnamed(TS_US).removeprefix('^')})?\W*(?i:{_STEP_WORD})")
 
 # Generic part of the scan hint: a reading, or a step marker line that gives readings a step.
 GENERIC_HINT = ANY_READING + r"|(?i:" + STEP_WORDS + r"\s*[:=#]?\s*[0-9])"

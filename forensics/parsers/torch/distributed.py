@@ -45,7 +45,7 @@ from forensics.parsers import ranks
 NAME = "torch-distributed"
 
 _WATCHDOG_TIMEOUT = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>[^)]*)\) ran for (?P<ran>[0-9]+) milliseconds")
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.*?)\) ran for (?P<ran>[0-9]+) milliseconds")
 _WORK_FIELD = re.compile(r"(?P<k>SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=(?P<v>[^,)\s]+)")
 _WORK_AT = re.compile(r"(?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>[0-9]+), last enqueued NCCL "
                       r"work: (?P<enq>-?[0-9]+), last completed NCCL work: (?P<done>-?[0-9]+)")
@@ -88,6 +88,8 @@ SCAN_BLOCK_LITERALS = ("rank", "atchdog", "nccl", "distbackenderror", "gloo/", "
                        "unable to shutdown", "root cause", "failures:", "time      : ", "host      : ",
                        "exitcode  : ", "error_file: ", "traceback : ")
 
+# the first line of a snippet pasted with where it came from (tests/samples)
+_PROVENANCE = r"^\s*#\s*source:"
 # what the head of a launcher's or collective's own log shows
 _SNIFF = re.compile(r"torch/distributed/(?:run|elastic/)|torch\.distributed\.elastic|ProcessGroupNCCL\.cpp|"
                     r"Watchdog caught collective operation timeout|ChildFailedError|Root Cause \(first observed failure\)|"
@@ -112,9 +114,11 @@ class Reader:
 
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
         t = pl.col("text")
-        hit = batch.select(t.str.contains(SCAN_PREFILTER) & t.str.contains(SCAN_HINT))["text"]
+        note = batch.select(t.str.contains(_PROVENANCE))["text"]
+        hit = batch.select(t.str.contains(SCAN_PREFILTER) & t.str.contains(SCAN_HINT) & ~note)["text"]
         self.kept.append(owned(rows_where(batch.select("line", "text"), hit)))
-        other = rows_where(batch, ~hit & (t.str.strip_chars() != ""))
+        self.skipped.add_lines("not a log line (provenance, separator, shell prompt)", rows_where(batch, note)["line"])
+        other = rows_where(batch, ~hit & ~note & (t.str.strip_chars() != ""))
         self.skipped.add_lines("not a line about the distributed job", other["line"])
 
     def finish(self) -> Parsed:
@@ -135,8 +139,9 @@ def scan(lines: pl.DataFrame, src, opts) -> Parsed:
 
 # -- reading ----------------------------------------------------------------------------------------
 
-_GLOG = re.compile(r"(?:^|[\[\s:])(?P<lvl>[IWEF])(?P<mo>[01][0-9])(?P<d>[0-3][0-9]) (?P<hms>[0-2][0-9]:[0-5][0-9]:[0-6][0-9])"
-                   r"\.(?P<frac>[0-9]{1,9})\b")
+# c10's C++ logger writes the month unpadded (`E626` is June 26, `E1206` December 6), torch._logging `%m%d`
+_GLOG = re.compile(r"(?:^|[\[\s:])(?P<lvl>[IWEF])(?P<mo>1[0-2]|0?[1-9])(?P<d>[0-3][0-9]) "
+                   r"(?P<hms>[0-2][0-9]:[0-5][0-9]:[0-6][0-9])\.(?P<frac>[0-9]{1,9})\b")
 _ISO = re.compile(r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T_](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?"
                   r"(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?")
 _STAMP_WITHIN = 120   # a line's own stamp is in its first characters, not in the message
@@ -150,6 +155,8 @@ def read(lines: pl.DataFrame, src, opts) -> Parsed:
     section = None
     for line_no, raw in lines.sort("line").select("line", "text").iter_rows():
         text = raw or ""
+        if re.match(_PROVENANCE, text):
+            continue
         if _SECTION.search(text):
             section = "root" if "Root Cause" in text else "other"
             record = None
