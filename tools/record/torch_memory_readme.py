@@ -165,7 +165,10 @@ def write_readmes(root: Path) -> None:
             if sites:
                 meta.append(("allocation_leak_sites", "; ".join(f"torch_memory.py:{py_sites[s]} ({s})" for s in sites)))
         meta.append(("tz", "Etc/UTC"))
-        inputs = sorted(p.name for p in folder.iterdir() if p.name in FILES and p.stat().st_size > 0)
+        # Lightning's stdout and stderr hold its own messages, no memory reading: not inputs
+        not_inputs = ("train.log", "stderr.log") if name.startswith("lightning") else ()
+        inputs = sorted(p.name for p in folder.iterdir()
+                        if p.name in FILES and p.name not in not_inputs and p.stat().st_size > 0)
         meta.append(("inputs", ", ".join(inputs)))
         lines = ["---"] + [f"{k}: {v}" for k, v in meta if v is not None] + ["---", "", f"# {name}", "",
                                                                               "## What happened", "", story, "",
