@@ -85,6 +85,7 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     rate_step = next((s.result.leak["rate_bytes_per_step"] for s in members if s.result.leak["rate_bytes_per_step"] is not None), None)
     proc = [s for s in members if s.result.series == "process.used" and s.result.pid is not None]
     pid = max(proc, key=lambda s: s.fit.leak.growth).result.pid if proc else r.pid
+    holder = _holder(members, pid)
     gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
     host = next((s.result.host for s in members if s.result.host is not None), None)
     f = Finding(kind="leak", severity="warning", summary="", gpu=gpu, pid=pid, series=r.series,
@@ -149,10 +150,21 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
               "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
     job = f.detail.get("job") or {}
     f.summary = (f"{where} ({r.series}) grows {how}{since}, +{human(lk.growth)}"
-                 + (f", in pid {pid}" if pid is not None else "") + ending
+                 + (f", in {holder}" if holder else "") + ending
                  + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
+
+
+def _holder(members: list[Series], pid: int | None) -> str | None:
+    """Who holds the growing memory, as the samples name it: the pid, with the process name (or the
+    pod) that labels its process.used series; a process.used series without a pid is named by its
+    label alone (a pod, as Prometheus GPU exporters attribute a GPU's memory)."""
+    proc = [s for s in members if s.result.series == "process.used" and (s.result.pid == pid or pid is None)]
+    label = max(proc, key=lambda s: s.fit.leak.growth).result.label if proc else None
+    if pid is not None:
+        return f"pid {pid}" + (f" ({label})" if label else "")
+    return label
 
 
 def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:
