@@ -131,22 +131,16 @@ def gpu_index_map(infos: list[dict[str, str]]) -> dict[str, str]:
 
 
 def _capacity(pts: pl.DataFrame) -> pl.DataFrame | None:
-    """dev, time, total_bytes: a GPU's total, else its used + free (+ reserved) at the same time (the
+    """key, total_bytes: a GPU's total, else its used + free (+ reserved) at the same time (the
     exporters read them in one scrape; every copy of a device value, one per pod label, is the same).
     None when no series gives more than used memory."""
     have = set(pts["role"].unique().to_list())
     if not have & {"free", "total"}:
         return None
-    per = {r: pts.filter(pl.col("role") == r).group_by("dev", "time").agg(pl.col("bytes").max().alias(r))
-           for r in ("total", "free", "reserved", "used") if r in have}
-    keys = pl.concat([f.select("dev", "time") for f in per.values()]).unique()
-    for r, f in per.items():
-        keys = keys.join(f, on=["dev", "time"], how="left")
-    cols = set(keys.columns)
-    total = pl.col("total") if "total" in cols else pl.lit(None, dtype=pl.Int64)
-    derived = (pl.col("used") + pl.col("free") + (pl.col("reserved").fill_null(0) if "reserved" in cols else 0)
-               if {"used", "free"} <= cols else pl.lit(None, dtype=pl.Int64))
-    return keys.select("dev", "time", pl.coalesce(total, derived).alias("total_bytes"))
+    per = pts.filter(pl.col("role").is_in(["total", "free", "reserved", "used"])).group_by("key").agg(
+        *[pl.col("bytes").filter(pl.col("role") == r).max().alias(r) for r in ("total", "free", "reserved", "used")])
+    derived = pl.col("used") + pl.col("free") + pl.col("reserved").fill_null(0)
+    return per.select("key", pl.coalesce(pl.col("total"), derived).alias("total_bytes"))
 
 
 def to_samples(series: list[dict], points: pl.DataFrame, skipped: Skipped) -> tuple[pl.DataFrame, list[str], dict]:
@@ -167,7 +161,10 @@ def to_samples(series: list[dict], points: pl.DataFrame, skipped: Skipped) -> tu
     def by_sid(field: str, dtype) -> pl.Expr:
         return pl.col("sid").replace_strict({r["sid"]: r[field] for r in series}, default=None, return_dtype=dtype)
 
-    pts = points.with_columns(by_sid("role", pl.String).alias("role"), by_sid("dev", pl.Int64).alias("dev"))
+    # one Int64 per GPU and millisecond (2^43 ms reach past 2200, the latest time read): grouping and
+    # joining on it is several times faster than on two columns
+    key = (by_sid("dev", pl.Int64) * (1 << 43)) + pl.col("time").dt.epoch("ms")
+    pts = points.with_columns(by_sid("role", pl.String).alias("role"), key.alias("key"))
     finite = pl.col("value").is_finite().fill_null(False)
     bad = pts.filter(~finite)
     if bad.height:
@@ -176,7 +173,7 @@ def to_samples(series: list[dict], points: pl.DataFrame, skipped: Skipped) -> tu
         (pl.col("value") * by_sid("scale", pl.Float64)).round().cast(pl.Int64, strict=False).alias("bytes")).drop("value")
     cap = _capacity(pts)
     used = pts.filter(pl.col("role").is_in(["used", "process"]))
-    used = (used.join(cap, on=["dev", "time"], how="left", maintain_order="left") if cap is not None
+    used = (used.join(cap, on="key", how="left", maintain_order="left") if cap is not None
             else used.with_columns(pl.lit(None, dtype=pl.Int64).alias("total_bytes")))
     out = used.select(
         "time", pl.col("time").rank("dense").cast(pl.Int64).alias("seq"), "line", by_sid("host", pl.String).alias("host"),
