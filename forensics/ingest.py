@@ -95,6 +95,9 @@ def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed
     A parser with a `Reader` gets the source's lines batch by batch (one batch for a small file); one
     without reads its (small) files whole with `parse`. The scanners get every batch the reader does
     not say it took whole as its own data rows."""
+    if getattr(module, "WHOLE_DOCUMENT", False):
+        # one document (a JSON response) read from its bytes: it has no log lines for the scanners
+        return module.parse(src, opts), []
     scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
     make = getattr(module, "Reader", None)
     if make is None:
@@ -186,6 +189,8 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     info.wrapper = src.wrapper.describe() if src.wrapper else None
     module, reason = parsers.claim(head)
     info.reason = reason
+    if getattr(module, "WHOLE_DOCUMENT", False):
+        info.wrapper = None   # read from its bytes: no line wrapper is stripped (jq's indent is no CI log's)
     results: list[Parsed] = []
     skipped = Skipped()
     if module is not None:

@@ -26,8 +26,12 @@ SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "bytes": pl.Int64,
     "total_bytes": pl.Int64,   # capacity when the source states it
     "step": pl.Int64,
-    "label": pl.String,        # free-form tag (step-marker tag, process name)
+    "label": pl.String,        # free-form tag (step-marker tag, process name, POD_LABEL + namespace/pod/container)
 }
+
+# A process.used series whose holder is a Kubernetes pod (GPU exporters attribute memory to pods, not
+# pids) is labelled POD_LABEL + "namespace/pod/container"; findings then name the pod.
+POD_LABEL = "pod "
 
 # One thing that happened.
 EVENTS_SCHEMA: dict[str, pl.DataType] = {
