@@ -140,6 +140,8 @@ def test_a_leaking_pod_gives_a_leak_finding_named_by_the_pod(tmp_path):
     assert leak.gpu == "0" and POD in leak.summary and "gpu-node-07" in leak.summary
     assert all(POD in e.text for e in leak.evidence)
     assert abs(leak.rate_bytes_per_hour - (1 << 30)) < 0.05 * (1 << 30)
+    # and as a field of the JSON summary, for scripts
+    assert leak.pod == POD[len("pod "):] and leak.host == "gpu-node-07"
 
 
 def test_a_leak_in_a_grafana_download_gives_a_leak(tmp_path):
