@@ -33,7 +33,9 @@ def event_findings(events: pl.DataFrame) -> list[Finding]:
     out: list[Finding] = []
     ev = events.sort(["time", "source", "line"], nulls_last=True)
     out.extend(_oom_kills(ev.filter(pl.col("kind") == "oom_kill"), ev))
-    out.extend(_gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom")))
+    ooms = _gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom"))
+    out.extend(f for f, _ in ooms)
+    out.extend(_counted_ooms(ev.filter(pl.col("kind") == "gpu_oom_counted"), ooms))
     out.extend(_sanitizer(ev.filter(pl.col("kind") == "sanitizer_leak")))
     out.extend(_xids(ev.filter(pl.col("kind") == "xid")))
     return out
@@ -64,7 +66,8 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
     return out
 
 
-def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
+def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
+    """One finding per distinct OOM message, with how many times it was printed."""
     out = []
     if ooms.height == 0:
         return out
@@ -85,8 +88,79 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
             f.causes.append(f"{human(reserved - allocated)} was reserved by PyTorch but unallocated: "
                             "fragmentation of the caching allocator.")
             f.checks.append("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
-        out.append(f)
+        out.append((f, row["n"]))
     return out
+
+
+def _counted_ooms(counted: pl.DataFrame, messages: list[tuple[Finding, int]]) -> list[Finding]:
+    """The OOMs the caching allocator counted (memory_stats' num_ooms rose). Each counted OOM is one
+    of the messages' OOMs where a message fits it (same GPU; printed after the reading before the rise
+    and not after the reading after it, when both have clocks): the count is then evidence of that
+    message's finding, never a second finding. The latest rises are matched first, since the message a
+    log keeps is most often the one that ended the job. An OOM no message fits (the script caught it,
+    or its stderr is not among the inputs) is a finding of its own."""
+    if counted.height == 0:
+        return []
+    left = [[f, n] for f, n in messages]
+    out = []
+    for row in reversed(list(counted.iter_rows(named=True))):
+        d = detail_dict(row["detail"])
+        rise = int(d.get("rise") or 1)
+        lo, hi = _parse_time(d.get("previous_time")), _parse_time(d.get("next_time"))
+        matched = []
+        for _ in range(rise):
+            slot = next((s for s in left if s[1] > 0 and _fits(s[0], row["gpu"], lo, hi)), None)
+            if slot is None:
+                break
+            slot[1] -= 1
+            matched.append(slot[0])
+        for f in {id(f): f for f in matched}.values():   # once per finding
+            f.evidence.append(_ev(row))
+            f.detail["counted_by_allocator"] = f"{row['source']}:{row['line']} ({d.get('counter')} " \
+                                               f"{d.get('previous')} → {d.get('value')})"
+        if len(matched) < rise:
+            out.append(_counted_oom(row, d, rise - len(matched)))
+    return out[::-1]
+
+
+def _fits(f: Finding, gpu, lo: datetime | None, hi: datetime | None) -> bool:
+    if f.gpu is not None and gpu is not None and f.gpu != gpu:
+        return False
+    t = f.start if isinstance(f.start, datetime) else None
+    return t is None or ((lo is None or t > lo) and (hi is None or t <= hi))
+
+
+def _parse_time(text) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _counted_oom(row: dict, d: dict, n: int) -> Finding:
+    gpu = row["gpu"]
+    where = f"GPU {gpu}" if gpu is not None else "the GPU"
+    if d.get("previous_step") is not None and d.get("step") is not None:
+        span = f" between step {d['previous_step']} and step {d['step']}"
+    elif d.get("step") is not None:
+        span = f" by step {d['step']}"
+    else:
+        span = ""
+    went_on = d.get("next_line") is not None
+    f = Finding(kind="gpu_oom", severity="warning" if went_on else "critical", gpu=gpu, pid=row["pid"],
+                start=row["time"], source=row["source"], evidence=[_ev(row)],
+                summary=(f"PyTorch's caching allocator counted {n} CUDA out-of-memory error{'s' if n > 1 else ''} "
+                         f"on {where}{span}{_when(row['time'])} ({d.get('counter')} {d.get('previous')} → "
+                         f"{d.get('value')}); no out-of-memory message in these logs goes with "
+                         f"{'them' if n > 1 else 'it'}" + (", and the job went on after it." if went_on else ".")),
+                detail={"counted": n, "counter": d.get("counter"), "step": d.get("step"),
+                        "previous_step": d.get("previous_step")})
+    f.causes = ["The OutOfMemoryError was caught by the script (a retry or skip-the-batch handler) or its "
+                "message went to a stream that is not among the inputs (the job's stderr)."]
+    f.checks = ["Collect the job's stderr with the other logs; look for `except torch.OutOfMemoryError` "
+                "(or `except RuntimeError`) in the training loop; torch.cuda.memory_summary() printed in the "
+                "handler shows what held the memory."]
+    return f
 
 
 def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
