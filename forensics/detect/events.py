@@ -7,6 +7,7 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
+from forensics.detect.callpaths import frame_label, sanitizer_groups
 from forensics.detect.findings import Evidence, Finding
 from forensics.detect.measure import sample_evidence
 from forensics.model import detail_dict
@@ -164,44 +165,26 @@ def _counted_oom(row: dict, d: dict, n: int) -> Finding:
 
 
 def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
-    if leaks.height == 0:
-        return []
-    rows = list(leaks.iter_rows(named=True))
-    by_site: dict[tuple, list[tuple[dict, dict]]] = {}
-    for row in rows:
-        d = detail_dict(row["detail"])
-        site = _site_text(d.get("site"))
-        expected = bool(d.get("allocator_cache_at_exit"))
-        by_site.setdefault((str(site), expected), []).append((row, d))
+    """One finding per call path (detect/callpaths.py)."""
     out = []
-    for (site, expected), items in by_site.items():
-        total = sum(r["bytes"] or 0 for r, _ in items)
-        f = Finding(kind="sanitizer_leak", severity="info" if expected else "warning",
-                    bytes=total, source=items[0][0]["source"], pid=items[0][0]["pid"],
-                    gpu=items[0][0]["gpu"], start=items[0][0]["time"],
-                    summary=(f"compute-sanitizer: {len(items)} allocation{'s' if len(items) > 1 else ''} "
-                             f"never freed ({human(total)}) from {site}"
-                             + (" — expected: the caching allocator still held them at exit." if expected else ".")),
-                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]],
-                    detail={"site": site, "count": len(items), "expected": expected,
-                            "stack": items[0][1].get("stack")})
-        if not expected:
+    for g in sanitizer_groups(leaks):
+        first, n = g.rows[0], len(g.rows)
+        total = sum(r["bytes"] or 0 for r in g.rows)
+        cut = (f" ({g.truncated} of them with a backtrace cut short to its outer frames, which match this "
+               "path's)") if g.truncated else ""
+        f = Finding(kind="sanitizer_leak", severity="info" if g.expected else "warning",
+                    bytes=total, source=first["source"], pid=first["pid"], gpu=first["gpu"], start=first["time"],
+                    summary=(f"compute-sanitizer: {n} allocation{'s' if n > 1 else ''} never freed ({human(total)}) "
+                             f"from {g.label}{cut}"
+                             + (" — expected: the caching allocator still held them at exit." if g.expected else ".")),
+                    evidence=[_ev(r) for r in g.rows[:EVIDENCE_MAX]],
+                    detail={"site": g.label, "count": n, "expected": g.expected, "stack": g.details[0].get("stack"),
+                            "call_path": [frame_label(fr) for fr in g.frames], "truncated_backtraces": g.truncated})
+        if not g.expected:
             f.causes = ["cudaMalloc (or cuMemAlloc) without a matching free on some path."]
             f.checks = ["Follow the allocation stack to its owner and check every exit path frees it."]
         out.append(f)
     return out
-
-
-def _site_text(site) -> str:
-    """An allocation site for people: `symbol (file:line)`, `symbol in module+0xoffset`, or as given."""
-    if isinstance(site, dict):
-        sym = site.get("symbol") or "?"
-        if site.get("file"):
-            return f"{sym} ({site['file']}:{site.get('line')})" if site.get("line") is not None else f"{sym} ({site['file']})"
-        if site.get("module"):
-            return f"{sym} in {site['module']}" + (f"+{site['offset']}" if site.get("offset") else "")
-        return sym
-    return str(site) if site else "an unknown allocation site"
 
 
 def _xids(xids: pl.DataFrame) -> list[Finding]:
