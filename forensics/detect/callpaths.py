@@ -12,9 +12,9 @@ difference splits: the leaks of one caller reached from two places stay one grou
 what tells them from the helper's other callers; splitting on would make a group per whole stack,
 hundreds of them for a PyTorch program).
 
-A backtrace whose user frames are the outer part of other leaks' paths (compute-sanitizer saved only
-`main (shared_helper.cu:48)` where the other stacks read make_buffer ← process_batch ← main:48) was cut
-short: the line it ends at is a call that, in every full stack through it, goes on into those frames.
+A backtrace whose user frames are the outer part of other leaks' paths (say compute-sanitizer saved
+only `main (shared_helper.cu:48)` where the other stacks read make_buffer ← process_batch ← main:48) was
+cut short: the line it ends at is a call that, in every full stack through it, goes on into those frames.
 When those full stacks all lie in one group it is counted there, and the group says how many of its
 backtraces were cut; when they lie in several, which one it belongs to is unknown and it stays a group
 of its own. A leak without user frames is grouped by what its parser says of the stack.
