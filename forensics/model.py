@@ -51,6 +51,8 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
 EVENT_KINDS = (
     "oom_kill", "oom_invoked", "oom_reaped", "gpu_oom", "xid", "sanitizer_leak",
     "sanitizer_summary", "sanitizer_error", "process_start", "process_gone", "marker", "driver_error",
+    "gpu_oom_counted",  # the allocator's num_ooms counter rose: an OutOfMemoryError was raised (memory_stats())
+    "alloc_retry",      # num_alloc_retries rose: a cudaMalloc failed, the allocator freed its cache and retried
 )
 
 

@@ -41,6 +41,7 @@ _ORDER: list[str] = [
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
     "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
+    "torch.memstats",  # files mostly of memory_stats() dicts; dicts inside training logs come from its scan
     "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST
 ]
 
