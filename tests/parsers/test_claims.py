@@ -48,8 +48,18 @@ def realworld_files() -> list[Path]:
     return sorted(p for p in REALWORLD.glob("*/**/*") if p.is_file())
 
 
+def _inputs(folder: Path) -> set[str]:
+    """The files a folder's README lists as `inputs` (a Lightning run's stdout holds no memory line)."""
+    readme = folder / "README.md"
+    lines = readme.read_text().splitlines() if readme.exists() else []
+    for line in lines[1: lines.index("---", 1) if "---" in lines[1:] else 0]:
+        if line.startswith("inputs:"):
+            return {x.strip() for x in line.split(":", 1)[1].split(",")}
+    return set()
+
+
 def sample_files() -> list[Path]:
-    return sorted(p for p in SAMPLE_LOGS.glob("*/*") if p.name in SAMPLE_FILE_FORMAT)
+    return sorted(p for p in SAMPLE_LOGS.glob("*/*") if p.name in SAMPLE_FILE_FORMAT and p.name in _inputs(p.parent))
 
 
 def sniffers(head: list[str]) -> list[str]:
