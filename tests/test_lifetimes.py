@@ -323,3 +323,10 @@ def test_a_flat_top_at_the_end_is_no_wind_down():
     y = np.array([1000.0 + 300 * k for k in range(6)] + [2500.0] * 18) * MiB
     assert analyze_xy(np.arange(y.size) * 0.5, y, discrete=False).leak is None
 
+
+
+def test_a_reading_off_the_loggers_cadence_is_not_a_slowing_down():
+    # memory_stats() every 5 steps, and once more at the OOM step one step later: a steady 8 MiB a step
+    x = np.array([5, 10, 15, 20, 25, 30, 35, 36.0])
+    fit = analyze_xy(x, (1000 + 8 * x) * MiB)
+    assert fit.classification == "linear_growth", fit.reason

@@ -6,11 +6,13 @@ user would run the tool on it: `pipeline.run([folder], Options(tz=...))`.
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from forensics import pipeline
@@ -190,6 +192,20 @@ def test_sanitizer_leak_sites_and_bytes(folder):
 def test_cuda_oom_is_found(folder):
     _, _, analysis = analyzed(folder)
     assert of_kind(analysis, "gpu_oom")
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "memory_stats_lines" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_memory_stats_dicts_and_their_counters(folder):
+    meta, bundle, _ = analyzed(folder)
+    dicts = bundle.samples.filter(pl.col("label") == "memory_stats")
+    assert dicts["line"].n_unique() == int(meta["memory_stats_lines"])   # every dict gives its `active`
+    for counter, kind in (("num_ooms", "gpu_oom_counted"), ("num_alloc_retries", "alloc_retry")):
+        rises = [json.loads(d) for d in bundle.events.filter(pl.col("kind") == kind)["detail"].to_list()]
+        assert sum(r["rise"] for r in rises) == int(meta[counter]), counter
+    if "num_alloc_retries_first_step" in meta:
+        first = json.loads(bundle.events.filter(pl.col("kind") == "alloc_retry").sort("line")["detail"][0])
+        assert first["step"] == int(meta["num_alloc_retries_first_step"])
 
 
 # ---- distributed jobs (the rank keys of the front matter) ------------------------------------------

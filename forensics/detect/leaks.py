@@ -11,6 +11,7 @@ import numpy as np
 
 from forensics.detect.events import fmt_seconds
 from forensics.detect.findings import Finding
+from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
                                       sample_evidence)
 from forensics.units import human, rate_text
@@ -102,6 +103,7 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     proc = [s for s in members if s.result.series == "process.used" and s.result.pid is not None]
     grower = max(proc, key=lambda s: s.fit.leak.growth) if proc else None
     pid = grower.result.pid if grower else r.pid
+    holder = _holder(members, pid)
     gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
     host = next((s.result.host for s in members if s.result.host is not None), None)
     rank = next((s.result.rank for s in members if s.result.rank is not None), None)
@@ -110,6 +112,13 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
                 pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(primary.fit.peak),
                 confidence=max(s.fit.leak.confidence for s in members), source=r.source, host=host,
                 process=grower.result.label if grower else None, rank=rank)
+    pods = [s.result.label for s in members if s.result.series == "process.used" and s.result.label
+            and s.result.label.startswith(POD_LABEL)]
+    if pods:
+        # the memory's holder is a pod (GPU exporters attribute memory to pods, not pids)
+        f.pod = pods[0][len(POD_LABEL):]
+        if f.process == pods[0]:
+            f.process = None
     f.rate_bytes_per_hour = rate_h
     f.rate_bytes_per_step = rate_step
     if timed is not None:
@@ -171,10 +180,21 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     job = f.detail.get("job") or {}
     who = f"rank {rank}, " if rank is not None else ""
     f.summary = (f"{where} ({who}{r.series}) grows {how}{since}, +{human(lk.growth)}"
-                 + (f", in pid {pid}" if pid is not None else "") + ending
+                 + (f", in {holder}" if holder else "") + ending
                  + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
+
+
+def _holder(members: list[Series], pid: int | None) -> str | None:
+    """Who holds the growing memory, as the samples name it: the pid, with the process name (or the
+    pod) that labels its process.used series; a process.used series without a pid is named by its
+    label alone (a pod, as Prometheus GPU exporters attribute a GPU's memory)."""
+    proc = [s for s in members if s.result.series == "process.used" and (s.result.pid == pid or pid is None)]
+    label = max(proc, key=lambda s: s.fit.leak.growth).result.label if proc else None
+    if pid is not None:
+        return f"pid {pid}" + (f" ({label})" if label else "")
+    return label
 
 
 def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:

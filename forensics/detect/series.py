@@ -269,7 +269,10 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.persistent_growth = float(env[-1] - env[0])
     few = f"only {n} samples in this job"
     run = d[d.size - r:]
-    slowing = r >= SHORT_RUN and float(run[-1]) < DECELERATION * float(run.mean())
+    # slowing down is judged per unit of x (time or step), not per reading: a reading taken off the
+    # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
+    run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
+    slowing = r >= SHORT_RUN and float(run_slope[-1]) < DECELERATION * float(run_slope.mean())
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         sl = run / np.maximum(np.diff(xs), 1e-12)

@@ -1,4 +1,4 @@
-"""Which rank of a distributed job wrote a line (docs/formats.md §9.1): the prefixes that launchers and
+"""Which rank of a distributed job wrote a line (docs/formats.md §11.1): the prefixes that launchers and
 PyTorch put in front of a rank's lines, and the rank words inside messages. Parsers read the rank
 from here and keep it (forensics/ranks.py says how it reaches the samples); it is never just stripped.
 

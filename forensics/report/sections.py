@@ -2,12 +2,12 @@
 CUDA OOMs, Xids and inputs."""
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 
 import polars as pl
 
+from forensics.detect.callpaths import sanitizer_groups
 from forensics.frames import rows_where
 from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label, xid_is_fatal
 from forensics.model import detail_dict
@@ -213,55 +213,43 @@ def _is_user_frame(frame) -> bool:
 
 
 def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
+    """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first."""
     leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
     if leaks.is_empty():
         return None
-    leaks = leaks.with_columns(
-        pl.coalesce(pl.col("detail").str.json_path_match("$.stack"),
-                    pl.col("detail").str.json_path_match("$.frames")).fill_null("[]").alias("_frames"),
-        pl.col("detail").str.json_path_match("$.allocator_cache_at_exit").fill_null("false").alias("_cache"),
-    )
-    groups = leaks.with_row_index("_i").group_by("_frames", "_cache").agg(
-        pl.len().alias("count"),
-        pl.col("bytes").sum().alias("bytes"),
-        pl.col("bytes").null_count().alias("unknown_bytes"),
-        pl.col("detail").sort_by("_i").first().alias("detail"),
-        pl.col("source").sort_by("_i").first().alias("path"),
-        pl.col("line").sort_by("_i").first().alias("line"),
-        pl.col("text").sort_by("_i").first().alias("text"),
-        pl.col("_i").min().alias("_first"),
-    ).with_columns((pl.col("_cache") == "true").alias("expected"))
-    groups = groups.sort(["expected", "bytes", "count", "_first"], descending=[False, True, True, False],
-                         nulls_last=True)
+    groups = sanitizer_groups(leaks)
+    order = {id(r): i for i, r in enumerate(r for g in groups for r in g.rows)}
+    groups.sort(key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows), min(order[id(r)] for r in g.rows)))
     out = []
-    for g in groups.head(MAX_SANITIZER_GROUPS).iter_rows(named=True):
-        d = detail_dict(g["detail"])
-        try:
-            frames = json.loads(g["_frames"])
-        except ValueError:
-            frames = []
+    for g in groups[:MAX_SANITIZER_GROUPS]:
+        frames = g.details[0].get("stack") or g.details[0].get("frames") or []
         if not isinstance(frames, list):
             frames = []
         user = [_frame_text(fr) for fr in frames if _is_user_frame(fr)]
         lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
-        site = d.get("site_label") or d.get("site") or (user[0] if user else (lib[0] if lib else None))
-        if isinstance(site, dict):
-            site = _frame_text(site)
+        known = [r["bytes"] for r in g.rows if r["bytes"] is not None]
+        first = g.rows[0]
         out.append({
-            "site": clip(site, 300) if site else "(no backtrace)",
-            "count": g["count"], "bytes": g["bytes"], "bytes_text": human(g["bytes"]) if g["bytes"] is not None else "—",
-            "expected": bool(g["expected"]),
+            "site": clip(g.label, 300) if g.label else "(no backtrace)",
+            "count": len(g.rows), "bytes": sum(known) if known else None,
+            "bytes_text": human(sum(known)) if known else "—",
+            "expected": g.expected, "truncated": g.truncated,
             "user_frames": user[:MAX_FRAMES], "library_frames": lib[:MAX_FRAMES],
             "frames_more": max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
-            "evidence": {"path": g["path"], "line": g["line"], "text": clip(g["text"])},
+            "evidence": {"path": first["source"], "line": first["line"], "text": clip(first["text"])},
         })
     total = leaks["bytes"].sum()
-    expected = leaks.filter(pl.col("_cache") == "true")
+    expected = [r for g in groups if g.expected for r in g.rows]
     return {
-        "groups": out, "groups_omitted": max(0, groups.height - len(out)),
+        "groups": out, "groups_omitted": max(0, len(groups) - len(out)),
         "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
-        "expected_allocations": expected.height, "expected_bytes_text": human(expected["bytes"].sum()) if expected.height else None,
+        "expected_allocations": len(expected),
+        "expected_bytes_text": human(sum(r["bytes"] or 0 for r in expected)) if expected else None,
     }
+
+
+def _known_bytes(g) -> int:
+    return sum(r["bytes"] or 0 for r in g.rows)
 
 
 _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",

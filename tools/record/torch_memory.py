@@ -20,8 +20,7 @@ Workloads (`python3 torch_memory.py work KIND`) and what they leave in their fol
   leaking one appends each step's output to a list on the module.
 - ddp_gloo_rank1_leak: `torchrun --nproc-per-node 2 --tee 3`, both ranks on the one GPU with the gloo backend
   (NCCL refuses two ranks on one GPU); rank 1 keeps each step's output until its memory cap, then dies of a
-  CUDA OOM; rank 0 fails in its next collective. ddp_gloo_healthy: the same job, no rank keeps anything;
-  ddp_gloo_both_leak: every rank keeps its outputs (a shared bug), each under its own cap.
+  CUDA OOM; rank 0 fails in its next collective (ddp_gloo_healthy, ddp_gloo_both_leak: see INCIDENTS).
 - sanitizer_cpp_shared_helper: shared_helper.cu under `compute-sanitizer --leak-check full`.
 
 Each workload writes what really happened to $GF_TRUTH (JSON lines); `readme` turns that into the folder's
@@ -259,7 +258,8 @@ INCIDENTS = {
     "lightning_healthy": (["work", "lightning_healthy", "--steps", "60", "--period", "0.1", "--logdir", "lightning"],
                           120),
     "ddp_gloo_rank1_leak": (["--steps", "200", "--leak-rank", "1"], 150),
-    "ddp_gloo_healthy": (["--steps", "60", "--leak-rank", "-1"], 120),
+    "ddp_gloo_healthy": (["--steps", "60", "--leak-rank", "-1"], 120),   # no rank keeps anything
+    # every rank keeps its outputs (a shared bug), each under its own cap
     "ddp_gloo_both_leak": (["--steps", "200", "--leak-rank", "-2"], 150),
     "sanitizer_cpp_shared_helper": ([], 120),
 }

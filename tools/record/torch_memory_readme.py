@@ -71,8 +71,7 @@ STORIES = {
         "`process_batch()` leaks the 4 MiB it gets on each of its 5 calls, `main()` leaks the 1 MiB it gets "
         "once, `checksum()` frees its buffer. Built with `nvcc -lineinfo -g -Xcompiler -rdynamic` and run "
         "under `compute-sanitizer --leak-check full`. Grouping leaks by their innermost user frame would name "
-        "only `make_buffer`; the callers are what differ. The sanitizer's backtrace of the first "
-        "`process_batch` leak lacks the two inner frames (it shows `main` at line 48 alone), as recorded."),
+        "only `make_buffer`; the callers are what differ."),
 }
 
 FILES = {
@@ -246,9 +245,12 @@ def write_readmes(root: Path) -> None:
             if sites:
                 meta.append(("allocation_leak_sites", "; ".join(f"torch_memory.py:{py_sites[s]} ({s})" for s in sites)))
         meta.append(("tz", "Etc/UTC"))
+        # Lightning's stdout and stderr hold its own messages, no memory reading: not inputs; a clean
+        # torchrun run's stderr holds only the launcher's start banner
+        not_inputs = ("train.log", "stderr.log") if name.startswith("lightning") else (
+            ("stderr.log",) if name.startswith("ddp_") and dict(meta).get("exit") == 0 else ())
         present = sorted(p.name for p in folder.iterdir() if p.name in FILES and p.stat().st_size > 0)
-        # a clean torchrun run's stderr holds only the launcher's start banner: nothing to read
-        inputs = [f for f in present if not (f == "stderr.log" and name.startswith("ddp_") and dict(meta).get("exit") == 0)]
+        inputs = [f for f in present if f not in not_inputs]
         meta.append(("inputs", ", ".join(inputs)))
         lines = ["---"] + [f"{k}: {v}" for k, v in meta if v is not None] + ["---", "", f"# {name}", "",
                                                                               "## What happened", "", story, "",

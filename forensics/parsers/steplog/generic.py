@@ -40,13 +40,16 @@ TS_US = r"^\s*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<
 _LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
 
 # A step taken from the text in front of a reading (its tag) or from a marker line of its own.
-_STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
+STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
                 r"|\b([0-9]+)\s+iterations?\b)")
 _STEP_WORD = r"(?:global[ _]step|step|iteration|iter)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
 # A rank in the tag is not a GPU (on more than one node, or with CUDA_VISIBLE_DEVICES, it names none):
 # parsers/ranks.py reads it, and forensics/ranks.py gives the rank the GPU that the logs say it used.
-_GPU_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)"
+DEVICE_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)"
+# memstats.py still reads a rank in front of a memory_stats() dict as its GPU
+GPU_IN_TAG = (r"(?i:\[rank\s*([0-9]+)\]|\brank[ \t]*[:=#]?[ \t]*([0-9]+)\b|\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b"
+               r"|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)")
 
 # -- reading shapes -------------------------------------------------------------------------------
 
@@ -87,7 +90,9 @@ def unnamed(rx: str) -> str:
 ANY_READING = "|".join(unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE, MEM_ABBR))
 # Lines that are another parser's business even though they mention allocated/reserved memory.
 NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memory summary)"
-            r"|(?i:\bpages reserved\b)")
+            r"|(?i:\bpages reserved\b)"
+            # torch.cuda.memory_stats() keys such as 'active.all.allocated' (a count; torch/memstats.py)
+            r"|\.allocated['\"][ \t]?:")
 
 # -- what the prefilters are built from -----------------------------------------------------------
 
@@ -304,9 +309,9 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
              .then(pre_clean)
              .when(epoch.is_not_null()).then(pl.lit("epoch ") + epoch)
              .otherwise(pl.lit(None, dtype=pl.String)))
-    step_m = pre.str.extract_groups(_STEP_IN_TAG) if has["step"] else None
+    step_m = pre.str.extract_groups(STEP_IN_TAG) if has["step"] else None
     dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b") if has["dict_step"] else null
-    gpu_m = pre.str.extract_groups(_GPU_IN_TAG) if has["gpu"] else None
+    gpu_m = pre.str.extract_groups(DEVICE_IN_TAG) if has["gpu"] else None
     rank, local = ranks.words(pre) if has["rank"] else (pl.lit(None, pl.Int64), pl.lit(None, pl.Int64))
     total = t.str.extract_groups(TOTAL) if has["total"] else None
     return staged.select(

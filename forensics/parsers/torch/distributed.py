@@ -1,5 +1,5 @@
 """Format "torch-distributed": what a distributed PyTorch job's launcher and collectives write when a
-rank fails (docs/formats.md §9), in a torchrun log or inside any other file.
+rank fails (docs/formats.md §11), in a torchrun log or inside any other file.
 
 Events, each with the rank its line names (parsers/ranks.py) in `detail`:
 
@@ -244,7 +244,7 @@ def _collective(text: str) -> dict | None:
 
 
 def _rank_info(text: str, who: dict) -> dict | None:
-    """A rank's own line that states its pid or CUDA device (docs/formats.md §9.3)."""
+    """A rank's own line that states its pid or CUDA device (docs/formats.md §11.5)."""
     if who.get("rank") is None and who.get("local_rank") is None:
         return None
     pid, dev = _PID.search(text), _CUDA_DEV.search(text)
