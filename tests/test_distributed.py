@@ -179,3 +179,14 @@ def test_healthy_interleaved_two_rank_log_gives_no_leak(tmp_path, shift):
     _, a = pipeline.run([str(job)], Options(tz="UTC"))
     assert a.verdict == "no_leak", a.verdict_reason
     assert sorted(s.label for s in a.series if s.series == "allocated") == ["rank 0", "rank 1"]
+
+
+def test_a_job_of_one_rank_is_no_distributed_failure(tmp_path):
+    job = tmp_path / "one"
+    job.mkdir()
+    (job / "stderr.log").write_text(
+        f"[default0]:[rank0]: {OOM}\n"
+        "E0626 06:14:45.400000 4242 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+        "local_rank: 0 (pid: 4300) of binary: /usr/bin/python\n")
+    _, a = pipeline.run([str(job)], Options(tz="UTC", year=2025))
+    assert of_kind(a, "gpu_oom") and not of_kind(a, "distributed_failure")

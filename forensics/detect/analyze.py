@@ -91,7 +91,7 @@ def analyze(bundle, opts=None) -> Analysis:
     leaks, cache = gpu_findings(parts)
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
-    distributed.finding_ranks(findings, events, ranks)
+    distributed.finding_ranks(findings, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
     detect_events.link(findings)

@@ -47,6 +47,7 @@ EVIDENCE_MAX = 10
 
 @dataclass
 class _Ev:
+    """One event of the job, with its rank and its place in the order."""
     row: dict
     d: dict
     rank: int | None
@@ -106,7 +107,7 @@ def series_ranks(series: list, rmap: RankMap) -> None:
             res.rank = r
 
 
-def finding_ranks(findings: list[Finding], events: pl.DataFrame, rmap: RankMap) -> None:
+def finding_ranks(findings: list[Finding], rmap: RankMap) -> None:
     """The rank of each CUDA OOM and OOM-kill finding (its event's rank, else its pid's)."""
     for f in findings:
         if f.kind in ("gpu_oom", "oom_kill") and f.rank is None:
@@ -142,8 +143,10 @@ def _events(events: pl.DataFrame, rmap: RankMap) -> list[_Ev]:
 
 
 def _distributed(evs: list[_Ev], rmap: RankMap) -> bool:
-    """Whether these are a distributed job's: a collective or launcher line, or two ranks known."""
-    return any(e.kind in ("collective_error", "rank_exit", "rank_signal") for e in evs) or len(rmap.ranks()) >= 2
+    """Whether these are a job of several ranks: a collective's error, or two ranks known (torchrun's
+    lines about a job of one rank tell nothing its own error does not)."""
+    return (any(e.kind == "collective_error" for e in evs)
+            or len(rmap.ranks() | {e.rank for e in evs if e.rank is not None}) >= 2)
 
 
 def distributed_findings(events: pl.DataFrame, findings: list[Finding], rmap: RankMap) -> list[Finding]:

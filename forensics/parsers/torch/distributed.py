@@ -164,7 +164,7 @@ def read(lines: pl.DataFrame, src, opts) -> Parsed:
         f = _RECORD.match(text)
         if f and section is not None:
             if record is None or f["k"] in record["fields"] or line_no > record["last"] + 2:
-                record = {"fields": {}, "first": line_no, "last": line_no, "root": section == "root", "lines": {}}
+                record = {"fields": {}, "last": line_no, "root": section == "root", "lines": {}}
                 rows.append({"_record": record})
             record["fields"][f["k"]] = f["v"]
             record["lines"][f["k"]] = (line_no, text)
