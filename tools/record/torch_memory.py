@@ -189,7 +189,7 @@ def lightning_run(torch, args, leak: bool) -> None:
 
         def training_step(self, batch, batch_idx):
             (x,) = batch
-            out = self.net(x)  # LEAK-SITE outputs: allocated here
+            out = self.net(x)  # LEAK-SITE module_outputs: allocated here
             loss = out.pow(2).mean()
             self.log("train_loss", loss)
             if leak:

@@ -96,6 +96,12 @@ DDP_FILES = {
 }
 
 
+LIGHTNING_FILES = {
+    "train.log": "the workload's stdout: Lightning's own messages through python logging (no memory reading)",
+    "stderr.log": "the workload's stderr: Lightning's warnings (no memory reading)",
+}
+
+
 def iso(t: float | None) -> str | None:
     if t is None:
         return None
@@ -108,6 +114,8 @@ def leak_sites(source: Path) -> dict[str, int]:
     for n, line in enumerate(source.read_text().splitlines(), 1):
         m = re.search(r"LEAK-SITE (\w+)", line)
         if m and "LEAK-SITE name" not in line:
+            if m.group(1) in out:
+                raise SystemExit(f"{source}:{n}: LEAK-SITE {m.group(1)} named twice; give each site its own name")
             out[m.group(1)] = n
     return out
 
@@ -255,7 +263,8 @@ def write_readmes(root: Path) -> None:
         lines = ["---"] + [f"{k}: {v}" for k, v in meta if v is not None] + ["---", "", f"# {name}", "",
                                                                               "## What happened", "", story, "",
                                                                               "## Files", ""]
-        files = {**FILES, **DDP_FILES} if name.startswith("ddp_") else FILES
+        files = {**FILES, **DDP_FILES} if name.startswith("ddp_") else (
+            {**FILES, **LIGHTNING_FILES} if name.startswith("lightning") else FILES)
         lines += [f"- `{f}`: {files[f]}" for f in present]
         lines += ["", "## Recorded on", "",
                   "- NVIDIA H200, driver 580.159.04, PyTorch 2.11.0+cu130, Lightning 2.6, compute-sanitizer "
