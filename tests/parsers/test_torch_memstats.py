@@ -244,7 +244,7 @@ def test_multi_line_shapes(tmp_path, shape):
 def test_several_devices_are_series_and_counters_of_their_own(tmp_path):
     def line(dev, alloc, ooms):
         d = dict(STATS, **{"allocated_bytes.all.current": alloc, "num_ooms": ooms})
-        return f"[rank {dev}] step 1 memory_stats: {d}"
+        return f"cuda:{dev} step 1 memory_stats: {d}"
     f = tmp_path / "stats.log"
     f.write_text("\n".join([line(0, 1, 0), line(1, 2, 1), line(0, 3, 0), line(1, 4, 1), line(0, 5, 2)]) + "\n")
     _, p = parse_file(f, expect=NAME)
@@ -374,3 +374,20 @@ def test_a_dict_with_nothing_read_here_is_counted(tmp_path):
     _, p = parse_file(f, expect=NAME)
     assert by_line(p) == {1: WANT}
     assert p.skipped.counts == {memstats.SKIP_EMPTY: 1} and p.skipped.examples[memstats.SKIP_EMPTY] == [2]
+
+
+def test_ranks_are_series_and_counters_of_their_own_not_gpus(tmp_path):
+    # two ranks of a torchrun job in one file, each behind torchrun's prefix and a rank word: a rank is
+    # not a GPU (forensics/ranks.py maps ranks to GPUs from what the logs say)
+    def line(rank, alloc, ooms):
+        d = dict(STATS, **{"allocated_bytes.all.current": alloc, "num_ooms": ooms})
+        return f"[default{rank}]:2026-12-02 15:09:22,103 INFO train: [rank {rank}] step 1 memory_stats: {d}"
+    f = tmp_path / "stats.log"
+    f.write_text("\n".join([line(0, 1, 0), line(1, 2, 1), line(0, 3, 0), line(1, 4, 1), line(0, 5, 2)]) + "\n")
+    _, p = parse_file(f, expect=NAME)
+    alloc = p.samples.filter(pl.col("series") == "allocated").sort("line")
+    assert alloc["gpu"].null_count() == alloc.height
+    assert alloc["label"].to_list() == ["rank 0 memory_stats", "rank 1 memory_stats"] * 2 + ["rank 0 memory_stats"]
+    assert alloc["time"].null_count() == 0          # the clock behind the prefix is read
+    ooms = p.events.filter(pl.col("kind") == "gpu_oom_counted").sort("line")
+    assert [(r["line"], json.loads(r["detail"])["rise"]) for r in ooms.iter_rows(named=True)] == [(2, 1), (5, 2)]

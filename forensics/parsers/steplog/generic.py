@@ -47,9 +47,6 @@ STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
 # A rank in the tag is not a GPU (on more than one node, or with CUDA_VISIBLE_DEVICES, it names none):
 # parsers/ranks.py reads it, and forensics/ranks.py gives the rank the GPU that the logs say it used.
 DEVICE_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)"
-# memstats.py still reads a rank in front of a memory_stats() dict as its GPU
-GPU_IN_TAG = (r"(?i:\[rank\s*([0-9]+)\]|\brank[ \t]*[:=#]?[ \t]*([0-9]+)\b|\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b"
-               r"|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)")
 
 # -- reading shapes -------------------------------------------------------------------------------
 

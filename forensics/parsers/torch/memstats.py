@@ -29,7 +29,8 @@ import polars as pl
 from forensics.frames import rows_where
 from forensics.io.lines import read_whole
 from forensics.model import Parsed, events_frame, samples_frame
-from forensics.parsers.steplog.generic import GPU_IN_TAG, STEP_IN_TAG, clock_of, strip_line_time, with_line_time
+from forensics.parsers import ranks
+from forensics.parsers.steplog.generic import DEVICE_IN_TAG, STEP_IN_TAG, clock_of, strip_line_time, with_line_time
 
 NAME = "pytorch-memory-stats"
 
@@ -135,11 +136,13 @@ def line_facts(lines: pl.DataFrame, zone: str) -> pl.DataFrame:
     it, the step, GPU and clock in front of the dict) and the evidence text of each counter. Row by
     row, so batches give the same facts as the whole file."""
     t = pl.col("text")
-    df = with_line_time(lines.select("line", "text"), zone)
+    # a rank's prefix (`[default1]:`, `[rank1]:`) goes before the clock; the rank is kept
+    df = with_line_time(ranks.split_prefix(lines.select("line", "text")), zone)
     prefix = t.str.extract(_PREFIX, 1)
     body = strip_line_time(prefix)
     step = body.str.extract_groups(STEP_IN_TAG)
-    gpu = body.str.extract_groups(GPU_IN_TAG)
+    gpu = body.str.extract_groups(DEVICE_IN_TAG)
+    rank, local = ranks.words(body)
     values = [t.str.extract(_value_rx(k), 1).cast(pl.Int64, strict=False).alias(k) for k in _READ]
     df = df.with_columns(
         prefix.is_not_null().alias("opens"),
@@ -147,7 +150,9 @@ def line_facts(lines: pl.DataFrame, zone: str) -> pl.DataFrame:
         t.str.contains(_Q + re.escape(FIRST_KEY) + _Q).alias("first"),
         t.str.count_matches(_KEY_VALUE).alias("keys"),
         pl.coalesce(step.struct.field("1"), step.struct.field("2")).cast(pl.Int64, strict=False).alias("step"),
-        pl.coalesce(*[gpu.struct.field(str(i)) for i in range(1, 6)]).alias("gpu"),
+        pl.coalesce(*[gpu.struct.field(str(i)) for i in range(1, 4)]).alias("gpu"),
+        ranks.label(pl.coalesce(rank, "line_rank"), pl.coalesce(local, "line_local_rank"), pl.lit(_LABEL),
+                    pl.lit(True)).alias("label"),
         *values,
     )
     # a counter's evidence: the line itself when it is a line of its own (pprint), else the text in
@@ -157,7 +162,7 @@ def line_facts(lines: pl.DataFrame, zone: str) -> pl.DataFrame:
                 .when(pl.col("keys") <= 1).then(t)
                 .otherwise(pl.concat_str(head.fill_null(""), pl.lit("… "), t.str.extract(_pair_rx(k), 1), pl.lit(" …")))
                 .alias(f"text_{k}") for k in EVENT_OF_COUNTER]
-    return df.with_columns(evidence).drop("text")
+    return df.with_columns(evidence).drop("text", "line_rank", "line_local_rank")
 
 
 def read_dicts(facts: pl.DataFrame | None) -> Parsed:
@@ -172,7 +177,7 @@ def read_dicts(facts: pl.DataFrame | None) -> Parsed:
         if r["opens"] or (r["first"] and r["keys"] <= 1):
             # a dict opens here, or (json indent) at its first key on the line after its `{`
             current = {"line": r["line"], "time": r["time"], "zoned": r["zoned"], "step": r["step"],
-                       "gpu": r["gpu"], "keys": {}, "lines": {}, "texts": {}}
+                       "gpu": r["gpu"], "label": r["label"], "keys": {}, "lines": {}, "texts": {}}
             dicts.append(current)
         elif current is None or r["keys"] != 1 or any(k in current["keys"] for k in mine):
             # not one key of an open multi-line dict: a key line of something else
@@ -191,7 +196,7 @@ def read_dicts(facts: pl.DataFrame | None) -> Parsed:
             out.skipped.add(SKIP_EMPTY, d["line"])
     dicts = [d for d in dicts if d["keys"]]
     samples = [{"seq": i, "line": d["lines"][k], "time": d["time"], "zoned": d["zoned"], "step": d["step"],
-                "gpu": d["gpu"], "series": series, "bytes": d["keys"][k], "label": _LABEL}
+                "gpu": d["gpu"], "series": series, "bytes": d["keys"][k], "label": d["label"]}
                for i, d in enumerate(dicts, 1) for k, series in SERIES_OF_KEY.items() if k in d["keys"]]
     out.samples = samples_frame(samples)
     out.events = events_frame(_counter_events(dicts))
@@ -210,13 +215,13 @@ def read_dicts(facts: pl.DataFrame | None) -> Parsed:
 
 
 def _counter_events(dicts: list[dict]) -> list[dict]:
-    """One event per rise of a counter between two dicts of one device, with the readings around it
+    """One event per rise of a counter between two dicts of one device (and rank), with the readings around it
     (the counter rose after the one before and by this one; the one after says whether the job went on)."""
     events = []
-    by_gpu: dict[str | None, list[dict]] = {}
+    by_who: dict[tuple, list[dict]] = {}
     for d in dicts:
-        by_gpu.setdefault(d["gpu"], []).append(d)
-    for gpu, seq in by_gpu.items():
+        by_who.setdefault((d["gpu"], d["label"]), []).append(d)
+    for (gpu, _), seq in by_who.items():
         for counter, kind in EVENT_OF_COUNTER.items():
             have = [d for d in seq if counter in d["keys"]]
             for i, d in enumerate(have):
