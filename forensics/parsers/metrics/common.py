@@ -8,8 +8,16 @@ import csv
 import polars as pl
 
 UTC = pl.Datetime("us", "UTC")
+BLANK = "blank line"
 # A time outside these years is a damaged one (ingest drops the same as implausible).
 _MIN_S, _MAX_S = 0.0, 7.3e9     # 1970 .. 2200
+
+
+def without_blank(rows: pl.DataFrame, skipped) -> pl.DataFrame:
+    """`rows` (line, text) without its blank lines, which are counted in `skipped`."""
+    blank = rows["text"].str.strip_chars() == ""
+    skipped.add_lines(BLANK, rows.filter(blank)["line"])
+    return rows.filter(~blank)
 
 
 def header_cells(line: str, delimiter: str) -> list[str]:

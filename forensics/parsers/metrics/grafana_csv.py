@@ -119,9 +119,7 @@ class Reader:
             if hi < lo:
                 continue
             rows = rows_where(batch, pl.col("line").is_between(lo, hi))
-            blank = rows["text"].str.strip_chars() == ""
-            self.skipped.add_lines("blank line", rows.filter(blank)["line"])
-            rows = rows.filter(~blank)
+            rows = common.without_blank(rows, self.skipped)
             if self.layout is None:
                 self.skipped.add_lines("before the first header, not read", rows["line"])
             elif rows.height:

@@ -75,9 +75,7 @@ class Reader:
         self.skipped = Skipped()
 
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        blank = batch["text"].str.strip_chars() == ""
-        self.skipped.add_lines("blank line", batch.filter(blank)["line"])
-        batch = batch.filter(~blank)
+        batch = common.without_blank(batch, self.skipped)
         if batch.height == 0:
             return
         if self.kind is None:

@@ -70,16 +70,14 @@ class Reader:
         if self.kind is None:
             first = rows_where(batch, pl.col("text").str.strip_chars() != "").head(1)
             if first.height == 0:
-                self.skipped.add_lines("blank line", batch["line"])
+                self.skipped.add_lines(common.BLANK, batch["line"])
                 return
             self.kind = "json" if first["text"][0].lstrip().startswith("{") else "csv"
             if self.kind == "csv":
                 self.columns = _csv_columns(first["text"][0])
+                self.skipped.add_lines(common.BLANK, batch.filter(pl.col("line") < first["line"][0])["line"])
                 batch = batch.filter(pl.col("line") > first["line"][0])
-                self.skipped.add_lines("blank line", batch.filter(pl.col("line") < first["line"][0])["line"])
-        blank = batch["text"].str.strip_chars() == ""
-        self.skipped.add_lines("blank line", batch.filter(blank)["line"])
-        batch = batch.filter(~blank)
+        batch = common.without_blank(batch, self.skipped)
         if batch.height:
             (self._json if self.kind == "json" else self._csv)(batch)
 
