@@ -715,6 +715,7 @@ class Recording:
     onset: datetime | None = None    # the leak's onset, UTC
     jobs: list[tuple[datetime, datetime]] = field(default_factory=list)   # lifetimes, UTC
     tz: str = "UTC"
+    flat_in_device_views: str | None = None   # why the device views do not hold the leak (README key)
 
 
 def _utc(text) -> datetime | None:
@@ -779,7 +780,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
             a, b = _utc(m.get("start")), _utc(m.get("end"))
             out.append(Recording(m.get("incident") or d.name, root, d, m["expected_verdict"],
                                  _listed(m.get("expected_findings")), m.get("pattern"), _utc(m.get("onset_time")),
-                                 [(a, b)] if a and b else [], m.get("tz") or "UTC"))
+                                 [(a, b)] if a and b else [], m.get("tz") or "UTC",
+                                 m.get("flat_in_device_views")))
     return out
 
 
@@ -841,6 +843,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     if rec.expected == "cache_growth":
         return ("cache_growth", "") if view == "steplog" else (
             None, "device memory alone cannot tell the caching allocator from a leak")
+    if rec.flat_in_device_views and view in ("smi_csv", "smi_l1", "dmon", "apps"):
+        return None, rec.flat_in_device_views
     if rec.expected == "no_leak" and "oom_kill" in kinds:
         return (None, "a host-memory incident: the step log holds GPU counts only") if view == "steplog" else ("no_leak", "")
     return rec.expected, ""

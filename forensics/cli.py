@@ -290,7 +290,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         extra = []
         if src.compression:
             extra.append(src.compression)
-        if src.wrapper:
+        if src.wrapper and not getattr(module, "WHOLE_DOCUMENT", False):
             extra.append(f"wrapper: {src.wrapper.describe()}")
         suffix = f" ({'; '.join(extra)})" if extra else ""
         print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}")

@@ -9,9 +9,9 @@ summary), and the two are put side by side:
   each side, matched by what the series is (file name, GPU, series, process name or marker tag), never
   by pid: the fixed run has other pids;
 - CUDA OOMs and kernel OOM kills on each side;
-- leak sites (allocation call stacks of sanitizer_leak findings, call paths of a memory snapshot's
-  allocation_leak findings) matched by call path: the functions and file names of the frames with a
-  source file, without line numbers, offsets or addresses (which a fix moves) or parameter lists
+- leak sites matched by call path: both runs' compute-sanitizer leaks grouped together the way the
+  report groups them (detect/callpaths.py: the helper and the caller that differs), and the call paths
+  of a memory snapshot's allocation_leak findings, with frames known by function and file only, without line numbers or offsets (which a fix moves) or parameter lists
   (which the text and XML reports spell differently);
 - the memory curves of each matched series overlaid on one axis: the step when both sides' series
   carry steps, else the seconds since the side's job started (its first job lifetime's start, else its
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +30,8 @@ import polars as pl
 import forensics
 from forensics import pipeline
 from forensics import report as rep
+from forensics.detect.callpaths import sanitizer_groups
+from forensics.frames import rows_where
 from forensics.report.html import environment, script_json
 from forensics.report.markdown import md_text
 from forensics.detect.findings import iso
@@ -179,26 +180,6 @@ def _rows(before: Side, after: Side) -> list[dict]:
 
 # ---- leak sites ------------------------------------------------------------------------------------
 
-def _function(symbol: str) -> str:
-    """`cudaError cudaMalloc<float>(float**, unsigned long)` -> `cudaMalloc<float>`: the text and XML
-    reports of one program spell a frame with and without its return type and parameters."""
-    name = re.sub(r"\(.*\)\s*(const)?\s*$", "", symbol.strip())
-    return name.split()[-1] if name.split() else symbol
-
-
-def _call_path(stack: list) -> tuple[str, ...]:
-    """The frames that have a source file (the program's own and its headers'), as function (file);
-    library frames differ between report formats and builds. A stack with no source file at all keeps
-    every frame's function."""
-    frames = [fr for fr in stack or [] if isinstance(fr, dict)]
-    located = [fr for fr in frames if fr.get("file")]
-    out = []
-    for fr in located or frames:
-        name = _function(str(fr.get("symbol") or fr.get("function") or fr.get("module") or "?"))
-        out.append(f"{name} ({os.path.basename(str(fr['file']))})" if fr.get("file") else name)
-    return tuple(out)
-
-
 def _snapshot_path(frames: list) -> tuple:
     """A snapshot call path (`file.py:line function`, innermost first) as `function (file.py)`."""
     out = []
@@ -210,36 +191,41 @@ def _snapshot_path(frames: list) -> tuple:
     return tuple(out)
 
 
-def _sites(side: Side) -> dict[tuple, dict]:
-    out: dict[tuple, dict] = {}
-    for f in side.analysis.findings:
-        if f.kind == "allocation_leak" and f.allocation:
-            site = out.setdefault(_snapshot_path(f.allocation.get("path") or []),
-                                  {"site": f.allocation.get("site"), "count": 0, "bytes": 0, "expected": False})
-            site["count"] += int(f.allocation.get("count") or 0)
-            site["bytes"] += f.bytes or 0
-            continue
-        stack = (f.detail or {}).get("stack") or (f.detail or {}).get("frames")
-        if f.kind != "sanitizer_leak" or not stack:
-            continue
-        path = _call_path(stack)
-        site = out.setdefault(path, {"site": (f.detail or {}).get("site"), "count": 0, "bytes": 0,
-                                     "expected": bool((f.detail or {}).get("expected"))})
-        site["count"] += int((f.detail or {}).get("count") or 1)
-        site["bytes"] += f.bytes or 0
-    return out
+def _snapshot_rows(before: Side, after: Side) -> list[dict]:
+    """A memory snapshot's allocation_leak sites of both runs, matched by call path."""
+    per: dict[tuple, dict] = {}
+    for side in (before, after):
+        for f in side.analysis.findings:
+            if f.kind != "allocation_leak" or not f.allocation:
+                continue
+            e = per.setdefault(_snapshot_path(f.allocation.get("path") or []),
+                               {"site": f.allocation.get("site"), "before": None, "after": None})
+            c = e[side.name] = e[side.name] or {"count": 0, "bytes": 0}
+            c["count"] += int(f.allocation.get("count") or 0)
+            c["bytes"] += f.bytes or 0
+    return [{"call_path": list(path), "site": e["site"], "expected": False, "before": e["before"],
+             "after": e["after"], "status": "still" if e["before"] and e["after"] else "gone" if e["before"] else "new"}
+            for path, e in per.items()]
 
 
 def _site_rows(before: Side, after: Side) -> list[dict]:
-    b, a = _sites(before), _sites(after)
-    rows = []
-    for path in set(b) | set(a):
-        sb, sa = b.get(path), a.get(path)
+    """The leak sites of both runs, grouped together by call path (detect/callpaths.py, frames known
+    by function and file: a fix moves lines) so that a site splits the same way on both sides, then
+    counted per side."""
+    parts = [rows_where(side.bundle.events, pl.col("kind") == "sanitizer_leak").with_columns(
+        pl.lit(side.name).alias("_side")) for side in (before, after)]
+    parts = [p for p in parts if p.height]
+    rows = _snapshot_rows(before, after)
+    for g in (sanitizer_groups(pl.concat(parts), exact=False) if parts else []):
+        per: dict[str, dict] = {}
+        for r in g.rows:
+            c = per.setdefault(r["_side"], {"count": 0, "bytes": 0})
+            c["count"] += 1
+            c["bytes"] += r["bytes"] or 0
+        sb, sa = per.get("before"), per.get("after")
         status = "still" if sb and sa else "gone" if sb else "new"
-        rows.append({"call_path": list(path), "site": (sa or sb)["site"], "status": status,
-                     "expected": (sa or sb)["expected"],
-                     "before": {"count": sb["count"], "bytes": sb["bytes"]} if sb else None,
-                     "after": {"count": sa["count"], "bytes": sa["bytes"]} if sa else None})
+        rows.append({"call_path": [f"{name} ({where})" if where else name for name, where, _ in g.path],
+                     "site": g.label, "status": status, "expected": g.expected, "before": sb, "after": sa})
     rows.sort(key=lambda r: (r["expected"], {"new": 0, "still": 1, "gone": 2}[r["status"]],
                              -max((r[s] or {}).get("bytes", 0) for s in ("before", "after"))))
     return rows

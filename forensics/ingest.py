@@ -95,6 +95,9 @@ def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed
     A parser with a `Reader` gets the source's lines batch by batch (one batch for a small file); one
     without reads its (small) files whole with `parse`. The scanners get every batch the reader does
     not say it took whole as its own data rows."""
+    if getattr(module, "WHOLE_DOCUMENT", False):
+        # one document (a JSON response) read from its bytes: it has no log lines for the scanners
+        return module.parse(src, opts), []
     scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
     make = getattr(module, "Reader", None)
     if make is None:
@@ -190,6 +193,8 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
         info.wrapper = src.wrapper.describe() if src.wrapper else None
         module, reason = parsers.claim(head)
     info.reason = reason
+    if getattr(module, "WHOLE_DOCUMENT", False):
+        info.wrapper = None   # read from its bytes: no line wrapper is stripped (jq's indent is no CI log's)
     results: list[Parsed] = []
     skipped = Skipped()
     if module is not None:
@@ -213,6 +218,7 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     for p in results:
         _plausible(p, skipped)
         _consistency(p, src.path, skipped, info)
+    _once_per_step(results, info)
     info.records = sum(p.records for p in results)
     skipped.merge(src.skipped)
     info.problems.extend(src.problems)
@@ -307,6 +313,39 @@ def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> Non
         info.notes.append(m.split(": ", 1)[1])
 
 
+_STEP_KEY = ["host", "gpu", "pid", "series", "step"]
+
+
+def _once_per_step(results: list[Parsed], info: InputInfo) -> None:
+    """Readings of one series of one process at one step that two parsers of the same file read (a loop
+    that prints a step marker and memory_stats() at the end of a step: both are the allocator's one
+    counter) are one reading printed twice: the copy on the earlier line is kept, the other parsers'
+    copies are dropped (and said in a note), so the series is neither counted twice at that step nor
+    split into twins. Readings without a step are left alone: nothing says when they were taken."""
+    parts = []
+    for i, p in enumerate(results):
+        s = p.samples
+        if s is not None and s.height and s["step"].null_count() < s.height:
+            parts.append(conform(s, SAMPLES_SCHEMA).select(*_STEP_KEY, "line")
+                         .with_columns(pl.lit(i).alias("_p"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_r")))
+    if len(parts) < 2:
+        return
+    rows = pl.concat(parts).filter(pl.col("step").is_not_null())
+    shared = rows.group_by(_STEP_KEY).agg(pl.col("_p").n_unique().alias("_n")).filter(pl.col("_n") > 1)
+    if not shared.height:
+        return
+    rows = rows.join(shared.select(_STEP_KEY), on=_STEP_KEY, nulls_equal=True)
+    first = rows.sort("line").group_by(_STEP_KEY).agg(pl.col("_p").first().alias("_keep"))
+    drop = rows.join(first, on=_STEP_KEY, nulls_equal=True).filter(pl.col("_p") != pl.col("_keep"))
+    for (i,), gone in drop.partition_by("_p", as_dict=True).items():
+        p = results[i]
+        p.samples = (conform(p.samples, SAMPLES_SCHEMA).with_row_index("_r")
+                     .filter(~pl.col("_r").cast(pl.Int64).is_in(gone["_r"].implode())).drop("_r"))
+    series = ", ".join(sorted(drop["series"].unique().to_list()))
+    info.notes.append(f"{drop.height} readings ({series}) printed twice at the same step, by two formats "
+                      "of this file, are kept once (the one on the earlier line)")
+
+
 def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
     """GPUs of an nvidia-smi log that vanish, come back or appear late while the others go on."""
     per_gpu = rows_where(timed, (pl.col("series") == "memory.used") & pl.col("gpu").is_not_null())
@@ -348,7 +387,7 @@ def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
 EXPECTED_SKIPS = frozenset({
     "repeated header", "blank line", "GPU without process (row of -)", "not a log line (provenance, separator, shell prompt)",
     "shell prompt", "program output (not a sanitizer line)", "not part of a memory summary",
-    "not part of an out-of-memory message",
+    "not part of an out-of-memory message", "not part of a memory_stats dict", "not a line about the distributed job",
 })
 
 

@@ -26,8 +26,12 @@ SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "bytes": pl.Int64,
     "total_bytes": pl.Int64,   # capacity when the source states it
     "step": pl.Int64,
-    "label": pl.String,        # free-form tag (step-marker tag, process name)
+    "label": pl.String,        # free-form tag (step-marker tag, process name, POD_LABEL + namespace/pod/container)
 }
+
+# A process.used series whose holder is a Kubernetes pod (GPU exporters attribute memory to pods, not
+# pids) is labelled POD_LABEL + "namespace/pod/container"; findings then name the pod.
+POD_LABEL = "pod "
 
 # One thing that happened.
 EVENTS_SCHEMA: dict[str, pl.DataType] = {
@@ -47,6 +51,10 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
 EVENT_KINDS = (
     "oom_kill", "oom_invoked", "oom_reaped", "gpu_oom", "xid", "sanitizer_leak",
     "sanitizer_summary", "sanitizer_error", "process_start", "process_gone", "marker", "driver_error",
+    "gpu_oom_counted",  # the allocator's num_ooms counter rose: an OutOfMemoryError was raised (memory_stats())
+    "alloc_retry",      # num_alloc_retries rose: a cudaMalloc failed, the allocator freed its cache and retried
+    # a distributed job (parsers/torch/distributed.py, forensics/ranks.py)
+    "collective_error", "rank_exit", "rank_signal", "rank_info",
     "allocation_site",   # a call path's allocations live at a memory snapshot's dump (detail: how they grew)
 )
 

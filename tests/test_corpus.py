@@ -27,7 +27,6 @@ KNOWN = {
     # per-process rows (compute-apps) separate them
     ("two_procs_one_leaks_exit", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
     ("two_procs_one_leaks_exit", "dmon"): "a co-tenant's exit hides the leak in the device total",
-    ("two_procs_leaky_oom", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
     ("two_procs_leaky_oom", "dmon"): "a co-tenant's exit hides the leak in the device total",
     # onsets beyond max(5 s, 2 %): the start-up's working set and the leak only a few readings
     # apart (one fitted segment holds both), and a slow leak under noisy load

@@ -212,7 +212,8 @@ _FACTORS = [1, 1e3, 1e6, 1e9, 1e12, 1e15, 1 << 10, 1 << 20, 1 << 30, 1 << 40, 1 
 
 def _numbers(text: str) -> list[float]:
     out = []
-    for m in _NUM.finditer(text):
+    # the numbers as written (`1,234 MiB`) and each cell of a CSV row without blanks (`1767618000000,20480,0`)
+    for m in (m for piece in (text, *re.split(r"[,;\t]", text)) for m in _NUM.finditer(piece)):
         try:
             v = float(m.group().replace(",", "").replace("_", ""))
         except ValueError:

@@ -95,6 +95,9 @@ def leak_case() -> tuple[Bundle, SimpleNamespace]:
         events.append({"source": san, "line": 40 + 6 * k, "kind": "sanitizer_leak", "bytes": 512 * MiB,
                        "detail": json.dumps({"stack": frames_user, "site": frames_user[1],
                                              "site_label": "make_buffer(int) in train_ext.so",
+                                             "user_frames": [{"function": "make_buffer", "module": "train_ext.so",
+                                                              "offset": "0x1b7"},
+                                                             {"function": "main", "module": "train", "offset": "0x89bb"}],
                                              "allocator_cache_at_exit": False}),
                        "text": f"========= Leaked 536870912 bytes at 0x7f00{k:08x}"})
     events.append({"source": san, "line": 90, "kind": "sanitizer_leak", "bytes": 2 * GiB,
@@ -224,6 +227,7 @@ def worst_day_case(gpus: int = 8, days: int = 30, period_s: int = 60, pids: int 
                    "line": k + 1, "kind": kind, "gpu": str(k % gpus), "pid": 1000 + k % pids,
                    "process": XSS_NAME, "bytes": GiB,
                    "detail": json.dumps({"code": 13 + k % 5, "meaning": "x", "frames": [f"f{k % 40}"],
+                                         "user_frames": [{"function": f"f{k % 40}", "file": "job.py", "line": k % 40}],
                                          "allocator_cache_at_exit": False}),
                    "text": f"line {k} {XSS_LINE}"})
     events = events_frame(ev)

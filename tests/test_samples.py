@@ -6,11 +6,13 @@ user would run the tool on it: `pipeline.run([folder], Options(tz=...))`.
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from forensics import pipeline
@@ -66,7 +68,7 @@ def test_the_recorded_incidents_are_here():
     for name in ("incident_linear_oom", "leak_linear", "leak_linear_oom", "leak_staircase_optimizer",
                  "host_oom_pin_memory", "residual_worker", "healthy_sawtooth", "healthy_stable_footprint",
                  "healthy_warmup", "cache_growth_fragmentation", "sanitizer_cpp_text", "sanitizer_cpp_xml",
-                 "sanitizer_torch_cache"):
+                 "sanitizer_torch_cache", "ddp_gloo_rank1_leak", "ddp_gloo_healthy", "ddp_gloo_both_leak"):
         assert name in names, f"sample_logs/{name}/README.md with an expected_verdict is missing"
 
 
@@ -209,3 +211,78 @@ def test_allocation_leak_sites_are_named(folder):
 def test_cuda_oom_is_found(folder):
     _, _, analysis = analyzed(folder)
     assert of_kind(analysis, "gpu_oom")
+
+
+@pytest.mark.parametrize("folder", [p for p in INCIDENTS if "memory_stats_lines" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_memory_stats_dicts_and_their_counters(folder):
+    meta, bundle, _ = analyzed(folder)
+    dicts = bundle.samples.filter(pl.col("label") == "memory_stats")
+    assert dicts["line"].n_unique() == int(meta["memory_stats_lines"])   # every dict gives its `active`
+    for counter, kind in (("num_ooms", "gpu_oom_counted"), ("num_alloc_retries", "alloc_retry")):
+        rises = [json.loads(d) for d in bundle.events.filter(pl.col("kind") == kind)["detail"].to_list()]
+        assert sum(r["rise"] for r in rises) == int(meta[counter]), counter
+    if "num_alloc_retries_first_step" in meta:
+        first = json.loads(bundle.events.filter(pl.col("kind") == "alloc_retry").sort("line")["detail"][0])
+        assert first["step"] == int(meta["num_alloc_retries_first_step"])
+
+
+# ---- distributed jobs (the rank keys of the front matter) ------------------------------------------
+
+def pairs(value: str) -> dict[int, int]:
+    """`0:1570, 1:1571` -> {0: 1570, 1: 1571}."""
+    return {int(k): int(v) for k, v in (x.split(":") for x in listed(value))}
+
+
+RANKED = [p for p in INCIDENTS if "rank_pids" in front_matter(p / "README.md")]
+
+
+@pytest.mark.parametrize("folder", RANKED, ids=lambda p: p.name)
+def test_each_rank_is_its_own_series_with_its_pid(folder):
+    meta, _, analysis = analyzed(folder)
+    pids = pairs(meta["rank_pids"])
+    framework = [s for s in analysis.series if s.series == "allocated"]
+    assert {s.rank: s.pid for s in framework} == pids, [(s.label, s.rank, s.pid) for s in framework]
+    assert len(pids) == int(meta["ranks"])
+
+
+@pytest.mark.parametrize("folder", [p for p in RANKED if "leaking_rank" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_the_leaking_ranks_are_named(folder):
+    meta, _, analysis = analyzed(folder)
+    pids = pairs(meta["rank_pids"])
+    leaking = {int(r) for r in listed(meta["leaking_rank"])}
+    ranked = {f.rank: f for f in of_kind(analysis, "leak") if f.rank is not None}
+    assert set(ranked) == leaking, [f.summary for f in of_kind(analysis, "leak")]
+    for rank, f in ranked.items():
+        assert f.pid == pids[rank] and f"rank {rank}" in f.summary
+    onsets = pairs(meta.get("rank_onset_steps", "")) or {int(meta["leaking_rank"]): int(meta["onset_step"])}
+    rates = pairs(meta.get("rank_bytes_per_step", "")) or {int(meta["leaking_rank"]): int(meta["leak_bytes_per_step"])}
+    for rank, f in ranked.items():
+        assert abs(f.detail["start_step"] - onsets[rank]) <= ONSET_STEPS
+        assert abs(f.rate_bytes_per_step - rates[rank]) <= RATE_TOLERANCE * rates[rank]
+
+
+@pytest.mark.parametrize("folder", [p for p in RANKED if "first_failure" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_the_first_failure_and_its_consequences(folder):
+    meta, _, analysis = analyzed(folder)
+    rank, kind = meta["first_failure"].split()[1:]
+    (chain,) = of_kind(analysis, "distributed_failure")
+    first = chain.detail["first_failure"]
+    assert (first["rank"], first["kind"]) == (int(rank), kind), chain.summary
+    others = [f for f in of_kind(analysis, "collective_error") if f.rank != int(rank)]
+    assert others, "the other ranks' collective errors are findings"
+    assert all(f.consequence_of and f.consequence_of["rank"] == int(rank) for f in others)
+    # torchrun's own view, where the run failed: the rank it names first is the same
+    assert chain.detail["torchrun_root_cause_rank"] == int(rank)
+
+
+@pytest.mark.parametrize("folder", [p for p in RANKED if "failed_ranks" in front_matter(p / "README.md")],
+                         ids=lambda p: p.name)
+def test_every_rank_that_failed_on_its_own_is_named(folder):
+    meta, _, analysis = analyzed(folder)
+    failed = {int(r) for r in listed(meta["failed_ranks"])}
+    assert {f.rank for f in of_kind(analysis, "gpu_oom")} == failed
+    (chain,) = of_kind(analysis, "distributed_failure")
+    assert {chain.rank} | {f["rank"] for f in chain.detail["own_failures"]} == failed

@@ -1,5 +1,6 @@
-"""The built wheel carries the templates: install it into a fresh virtual environment and render a report
-from a folder outside the repository (so the repo's own templates/ cannot be found)."""
+"""The built wheel carries the templates and the JSON summary's schema: install it into a fresh virtual
+environment and render a report from a folder outside the repository (so the repo's own templates/
+cannot be found)."""
 from __future__ import annotations
 
 import json
@@ -41,12 +42,15 @@ def test_wheel_renders_report(tmp_path):
     res = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    where = subprocess.run([str(py), "-c", "import forensics, pathlib; p = pathlib.Path(forensics.__file__).parent; "
-                            "print(p); print((p / 'templates').is_dir())"],
+    where = subprocess.run([str(py), "-c", "import forensics, pathlib, json; from importlib import resources; "
+                            "p = pathlib.Path(forensics.__file__).parent; print(p); print((p / 'templates').is_dir()); "
+                            "print(json.loads(resources.files('forensics.report').joinpath('summary.schema.json')"
+                            ".read_text())['title'].replace(' ', '_'))"],
                            capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    pkg_dir, has_templates = where.stdout.split()
+    pkg_dir, has_templates, schema_title = where.stdout.split()
     assert str(venv) in pkg_dir, f"imported from {pkg_dir}, not the wheel"
     assert has_templates == "True"
+    assert schema_title == "gpu-forensics_JSON_summary"   # the summary's JSON Schema ships in the package
     job = write_incident(tmp_path / "job")
     res = subprocess.run([str(venv / "bin" / "gpu-forensics"), "report", str(job), "-o", "r.html", "--json", "s.json",
                           "--tz", "UTC"], capture_output=True, text=True, cwd=tmp_path, timeout=300)

@@ -9,15 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from forensics.detect import distributed
 from forensics.detect import events as detect_events
 from forensics.detect.allocations import allocation_findings
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings
 from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
+from forensics.ranks import RankMap
 from forensics.units import human
 
-KIND_ORDER = {"leak": 0, "allocation_leak": 1, "gpu_oom": 2, "oom_kill": 3, "residual_process": 4, "cache_growth": 5,
-              "slowdown": 6, "xid": 7, "sanitizer_leak": 8, "cache_warmup": 9, "allocation_footprint": 10}
+KIND_ORDER = {"leak": 0, "allocation_leak": 1, "gpu_oom": 2, "distributed_failure": 2, "oom_kill": 3,
+              "residual_process": 4, "cache_growth": 5, "slowdown": 6, "xid": 7, "sanitizer_leak": 8,
+              "cache_warmup": 9, "collective_error": 10, "allocation_footprint": 11}
 
 
 @dataclass
@@ -85,16 +88,20 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
 def analyze(bundle, opts=None) -> Analysis:
     samples = bundle.samples
     events = bundle.events
+    ranks = RankMap.from_events(events)
     series = [measure_series(k, df) for k, df in series_frames(samples)]
+    distributed.series_ranks(series, ranks)
     # growth is judged per job lifetime; residual processes need each process' whole series
     parts = [p for s in series for p in s.parts]
     leaks, cache = gpu_findings(parts)
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
     findings.extend(allocation_findings(events, samples))
+    distributed.finding_ranks(findings, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
     detect_events.link(findings)
+    findings.extend(distributed.distributed_findings(events, findings, ranks))
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
     verdict, reason = _verdict(series, parts, findings, events.height)

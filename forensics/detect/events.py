@@ -7,6 +7,7 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
+from forensics.detect.callpaths import frame_label, sanitizer_groups
 from forensics.detect.findings import Evidence, Finding
 from forensics.detect.measure import sample_evidence
 from forensics.model import detail_dict
@@ -15,6 +16,8 @@ from forensics.frames import rows_where
 from forensics.parsers.kernel import xid as xid_table
 
 EVIDENCE_MAX = 5
+# what an oom_kill event's `inferred_from` names (kernel/oom.py), in words
+INFERRED_FROM = {"oom_kill_summary": "oom-kill summary line", "kill_process_line": "Kill process line"}
 SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
 SLOWDOWN_MIN_STEPS = 12
 
@@ -33,7 +36,9 @@ def event_findings(events: pl.DataFrame) -> list[Finding]:
     out: list[Finding] = []
     ev = events.sort(["time", "source", "line"], nulls_last=True)
     out.extend(_oom_kills(ev.filter(pl.col("kind") == "oom_kill"), ev))
-    out.extend(_gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom")))
+    ooms = _gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom"))
+    out.extend(f for f, _ in ooms)
+    out.extend(_counted_ooms(ev.filter(pl.col("kind") == "gpu_oom_counted"), ooms))
     out.extend(_sanitizer(ev.filter(pl.col("kind") == "sanitizer_leak")))
     out.extend(_xids(ev.filter(pl.col("kind") == "xid")))
     return out
@@ -48,10 +53,14 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
         if row["process"]:
             who += f" ({row['process']})"
         rss = row["bytes"] if row["bytes"] is not None else d.get("rss_bytes")
+        # a report whose `Killed process` line fell outside the excerpt: the victim is the one its
+        # oom-kill summary (or Kill process line) names
+        absent = (f" (known only from its {INFERRED_FROM.get(d['inferred_from'], 'report')}: the Killed process line "
+                  "is not in the log)") if d.get("inferred_from") else ""
         f = Finding(kind="oom_kill", severity="critical", pid=row["pid"], start=row["time"],
-                    bytes=rss, source=row["source"],
+                    bytes=rss, source=row["source"], process=row["process"], host=d.get("host"), pod=d.get("pod"),
                     summary=(f"The kernel's OOM killer killed {who}{_when(row['time'])}"
-                             + (f", holding {human(rss)} of host memory" if rss else "") + "."),
+                             + (f", holding {human(rss)} of host memory" if rss else "") + absent + "."),
                     evidence=[_ev(row)], detail={"process": row["process"], **d})
         if row["pid"] is not None:
             for r2 in reaped.filter(pl.col("pid") == row["pid"]).head(1).iter_rows(named=True):
@@ -64,7 +73,8 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
     return out
 
 
-def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
+def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
+    """One finding per distinct OOM message, with how many times it was printed."""
     out = []
     if ooms.height == 0:
         return out
@@ -73,64 +83,118 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[Finding]:
     for row in groups.iter_rows(named=True):
         d = detail_dict(row["detail"])
         gpu = row["gpu"]
-        where = f"GPU {gpu}" if gpu is not None else "the GPU"
+        where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {d['rank']})" if d.get("rank") is not None else "")
         tried = f" trying to allocate {human(row['bytes'])}" if row["bytes"] else ""
         times = f" ({row['n']} times)" if row["n"] > 1 else ""
         f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
-                    bytes=row["bytes"], source=row["source"],
+                    bytes=row["bytes"], source=row["source"], host=d.get("host"), pod=d.get("pod"),
                     summary=f"CUDA out of memory on {where}{tried}{_when(row['time'])}{times}.",
-                    evidence=[_ev(row)], detail=d)
-        reserved, allocated = d.get("reserved_bytes"), d.get("allocated_bytes")
+                    evidence=[_ev(row)], detail={**d, "count": row["n"]})
+        reserved, allocated = d.get("reserved"), d.get("allocated")
         if reserved and allocated and reserved - allocated > 0.25 * reserved:
             f.causes.append(f"{human(reserved - allocated)} was reserved by PyTorch but unallocated: "
                             "fragmentation of the caching allocator.")
             f.checks.append("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
-        out.append(f)
+        out.append((f, row["n"]))
     return out
 
 
-def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
-    if leaks.height == 0:
+def _counted_ooms(counted: pl.DataFrame, messages: list[tuple[Finding, int]]) -> list[Finding]:
+    """The OOMs the caching allocator counted (memory_stats' num_ooms rose). Each counted OOM is one
+    of the messages' OOMs where a message fits it (same GPU; printed after the reading before the rise
+    and not after the reading after it, when both have clocks): the count is then evidence of that
+    message's finding, never a second finding. The latest rises are matched first, since the message a
+    log keeps is most often the one that ended the job. An OOM no message fits (the script caught it,
+    or its stderr is not among the inputs) is a finding of its own."""
+    if counted.height == 0:
         return []
-    rows = list(leaks.iter_rows(named=True))
-    by_site: dict[tuple, list[tuple[dict, dict]]] = {}
-    for row in rows:
-        d = detail_dict(row["detail"])
-        site = _site_text(d.get("site"))
-        expected = bool(d.get("allocator_cache_at_exit"))
-        by_site.setdefault((str(site), expected), []).append((row, d))
+    left = [[f, n] for f, n in messages]
     out = []
-    for (site, expected), items in by_site.items():
-        total = sum(r["bytes"] or 0 for r, _ in items)
-        f = Finding(kind="sanitizer_leak", severity="info" if expected else "warning",
-                    bytes=total, source=items[0][0]["source"], pid=items[0][0]["pid"],
-                    gpu=items[0][0]["gpu"], start=items[0][0]["time"],
-                    summary=(f"compute-sanitizer: {len(items)} allocation{'s' if len(items) > 1 else ''} "
-                             f"never freed ({human(total)}) from {site}"
-                             + (" — expected: the caching allocator still held them at exit." if expected else ".")),
-                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]],
-                    detail={"site": site, "count": len(items), "expected": expected,
-                            "stack": items[0][1].get("stack")})
-        if not expected:
+    for row in reversed(list(counted.iter_rows(named=True))):
+        d = detail_dict(row["detail"])
+        rise = int(d.get("rise") or 1)
+        lo, hi = _parse_time(d.get("previous_time")), _parse_time(d.get("next_time"))
+        matched = []
+        for _ in range(rise):
+            slot = next((s for s in left if s[1] > 0 and _fits(s[0], row["gpu"], lo, hi)), None)
+            if slot is None:
+                break
+            slot[1] -= 1
+            matched.append(slot[0])
+        for f in {id(f): f for f in matched}.values():   # once per finding
+            f.evidence.append(_ev(row))
+            f.detail["counted_by_allocator"] = f"{row['source']}:{row['line']} ({d.get('counter')} " \
+                                               f"{d.get('previous')} → {d.get('value')})"
+        if len(matched) < rise:
+            out.append(_counted_oom(row, d, rise - len(matched)))
+    return out[::-1]
+
+
+def _fits(f: Finding, gpu, lo: datetime | None, hi: datetime | None) -> bool:
+    if f.gpu is not None and gpu is not None and f.gpu != gpu:
+        return False
+    t = f.start if isinstance(f.start, datetime) else None
+    return t is None or ((lo is None or t > lo) and (hi is None or t <= hi))
+
+
+def _parse_time(text) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _counted_oom(row: dict, d: dict, n: int) -> Finding:
+    gpu = row["gpu"]
+    where = f"GPU {gpu}" if gpu is not None else "the GPU"
+    if d.get("previous_step") is not None and d.get("step") is not None:
+        span = f" between step {d['previous_step']} and step {d['step']}"
+    elif d.get("step") is not None:
+        span = f" by step {d['step']}"
+    else:
+        span = ""
+    went_on = d.get("next_line") is not None
+    f = Finding(kind="gpu_oom", severity="warning" if went_on else "critical", gpu=gpu, pid=row["pid"],
+                start=row["time"], source=row["source"], evidence=[_ev(row)],
+                summary=(f"PyTorch's caching allocator counted {n} CUDA out-of-memory error{'s' if n > 1 else ''} "
+                         f"on {where}{span}{_when(row['time'])} ({d.get('counter')} {d.get('previous')} → "
+                         f"{d.get('value')}); no out-of-memory message in these logs goes with "
+                         f"{'them' if n > 1 else 'it'}" + (", and the job went on after it." if went_on else ".")),
+                detail={"counted": n, "counter": d.get("counter"), "step": d.get("step"),
+                        "previous_step": d.get("previous_step")})
+    f.causes = ["The OutOfMemoryError was caught by the script (a retry or skip-the-batch handler) or its "
+                "message went to a stream that is not among the inputs (the job's stderr)."]
+    f.checks = ["Collect the job's stderr with the other logs; look for `except torch.OutOfMemoryError` "
+                "(or `except RuntimeError`) in the training loop; torch.cuda.memory_summary() printed in the "
+                "handler shows what held the memory."]
+    return f
+
+
+def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
+    """One finding per call path (detect/callpaths.py)."""
+    out = []
+    for g in sanitizer_groups(leaks):
+        first, n = g.rows[0], len(g.rows)
+        total = sum(r["bytes"] or 0 for r in g.rows)
+        cut = (f" ({g.truncated} of them with a backtrace cut short to its outer frames, which match this "
+               "path's)") if g.truncated else ""
+        f = Finding(kind="sanitizer_leak", severity="info" if g.expected else "warning",
+                    bytes=total, source=first["source"], pid=first["pid"], gpu=first["gpu"], start=first["time"],
+                    summary=(f"compute-sanitizer: {n} allocation{'s' if n > 1 else ''} never freed ({human(total)}) "
+                             f"from {g.label}{cut}"
+                             + (" — expected: the caching allocator still held them at exit." if g.expected else ".")),
+                    evidence=[_ev(r) for r in g.rows[:EVIDENCE_MAX]],
+                    detail={"site": g.label, "count": n, "expected": g.expected, "stack": g.details[0].get("stack"),
+                            "call_path": [frame_label(fr) for fr in g.frames], "truncated_backtraces": g.truncated})
+        if not g.expected:
             f.causes = ["cudaMalloc (or cuMemAlloc) without a matching free on some path."]
             f.checks = ["Follow the allocation stack to its owner and check every exit path frees it."]
         out.append(f)
     return out
 
 
-def _site_text(site) -> str:
-    """An allocation site for people: `symbol (file:line)`, `symbol in module+0xoffset`, or as given."""
-    if isinstance(site, dict):
-        sym = site.get("symbol") or "?"
-        if site.get("file"):
-            return f"{sym} ({site['file']}:{site.get('line')})" if site.get("line") is not None else f"{sym} ({site['file']})"
-        if site.get("module"):
-            return f"{sym} in {site['module']}" + (f"+{site['offset']}" if site.get("offset") else "")
-        return sym
-    return str(site) if site else "an unknown allocation site"
-
-
 def _xids(xids: pl.DataFrame) -> list[Finding]:
+    """One finding per GPU (per MIG device, GPU and compute instance, on a MIG GPU) and Xid code."""
     if xids.height == 0:
         return []
     groups: dict[tuple, list[tuple[dict, dict]]] = {}
@@ -141,19 +205,29 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
             code = int(code) if code is not None else None
         except (TypeError, ValueError):
             code = None
-        groups.setdefault((row["gpu"], code), []).append((row, d))
+        groups.setdefault((row["gpu"], d.get("gpu_instance"), d.get("compute_instance"), code), []).append((row, d))
     out = []
-    for (gpu, code), items in groups.items():
-        first = items[0][0]
-        meaning = xid_table.info(code).phrase
-        where = f"GPU {gpu}" if gpu is not None else "a GPU"
+    for (gpu, instance, compute, code), items in groups.items():
+        first, d = items[0]
+        x = xid_table.info(code)
+        where = (f"GPU {gpu}" if gpu is not None else "a GPU") + (
+            f" (MIG GPU instance {instance}" + (f", compute instance {compute})" if compute is not None else ")")
+            if instance is not None else "")
         times = f" ({len(items)} times)" if len(items) > 1 else ""
-        f = Finding(kind="xid", severity=xid_table.info(code).severity, gpu=gpu, pid=first["pid"], start=first["time"],
-                    end=items[-1][0]["time"], source=first["source"],
-                    summary=(f"NVRM Xid {code} on {where}{_when(first['time'])}{times}: {meaning}." if code is not None
-                             else f"NVRM on {where}{_when(first['time'])}{times}: {meaning} (no Xid line; read as "
+        pids = sorted({r["pid"] for r, _ in items if r["pid"] is not None})
+        processes = sorted({r["process"] for r, _ in items if r["process"]})
+        f = Finding(kind="xid", severity=x.severity, gpu=gpu, pid=first["pid"], start=first["time"],
+                    end=items[-1][0]["time"], source=first["source"], process=first["process"],
+                    host=d.get("host"), pod=d.get("pod"),
+                    summary=(f"NVRM Xid {code} on {where}{_when(first['time'])}{times}: {x.phrase}." if code is not None
+                             else f"NVRM on {where}{_when(first['time'])}{times}: {x.phrase} (no Xid line; read as "
                                   "Xid 79)."),
-                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]], detail={"code": code, "count": len(items)})
+                    evidence=[_ev(r) for r, _ in items[:EVIDENCE_MAX]],
+                    detail={"code": code, "count": len(items), "xid_name": x.name, "fatal": x.fatal,
+                            "meaning": d.get("meaning"), "bus_id": d.get("pci"), "gpu_uuid": d.get("uuid"),
+                            "gpu_instance": instance, "compute_instance": compute,
+                            "channel": d.get("channel"), "caused_by_xid": d.get("caused_by_xid"),
+                            "message": d.get("message"), "pids": pids, "processes": processes})
         out.append(f)
     return out
 
@@ -255,7 +329,7 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
     after = pp[-1] - gone_at
     after_txt = fmt_seconds(after) if timed else f"{int(after)} samples"
     f = Finding(kind="residual_process", severity="warning", gpu=r.gpu, pid=r.pid, series=r.series,
-                bytes=int(held), source=r.source,
+                bytes=int(held), source=r.source, host=r.host, process=r.label,
                 summary=(f"pid {r.pid} still holds {human(held)} on GPU {r.gpu} "
                          + (f"after {parent} {how}" if q is not None else f"after it {how}")
                          + (", until the end of the log" if until_end else f", for {after_txt} longer") + "."),
@@ -332,7 +406,7 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
             continue
         lk = ref.fit.leak
         f = Finding(kind="slowdown", severity="warning", gpu=ref.result.gpu, pid=ref.result.pid,
-                    series=ref.result.series, source=source,
+                    series=ref.result.series, source=source, host=ref.result.host,
                     start=ref.to_x(float(ref.x[0])), end=ref.to_x(float(ref.x[-1])),
                     summary=(f"Steps slow down as memory fills: {early:.3g} s per step at the start, "
                              f"{late:.3g} s at the end (+{(late / early - 1) * 100:.0f}%), while "
@@ -367,7 +441,18 @@ def _dur(seconds: float) -> str:
 
 
 def _same_gpu(a: Finding, b: Finding) -> bool:
+    """On the same GPU, as far as is known; two ranks sharing a GPU are not the same."""
+    if a.rank is not None and b.rank is not None and a.rank != b.rank:
+        return False
     return a.gpu is None or b.gpu is None or a.gpu == b.gpu
+
+
+def _only_leak(o: Finding, lk: Finding, leaks: list[Finding]) -> bool:
+    """`lk` is the one leak on the GPU of `o` (of its rank's leaks, when the error names its rank and
+    the GPU's leaks name theirs: the device's own growth is then the sum of the ranks')."""
+    on_gpu = [x for x in leaks if _same_gpu(o, x)]
+    same_rank = [x for x in on_gpu if o.rank is not None and x.rank == o.rank]
+    return (same_rank or on_gpu) == [lk]
 
 
 def link(findings: list[Finding]) -> None:
@@ -393,7 +478,7 @@ def link(findings: list[Finding]) -> None:
                 gap = _dur(to - tl)
                 o.related.append(f"The leak on {where} ({lk.series}) began {gap} before this {what}.")
                 lk.related.append(f"This leak led to the {what}{_when(o.start)}, {gap} after it began.")
-            elif o.kind == "gpu_oom" and sum(1 for x in leaks if _same_gpu(o, x)) == 1:
+            elif o.kind == "gpu_oom" and _only_leak(o, lk, leaks):
                 # a traceback without a clock: the one leak on that GPU is what ran it out of memory
                 o.related.append(f"The leak on {where} ({lk.series}) most likely led to this {what} "
                                  "(the error line carries no time to check it against).")

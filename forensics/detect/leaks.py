@@ -11,6 +11,7 @@ import numpy as np
 
 from forensics.detect.events import fmt_seconds
 from forensics.detect.findings import Finding
+from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
                                       sample_evidence)
 from forensics.units import human, rate_text
@@ -54,6 +55,22 @@ def _where(gpu: str | None, host: str | None) -> str:
     return w + (f" on {host}" if host else "")
 
 
+def _by_rank(groups: dict) -> dict:
+    """A GPU's growing series, one group per rank of a distributed job when several ranks grow on it
+    (ranks sharing a GPU): each rank's leak is its own finding; series of no rank (the device's own
+    view, which sees them all) are a group of their own then. With one growing rank, the GPU's series
+    are that rank's finding."""
+    out = {}
+    for (host, gpu), members in groups.items():
+        ranks = {m.result.rank for m in members if m.result.rank is not None}
+        if len(ranks) <= 1:
+            out[(host, gpu, next(iter(ranks), None))] = members
+            continue
+        for m in members:
+            out.setdefault((host, gpu, m.result.rank), []).append(m)
+    return out
+
+
 def _group_key(s: Series) -> tuple:
     r = s.result
     if r.series == "host.rss":
@@ -84,12 +101,24 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     rate_h = next((s.result.leak["rate_bytes_per_hour"] for s in members if s.result.leak["rate_bytes_per_hour"] is not None), None)
     rate_step = next((s.result.leak["rate_bytes_per_step"] for s in members if s.result.leak["rate_bytes_per_step"] is not None), None)
     proc = [s for s in members if s.result.series == "process.used" and s.result.pid is not None]
-    pid = max(proc, key=lambda s: s.fit.leak.growth).result.pid if proc else r.pid
+    grower = max(proc, key=lambda s: s.fit.leak.growth) if proc else None
+    pid = grower.result.pid if grower else r.pid
+    holder = _holder(members, pid)
     gpu = next((s.result.gpu for s in members if s.result.gpu is not None), None)
     host = next((s.result.host for s in members if s.result.host is not None), None)
+    rank = next((s.result.rank for s in members if s.result.rank is not None), None)
+    # a per-process series is labelled with its process name (nvidia-smi's process_name)
     f = Finding(kind="leak", severity="warning", summary="", gpu=gpu, pid=pid, series=r.series,
                 pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(primary.fit.peak),
-                confidence=max(s.fit.leak.confidence for s in members), source=r.source)
+                confidence=max(s.fit.leak.confidence for s in members), source=r.source, host=host,
+                process=grower.result.label if grower else None, rank=rank)
+    pods = [s.result.label for s in members if s.result.series == "process.used" and s.result.label
+            and s.result.label.startswith(POD_LABEL)]
+    if pods:
+        # the memory's holder is a pod (GPU exporters attribute memory to pods, not pids)
+        f.pod = pods[0][len(POD_LABEL):]
+        if f.process == pods[0]:
+            f.process = None
     f.rate_bytes_per_hour = rate_h
     f.rate_bytes_per_step = rate_step
     if timed is not None:
@@ -123,7 +152,8 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
             if n_steps <= proj.x[-1] - proj.x[0]:
                 f.severity = "critical"
     f.detail["series"] = [
-        {"series": s.result.series, "source": s.result.source, "pid": s.result.pid, "label": s.result.label,
+        {"series": s.result.series, "source": s.result.source, "pid": s.result.pid, "rank": s.result.rank,
+         "label": s.result.label,
          "pattern": s.fit.leak.pattern, "growth_bytes": int(s.fit.leak.growth),
          "rate_bytes_per_hour": s.result.leak["rate_bytes_per_hour"],
          "rate_bytes_per_step": s.result.leak["rate_bytes_per_step"], "onset": s.result.onset,
@@ -148,11 +178,23 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     ending = {"release": ", and did not fall back until the job's memory was released",
               "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
     job = f.detail.get("job") or {}
-    f.summary = (f"{where} ({r.series}) grows {how}{since}, +{human(lk.growth)}"
-                 + (f", in pid {pid}" if pid is not None else "") + ending
+    who = f"rank {rank}, " if rank is not None else ""
+    f.summary = (f"{where} ({who}{r.series}) grows {how}{since}, +{human(lk.growth)}"
+                 + (f", in {holder}" if holder else "") + ending
                  + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
+
+
+def _holder(members: list[Series], pid: int | None) -> str | None:
+    """Who holds the growing memory, as the samples name it: the pid, with the process name (or the
+    pod) that labels its process.used series; a process.used series without a pid is named by its
+    label alone (a pod, as Prometheus GPU exporters attribute a GPU's memory)."""
+    proc = [s for s in members if s.result.series == "process.used" and (s.result.pid == pid or pid is None)]
+    label = max(proc, key=lambda s: s.fit.leak.growth).result.label if proc else None
+    if pid is not None:
+        return f"pid {pid}" + (f" ({label})" if label else "")
+    return label
 
 
 def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:
@@ -222,7 +264,7 @@ def _cache_finding(reserved: Series, alloc: Series | None, device: Series | None
     r = grow.result
     f = Finding(kind="cache_growth", severity="info", summary="", gpu=r.gpu, pid=r.pid, series=r.series,
                 pattern=lk.pattern, growth_bytes=int(lk.growth), bytes=int(grow.fit.peak), source=r.source,
-                confidence=lk.confidence)
+                confidence=lk.confidence, host=r.host)
     f.rate_bytes_per_hour = r.leak["rate_bytes_per_hour"]
     f.rate_bytes_per_step = r.leak["rate_bytes_per_step"]
     if r.x_kind == "time":
@@ -252,7 +294,7 @@ def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
     working cache, worth knowing (its size), not a finding against the job."""
     r, fit = reserved.result, reserved.fit
     top = int(fit.peak)
-    f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
+    f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source, host=r.host,
                 bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
                 summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
                          f"job warmed up, then stayed level at about {human(top)}, with allocated memory "
@@ -310,10 +352,10 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
             continue
         leaks_by_group.setdefault(_group_key(s), []).append(s)
     gpus = {(s.result.host, s.result.gpu) for s in all_series if s.result.gpu is not None}
-    groups = _merge_unplaced(leaks_by_group, gpus)
+    groups = _by_rank(_merge_unplaced(leaks_by_group, gpus))
     leaks = []
     device_all = [s for s in all_series if s.result.series in DEVICE_SERIES]
-    for (host, gpu), members in _by_job(groups):
+    for (host, gpu, _rank), members in _by_job(groups):
         names = {m.result.series for m in members}
         # device memory grows but the framework's allocated count (same GPU or unplaced) stays flat
         if not names & set(FRAMEWORK_SERIES) and gpu != "host":

@@ -54,6 +54,7 @@ class SeriesResult:
     growth_bytes: int | None = None  # growth that did not fall back
     leak: dict | None = None         # pattern, onset, rate_bytes_per_hour, rate_bytes_per_step, growth_bytes, confidence
     lifetimes: list[dict] = field(default_factory=list)   # one per job in the series: start, end, began, ended, classification, leak
+    rank: int | None = None          # the distributed job's rank whose series it is (forensics/ranks.py)
     _draw: tuple | None = field(default=None, repr=False, compare=False)   # (x, y, t0) that `points` is made from
     _points: list | None = field(default=None, repr=False, compare=False)
 

@@ -28,6 +28,9 @@ RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
 RELEASE_DROP = 0.4        # ... by at least this share of the range, in a few samples,
 RELEASE_NOISE_SIGMAS = 10.0  # ... and by at least this many sample-noise sigmas
 RELEASE_DRAWDOWN = 0.25   # a job that never fell by this share of its range before releases at the end
+WIND_DOWN_SHARE = 0.25    # a job's wind-down (part of its memory freed as it ends) lies in this last share
+WIND_DOWN_KEPT = 0.5      # of its readings, and keeps at least this share of the growth before it;
+WIND_DOWN_MIN_FALL = 0.05  # its fall is at least this share of that growth (a flat top is no wind-down)
 
 
 @dataclass
@@ -77,6 +80,30 @@ def terminal_release(y: np.ndarray, sigma: float) -> int | None:
     if before - after < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * sigma):
         return None
     return last + 1
+
+
+def wind_down(y: np.ndarray, sigma: float) -> int | None:
+    """Index of the first sample of a job's wind-down, or None: after its highest reading, a fall to a
+    level that it keeps or goes below until the end, in the job's last readings, keeping at least half
+    of the growth before it, in a job that never fell back before. As a job ends it frees part of its
+    memory (activations, optimizer state, loader buffers) before the process exits; that fall says
+    nothing about the growth before it, which is what counts."""
+    n = y.size
+    if n < MIN_POINTS:
+        return None
+    p = n - 1 - int(np.argmax(y[::-1]))   # the last reading at the peak
+    tail, body = y[p + 1:], y[: p + 1]
+    if tail.size == 0 or tail.size > WIND_DOWN_SHARE * n:
+        return None
+    lo = float(body.min())
+    growth = float(y[p]) - lo
+    drawdown = float(np.max(np.maximum.accumulate(body) - body))
+    if (float(y[p] - tail.max()) < max(RELEASE_NOISE_SIGMAS * sigma, WIND_DOWN_MIN_FALL * growth)
+            or np.any(np.diff(tail) > 3 * sigma)               # it rises again: not an end
+            or float(tail.min()) - lo < WIND_DOWN_KEPT * growth  # fell back: a release, not a wind-down
+            or drawdown > RELEASE_DRAWDOWN * growth):
+        return None
+    return p + 1
 
 
 def idle_lead_in(y: np.ndarray, sigma: float) -> int:
@@ -134,7 +161,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         if (float(robust.median(y[rel: rel + 3])) > floor - max(5 * raw_sigma, 0.05 * (hi - lo))
                 and drawdown > RELEASE_DRAWDOWN * (hi - lo)):
             rel = None
-    hi_end = rel if rel is not None else n
+    hi_end = rel if rel is not None else (wind_down(y, raw_sigma) or n)
     start = idle_lead_in(y[:hi_end], raw_sigma)
     bx, by = robust.decimate(x[start:hi_end], y[start:hi_end])
     fit = SeriesFit("flat", "", n)
@@ -242,7 +269,10 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.persistent_growth = float(env[-1] - env[0])
     few = f"only {n} samples in this job"
     run = d[d.size - r:]
-    slowing = r >= SHORT_RUN and float(run[-1]) < DECELERATION * float(run.mean())
+    # slowing down is judged per unit of x (time or step), not per reading: a reading taken off the
+    # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
+    run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
+    slowing = r >= SHORT_RUN and float(run_slope[-1]) < DECELERATION * float(run_slope.mean())
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         sl = run / np.maximum(np.diff(xs), 1e-12)

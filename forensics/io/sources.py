@@ -34,6 +34,12 @@ HEAD_LINES = 200
 HEAD_BYTES = 256 * 1024
 # How far head() reads past dropped over-long lines before it gives up looking for the first lines.
 HEAD_RAW_LIMIT = 32 << 20
+# What the head keeps of an over-long line: its start, for the sniffers (a JSON document saved by curl
+# is one line, often over MAX_LINE_CHARS, and its first characters say what it is). The line is still
+# dropped from the lines a parser reads.
+HEAD_CUT_CHARS = 64 << 10
+# The most a whole-document format (read_bytes) reads into memory.
+MAX_DOCUMENT_BYTES = 2 << 30
 _CHUNK = 4 << 20
 _HEAD_CHUNK = 64 << 10
 
@@ -370,7 +376,7 @@ class Source:
                 for p in parts:
                     if len(p) > MAX_LINE_CHARS:
                         overlong.append(len(lines) + 1)
-                        p = ""
+                        p = p[:HEAD_CUT_CHARS]
                     lines.append(p)
                     kept += len(p)
                     if len(lines) >= HEAD_LINES or kept >= HEAD_BYTES:
@@ -379,7 +385,7 @@ class Source:
             else:
                 lines.extend(parts)
             if not stopped and len(carry) > MAX_LINE_CHARS:
-                lines.append("")
+                lines.append(carry[:HEAD_CUT_CHARS] if head else "")
                 overlong.append(len(lines))
                 carry, dropping = "", True
             if stopped or (head and raw_read >= HEAD_RAW_LIMIT):
@@ -458,6 +464,38 @@ class Source:
                               line=n_lines + 1)
         return InputError(self.path, f"cannot read the {kind}", f"{why} ({detail}) and no line before the damage "
                           "could be read", "re-copy the file from its origin, or decompress what is left by hand")
+
+    def read_bytes(self) -> tuple[bytes, BaseException | None]:
+        """The whole decompressed content as UTF-8 bytes (a byte order mark removed, UTF-16 re-encoded),
+        for formats that are one document rather than lines (a JSON response); and why the stream ended
+        early (truncated, corrupt), else None. Its lines are counted (line_count) without reading them
+        again. Raises InputError for a document over MAX_DOCUMENT_BYTES."""
+        parts: list[bytes] = []
+        size = 0
+        gen = self.chunks(_CHUNK)
+        cut: BaseException | None = None
+        while True:
+            try:
+                chunk = next(gen)
+            except StopIteration as stop:
+                cut = stop.value
+                break
+            size += len(chunk)
+            if size > MAX_DOCUMENT_BYTES:
+                gen.close()
+                raise InputError(self.path, "document too big", f"it is over {MAX_DOCUMENT_BYTES >> 30} GiB and is "
+                                 "read whole", "export a shorter time range (or fewer series) per file")
+            parts.append(chunk)
+        data = b"".join(parts)
+        del parts
+        enc, bom = _detect_encoding(data[:4096])
+        self.encoding = enc
+        if enc != "utf-8":
+            data = data[bom:].decode(enc, errors="replace").encode("utf-8")
+        elif bom:
+            data = data[bom:]
+        self.streamed_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        return data, cut
 
     def iter_frames(self, batch_lines: int = 2_000_000) -> Iterator[pl.DataFrame]:
         """The lines in batches (line numbers continue across batches). A UTF-8 file not yet read

@@ -9,6 +9,9 @@
   file as one batch and those of a big one in many; its `parse` is the same reader fed the whole file.
   `feed` may return True to say it took the batch whole as data rows of its format, which hold
   nothing for the free-text scanners (they then skip that batch).
+  A format whose files are one document rather than lines (a JSON response, often one line over the
+  line reader's limit) sets `WHOLE_DOCUMENT = True`: its `parse` reads `src.read_bytes()`, and the
+  free-text scanners do not read it.
 
 A binary format (a pickle) has `sniff_bytes(first: bytes) -> str | None` instead of `sniff`: it
 claims a file by its first bytes (decompressed, up to 64 KiB), before any text is decoded, and its
@@ -40,10 +43,14 @@ _ORDER: list[str] = [
     "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
+    "metrics.prometheus", "metrics.grafana_csv",  # GPU exporters' series from Prometheus, from Grafana
+    "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
+    "torch.distributed",  # torchrun's and c10d's own logs; before torch.oom: their tracebacks end in the ranks' errors
     "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
+    "torch.memstats",  # files mostly of memory_stats() dicts; dicts inside training logs come from its scan
     "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST
 ]
 

@@ -24,6 +24,18 @@ EVENT_STYLE = {
     "sanitizer_summary": ("sanitizer summary", "#7b4fb3", False),
     "sanitizer_error": ("sanitizer error", "#7b4fb3", True),
     "allocation_site": ("live allocations of a call path", "#2e9a3a", False),
+    "collective_error": ("collective error", "#e67e22", True),
+    "rank_exit": ("rank exit", "#a04000", True),
+    "rank_signal": ("rank signalled", "#a8a81a", True),
+    "rank_info": ("rank identity", "#5f6b73", False),
+    "gpu_oom_counted": ("CUDA OOM counted by the allocator", "#d4237a", True),
+    "alloc_retry": ("allocator retry", "#e67e22", True),
+}
+# what a counter of torch.cuda.memory_stats() that rose means (its events' detail names the counter)
+COUNTER_MEANING = {
+    "alloc_retry": "a cudaMalloc failed, the caching allocator freed its cached blocks and retried: memory "
+                   "was nearly full",
+    "gpu_oom_counted": "an OutOfMemoryError was raised",
 }
 FATAL_KINDS = ("oom_kill", "gpu_oom")
 
@@ -34,14 +46,22 @@ def event_label(e: dict) -> str:
     d = detail_dict(e.get("detail"))
     if kind == "xid" and d.get("code") is not None:
         label = f"Xid {d.get('code')}" + (f": {d['meaning']}" if d.get("meaning") else "")
+    elif kind == "collective_error" and d.get("error"):
+        label = f"{d.get('backend') or 'collective'} {str(d['error']).replace('_', ' ')}"
+    elif kind == "rank_signal" and d.get("signal"):
+        label = f"torchrun sent {d['signal']}"
     elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):
         label = f"marker: {d.get('label') or d.get('name') or d.get('what')}"
+    elif kind in COUNTER_MEANING and d.get("counter"):
+        label += f" ({d['counter']} {d.get('previous')} → {d.get('value')}: {COUNTER_MEANING[kind]})"
     who = []
+    if d.get("rank") is not None:
+        who.append(f"rank {d['rank']}")
     if e.get("process"):
         who.append(str(e["process"]))
     if e.get("pid") is not None:
         who.append(f"pid {e['pid']}")
-    if e.get("gpu") is not None and kind in ("gpu_oom", "xid", "driver_error"):
+    if e.get("gpu") is not None and kind in ("gpu_oom", "gpu_oom_counted", "alloc_retry", "xid", "driver_error"):
         who.append(f"GPU {e['gpu']}")
     if who:
         label += " (" + ", ".join(who) + ")"

@@ -108,6 +108,8 @@ def render_markdown(ctx: dict) -> str:
         out += ["### compute-sanitizer leaks by allocation site", ""]
         for g in san["groups"][:10]:
             tag = " (expected: allocator cache at exit)" if g["expected"] else ""
+            if g["truncated"]:
+                tag += f" ({g['truncated']} of them with a backtrace cut short to its outer frames)"
             out.append(f"- {g['bytes_text']} in {g['count']} allocation(s) at {md_text(g['site'])}{tag}")
         out.append("")
     alloc = ctx["allocations"]

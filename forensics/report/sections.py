@@ -2,12 +2,12 @@
 CUDA OOMs, Xids and inputs."""
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 
 import polars as pl
 
+from forensics.detect.callpaths import sanitizer_groups
 from forensics.frames import rows_where
 from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label, xid_is_fatal
 from forensics.model import detail_dict
@@ -64,7 +64,11 @@ _DETAIL_LABELS = {
     "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
     "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
     "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
+    "pids": "Process ids", "gpu_uuid": "GPU UUID", "gpu_instance": "MIG GPU instance",
+    "compute_instance": "MIG compute instance", "caused_by_xid": "Caused by Xid",
 }
+# codes for machines whose sentence is shown beside them (`inferred` says what `inferred_from` codes)
+_SAID_IN_WORDS = {"inferred_from"}
 
 
 def _detail_label(key: str) -> str:
@@ -82,7 +86,7 @@ def _detail_text(v):
 def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
     out = []
     for k, v in d.items():
-        if k in skip:
+        if k in skip or k in _SAID_IN_WORDS:
             continue
         # a message that only repeats the quoted log line adds nothing
         if isinstance(v, str) and len(v) > 40 and any(v[:60] in t for t in evidence_texts):
@@ -98,6 +102,8 @@ def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
 def finding_ctx(f, clock: Clock) -> dict:
     facts = []
     where = []
+    if getattr(f, "rank", None) is not None:
+        where.append(f"rank {f.rank}")
     if f.gpu is not None:
         where.append(f"GPU {f.gpu}")
     if f.pid is not None:
@@ -146,6 +152,10 @@ def finding_ctx(f, clock: Clock) -> dict:
         facts.append(["At this pace, full in" if ended else "Memory runs out", text])
     if f.confidence is not None:
         facts.append(["Confidence", f"{f.confidence:.0%}" if f.confidence <= 1 else str(f.confidence)])
+    after = getattr(f, "consequence_of", None)
+    if after:
+        facts.append(["Consequence of", f"rank {after.get('rank')}'s {EVENT_STYLE.get(after.get('kind'), (after.get('kind'),))[0]}"
+                                        f" ({base_name(str(after.get('path')))}:{after.get('line')})"])
     # "ran_out" is said by the "Memory" fact above
     details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
                        evidence_texts=[e.text or "" for e in f.evidence])
@@ -204,54 +214,38 @@ def _is_user_frame(frame) -> bool:
 
 
 def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
+    """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first."""
     leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
     if leaks.is_empty():
         return None
-    leaks = leaks.with_columns(
-        pl.coalesce(pl.col("detail").str.json_path_match("$.stack"),
-                    pl.col("detail").str.json_path_match("$.frames")).fill_null("[]").alias("_frames"),
-        pl.col("detail").str.json_path_match("$.allocator_cache_at_exit").fill_null("false").alias("_cache"),
-    )
-    groups = leaks.with_row_index("_i").group_by("_frames", "_cache").agg(
-        pl.len().alias("count"),
-        pl.col("bytes").sum().alias("bytes"),
-        pl.col("bytes").null_count().alias("unknown_bytes"),
-        pl.col("detail").sort_by("_i").first().alias("detail"),
-        pl.col("source").sort_by("_i").first().alias("path"),
-        pl.col("line").sort_by("_i").first().alias("line"),
-        pl.col("text").sort_by("_i").first().alias("text"),
-        pl.col("_i").min().alias("_first"),
-    ).with_columns((pl.col("_cache") == "true").alias("expected"))
-    groups = groups.sort(["expected", "bytes", "count", "_first"], descending=[False, True, True, False],
-                         nulls_last=True)
+    groups = sanitizer_groups(leaks)
+    order = {id(r): i for i, r in enumerate(r for g in groups for r in g.rows)}
+    groups.sort(key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows), min(order[id(r)] for r in g.rows)))
     out = []
-    for g in groups.head(MAX_SANITIZER_GROUPS).iter_rows(named=True):
-        d = detail_dict(g["detail"])
-        try:
-            frames = json.loads(g["_frames"])
-        except ValueError:
-            frames = []
+    for g in groups[:MAX_SANITIZER_GROUPS]:
+        frames = g.details[0].get("stack") or g.details[0].get("frames") or []
         if not isinstance(frames, list):
             frames = []
         user = [_frame_text(fr) for fr in frames if _is_user_frame(fr)]
         lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
-        site = d.get("site_label") or d.get("site") or (user[0] if user else (lib[0] if lib else None))
-        if isinstance(site, dict):
-            site = _frame_text(site)
+        known = [r["bytes"] for r in g.rows if r["bytes"] is not None]
+        first = g.rows[0]
         out.append({
-            "site": clip(site, 300) if site else "(no backtrace)",
-            "count": g["count"], "bytes": g["bytes"], "bytes_text": human(g["bytes"]) if g["bytes"] is not None else "—",
-            "expected": bool(g["expected"]),
+            "site": clip(g.label, 300) if g.label else "(no backtrace)",
+            "count": len(g.rows), "bytes": sum(known) if known else None,
+            "bytes_text": human(sum(known)) if known else "—",
+            "expected": g.expected, "truncated": g.truncated,
             "user_frames": user[:MAX_FRAMES], "library_frames": lib[:MAX_FRAMES],
             "frames_more": max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
-            "evidence": {"path": g["path"], "line": g["line"], "text": clip(g["text"])},
+            "evidence": {"path": first["source"], "line": first["line"], "text": clip(first["text"])},
         })
     total = leaks["bytes"].sum()
-    expected = leaks.filter(pl.col("_cache") == "true")
+    expected = [r for g in groups if g.expected for r in g.rows]
     return {
-        "groups": out, "groups_omitted": max(0, groups.height - len(out)),
+        "groups": out, "groups_omitted": max(0, len(groups) - len(out)),
         "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
-        "expected_allocations": expected.height, "expected_bytes_text": human(expected["bytes"].sum()) if expected.height else None,
+        "expected_allocations": len(expected),
+        "expected_bytes_text": human(sum(r["bytes"] or 0 for r in expected)) if expected else None,
     }
 
 
@@ -285,6 +279,10 @@ def allocations_ctx(findings: list) -> dict | None:
             "footprint_bytes_text": human(sum(f.bytes or 0 for f in prints)),
             "footprint_sites": sum(f.allocation.get("sites_total") or 0 for f in prints),
             "footprint_shown": sum(len(f.allocation.get("sites") or []) for f in prints)}
+
+
+def _known_bytes(g) -> int:
+    return sum(r["bytes"] or 0 for r in g.rows)
 
 
 _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",

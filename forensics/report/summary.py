@@ -28,14 +28,14 @@ def embedded_summary(bundle, analysis) -> dict:
 
 
 def summary(bundle, analysis) -> dict:
-    """The JSON summary, exactly as docs/design.md fixes it."""
-    return summary_json(
+    """The JSON summary, exactly as docs/design.md fixes it (forensics/report/summary.schema.json)."""
+    return plain(summary_json(
         forensics.__version__,
         lookup(analysis, "verdict", default="inconclusive") or "inconclusive",
         bundle.inputs,
         list(lookup(analysis, "findings", default=None) or []),
         lookup(analysis, "verdict_reason", default=None),
-    )
+    ))
 
 
 def summary_text(summary_dict: dict) -> str:

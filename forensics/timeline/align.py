@@ -3,8 +3,9 @@
 `align(bundle, opts)` puts every row that can have a UTC `time` on one clock and says, per input, how
 (`InputInfo.anchor`, a sentence) and what looked wrong (`InputInfo.notes`). Steps, in order:
 
-1. GPU identifiers: UUIDs and PCI bus ids become indices where an nvidia-smi input maps them
-   (`InputInfo.meta["gpu_map"]`), in every table.
+1. Ranks of a distributed job: rows labelled with a rank take the pid and GPU that the logs give that
+   rank (`forensics.ranks.assign`). GPU identifiers: UUIDs and PCI bus ids become indices where an
+   nvidia-smi input maps them (`InputInfo.meta["gpu_map"]`), in every table.
 2. Yearless syslog: a rotated set (kern.log.2.gz, kern.log.1, kern.log) is made to continue itself
    (an older file ends before the next one starts); without --year, a set whose mtime-given years
    overlap no input with an explicit year, while exactly one other year would, takes that year.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from datetime import timezone
 
+from forensics import ranks
 from forensics.model import EVENTS_SCHEMA, SAMPLES_SCHEMA, Bundle, InputInfo, conform
 from forensics.options import Options
 from forensics.timeline import gpus, skew, stamps, untimed, uptime, years
@@ -42,6 +44,7 @@ def align(bundle: Bundle, opts: Options) -> Bundle:
     for info in infos.values():
         info.anchor = None
 
+    samples, events = ranks.assign(samples, events)
     samples, events = gpus.unify_gpus(samples, events, list(infos.values()))
     _base_anchors(samples, events, infos, opts)
     samples, events = years.continue_rotated_sets(samples, events, infos, opts)

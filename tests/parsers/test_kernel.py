@@ -229,6 +229,36 @@ def test_kernlog_oom_23_memcg_summary_without_killed_line():
     assert big["bytes"].to_list() == [236719 * 4096]
 
 
+def test_kernlog_oom_15_split_summary_alone_names_the_victim():
+    """The two records of an early-4.19 summary are one summary, and with no Killed process line after
+    it the summary alone gives the kill (victim, cgroup), marked as inferred from it."""
+    _, p = parse_file(realworld("kernlog_oom_15.txt"), UTC, expect=NAME)
+    k = only_kill(p)
+    d = k["d"]
+    assert (k["pid"], k["process"], k["line"], k["bytes"]) == (5096, "firewalld", 2, None)
+    assert (d["constraint"], d["cpuset"], d["mems_allowed"], d["scope"]) == ("CONSTRAINT_NONE", "/", "0", "global")
+    assert (d["task_memcg"], d["uid"], d["memcg"]) == ("/", 0, None)
+    assert d["inferred_from"] == "oom_kill_summary" and "Killed process line is not in the log" in d["inferred"]
+    assert d["evidence_lines"] == [2] and k["text"].count("\n") == 1   # both records quoted
+    assert list(p.skipped.counts) == ["not a log line (provenance, separator, shell prompt)"]
+
+
+def test_split_summary_pasted_into_a_job_log_is_scanned_whole(tmp_path):
+    """The same two records at the end of a training log (found by the scanner, not claimed as a kernel
+    log): the `,global_oom,...` half is read too, so the victim is known."""
+    lines = realworld("kernlog_oom_15.txt").read_text().splitlines()[1:]
+    text = ("2024-01-01 10:00:00,000 INFO train: step 1 loss 2.0\n" * 30
+            + "RuntimeError: DataLoader worker (pid 5096) is killed by signal: Killed.\n"
+            + "$ dmesg | tail -2\n" + "\n".join(lines) + "\n")
+    src = Source.open(write(tmp_path, text, "train.log"))
+    assert kernel.sniff(src.head()) is None
+    _, results = ingest.parse_one(src, UTC)
+    (k,) = [e for r in results for e in r.events.to_dicts() if e["kind"] == "oom_kill"]
+    d = json.loads(k["detail"])
+    assert (k["pid"], k["process"], d["task_memcg"], d["uid"]) == (5096, "firewalld", "/", 0)
+    assert d["inferred_from"] == "oom_kill_summary"
+
+
 def test_journal_iso_01_all_offsets_read():
     _, p = parse_file(realworld("journal_iso_01.txt"), UTC, expect=NAME)
     assert p.clock == "wall" and p.events.height == 0
@@ -344,7 +374,7 @@ def test_cloud_logging_json_lines_text_payload(tmp_path):
 @pytest.mark.parametrize("ts_first", [False, True])
 def test_cloud_logging_pretty_json_text_payload(tmp_path, ts_first):
     def entry(payload, ts):
-        body = [f'    "insertId": "abc",', f'    "logName": "projects/p/logs/serialconsole.googleapis.com%2Fserial_port_1_output",',
+        body = ['    "insertId": "abc",', '    "logName": "projects/p/logs/serialconsole.googleapis.com%2Fserial_port_1_output",',
                 f'    "textPayload": {json.dumps(payload)},', f'    "timestamp": "{ts}"']
         if ts_first:
             body = [body[3] + ","] + body[:2] + [body[2].rstrip(",")]

@@ -121,3 +121,38 @@ def test_stage1_rejects_a_month_of_non_letters():
              "[Thu Дек  7 00:05:14 2017] d", "[T·u Dec  7 00:05:14 2017] e", "ǅʰ中 2023-09-08 17:20:30 CEST host kernel: f"]
     df = pl.DataFrame({"line": list(range(1, 7)), "t": texts})
     assert kp._stage1(df)["s1"].to_list() == ["syslog", None, "syslog", "dmesg-T", None, "journal-full"]
+
+
+# -- an early-4.19 summary split in two records reads as the one-line summary ---------------------
+
+_cgroup = st.lists(st.sampled_from(["user.slice", "kubepods.slice", "docker-1a2b.scope", "job_17", "x y"]),
+                   max_size=3).map(lambda parts: "/" + "/".join(parts))
+_comm = st.sampled_from(["python3", "pt_main_thread", "GC Thread#9", "a,b", "(sd-pam)"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["[  687.293876] ", "May 15 23:09:30 host kernel: [  687.293876] ", "kernel: ",
+                        "2024-04-29T14:55:41,678628+02:00 "]),
+       st.booleans(), _cgroup, _cgroup, _comm, st.integers(1, 4_000_000), st.booleans())
+def test_a_split_summary_reads_as_the_one_line_summary(prefix, memcg, oom_cg, task_cg, comm, pid, killed_line):
+    head = f"oom-kill:constraint=CONSTRAINT_{'MEMCG' if memcg else 'NONE'},nodemask=(null),cpuset=/,mems_allowed=0"
+    tail = (f",oom_memcg={oom_cg}" if memcg else ",global_oom") + f",task_memcg={task_cg},task={comm},pid={pid},uid=0"
+    kill = [f"{prefix}Killed process {pid} ({comm}) total-vm:1000kB, anon-rss:800kB, file-rss:4kB, shmem-rss:0kB"]
+    one = [prefix + head + tail] + (kill if killed_line else [])
+    two = [prefix + head, prefix + tail] + (kill if killed_line else [])
+
+    def kills(texts):
+        frame = pl.DataFrame({"line": list(range(1, len(texts) + 1)), "text": texts},
+                             schema={"line": pl.Int64, "text": pl.String})
+        ev = oom.parse_decoded(kp.decode(frame, OPTS, "x.log", 1.7e9)).events.filter(pl.col("kind") == "oom_kill")
+        out = []
+        for e in ev.to_dicts():
+            d = json.loads(e["detail"])
+            d.pop("evidence_lines")
+            out.append((e["pid"], e["process"], e["bytes"], d))
+        return out
+
+    got = kills(two)
+    assert len(got) == 1 and got == kills(one)
+    assert got[0][3]["task_memcg"] == task_cg and got[0][3]["scope"] == ("memcg" if memcg else "global")
+    assert ("inferred_from" in got[0][3]) is not killed_line

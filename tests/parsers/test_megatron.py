@@ -21,8 +21,10 @@ def mib(x: float) -> int:
 def test_megatron_01_glued_ranks():
     _, p = parse_file(realworld("stepmem_megatron_01.txt"), expect=NAME)
     alloc = p.samples.filter(pl.col("series") == "allocated").sort("seq")
-    # rank 4 and rank 0 share line 9 (no newline between them), rank 2 is on line 11
-    assert alloc["gpu"].to_list() == ["4", "0", "2"]
+    # rank 4 and rank 0 share line 9 (no newline between them), rank 2 is on line 11; a rank is no GPU
+    # index (the logs do not say which GPU each rank used): each rank is a series of its own
+    assert alloc["label"].to_list() == ["rank 4", "rank 0", "rank 2"]
+    assert alloc["gpu"].is_null().all()
     assert alloc["line"].to_list() == [9, 9, 11]
     assert alloc["bytes"].to_list() == [mib(18598.7529296875), mib(20034.7529296875), mib(18598.7529296875)]
     assert alloc["step"].to_list() == [1, 1, 1]
@@ -30,11 +32,11 @@ def test_megatron_01_glued_ranks():
 
     def by_rank(series: str) -> dict[str, int]:
         s = p.samples.filter(pl.col("series") == series)
-        return dict(zip(s["gpu"], s["bytes"]))
+        return dict(zip(s["label"], s["bytes"]))
 
-    assert by_rank("max_allocated") == {"4": mib(20931.01220703125), "0": mib(30227.64599609375),
-                                        "2": mib(25079.2666015625)}
-    assert by_rank("reserved") == {"4": mib(21534.0), "0": mib(31086.0), "2": mib(25890.0)}
+    assert by_rank("max_allocated") == {"rank 4": mib(20931.01220703125), "rank 0": mib(30227.64599609375),
+                                        "rank 2": mib(25079.2666015625)}
+    assert by_rank("reserved") == {"rank 4": mib(21534.0), "rank 0": mib(31086.0), "rank 2": mib(25890.0)}
     assert by_rank("max_reserved") == by_rank("reserved")
     assert p.samples.height == 12
     # "Theoretical memory footprints: weight and optimizer=20029.52 MB" is an estimate, not a reading

@@ -169,3 +169,14 @@ def test_recorded_residual_worker_gone_events_bracket_the_real_kills():
     assert json.loads(gone[1769]["detail"])["time_is"] == "last_seen"
     assert gone[1769]["time"] < utc(2026, 11, 30, 4, 32, 21, 78000)
     assert p.meta["empty_blocks"][-1]["after"] is not None and p.meta["empty_blocks"][-1]["before"] is None
+
+
+def test_a_process_nvidia_smi_could_not_name_at_one_poll_keeps_its_name(tmp_path):
+    # recorded (sample_logs/ddp_gloo_rank1_leak/compute-apps.csv): `[No data]` at the poll where the process exits
+    text = ("timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+            f"2026/12/02 15:09:45.386, {U1}, 1570, /opt/torch/.venv/bin/python, 1102 MiB\n"
+            "timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+            f"2026/12/02 15:09:45.907, {U1}, 1570, [No data], 1102 MiB\n"
+            f"2026/12/02 15:09:45.907, {U1}, 1571, [No data], 900 MiB\n")
+    s = parse_text(tmp_path, text).samples.sort("line")
+    assert s["label"].to_list() == ["/opt/torch/.venv/bin/python"] * 2 + [None]   # 1571 never had a name

@@ -12,7 +12,6 @@ from conftest import parse_file, realworld
 
 from forensics.options import Options
 from forensics.parsers.nvsmi import csvcells
-from forensics.parsers.nvsmi import csvlog as nvsmi_csv
 
 NAME = "nvidia-smi-csv"
 MiB = 1 << 20

@@ -219,3 +219,46 @@ def test_plain_rows_read_as_read_cells_reads_them(header, gpus, samples, faults)
     assert plain.events.equals(general.events)
     assert (plain.skipped.counts, plain.skipped.examples, plain.notes, plain.meta, plain.clock) == \
         (general.skipped.counts, general.skipped.examples, general.notes, general.meta, general.clock)
+
+
+def _boxed_table(gpus: list[tuple[int, int]], procs: list[tuple[int, int, int]]) -> list[str]:
+    """One snapshot of the old-layout table (nvsmi_table_01's driver): GPUs (used, total MiB), processes
+    (GPU, pid, MiB) in the order nvidia-smi prints them."""
+    out = ["+-----------------------------------------------------------------------------+",
+           "| NVIDIA-SMI 410.48                 Driver Version: 410.48                    |",
+           "|-------------------------------+----------------------+----------------------+",
+           "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+           "| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |",
+           "|===============================+======================+======================|"]
+    for i, (used, total) in enumerate(gpus):
+        out += [f"|   {i}  Tesla P100-SXM2...  Off  | 00000000:{5 + i:02X}:00.0 Off |                    0 |",
+                f"| N/A   36C    P0    41W / 300W |  {used:5d}MiB / {total:5d}MiB |      0%      Default |",
+                "+-------------------------------+----------------------+----------------------+"]
+    out += ["", "+-----------------------------------------------------------------------------+",
+            "| Processes:                                                       GPU Memory |",
+            "|  GPU       PID   Type   Process name                             Usage      |",
+            "|=============================================================================|"]
+    out += [f"|  {g:3d}   {pid:7d}      C   python                                 {mib:6d}MiB |"
+            for g, pid, mib in sorted(procs)]
+    return out + ["+-----------------------------------------------------------------------------+"]
+
+
+def _readings(p) -> list[tuple]:
+    return p.samples.select("series", "gpu", "pid", "bytes", "total_bytes", "label").sort(
+        "series", "gpu", "pid").rows()
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 80000), st.integers(1, 80000)), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(1, 4_000_000), st.integers(0, 80000)), max_size=6,
+                unique_by=lambda t: t[1]),
+       st.sampled_from([r"MiB", r"MiB|python", r"GPU|MiB"]))
+def test_grepped_rows_read_as_the_whole_table(gpus, procs, pattern):
+    """`nvidia-smi | grep -E <pattern>` keeps the readings of the whole table: every GPU's memory (in
+    index order) and every process row."""
+    procs = [(g % len(gpus), pid, mib) for g, pid, mib in procs]
+    whole = _boxed_table(gpus, procs)
+    grepped = [ln for ln in whole if re.search(pattern, ln)]
+    assert nvsmi_common.first_section(grepped)[0] == "nvidia-smi-table"
+    assert _readings(nvsmi_table.parse_lines(_frame(grepped), "g.txt", OPTS)) == \
+        _readings(nvsmi_table.parse_lines(_frame(whole), "t.txt", OPTS))

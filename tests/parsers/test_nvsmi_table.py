@@ -2,10 +2,11 @@
 table, MIG devices, and many snapshots appended (a watch log)."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import polars as pl
-from conftest import parse_file, realworld
+from conftest import SAMPLE_LOGS, parse_file, realworld
 
 from forensics.options import Options
 
@@ -129,3 +130,63 @@ def test_old_process_rows_mig_devices_and_driver_error(tmp_path):
     ev = p.events.row(0, named=True)
     assert ev["kind"] == "driver_error" and ev["gpu"] == "00000000:86:00.0" and ev["line"] == 1
     assert p.skipped.counts == {"driver error": 1, "blank line": 2}
+
+
+# -- rows grep'd out of the box (`nvidia-smi | grep -E 'MiB|python'`), often above a --query-gpu CSV ------
+
+def grepped(path, pattern: str = r"MiB|python") -> list[str]:
+    """The lines of a real table that `grep -E` keeps (the provenance comment is not nvidia-smi's)."""
+    return [ln for ln in path.read_text().splitlines() if re.search(pattern, ln) and not ln.startswith("# source:")]
+
+
+def test_grepped_rows_above_a_query_gpu_csv_are_both_read(tmp_path):
+    """One real run (sample_logs/healthy_stable_footprint, driver 580.159.04): its table grep'd, then the
+    head of its --query-gpu CSV, pasted together. The R580 process row cuts its memory to `10356...`."""
+    run = SAMPLE_LOGS / "healthy_stable_footprint"
+    csv = (run / "nvidia-smi.csv").read_text().splitlines()[:6]
+    text = "\n".join(["$ nvidia-smi | grep -E 'MiB|python'", *grepped(run / "nvidia-smi-table.txt"),
+                      "$ nvidia-smi --query-gpu=timestamp,index,uuid,pci.bus_id,name,memory.total,memory.used,"
+                      "memory.free --format=csv", *csv]) + "\n"
+    p = parse_text(tmp_path, text)
+    table = p.samples.filter(pl.col("line") < 4).sort("line")
+    assert table.select("line", "gpu", "series", "bytes", "total_bytes", "pid").rows() == [
+        (2, "0", "memory.used", 103569 * MiB, 143771 * MiB, None), (3, "0", "process.used", None, None, 2255)]
+    assert table["label"][1] == "/opt/torch/.venv/bin/python3"
+    assert any("`10356...`" in n for n in p.notes) and any("grep'd" in n for n in p.notes)
+    rows = p.samples.filter(pl.col("line") >= 6)
+    assert rows.height == 5 and rows["time"].null_count() == 0 and set(rows["gpu"]) == {"0"}
+    assert rows["time"][0] == utc(2026, 11, 30, 4, 33, 6, 18000)
+    assert p.skipped.counts == {"shell prompt": 2}
+
+
+def test_grepped_loop_of_two_gpus_nothing_else_claims(tmp_path):
+    """`while :; do date; nvidia-smi | grep MiB; sleep 60; done` on a real 2x A100 table (nvsmi_table_02),
+    a process row of each GPU, then a --query-gpu CSV: before, more than three unknown lines in front of
+    the CSV made the paste unrecognized."""
+    rows = grepped(realworld("nvsmi_table_02.txt"))
+    procs = ["|    0   N/A  N/A     12345      C   python                                  36864MiB |",
+             "|    1   N/A  N/A     12346      C   python                                  20480MiB |"]
+    text = "\n".join(["Fri Sep 27 20:41:52 UTC 2024", *rows, *procs, "Fri Sep 27 20:42:52 UTC 2024", *rows, *procs,
+                      "timestamp, index, memory.used [MiB], memory.total [MiB]",
+                      "2024/09/27 20:43:52.101, 0, 36870 MiB, 40960 MiB",
+                      "2024/09/27 20:43:52.102, 1, 20486 MiB, 40960 MiB"]) + "\n"
+    p = parse_text(tmp_path, text)
+    mem = p.samples.filter((pl.col("series") == "memory.used") & (pl.col("line") < 11)).sort("line")
+    assert mem.select("gpu", "bytes", "total_bytes", "seq").rows() == [
+        ("0", MiB, 40960 * MiB, 1), ("1", MiB, 40960 * MiB, 1), ("0", MiB, 40960 * MiB, 2), ("1", MiB, 40960 * MiB, 2)]
+    assert mem["time"].to_list() == [utc(2024, 9, 27, 20, 41, 52)] * 2 + [utc(2024, 9, 27, 20, 42, 52)] * 2
+    procs = p.samples.filter(pl.col("series") == "process.used")
+    assert procs.select("gpu", "pid").unique().sort("gpu").rows() == [("0", 12345), ("1", 12346)]
+    csv = p.samples.filter(pl.col("line") > 11)
+    assert csv.select("gpu", "bytes").rows() == [("0", 36870 * MiB), ("1", 20486 * MiB)]
+
+
+def test_one_grepped_row_of_another_gpu_is_named_by_its_processes(tmp_path):
+    """`nvidia-smi -i 3 | grep -E 'MiB|python'`: one memory row, processes on GPU 3: that row is GPU 3.
+    Two rows whose processes name a GPU beyond them cannot be numbered by their order: no GPU."""
+    mem = "| N/A   36C    P0    41W / 300W |  12799MiB / 16280MiB |      0%      Default |"
+    proc = "|    3     12345      C   python                                     12789MiB |"
+    p = parse_text(tmp_path, "\n".join([mem, proc]) + "\n")
+    assert p.samples.select("series", "gpu").rows() == [("memory.used", "3"), ("process.used", "3")]
+    p = parse_text(tmp_path, "\n".join([mem, mem, proc]) + "\n")
+    assert p.samples.filter(pl.col("series") == "memory.used")["gpu"].to_list() == [None, None]

@@ -222,7 +222,7 @@ def test_unit_from_the_line_header(tmp_path):
     p = parse_text(tmp_path, "rank 3 step 5 memory (GB) | allocated: 1.5 | reserved: 2\n")
     assert series(p, "allocated")["bytes"].to_list() == [gib(1.5)]
     assert p.samples["step"].unique().to_list() == [5]
-    assert p.samples["gpu"].unique().to_list() == ["3"]
+    assert p.samples["label"].unique().to_list() == ["rank 3"] and p.samples["gpu"].is_null().all()
 
 
 # -- what it must not claim -----------------------------------------------------------------------
@@ -372,7 +372,7 @@ def test_context_read_from_the_words_each_line_holds():
     assert got == [
         (1, None, "allocated", 5 * MB, None, None, "device: 2", "2"),
         (1, None, "reserved", 8 * MB, None, None, "device: 2", "2"),
-        (2, None, "allocated", 100 * MB, None, None, "after step", "1"),
+        (2, None, "allocated", 100 * MB, None, None, "after step", None),   # a rank is no GPU
         (3, None, "allocated", 1536 * MB, None, 40, None, None),
         (4, "10:00:00", "allocated", 12 * MB, None, 7, "step 7", None),
         (5, "10:00:01", "allocated", 13 * MB, 80 << 30, None, "total memory: 80 GB", None),

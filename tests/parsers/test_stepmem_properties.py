@@ -20,6 +20,7 @@ FRAGMENTS = [
     "allocated", "reserved", "cached", "max allocated", "max_memory_allocated", "occupied memory", ":", "=",
     " ", "  ", ", ", " | ", "/", "MB", "MiB", "GB", "GiB", "KB", "B", "bytes", "(MB)", "(GB)", "'", "{", "}",
     "[step 3]", "[epoch 1 step 2]", "Iter 4", "iteration 5/ 10 |", "[Rank 1]", "[0] mp: ", "\r", "-", "+",
+    "[default1]:", "[rank0]:", "[rank 2] ", "rank 3 ", "local_rank 1 ",
     "torch.cuda.memory_allocated(0) ", "torch.cuda.max_memory_reserved(1) ", "nvidia-smi GPU-1 memory (MB) ",
     "GPU: ", "GPU=", "Free GPU ram: ", "total_memory_available (GB)", "MA ", "Max_MA ", "CA ", "Max_CA ",
     "NV ", "CPU Virtual Memory:  used = ", "see_memory_usage] ", "[INFO] [utils.py:803:see_memory_usage] ",

@@ -128,6 +128,21 @@ def test_mig_old_driver_uppercase_and_unknown_shapes(tmp_path):
     assert p.skipped.counts["Xid line in an unknown shape"] == 1
 
 
+def test_driver_2008_form_and_mig_compute_instance(tmp_path):
+    """`NVRM: Xid (0003:00): 8, Channel 00000001` (driver 169.09, forums.developer.nvidia.com/t/2574:
+    no domain, kept as printed) and the `GPU-I:nn GPU-CI:nn` attribution krcReportXid prints for a MIG
+    compute instance (open-gpu-kernel-modules, src/nvidia/src/kernel/gpu/rc/kernel_rc.c)."""
+    text = ("NVRM: Xid (0003:00): 8, Channel 00000001\n"
+            "NVRM: Xid (PCI:0000:47:00 GPU-I:03 GPU-CI:01): 31, pid=20211, name=python3, Ch 00000010, intr 00000000. "
+            "MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_3 faulted @ 0x7f41_2a000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n")
+    _, p = parse_file(write(tmp_path, text), UTC, expect=NAME)
+    old, mig = xids(p)
+    assert (old["d"]["code"], old["gpu"], old["d"]["pci"], old["d"]["channel"]) == (8, "0003:00", "0003:00", "00000001")
+    assert (mig["d"]["code"], mig["gpu"], mig["pid"], mig["process"]) == (31, "0000:47:00", 20211, "python3")
+    assert (mig["d"]["gpu_instance"], mig["d"]["compute_instance"], mig["d"]["channel"]) == (3, 1, "00000010")
+    assert p.skipped.total == 0
+
+
 def test_uuid_mapping_takes_the_latest_before(tmp_path):
     text = ("[ 1.000000] NVRM: GPU at PCI:0000:a1:00: GPU-11111111-2222-3333-4444-555555555555\n"
             "[ 2.000000] NVRM: Xid (PCI:0000:a1:00): 13, pid=10, name=a, Graphics Exception\n"

@@ -20,7 +20,7 @@ Workloads (`python3 torch_memory.py work KIND`) and what they leave in their fol
   leaking one appends each step's output to a list on the module.
 - ddp_gloo_rank1_leak: `torchrun --nproc-per-node 2 --tee 3`, both ranks on the one GPU with the gloo backend
   (NCCL refuses two ranks on one GPU); rank 1 keeps each step's output until its memory cap, then dies of a
-  CUDA OOM; rank 0 fails in its next collective.
+  CUDA OOM; rank 0 fails in its next collective (ddp_gloo_healthy, ddp_gloo_both_leak: see INCIDENTS).
 - sanitizer_cpp_shared_helper: shared_helper.cu under `compute-sanitizer --leak-check full`.
 
 Each workload writes what really happened to $GF_TRUTH (JSON lines); `readme` turns that into the folder's
@@ -221,7 +221,7 @@ def ddp_run(torch, args) -> None:
     torch.cuda.set_device(0)
     log.info("rank %d local_rank %d pid %d device cuda:0 CUDA_VISIBLE_DEVICES=%s", rank, local_rank, os.getpid(),
              os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"))
-    leaking = rank == args.leak_rank
+    leaking = rank == args.leak_rank or args.leak_rank == -2   # -1: no rank leaks, -2: every rank
     if leaking:
         cap(torch, args.cap_mib)
     model = torch.nn.parallel.DistributedDataParallel(mlp(torch, 2048))
@@ -257,7 +257,10 @@ INCIDENTS = {
     "lightning_leak": (["work", "lightning_leak", "--steps", "80", "--period", "0.1", "--logdir", "lightning"], 120),
     "lightning_healthy": (["work", "lightning_healthy", "--steps", "60", "--period", "0.1", "--logdir", "lightning"],
                           120),
-    "ddp_gloo_rank1_leak": ([], 150),
+    "ddp_gloo_rank1_leak": (["--steps", "200", "--leak-rank", "1"], 150),
+    "ddp_gloo_healthy": (["--steps", "60", "--leak-rank", "-1"], 120),   # no rank keeps anything
+    # every rank keeps its outputs (a shared bug), each under its own cap
+    "ddp_gloo_both_leak": (["--steps", "200", "--leak-rank", "-2"], 150),
     "sanitizer_cpp_shared_helper": ([], 120),
 }
 
@@ -310,10 +313,10 @@ def run_one(name: str, out: Path) -> None:
     else:
         loggers = Loggers(folder)
         time.sleep(2)
-        if name == "ddp_gloo_rank1_leak":
-            cmd = ["torchrun", "--nproc-per-node", "2", "--tee", "3", "--log-dir", str(out / "torchrun-logs"),
-                   str(HERE / "torch_memory.py"), "work", "ddp", "--steps", "200", "--onset", "10",
-                   "--cap-mib", "1200", "--period", "0.15", "--timeout", "30", "--leak-rank", "1"]
+        if name.startswith("ddp_gloo"):
+            cmd = ["torchrun", "--nproc-per-node", "2", "--tee", "3", "--log-dir", str(out / f"torchrun-{name}"),
+                   str(HERE / "torch_memory.py"), "work", "ddp", "--onset", "10", "--cap-mib", "1200",
+                   "--period", "0.15", "--timeout", "30", *args]
         else:
             cmd = [sys.executable, str(HERE / "torch_memory.py"), *args]
         with open(folder / "train.log", "w") as so, open(folder / "stderr.log", "w") as se:

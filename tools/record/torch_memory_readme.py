@@ -46,14 +46,32 @@ STORIES = {
     "lightning_healthy": (
         "no_leak", "none", None,
         "The module of `lightning_leak` without the list (60 steps), with the same callback and logger."),
+    "ddp_gloo_rank1_leak": (
+        "leak", "leak, gpu_oom, distributed_failure, collective_error", "linear",
+        "`torchrun --nproc-per-node 2 --tee 3` of a DistributedDataParallel job (MLP 2048-wide, SGD, batch 1024, "
+        "gloo backend: NCCL refuses two ranks on one GPU, so both ranks share GPU 0). Rank 1 keeps each step's "
+        "output (8 MiB) from step 10 on, under a 1.2 GiB cap (`set_per_process_memory_fraction`); rank 0 keeps "
+        "nothing. Each rank logs `rank R local_rank L pid P device cuda:0` once, then `[rank R] [step N] "
+        "allocated: X MB, cached: Y MB` every step; torchrun prefixes every line with `[defaultL]:`, and "
+        "PyTorch's excepthook prefixes each rank's traceback with `[rankR]:`. Rank 1 dies of a CUDA OOM in "
+        "`backward` (`stderr.log`); rank 0's next all-reduce then fails with gloo's `Connection closed by peer`; "
+        "torchrun sends SIGTERM to rank 0 and prints its summary of the failures, with rank 1 as the root cause."),
+    "ddp_gloo_healthy": (
+        "no_leak", "none", None,
+        "The job of `ddp_gloo_rank1_leak` for 60 steps with no rank keeping anything: two interleaved, flat "
+        "ranks on GPU 0, and a clean exit."),
+    "ddp_gloo_both_leak": (   # no pattern: two leaks, one per rank (the rank_* keys give them)
+        "leak", "leak, gpu_oom, distributed_failure", None,
+        "The job of `ddp_gloo_rank1_leak` with a bug that every rank runs: each rank keeps each step's output "
+        "from step 10 on, under its own 1.2 GiB cap. Both ranks hit their cap in the same step and each dies "
+        "of its own CUDA OOM; torchrun names rank 0 as the root cause (the two exits fall in the same second)."),
     "sanitizer_cpp_shared_helper": (
         "leak", "sanitizer_leak", None,
         "`tools/record/shared_helper.cu`: every device buffer comes from one helper, `make_buffer()`. "
         "`process_batch()` leaks the 4 MiB it gets on each of its 5 calls, `main()` leaks the 1 MiB it gets "
         "once, `checksum()` frees its buffer. Built with `nvcc -lineinfo -g -Xcompiler -rdynamic` and run "
         "under `compute-sanitizer --leak-check full`. Grouping leaks by their innermost user frame would name "
-        "only `make_buffer`; the callers are what differ. The sanitizer's backtrace of the first "
-        "`process_batch` leak lacks the two inner frames (it shows `main` at line 48 alone), as recorded."),
+        "only `make_buffer`; the callers are what differ."),
 }
 
 FILES = {
@@ -66,6 +84,21 @@ FILES = {
     "snapshot.pickle": "the allocator snapshot (see What happened)",
     "metrics.csv": "Lightning's CSVLogger file",
     "sanitizer.txt": "`compute-sanitizer --leak-check full ./shared_helper > sanitizer.txt 2>&1`",
+}
+
+
+# torchrun's own files (`--tee 3`): every rank's lines, each behind its prefix
+DDP_FILES = {
+    "train.log": "torchrun's stdout: each rank's python logging behind `[defaultL]:` (`--tee 3`), step markers "
+                 "`[rank R] [step N] allocated: X MB, cached: Y MB`",
+    "stderr.log": "torchrun's stderr: its agent's own lines, and each rank's behind `[defaultL]:` (tracebacks "
+                  "also behind PyTorch's `[rankR]:`)",
+}
+
+
+LIGHTNING_FILES = {
+    "train.log": "the workload's stdout: Lightning's own messages through python logging (no memory reading)",
+    "stderr.log": "the workload's stderr: Lightning's warnings (no memory reading)",
 }
 
 
@@ -82,7 +115,7 @@ def leak_sites(source: Path) -> dict[str, int]:
         m = re.search(r"LEAK-SITE (\w+)", line)
         if m and "LEAK-SITE name" not in line:
             if m.group(1) in out:
-                raise SystemExit(f"{source}:{n}: LEAK-SITE {m.group(1)} is also at line {out[m.group(1)]}")
+                raise SystemExit(f"{source}:{n}: LEAK-SITE {m.group(1)} named twice; give each site its own name")
             out[m.group(1)] = n
     return out
 
@@ -131,6 +164,12 @@ def facts_of(name: str, rows: list[dict]) -> list[tuple[str, object]]:
                   ("num_alloc_retries", stats[-1]["num_alloc_retries"]),
                   ("num_alloc_retries_first_step", next((s["step"] for s in stats if s["num_alloc_retries"]), None))]
     snap = next((r for r in rows if r["ev"] == "snapshot"), None)
+    if snap and steps and name == "snapshot_legacy":
+        growth = steps[-1]["allocated"] - steps[0]["allocated"]
+        facts.append(("flat_in_device_views",
+                      f"the loop kept {growth // MiB} MiB over {steps[-1]['t'] - steps[0]['t']:.1f} s, then the "
+                      f"process took {snap['t'] - steps[-1]['t']:.1f} s more to write its snapshot with memory "
+                      "level: device memory shows a rise and a longer plateau (a warm-up's shape)"))
     if snap:
         facts += [("snapshot", snap["path"]), ("snapshot_max_entries", start.get("max_entries")),
                   ("snapshot_at", snap["at"])]
@@ -139,6 +178,59 @@ def facts_of(name: str, rows: list[dict]) -> list[tuple[str, object]]:
                   ("step_seconds", round(statistics.median(b["t"] - a["t"] for a, b in zip(steps, steps[1:])), 3)
                    if len(steps) > 1 else None)]
     facts += [("start", iso(start["t"]) if start else None), ("end", iso(end.get("t"))), ("exit", end.get("exit"))]
+    return facts
+
+
+def _onset(steps: list[dict]) -> dict | None:
+    """A rank's leak as its step markers show it: the first step whose allocated memory rose by more than
+    half of the median rise that follows, the median rise from there, and the growth and its pace."""
+    by_step = {s["step"]: s for s in steps}
+    rises = [by_step[k]["allocated"] - by_step[k - 1]["allocated"] for k in sorted(by_step) if k - 1 in by_step]
+    positive = [d for d in rises if d > 0]
+    if len(positive) < 3:
+        return None
+    half = statistics.median(positive) / 2
+    k = next(k for k in sorted(by_step) if k - 1 in by_step
+             and by_step[k]["allocated"] - by_step[k - 1]["allocated"] > half)
+    deltas = [by_step[j]["allocated"] - by_step[j - 1]["allocated"] for j in sorted(by_step) if j >= k and j - 1 in by_step]
+    last, before = steps[-1], by_step[k - 1]
+    return {"step": k, "time": iso(by_step[k]["t"]), "per_step": int(statistics.median(deltas)),
+            "per_hour": int((last["allocated"] - before["allocated"]) / (last["t"] - before["t"]) * 3600),
+            "growth": last["allocated"] - before["allocated"], "last_step": last["step"]}
+
+
+def ddp_facts(rows: list[dict]) -> list[tuple[str, object]]:
+    """The ranks of a two-rank run: which leak, their pids, each leaking rank's onset and pace, and the
+    step of its CUDA OOM (the step after its last marker: the OOM is raised in that step's backward,
+    before the marker; the run then exits 1)."""
+    starts = sorted((r for r in rows if r["ev"] == "start"), key=lambda r: r["rank"])
+    end = next((r for r in rows if r["ev"] == "recorder_end"), {})
+    steps = [r for r in rows if r["ev"] == "step"]
+    leaking = [r for r in starts if r.get("leak")]
+    facts: list[tuple[str, object]] = [
+        ("ranks", len(starts)),
+        ("rank_pids", ", ".join(f"{r['rank']}:{r['pid']}" for r in starts)),
+        ("leaking_rank", ", ".join(str(r["rank"]) for r in leaking) or None),
+    ]
+    per_rank = {r["rank"]: _onset([s for s in steps if s["rank"] == r["rank"]]) for r in leaking}
+    failed = end.get("exit") not in (0, None)
+    if len(leaking) == 1 and per_rank[leaking[0]["rank"]]:
+        o, r = per_rank[leaking[0]["rank"]], leaking[0]
+        facts += [("pid", r["pid"]), ("onset_step", o["step"]), ("onset_time", o["time"]),
+                  ("leak_bytes_per_step", o["per_step"]), ("leak_bytes_per_hour", o["per_hour"]),
+                  ("leak_growth_bytes", o["growth"])]
+        if failed:
+            facts += [("oom_step", o["last_step"] + 1), ("first_failure", f"rank {r['rank']} gpu_oom")]
+    elif len(leaking) > 1:
+        facts.append(("rank_onset_steps", ", ".join(f"{k}:{o['step']}" for k, o in per_rank.items() if o)))
+        facts.append(("rank_bytes_per_step", ", ".join(f"{k}:{o['per_step']}" for k, o in per_rank.items() if o)))
+        if failed:
+            facts.append(("failed_ranks", ", ".join(str(k) for k in per_rank)))
+    if steps:
+        by_rank = [s for s in steps if s["rank"] == starts[0]["rank"]]
+        facts += [("gpu", "0"), ("steps", max(s["step"] for s in steps)),
+                  ("step_seconds", round(statistics.median(b["t"] - a["t"] for a, b in zip(by_rank, by_rank[1:])), 3))]
+    facts += [("start", iso(starts[0]["t"]) if starts else None), ("end", iso(end.get("t"))), ("exit", end.get("exit"))]
     return facts
 
 
@@ -151,7 +243,7 @@ def write_readmes(root: Path) -> None:
         rows = [json.loads(x) for x in (HERE / "runs" / f"{name}.jsonl").read_text().splitlines() if x.strip()]
         meta: list[tuple[str, object]] = [("incident", name), ("expected_verdict", verdict),
                                           ("expected_findings", findings), ("pattern", pattern)]
-        meta += facts_of(name, rows)
+        meta += ddp_facts(rows) if name.startswith("ddp_") else facts_of(name, rows)
         if name == "sanitizer_cpp_shared_helper":
             meta += [("leaked_bytes", 5 * 4 * MiB + MiB), ("leaked_allocations", 6),
                      ("leak_sites", "shared_helper.cu:24 (process_batch); shared_helper.cu:45 (main)")]
@@ -161,12 +253,19 @@ def write_readmes(root: Path) -> None:
             if sites:
                 meta.append(("allocation_leak_sites", "; ".join(f"torch_memory.py:{py_sites[s]} ({s})" for s in sites)))
         meta.append(("tz", "Etc/UTC"))
-        inputs = sorted(p.name for p in folder.iterdir() if p.name in FILES and p.stat().st_size > 0)
+        # Lightning's stdout and stderr hold its own messages, no memory reading: not inputs; a clean
+        # torchrun run's stderr holds only the launcher's start banner
+        not_inputs = ("train.log", "stderr.log") if name.startswith("lightning") else (
+            ("stderr.log",) if name.startswith("ddp_") and dict(meta).get("exit") == 0 else ())
+        present = sorted(p.name for p in folder.iterdir() if p.name in FILES and p.stat().st_size > 0)
+        inputs = [f for f in present if f not in not_inputs]
         meta.append(("inputs", ", ".join(inputs)))
         lines = ["---"] + [f"{k}: {v}" for k, v in meta if v is not None] + ["---", "", f"# {name}", "",
                                                                               "## What happened", "", story, "",
                                                                               "## Files", ""]
-        lines += [f"- `{f}`: {FILES[f]}" for f in inputs]
+        files = {**FILES, **DDP_FILES} if name.startswith("ddp_") else (
+            {**FILES, **LIGHTNING_FILES} if name.startswith("lightning") else FILES)
+        lines += [f"- `{f}`: {files[f]}" for f in present]
         lines += ["", "## Recorded on", "",
                   "- NVIDIA H200, driver 580.159.04, PyTorch 2.11.0+cu130, Lightning 2.6, compute-sanitizer "
                   "2025.3.1, local time zone Etc/UTC.",

@@ -10,7 +10,8 @@ fields and the victim's task-table row. All kernel generations are read: the mod
 `Kill process N (x) score S or sacrifice child` + `Killed process` pair, the 2.4 `Out of Memory: Killed
 process N (x).`, the pre-4.19 `Task in /x killed as a result of limit of /y`, and the early-4.19
 summary split over two records. When a log ends before the `Killed process` line (a truncated paste),
-the summary or the selection line still yields the kill, marked `inferred` in its detail.
+the summary or the selection line still yields the kill, marked `inferred` in its detail (in words) and
+`inferred_from` (`oom_kill_summary` | `kill_process_line`: which line named the victim).
 
 Task-table values are in pages; they are converted with 4096-byte pages (the page size of x86-64 and
 of most arm64 distribution kernels; 16K/64K-page kernels read 4x/16x too low), `pgtables_bytes` is
@@ -29,8 +30,9 @@ from forensics.parsers.kernel import xid
 from forensics.frames import rows_where
 
 # OOM-killer lines worth reading inside any other text file (a job log with pasted dmesg)
+# (early 4.19 printed the summary's second half as a record of its own: `,global_oom,task_memcg=...`)
 OOM_SCAN_HINT = (r"invoked oom-killer:|Killed process [0-9]+ \(|Kill process [0-9]+ \(|oom-kill:constraint=|"
-             r"oom_reaper: reaped process|killed as a result of limit of")
+             r",global_oom,task_memcg=|,oom_memcg=|oom_reaper: reaped process|killed as a result of limit of")
 
 INVOKED_RE = r"^(?P<comm>.+?) invoked oom-killer:(?P<args>.*)$"
 CPUSET_RE = r"^(?P<comm>.+?) cpuset=(?P<cpuset>\S*) mems_allowed=(?P<mems>\S+)\s*$"
@@ -216,7 +218,8 @@ def oom_events(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, set[i
                 comm = ep.selection["comm"]
             events.append(_kill_event(src["_rec"], ep, None, pid, comm, rows, last_kill_line,
                                       inferred=f"from the {'oom-kill summary' if ep.summary else 'Kill process'} "
-                                               f"line; the Killed process line is not in the log ({reason_end})"))
+                                               f"line; the Killed process line is not in the log ({reason_end})",
+                                      inferred_from="oom_kill_summary" if ep.summary else "kill_process_line"))
         ep = _Episode()
 
     for r in merged:
@@ -326,7 +329,8 @@ def _victim_row(rows: pl.DataFrame, pid: int | None, before_line: int, after_lin
 
 
 def _kill_event(r: dict, ep: _Episode, m: dict | None, pid: int | None, comm: str | None,
-                rows: pl.DataFrame, last_kill_line: int, inferred: str | None = None) -> dict:
+                rows: pl.DataFrame, last_kill_line: int, inferred: str | None = None,
+                inferred_from: str | None = None) -> dict:
     summ = ep.summary or {}
     sel = ep.selection or {}
     message = (m or {}).get("msg") or sel.get("msg")
@@ -368,6 +372,7 @@ def _kill_event(r: dict, ep: _Episode, m: dict | None, pid: int | None, comm: st
     }
     if inferred:
         detail["inferred"] = inferred
+        detail["inferred_from"] = inferred_from
     return _event(r, "oom_kill", pid, comm, nbytes, detail)
 
 def parse_decoded(dec: kp.Decoded) -> Parsed:

@@ -22,7 +22,8 @@ NAME = "kernel-log"
 COVERS = ("nvrm-xid",)
 SCAN_HINT = oom.OOM_SCAN_HINT
 # what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
-SCAN_PREFILTER = r"invoked oom-killer:|Kill|oom-kill:constraint=|oom_reaper: reaped process|killed as a result of limit of"
+SCAN_PREFILTER = (r"invoked oom-killer:|Kill|oom-kill:constraint=|,global_oom,|,oom_memcg=|oom_reaper: reaped process|"
+                  r"killed as a result of limit of")
 SCAN_BLOCK_LITERALS = ("oom", "kill")
 # Bare (unprefixed) messages that make a file a kernel log for sniffing.
 _KERNEL_MSG = SCAN_HINT + r"|^Out of Memory: Killed process|^Tasks state \(memory values in pages\)"

@@ -2,7 +2,8 @@
 
 `NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.`
 gives code 79, pid null, bus 0000:a1:00, and the GPU's UUID when an `NVRM: GPU at PCI:0000:a1:00:
-GPU-...` line maps it. The older shapes (no `PCI:`, no pid/name), the MIG `GPU-I:` form, the R590
+GPU-...` line maps it. The older shapes (no `PCI:`, no pid/name, the domain-less `(0003:00)` of 2008
+drivers), the MIG `GPU-I:` / `GPU-I: GPU-CI:` forms (instances kept in the detail), the R590
 `caused by previous Xid N` suffix and the multi-line "fallen off the bus" message printed without any
 Xid line (xid_01) are read too.
 
@@ -89,7 +90,11 @@ UNKNOWN = Xid("", UNKNOWN_MEANING, "unknown", "see NVIDIA's Xid catalog", "warni
 
 _BUS = r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
 _UUID = r"GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
-XID_RE = (r"NVRM: Xid \((?:PCI:)?(?P<bus>" + _BUS + r")(?:\.[0-9])?(?:\s+GPU-I:\s*(?P<gi>[0-9]{1,9}))?\):\s*(?P<code>[0-9]{1,9})\b"
+# The attribution in parentheses: `PCI:dddd:bb:dd` (R450+), `dddd:bb:dd` (older drivers), `bbbb:dd`
+# (drivers of 2008 and before, no domain: kept as printed); a MIG GPU adds ` GPU-I:nn` and ` GPU-CI:nn`
+# (open-gpu-kernel-modules, src/nvidia/src/kernel/gpu/rc/kernel_rc.c, krcReportXid).
+XID_RE = (r"NVRM: Xid \((?:PCI:)?(?:(?P<bus>" + _BUS + r")(?:\.[0-9])?|(?P<bus_short>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}))"
+          r"(?:\s+GPU-I:\s*(?P<gi>[0-9]{1,9}))?(?:\s+GPU-CI:\s*(?P<ci>[0-9]{1,9}))?\):\s*(?P<code>[0-9]{1,9})\b"
           r"(?:,\s*(?P<rest>.*))?$")
 _PID_NAME = r"^pid=(?P<pid>'<unknown>'|<unknown>|[0-9]{1,10}),\s*name=(?P<name>[^,]*)(?:,\s*(?P<text>.*))?$"
 GPU_AT_RE = r"NVRM: GPU at PCI:(?P<bus>" + _BUS + r"): (?P<uuid>" + _UUID + r")"
@@ -141,7 +146,7 @@ def xid_events(records: pl.DataFrame) -> tuple[pl.DataFrame, set[int], list[int]
     unreadable: list[int] = []
     xid79: list[tuple[int, str]] = []
     for r in nv.filter(pl.col("code").is_not_null()).iter_rows(named=True):
-        bus = r["bus"].lower()
+        bus = (r["bus"] or r["bus_short"]).lower()
         code = int(r["code"])
         rest = r["rest"] or ""
         pid = name = None
@@ -152,12 +157,13 @@ def xid_events(records: pl.DataFrame) -> tuple[pl.DataFrame, set[int], list[int]
             name = pn["name"].strip() if pn["name"] and pn["name"].strip() != "<unknown>" else None
             text = pn["text"] or ""
         caused = _match(r"caused by previous Xid (?P<c>[0-9]{1,9})\b", text)
-        channel = _match(r"\bCh(?:Id)? (?P<ch>[0-9A-Fa-f]+)\b", text)
+        channel = _match(r"\b(?:Ch|ChId|Channel) (?P<ch>[0-9A-Fa-f]+)\b", text)
         uuid = _uuid_for(maps, bus, r["line"])
         mean, weight = meaning(code)
         detail = {
             "code": code, "meaning": mean, "weight": weight, "pci": bus,
-            "gpu_instance": int(r["gi"]) if r["gi"] else None, "uuid": uuid,
+            "gpu_instance": int(r["gi"]) if r["gi"] else None,
+            "compute_instance": int(r["ci"]) if r["ci"] else None, "uuid": uuid,
             "channel": channel["ch"] if channel else None,
             "caused_by_xid": int(caused["c"]) if caused else None,
             "message": text.strip(), "host": r["host"],
@@ -196,7 +202,7 @@ def _fallen_off_events(nv: pl.DataFrame, maps, xid79: list[tuple[int, str]], use
         uuid = _uuid_for(maps, bus, r["line"])
         mean, weight = meaning(None)
         detail = {"code": None, "meaning": mean, "weight": weight, "pci": bus, "gpu_instance": None,
-                  "uuid": uuid, "channel": None, "caused_by_xid": None,
+                  "compute_instance": None, "uuid": uuid, "channel": None, "caused_by_xid": None,
                   "message": "NVRM reported the GPU fallen off the bus without an Xid line",
                   "host": r["host"]}
         out.append(_event(r, None, None, uuid or bus, detail))

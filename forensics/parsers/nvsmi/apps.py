@@ -168,9 +168,13 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         rows = rows.with_columns(pl.int_range(1, pl.len() + 1).over(key).cum_max().alias("seq"))
     else:
         rows = rows.with_columns(pl.col("block").alias("seq"))
+    # a process the driver could not name at one poll (`[No data]` as it exits) is still the process of
+    # that pid: its name from its other rows, so that its readings stay one series
+    name = pl.coalesce("name", pl.col("name").forward_fill().over("gpu", "pid"),
+                       pl.col("name").backward_fill().over("gpu", "pid"))
     p.samples = samples_frame(rows.select(
         "time", "seq", "line", "gpu", "pid", pl.lit("process.used").alias("series"), pl.col("used").alias("bytes"),
-        pl.col("name").alias("label")))
+        name.alias("label")))
     p.events = events_frame(pl.concat([
         _gone_events(rows, blocks),
         C.driver_error_events(*C.time_after_previous_row(errors, rows)),

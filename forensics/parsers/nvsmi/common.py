@@ -42,6 +42,15 @@ DRIVER_ERROR_RE = (
     r"|Unable to query number of CUDA devices|GPU access blocked by the operating system)"
 )
 TABLE_BORDER_RE = r"^\s*\+[-=+]{5,}\+\s*$"
+# The plain table's rows that carry memory (docs/formats.md §1.4), which also turn up without the box
+# around them (`nvidia-smi | grep -E 'MiB|python'`): a GPU's second row (fan, temperature, perf
+# state, power | used / total |) and a process row (old `| 0 12345 C python 1234MiB |`, new `| 0 N/A
+# N/A 3543111 C VLLM::EngineCore 29708MiB |`; new drivers cut a wide cell to `10356...`). Python's and
+# polars' regex dialects both read these.
+TABLE_MEM_ROW_RE = (r"^\s*\|\s*(?:N/A|ERR!|[0-9]{1,3}%)\s+(?:N/A|ERR!|[0-9]{1,3}C)\s+(?:P[0-9]{1,2}|N/A|ERR!)\s[^|]*\|"
+                    r"\s*(?P<used>[0-9]+)MiB\s*/\s*(?P<total>[0-9]+)MiB\s*\|")
+TABLE_PROC_ROW_RE = (r"^\s*\|\s+(?P<g>[0-9]+)\s+(?:(?P<gi>N/A|[0-9]+)\s+(?P<ci>N/A|[0-9]+)\s+)?(?P<pid>[0-9]+)\s+"
+                     r"(?P<type>C\+G|G\+C|M\+C|C|G|M)\s+(?P<pname>[^|]*?)\s+(?P<usage>[0-9]+MiB|N/A|[0-9]*\.\.\.)\s*\|\s*$")
 
 # -- cell shapes (headerless CSV) ------------------------------------------------------------------
 
@@ -319,6 +328,7 @@ def time_after_previous_row(errors: pl.DataFrame, rows: pl.DataFrame) -> tuple[p
 DMON_HEADER_RE = re.compile(r"^\s*#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\S")
 DMON_UNITS_RE = re.compile(r"^\s*#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
 _TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:)")
+_TABLE_ROW = re.compile(f"(?:{TABLE_MEM_ROW_RE})|(?:{TABLE_PROC_ROW_RE})")
 _QUERY_RE = re.compile(r"^\s*(?:=+NVSMI LOG=+\s*$|<nvidia_smi_log>|<!DOCTYPE nvidia_smi_log|Timestamp\s+: [A-Z][a-z]{2} )")
 _PROMPT = re.compile(PROMPT_RE)
 _SEPARATOR = re.compile(SEPARATOR_RE)
@@ -391,12 +401,14 @@ def query_list(line: str, kind: str) -> list[str] | None:
 
 
 def line_class(line: str) -> str:
-    """One head line -> query | table | dmon | gpu-header | apps-header | gpu-row | apps-row |
+    """One head line -> query | table | table-row | dmon | gpu-header | apps-header | gpu-row | apps-row |
     gpu-prompt | apps-prompt | error | junk | unknown."""
     if _QUERY_RE.match(line):
         return "query"
     if _TABLE_RE.match(line):
         return "table"
+    if _TABLE_ROW.match(line):
+        return "table-row"
     if DMON_HEADER_RE.match(line):
         return "dmon"
     if _PROMPT.match(line):
@@ -422,12 +434,13 @@ def line_class(line: str) -> str:
 
 
 _SECTION_OF = {
-    "query": "nvidia-smi-q", "table": "nvidia-smi-table", "dmon": "nvidia-smi-dmon",
+    "query": "nvidia-smi-q", "table": "nvidia-smi-table", "table-row": "nvidia-smi-table", "dmon": "nvidia-smi-dmon",
     "gpu-header": "nvidia-smi-csv", "gpu-row": "nvidia-smi-csv", "apps-header": "nvidia-smi-apps",
     "apps-row": "nvidia-smi-apps",
 }
 _WHY = {
-    "query": "nvidia-smi -q report", "table": "nvidia-smi table", "dmon": "nvidia-smi dmon/pmon header",
+    "query": "nvidia-smi -q report", "table": "nvidia-smi table",
+    "table-row": "nvidia-smi table rows without their box (grep'd)", "dmon": "nvidia-smi dmon/pmon header",
     "gpu-header": "nvidia-smi --query-gpu CSV header", "gpu-row": "headerless nvidia-smi --query-gpu CSV rows",
     "apps-header": "nvidia-smi --query-compute-apps CSV header",
     "apps-row": "headerless nvidia-smi --query-compute-apps CSV rows",

@@ -162,6 +162,22 @@ def allocation_site(frames: list[dict]) -> tuple[dict | None, str]:
 
 
 STACK_HEAD, STACK_TAIL, SYMBOL_CHARS = 16, 4, 200
+USER_FRAMES_MAX = 32   # a deep Python recursion: the innermost user frames name the call path
+
+
+def user_frames(frames: list[dict]) -> list[dict]:
+    """The stack's frames in the user's code, innermost first, for grouping leaks by call path
+    (detect/callpaths.py): the function without its parameters, file and line, or module and offset."""
+    out = []
+    for fr in frames:
+        if is_library_frame(fr):
+            continue
+        sym = _short_symbol(fr["symbol"]) if fr.get("symbol") else None
+        out.append({"function": sym[:SYMBOL_CHARS] if sym else None, "file": fr.get("file"), "line": fr.get("line"),
+                    "module": _basename(fr.get("module")) or None, "offset": fr.get("offset")})
+        if len(out) == USER_FRAMES_MAX:
+            break
+    return out
 
 
 def compact_stack(frames: list[dict]) -> list[dict]:
@@ -341,6 +357,7 @@ def _parse_frame(frame: pl.DataFrame, primary: bool) -> Parsed:
             "save_location": rec.get("save_location"),
             "site": site,
             "site_label": label,
+            "user_frames": user_frames(frames),
             "run": rec["run"],
         }
         if layouts:

@@ -33,7 +33,7 @@ from forensics.errors import InputError
 from forensics.options import Options
 from forensics.model import Parsed, events_frame
 from forensics.io.sources import Source
-from forensics.parsers.sanitizer.text import allocation_site, compact_stack, through_caching_allocator
+from forensics.parsers.sanitizer.text import allocation_site, compact_stack, through_caching_allocator, user_frames
 
 NAME = "compute-sanitizer-xml"
 
@@ -170,6 +170,7 @@ def parse(src: Source, opts: Options) -> Parsed:
             "save_location": _text(rec, "hostStack/saveLocation"),
             "site": site,
             "site_label": label,
+            "user_frames": user_frames(frames),
             "source_format": "xml",
         }
         if kind.lower() == "leak":

@@ -23,6 +23,7 @@ import polars as pl
 
 from forensics import clock
 from forensics.model import Parsed, Skipped
+from forensics.parsers import ranks
 from forensics.units import bytes_expr
 from forensics.frames import rows_where
 
@@ -39,12 +40,13 @@ TS_US = r"^\s*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<
 _LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
 
 # A step taken from the text in front of a reading (its tag) or from a marker line of its own.
-_STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
+STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
                 r"|\b([0-9]+)\s+iterations?\b)")
 _STEP_WORD = r"(?:global[ _]step|step|iteration|iter)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
-_GPU_IN_TAG = (r"(?i:\[rank\s*([0-9]+)\]|\brank[ \t]*[:=#]?[ \t]*([0-9]+)\b|\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b"
-               r"|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)")
+# A rank in the tag is not a GPU (on more than one node, or with CUDA_VISIBLE_DEVICES, it names none):
+# parsers/ranks.py reads it, and forensics/ranks.py gives the rank the GPU that the logs say it used.
+DEVICE_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)"
 
 # -- reading shapes -------------------------------------------------------------------------------
 
@@ -85,7 +87,9 @@ def unnamed(rx: str) -> str:
 ANY_READING = "|".join(unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE, MEM_ABBR))
 # Lines that are another parser's business even though they mention allocated/reserved memory.
 NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memory summary)"
-            r"|(?i:\bpages reserved\b)")
+            r"|(?i:\bpages reserved\b)"
+            # torch.cuda.memory_stats() keys such as 'active.all.allocated' (a count; torch/memstats.py)
+            r"|\.allocated['\"][ \t]?:")
 
 # -- what the prefilters are built from -----------------------------------------------------------
 
@@ -100,8 +104,8 @@ READING_BLOCK_LITERALS = ("allocated", "reserved", "cached", "occupied", "gpu:",
 STEP_WORDS = r"\b(?:iter|iteration|step)\b"
 STEP_BLOCK_LITERALS = ("iter", "step")
 # A STEP_MARKER line up to its word: the clocks that strip_line_time removes, one after the other.
-MARKER_PREFILTER = (rf"^(?:{unnamed(TS_ISO)})?(?:{unnamed(TS_US).removeprefix('^')})?\W*"
-                    rf"(?i:{_STEP_WORD})")
+MARKER_PREFILTER = (rf"^(?:{ranks.LINE_PREFIX.removeprefix('^')})?(?:{unnamed(TS_ISO).removeprefix('^')})?"
+                    rf"(?:{unnamed(TS_US).removeprefix('^')})?\W*(?i:{_STEP_WORD})")
 
 # Generic part of the scan hint: a reading, or a step marker line that gives readings a step.
 GENERIC_HINT = ANY_READING + r"|(?i:" + STEP_WORDS + r"\s*[:=#]?\s*[0-9])"
@@ -283,7 +287,7 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("piece_text")
     # the words the regexes below need: a regex whose word no piece holds is not run (nor compiled)
     has = _pieces_hold(pieces, {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"],
-                                "gpu": ["ran", "cuda", "gpu", "dev"], "total": ["total"], "(": ["("],
+                                "gpu": ["cuda", "gpu", "dev"], "rank": ["ran"], "total": ["total"], "(": ["("],
                                 "[Rank": ["[Rank"]})
     null = pl.lit(None, dtype=pl.String)
     # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
@@ -302,16 +306,18 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
              .then(pre_clean)
              .when(epoch.is_not_null()).then(pl.lit("epoch ") + epoch)
              .otherwise(pl.lit(None, dtype=pl.String)))
-    step_m = pre.str.extract_groups(_STEP_IN_TAG) if has["step"] else None
+    step_m = pre.str.extract_groups(STEP_IN_TAG) if has["step"] else None
     dict_step = t.str.extract(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b") if has["dict_step"] else null
-    gpu_m = pre.str.extract_groups(_GPU_IN_TAG) if has["gpu"] else None
+    gpu_m = pre.str.extract_groups(DEVICE_IN_TAG) if has["gpu"] else None
+    rank, local = ranks.words(pre) if has["rank"] else (pl.lit(None, pl.Int64), pl.lit(None, pl.Int64))
     total = t.str.extract_groups(TOTAL) if has["total"] else None
     return staged.select(
         "line", "piece", "time", "zoned", "marker_step",
         label.alias("label"),
         (pl.coalesce(step_m.struct.field("1"), step_m.struct.field("2"), dict_step) if step_m is not None
          else dict_step).cast(pl.Int64, strict=False).alias("tag_step"),
-        (pl.coalesce(*[gpu_m.struct.field(str(i)) for i in range(1, 6)]) if gpu_m is not None else null).alias("tag_gpu"),
+        (pl.coalesce(*[gpu_m.struct.field(str(i)) for i in range(1, 4)]) if gpu_m is not None else null).alias("tag_gpu"),
+        rank.alias("tag_rank"), local.alias("tag_local_rank"),
         _PIECE_HEADER_UNIT if has["("] else null.alias("header_unit"),
         (bytes_expr(total.struct.field("num"), pl.coalesce(total.struct.field("unit"), total.struct.field("punit")))
          if total is not None else pl.lit(None, dtype=pl.Int64)).alias("piece_total"),
@@ -374,6 +380,8 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         pl.coalesce("tag_step", "marker_step").alias("step"),
         "label",
         pl.coalesce("gpu_arg", "tag_gpu").alias("gpu"),
+        pl.col("tag_rank").alias("rank"), pl.col("tag_local_rank").alias("local_rank"),
+        pl.col("tag_step").is_not_null().alias("step_tag"),
     )
 
 

@@ -5,8 +5,10 @@
     [Rank 0] (after 20 iterations) memory (MB) | allocated: 1570.77001953125 | max allocated: ... | reserved: 4020.0 | max reserved: 4020.0
 
 (MB = value/2**20; ranks writing to one stdout can glue two records on one line.) The step is the
-iteration count, the gpu is the rank (the global rank: on more than one node it is not a local device
-index). Those lines are read by the shared step-marker extraction; this module adds what only Megatron
+iteration count; the rank labels the readings (`rank 0`), each rank a series of its own, and is no GPU
+index (the global rank names no local device on more than one node; forensics/ranks.py gives a rank the
+GPU that other lines say it used). Those lines are read by the shared step-marker extraction; this module
+adds what only Megatron
 prints: the `[before the start of training step] datetime: 2025-08-01 09:31:11` lines (markers, local
 time) and the per-iteration lines
 ` [2025-08-01 07:19:37] iteration        1/    5000 | consumed samples: 128 | elapsed time per iteration (ms): 19138.8 | ...`
@@ -26,7 +28,7 @@ sniff = families.sniff_megatron
 
 
 def notes(parsed: Parsed) -> list[str]:
-    out = ["Megatron MB are MiB (value/2**20); the gpu of a report_memory line is its global rank"]
+    out = ["Megatron MB are MiB (value/2**20); each rank's report_memory lines are a series of their own"]
     if parsed.samples.height and parsed.samples["time"].is_not_null().any():
         out.append("memory reports are timed by the iteration line that follows them")
     out.extend(generic.notes(parsed, units=False))

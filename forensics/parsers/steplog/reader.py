@@ -17,6 +17,7 @@ import polars as pl
 
 from forensics.frames import owned, rows_where
 from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
+from forensics.parsers import ranks
 from forensics.parsers.steplog import families, generic
 
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
@@ -57,7 +58,7 @@ class StepLogReader:
         # marker, and only if it gives a step
         pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
         marks = marks.with_columns(
-            pl.when(pure).then(generic.strip_line_time(t).str.extract(generic.STEP_MARKER)
+            pl.when(pure).then(generic.strip_line_time(ranks.strip_prefix(t)).str.extract(generic.STEP_MARKER)
                                .cast(pl.Int64, strict=False).is_not_null())
             .otherwise(False).alias("marker"))
         rel = rows_where(marks, ~pure | pl.col("marker")).select("line", "text", "marker", "fam")
@@ -89,7 +90,9 @@ class StepLogReader:
 
 _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"),
          "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
-         "step": pl.Int64, "label": pl.String, "gpu": pl.String}
+         "step": pl.Int64, "label": pl.String, "gpu": pl.String,
+         # the rank words in front of a reading, and whether its tag only gave the step (generic.py)
+         "rank": pl.Int64, "local_rank": pl.Int64, "step_tag": pl.Boolean}
 
 
 def _work(df: pl.DataFrame) -> pl.DataFrame:
@@ -106,6 +109,11 @@ def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
     reads all of them (and `scan` finds them in files that another parser claimed or nobody did)."""
     skipped = Skipped()
     frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
+    # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
+    # off, so that the clock behind it is the line's clock again
+    frame = ranks.split_prefix(frame)
+    line_ranks = frame.select("line", "line_rank", "line_local_rank")
+    frame = frame.select("line", "text")
 
     ds = families.extract_deepspeed(frame, zone)
     hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
@@ -127,6 +135,7 @@ def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
              .with_columns(pl.coalesce("time", "it_time").alias("time"),
                            pl.coalesce("zoned", "it_zoned").alias("zoned"))
              .drop("it_line", "it_time", "it_zoned"))
+    s = _with_ranks(s, line_ranks)
     s = s.sort("line", "piece", "k")
     s = s.with_columns((pl.struct("line", "piece").rank("dense") - 1).cast(pl.Int64).alias("seq"))
     events = [e for e in (hf_events, mg_events) if e.height]
@@ -136,3 +145,15 @@ def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
         skipped=skipped,
         clock=generic.clock_of(s, *events),
     )
+
+
+def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
+    """Each reading's rank (its own rank words first, then its line's prefix) put first in its label,
+    so that each rank's readings are a series of their own."""
+    if not s.height or (s["rank"].is_null().all() and s["local_rank"].is_null().all()
+                        and line_ranks["line_rank"].is_null().all() and line_ranks["line_local_rank"].is_null().all()):
+        return s
+    s = s.join(line_ranks, on="line", how="left")
+    return s.with_columns(ranks.label(pl.coalesce("rank", "line_rank"), pl.coalesce("local_rank", "line_local_rank"),
+                                      pl.col("label"), ~pl.col("step_tag").fill_null(False)).alias("label")
+                          ).drop("line_rank", "line_local_rank")

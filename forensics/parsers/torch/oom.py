@@ -24,6 +24,7 @@ from forensics import units
 from forensics.options import Options
 from forensics.model import Parsed, events_frame
 from forensics.io.sources import Source
+from forensics.parsers import ranks
 
 NAME = "pytorch-oom"
 
@@ -126,7 +127,6 @@ _VOCAB = re.compile(
 
 # Prefixes that say who printed the line and when.
 _WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>[0-9]{1,9}))?)\s+pid=(?P<pid>[0-9]{1,10})(?:,\s*ip=[^)]*)?\)")
-_RANK = re.compile(r"\[(?:rank|default)(?P<rank>[0-9]{1,9})\]:")
 _PID = re.compile(r"\bpid[=: ]\s*(?P<pid>[0-9]{1,10})\b", re.IGNORECASE)
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
 _SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>[0-9]{1,10})\]:\s")  # journal/syslog "python3[1234]: "
@@ -137,7 +137,7 @@ _TIME = re.compile(
 )
 _LINE_PREFIX = re.compile(
     r"^(?:[A-Za-z0-9][\w.-]*\s+\|\s|\(?[A-Za-z_][\w.-]*(?: rank=[0-9]+)?\s+pid=[0-9]+(?:,\s*ip=[^)]*)?\)\s?"
-    r"|\[(?:rank|default)[0-9]+\]:\s?)"
+    r"|(?:\[(?:rank|default|trainer|worker)[0-9]+\]:\s?)+)"   # torchrun's and PyTorch's, stacked (parsers/ranks.py)
 )
 
 _WORKER_PID = re.compile(r"(?<=\s)pid=")
@@ -433,8 +433,10 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             process, pid = t["proc"], int(t["pid"])
         elif p := _PID.search(prefix):
             pid = int(p["pid"])
-        if r := _RANK.search(prefix):
-            detail["rank"] = int(r["rank"])
+        # the global rank of a `[rankN]:` prefix, the node's rank of torchrun's `[defaultN]:`
+        for key, value in ranks.of_line(prefix).items():
+            if key in ("rank", "local_rank"):
+                detail.setdefault(key, value)
         if process is None and (c := _COMPOSE.match(prefix)):
             process = c["svc"]
 
