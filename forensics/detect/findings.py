@@ -294,6 +294,9 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("code", _key("code", _str)),
         ("count", _key("count", _int)),
     ),
+    # a memory snapshot's: their facts are the finding's `allocation` object
+    "allocation_leak": (),
+    "allocation_footprint": (),
 }
 FINDING_KINDS = tuple(KIND_FACTS)
 
