@@ -467,3 +467,18 @@ def test_lstsq_each_is_numpys_lstsq_bit_for_bit(seed, m, noise):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.tobytes() == w.tobytes()
+
+
+def test_an_untimed_oom_message_and_the_one_timed_oom_of_its_size_are_one_finding():
+    from forensics.detect.events import event_findings
+    def oom(line, t, nbytes, text):
+        return {"source": f"s{line}", "line": line, "kind": "gpu_oom", "time": t, "bytes": nbytes, "text": text,
+                "gpu": None, "pid": None, "detail": "{}"}
+    t0 = datetime(2026, 12, 2, 15, 7, 9, tzinfo=timezone.utc)
+    one = events_frame([oom(1, t0, 16 << 20, "snapshot oom entry"), oom(2, None, 16 << 20, "Tried to allocate 16.00 MiB")])
+    (f,) = [f for f in event_findings(one) if f.kind == "gpu_oom"]
+    assert [e.line for e in f.evidence] == [1, 2] and f.start == t0
+    # a crash loop: two timed OOMs of that size, the message matches neither
+    loop = events_frame([oom(1, t0, 16 << 20, "a"), oom(3, t0 + timedelta(minutes=5), 16 << 20, "b"),
+                         oom(2, None, 16 << 20, "Tried to allocate 16.00 MiB")])
+    assert len([f for f in event_findings(loop) if f.kind == "gpu_oom"]) == 3

@@ -36,7 +36,7 @@ def event_findings(events: pl.DataFrame) -> list[Finding]:
     out: list[Finding] = []
     ev = events.sort(["time", "source", "line"], nulls_last=True)
     out.extend(_oom_kills(ev.filter(pl.col("kind") == "oom_kill"), ev))
-    ooms = _gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom"))
+    ooms = _one_oom_two_views(_gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom")))
     out.extend(f for f, _ in ooms)
     out.extend(_counted_ooms(ev.filter(pl.col("kind") == "gpu_oom_counted"), ooms))
     out.extend(_sanitizer(ev.filter(pl.col("kind") == "sanitizer_leak")))
@@ -83,12 +83,9 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
     for row in groups.iter_rows(named=True):
         d = detail_dict(row["detail"])
         gpu = row["gpu"]
-        where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {d['rank']})" if d.get("rank") is not None else "")
-        tried = f" trying to allocate {human(row['bytes'])}" if row["bytes"] else ""
-        times = f" ({row['n']} times)" if row["n"] > 1 else ""
         f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
                     bytes=row["bytes"], source=row["source"], host=d.get("host"), pod=d.get("pod"),
-                    summary=f"CUDA out of memory on {where}{tried}{_when(row['time'])}{times}.",
+                    summary=_oom_sentence(gpu, d.get("rank"), row["bytes"], row["time"], row["n"]),
                     evidence=[_ev(row)], detail={**d, "count": row["n"]})
         reserved, allocated = d.get("reserved"), d.get("allocated")
         if reserved and allocated and reserved - allocated > 0.25 * reserved:
@@ -97,6 +94,40 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
             f.checks.append("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
         out.append((f, row["n"]))
     return out
+
+
+def _oom_sentence(gpu, rank, requested, when, n: int) -> str:
+    where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {rank})" if rank is not None else "")
+    tried = f" trying to allocate {human(requested)}" if requested else ""
+    times = f" ({n} times)" if n > 1 else ""
+    return f"CUDA out of memory on {where}{tried}{_when(when)}{times}."
+
+
+def _one_oom_two_views(ooms: list[tuple[Finding, int]]) -> list[tuple[Finding, int]]:
+    """A traceback's OOM message carries no clock; the same OOM seen with one (a memory snapshot's
+    `oom` entry) is one OOM, not two: an untimed message printed once whose requested bytes are those
+    of exactly one timed OOM (same GPU and process where both say) becomes evidence of that finding. A
+    crash loop's many OOMs of one size match none, and stay apart."""
+    timed = [(f, n) for f, n in ooms if f.start is not None]
+    out = []
+    for f, n in ooms:
+        if f.start is None and n == 1 and f.bytes:
+            same = [t for t, _ in timed if t.bytes == f.bytes and _compatible(t.gpu, f.gpu) and _compatible(t.pid, f.pid)]
+            if len(same) == 1:
+                t = same[0]
+                t.evidence.extend(f.evidence)
+                t.detail = {**f.detail, **t.detail, "also_printed_at": f"{f.evidence[0].path}:{f.evidence[0].line}"}
+                t.gpu, t.pid = t.gpu or f.gpu, t.pid or f.pid
+                t.summary = _oom_sentence(t.gpu, t.detail.get("rank"), t.bytes, t.start, 1)
+                t.causes.extend(c for c in f.causes if c not in t.causes)
+                t.checks.extend(c for c in f.checks if c not in t.checks)
+                continue
+        out.append((f, n))
+    return out
+
+
+def _compatible(a, b) -> bool:
+    return a is None or b is None or a == b
 
 
 def _counted_ooms(counted: pl.DataFrame, messages: list[tuple[Finding, int]]) -> list[Finding]:

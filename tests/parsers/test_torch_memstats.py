@@ -140,10 +140,12 @@ def test_a_log_with_step_markers_and_dicts_gives_one_series_per_name():
     assert alloc.filter(pl.col("step") == 45)["line"].to_list() == [54]
     info = next(i for i in bundle.inputs if i.path.endswith("train.log"))
     assert any("18 readings (allocated, reserved) printed twice" in n for n in info.notes)
-    # the OOM the allocator counted is the one whose traceback is in stderr.log: one finding, two evidence lines
+    # the OOM the allocator counted is the one whose traceback is in stderr.log and whose `oom` entry is in
+    # the snapshot: one finding, three evidence lines
     ooms = [f for f in analysis.findings if f.kind == "gpu_oom"]
     assert len(ooms) == 1
-    assert [(Path(e.path).name, e.line) for e in ooms[0].evidence] == [("stderr.log", 26), ("train.log", 58)]
+    assert [(Path(e.path).name, e.line) for e in ooms[0].evidence] == [
+        ("snapshot.pickle", 1492), ("stderr.log", 26), ("train.log", 58)]
     assert "num_ooms 0 → 1" in ooms[0].detail["counted_by_allocator"]
 
 
