@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -928,8 +927,8 @@ def print_recordings(results: list[tuple[Recording, list[ViewResult]]]) -> tuple
         return 0, 0
     w = max(len(f"{rec.root}/{rec.name}") for rec, _ in results)
     cw = 16
-    print(f"\nrecorded incidents: verdict per view (✓ right, ✗got, n/a: the view does not hold the evidence,"
-          f" -: no such file; ±Ns: onset error, ! beyond max(5 s, 2 % of the lifetime))")
+    print("\nrecorded incidents: verdict per view (✓ right, ✗got, n/a: the view does not hold the evidence,"
+          " -: no such file; ±Ns: onset error, ! beyond max(5 s, 2 % of the lifetime))")
     print(f"{'recording':<{w}}  {'expected':<12}" + "".join(f"  {VIEW_TITLES[v]:<{cw}}" for v in VIEWS))
     print("-" * (w + 14 + (cw + 2) * len(VIEWS)))
     right = 0

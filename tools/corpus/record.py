@@ -263,7 +263,7 @@ class Ctx:
     def check(self) -> None:
         self.poll()
         if time.time() > self.deadline:
-            raise CaseTimeout(f"case time limit reached")
+            raise CaseTimeout("case time limit reached")
 
     def sleep(self, s: float) -> None:
         end = time.time() + s
