@@ -124,9 +124,8 @@ def properties(only: set[str] | None, names: set[str] | None = None):
         seeds = props._seeds_for(m)
         if not seeds or (names and m.NAME not in names):
             continue
-        strat = st.tuples(props.mutated_seed(seeds), st.lists(props.line_strategy, max_size=8)).map(
-            lambda t: t[0] + b"\n" + "\n".join(t[1]).encode("utf-8", "surrogatepass"))
-        out.append((f"{m.NAME}.parse/scan: mutations", "forced", strat, lambda d, m=m: props.check_forced(m, d)))
+        out.append((f"{m.NAME}.parse/scan: mutations", "forced", props.forced_cases(m, seeds),
+                    lambda d, m=m: props.check_forced(m, d)))
     return [p for p in out if not only or p[1] in only]
 
 

@@ -16,6 +16,8 @@ from forensics import parsers
 from forensics.errors import InputError
 from forensics.options import Options
 from forensics.model import (
+    IMPLAUSIBLE,
+    MAX_PLAUSIBLE_BYTES,
     Bundle,
     InputInfo,
     EVENTS_SCHEMA,
@@ -134,10 +136,6 @@ def scan_free_text(src: Source, opts: Options) -> list[Parsed]:
     return scanners.finish(src, opts)
 
 
-# A byte count outside these bounds is garbage read as a number (no GPU or host holds 2^50 bytes,
-# and only the `*_delta` summary figures of HF Trainer can be negative).
-MAX_PLAUSIBLE_BYTES = 1 << 50
-IMPLAUSIBLE = "implausible byte count (negative or over 1 PiB), value dropped"
 # A time stamp outside these years is a damaged one (a digit lost or added: `7/11/30`, `20261/...`).
 MIN_YEAR, MAX_YEAR = 1970, 2200
 IMPLAUSIBLE_TIME = f"implausible time stamp (year before {MIN_YEAR} or after {MAX_YEAR}), time dropped"

@@ -59,6 +59,13 @@ EVENT_KINDS = (
 )
 
 
+# A byte count outside these bounds is garbage read as a number (no GPU or host holds 2^50 bytes,
+# and only the `*_delta` summary figures of HF Trainer can be negative). ingest drops such values
+# from every parser; a parser that scales what it reads (MiB to bytes) drops its own.
+MAX_PLAUSIBLE_BYTES = 1 << 50
+IMPLAUSIBLE = "implausible byte count (negative or over 1 PiB), value dropped"
+
+
 def empty_samples() -> pl.DataFrame:
     return pl.DataFrame(schema=SAMPLES_SCHEMA)
 

@@ -368,30 +368,37 @@ def test_mutated_real_snippets_through_parse_one(data):
     check_file(data)
 
 
+def _edited(t) -> bytes:
+    data, edits, keep = bytearray(t[0]), t[1], t[2]
+    for at, junk in edits:
+        i = int(at * (len(data) - 1))
+        data[i:i + len(junk)] = junk
+    return bytes(data[: max(2, int(len(data) * keep))])
+
+
+def forced_cases(module, seeds):
+    """The cases of a parser's own property (here and in bench/fuzz.py): for a binary format, its seeds
+    with bytes flipped, cut or spliced in anywhere; else its seeds damaged as real logs are, junk lines
+    after them."""
+    if hasattr(module, "sniff_bytes"):
+        return st.tuples(st.sampled_from([s for _, s in seeds]),
+                         st.lists(st.tuples(st.floats(0, 1), st.binary(max_size=8)), max_size=4),
+                         st.floats(0.05, 1)).map(_edited)
+    return st.tuples(mutated_seed(seeds), st.lists(line_strategy, max_size=8)).map(
+        lambda t: t[0] + b"\n" + "\n".join(t[1]).encode("utf-8", "surrogatepass"))
+
+
 @pytest.mark.parametrize("module", parsers.PARSERS, ids=MODULE_IDS)
 def test_every_parser_on_mutations_of_what_it_claims(module):
+    """A message (ForensicsError), or rows that hold."""
     seeds = _seeds_for(module)
     if not seeds:
         pytest.skip(f"no seed file is claimed by {module.NAME}")
-    if hasattr(module, "sniff_bytes"):
-        # bytes flipped, cut or spliced in anywhere: a message (ForensicsError), or rows that hold
-        @settings(max_examples=_examples(12), **SETTINGS)
-        @given(st.sampled_from([s for _, s in seeds]), st.lists(st.tuples(st.floats(0, 1), st.binary(max_size=8)),
-                                                                 max_size=4), st.floats(0.05, 1))
-        def run_binary(data, edits, keep):
-            data = bytearray(data)
-            for at, junk in edits:
-                i = int(at * (len(data) - 1))
-                data[i:i + len(junk)] = junk
-            check_forced(module, bytes(data[: max(2, int(len(data) * keep))]))
-
-        run_binary()
-        return
 
     @settings(max_examples=_examples(12), **SETTINGS)
-    @given(mutated_seed(seeds), st.lists(line_strategy, max_size=8))
-    def run(data, tail):
-        check_forced(module, data + b"\n" + "\n".join(tail).encode("utf-8", "surrogatepass"))
+    @given(forced_cases(module, seeds))
+    def run(data):
+        check_forced(module, data)
 
     run()
 

@@ -18,7 +18,7 @@ import re
 
 import polars as pl
 
-from forensics.model import POD_LABEL, Skipped, samples_frame
+from forensics.model import IMPLAUSIBLE, MAX_PLAUSIBLE_BYTES, POD_LABEL, Skipped, samples_frame
 
 MIB = 1 << 20
 
@@ -171,6 +171,9 @@ def to_samples(series: list[dict], points: pl.DataFrame, skipped: Skipped) -> tu
         skipped.add_lines(NOT_A_NUMBER, bad["line"].sort())
     pts = pts.filter(finite).with_columns(
         (pl.col("value") * by_sid("scale", pl.Float64)).round().cast(pl.Int64, strict=False).alias("bytes")).drop("value")
+    plausible = pl.col("bytes").abs() <= MAX_PLAUSIBLE_BYTES
+    skipped.add_lines(IMPLAUSIBLE, pts.filter(~plausible.fill_null(True))["line"].sort())
+    pts = pts.filter(plausible.fill_null(True))
     cap = _capacity(pts)
     used = pts.filter(pl.col("role").is_in(["used", "process"]))
     used = (used.join(cap, on="key", how="left", maintain_order="left") if cap is not None

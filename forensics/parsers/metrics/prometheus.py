@@ -173,7 +173,20 @@ def _whole(data: bytes, src, cut) -> tuple[list, pl.DataFrame]:
     if pts is None:
         return result, pl.DataFrame(schema={"sid": pl.Int64, "t": pl.Float64, "value": pl.Float64, "line": pl.Int64})
     return result, pts.select("sid", *[pl.col(c).cast(pl.Float64, strict=False) for c in ("t", "value")],
-                              pl.lit(1, dtype=pl.Int64).alias("line"))
+                              pl.Series("line", _value_lines(data, [v for _, _, v in rows]), dtype=pl.Int64))
+
+
+def _value_lines(data: bytes, values: list) -> list[int]:
+    """The line of each point's value, found in document order (json keeps it): each value's quoted
+    text after the one before; a value not found as written is cited at the line of the one before."""
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    pos, out = 0, []
+    for v in values:
+        k = data.find(b'"' + str(v).encode("utf-8", "replace") + b'"', pos) if isinstance(v, str) else -1
+        if k >= 0:
+            pos = k + 1
+        out.append(int(np.searchsorted(newlines, max(pos - 1, 0), side="right")) + 1)
+    return out
 
 
 def parse(src, opts) -> Parsed:
