@@ -321,3 +321,20 @@ def test_shuffled_grafana_columns_read_the_same(tmp_path):
     _, b = parse_file(path, UTC)
     key = ["time", "gpu"]
     assert_frame_equal(a.samples.sort(key).drop("line", "seq"), b.samples.sort(key).drop("line", "seq"))
+
+
+def test_a_value_no_gpu_holds_is_dropped_and_counted(tmp_path):
+    # found by bench/fuzz.py: a damaged MiB figure scaled past 1 PiB
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "gpu": "0", "Hostname": "n1"},
+         "values": [[1767618000, "1000"], [1767618015, "1767618000000"], [1767618030, "1010"]]}]}}
+    path = tmp_path / "fb.json"
+    path.write_text(json.dumps(doc, indent=2))
+    _, p = parse_file(path, UTC, expect="prometheus-json")
+    assert sorted(p.samples["bytes"].to_list()) == [1000 * MiB, 1010 * MiB]
+    assert sum(n for r, n in p.skipped.counts.items() if "implausible" in r) == 1
+
+
+def test_the_slow_path_cites_each_values_own_line():
+    data = b'{\n "a": [\n  [1, "10"],\n  [2, "20"],\n  [3, "10"]\n ]\n}\n'
+    assert prometheus._value_lines(data, ["10", "20", "10"]) == [3, 4, 5]
