@@ -290,7 +290,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         extra = []
         if src.compression:
             extra.append(src.compression)
-        if src.wrapper and not getattr(module, "WHOLE_DOCUMENT", False):
+        if src.wrapper and not parsers.reads_whole(module):
             extra.append(f"wrapper: {src.wrapper.describe()}")
         suffix = f" ({'; '.join(extra)})" if extra else ""
         print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}")

@@ -97,8 +97,8 @@ def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed
     A parser with a `Reader` gets the source's lines batch by batch (one batch for a small file); one
     without reads its (small) files whole with `parse`. The scanners get every batch the reader does
     not say it took whole as its own data rows."""
-    if getattr(module, "WHOLE_DOCUMENT", False):
-        # one document (a JSON response) read from its bytes: it has no log lines for the scanners
+    if parsers.reads_whole(module):
+        # one document (a JSON response) or a binary file, read by its parse: no log lines for the scanners
         return module.parse(src, opts), []
     scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
     make = getattr(module, "Reader", None)
@@ -183,21 +183,18 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     Whatever happens to the file (not recognized, empty, truncated, lines too long) is counted in the
     returned InputInfo (`skip_reasons`) and said in one line in `InputInfo.problems`."""
     info = InputInfo(path=src.path, compression=src.compression)
-    # a binary format claims its files by their bytes, before any text is decoded; it reads them whole
-    module, reason = parsers.claim_bytes(src.first_bytes())
-    binary = module is not None
-    if not binary:
-        head = src.head()
-        info.wrapper = src.wrapper.describe() if src.wrapper else None
-        module, reason = parsers.claim(head)
+    # a binary format claims its files by their bytes, before any text is decoded
+    module, reason = parsers.claim_file(src)
+    binary = hasattr(module, "sniff_bytes")
     info.reason = reason
-    if getattr(module, "WHOLE_DOCUMENT", False):
-        info.wrapper = None   # read from its bytes: no line wrapper is stripped (jq's indent is no CI log's)
+    if src.wrapper and not parsers.reads_whole(module):
+        # a format read from its bytes has no line wrapper stripped (jq's indent is no CI log's)
+        info.wrapper = src.wrapper.describe()
     results: list[Parsed] = []
     skipped = Skipped()
     if module is not None:
         info.format = module.NAME
-        primary, found = (module.parse(src, opts), []) if binary else read_source(src, module, opts)
+        primary, found = read_source(src, module, opts)
         results.append(primary)
         results.extend(found)
         info.clock = primary.clock

@@ -70,6 +70,12 @@ def claim_bytes(first: bytes) -> tuple[ModuleType | None, str]:
     return None, ""
 
 
+def reads_whole(module) -> bool:
+    """A format whose `parse` reads its files itself (one document, or a binary format): no text lines
+    are fed to it, no free-text scanner reads its files, and no line wrapper is stripped from them."""
+    return getattr(module, "WHOLE_DOCUMENT", False) or hasattr(module, "sniff_bytes")
+
+
 def claim_file(src) -> tuple[ModuleType | None, str]:
     """Who claims a source: by its bytes first, else by its first lines (which raises InputError for
     a file that is not text)."""
