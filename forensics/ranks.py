@@ -1,7 +1,7 @@
 """The ranks of a distributed job: which process and GPU each rank is, as the logs say it.
 
 Format-free: parsers put a rank into a sample's `label` (`rank N`, or `local rank N` when only the
-launcher's prefix gave the node-local rank, see `rank_label`) and write what they read about a rank's
+launcher's prefix gave the node-local rank, written by `parsers/ranks.label`) and write what they read about a rank's
 identity as events: `rank_info` (a rank's own line naming its pid or CUDA device, NCCL's communicator
 line), `rank_exit` (torchrun's failure records: rank, local rank, pid) and a `gpu_oom` whose detail has
 the rank (its message names the GPU). `RankMap.from_events` collects those facts; a rank takes a pid or
@@ -26,17 +26,8 @@ _LABEL = re.compile(r"^(rank|local rank) ([0-9]{1,6})\b")
 LABEL_RE = r"^(?:rank|local rank) [0-9]{1,6}\b"
 
 
-def rank_label(rank: int | None, local_rank: int | None = None) -> str | None:
-    """The label of a rank's series: `rank N` (global), else `local rank N`, else None."""
-    if rank is not None:
-        return f"rank {rank}"
-    if local_rank is not None:
-        return f"local rank {local_rank}"
-    return None
-
-
 def label_rank(label: str | None) -> tuple[int | None, int | None]:
-    """(global rank, local rank) a series label names, as `rank_label` writes them."""
+    """(global rank, local rank) a series label names, as `parsers/ranks.label` writes them."""
     m = _LABEL.match(label or "")
     if not m:
         return None, None

@@ -7,6 +7,7 @@ import json
 import polars as pl
 
 from forensics import ranks
+from forensics.parsers import ranks as parser_ranks
 from forensics.model import events_frame, samples_frame
 
 
@@ -15,8 +16,14 @@ def ev(kind, line, detail, pid=None, gpu=None, source="s.log"):
             "text": f"line {line}"}
 
 
+def rank_label(rank, local_rank=None):
+    """A label as the parsers write it (parsers/ranks.label)."""
+    return pl.select(parser_ranks.label(pl.lit(rank, pl.Int64), pl.lit(local_rank, pl.Int64), pl.lit(None, pl.String),
+                                        pl.lit(False))).item()
+
+
 def test_labels_round_trip():
-    assert ranks.rank_label(3) == "rank 3" and ranks.rank_label(None, 2) == "local rank 2"
+    assert rank_label(3) == "rank 3" and rank_label(None, 2) == "local rank 2"
     assert ranks.label_rank("rank 3 after forward") == (3, None)
     assert ranks.label_rank("local rank 2") == (None, 2) and ranks.label_rank("step 7") == (None, None)
 
