@@ -218,9 +218,8 @@ def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
     leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
     if leaks.is_empty():
         return None
-    groups = sanitizer_groups(leaks)
-    order = {id(r): i for i, r in enumerate(r for g in groups for r in g.rows)}
-    groups.sort(key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows), min(order[id(r)] for r in g.rows)))
+    # most bytes first; ties keep the groups' own order (of their first leak in the report)
+    groups = sorted(sanitizer_groups(leaks), key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows)))
     out = []
     for g in groups[:MAX_SANITIZER_GROUPS]:
         frames = g.details[0].get("stack") or g.details[0].get("frames") or []
