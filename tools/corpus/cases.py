@@ -378,3 +378,118 @@ HELDOUT = [
 ]
 
 CASES = {"tune": TUNE, "heldout": HELDOUT}
+
+
+# ---- held-out set 2 (2026-12-06): new step-log styles, JAX, TensorBoard, short jobs ---------------------
+# Recorded for issue #40's honest figures: kept out of tests/ (bench/heldout2/), run once when the rules
+# are settled. Its expectations (truth.json) come from the side files, as for the other halves.
+
+H2 = "heldout2"
+
+HELDOUT2 = [
+    Case("kv_gb_leak_oom", H2, ["wide1", "apps", "script5"],
+         simple("leak_oom", "--steps 400 --period 0.15 --fraction 0.06 --warm-gib 2 --leak-mib 192 --onset 12 "
+                "--style kv_gb", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Validation predictions kept on the GPU from step 12 (192 MiB a step) under a cap of 6 % of the GPU "
+         "until a CUDA OOM; `key=value` memory in GB behind a Python logging prefix.", 30),
+    Case("tutorial_flat_exit", H2, ["ms250", "dmon"],
+         simple("flat", "--steps 70 --period 0.15 --warm-gib 10 --style tutorial", False),
+         "no_leak", [], None,
+         "10 GiB taken at start, then flat training; the classic tutorial line `Epoch [e/E], Step [s/S], "
+         "Loss: x, Mem: NMB` without a clock. Ends normally.", 24),
+    Case("phases_leak_exit", H2, ["wide500", "apps"],
+         simple("linear_late", "--steps 120 --period 0.12 --warm-gib 1 --flat 20 --leak-mib 8 --style phases", True),
+         "leak", ["leak"], "linear",
+         "The widely taught `log_memory(step_name)` helper prints allocated/reserved before forward, after "
+         "forward, after backward and after step; from step 21 a debug hook keeps each step's activations "
+         "(8 MiB a step), smaller than the swing within a step. No clock in the log. Ends normally.", 28),
+    Case("phases_healthy_accum_exit", H2, ["wide1", "dmon"],
+         simple("grad_accum", "--steps 96 --period 0.14 --accum 4 --micro-mib 512 --style phases", False),
+         "no_leak", [], None,
+         "Gradient accumulation over 4 micro-batches with the `log_memory(step_name)` helper at several "
+         "points of each step: a sawtooth within and across steps, nothing kept. Ends normally.", 26),
+    Case("monitor_infer_leak_sigkill", H2, ["apps2", "dmon"],
+         kill_at("infer", "--leak --steps 400 --period 0.15 --warm-gib 4 --max-batch 24 --out-mib 4 --onset 10 "
+                 "--style none --monitor 0.5", True, step=90),
+         "leak", ["leak"], "linear",
+         "An inference server caching every response on the GPU from batch 10; its monitor thread prints "
+         "NVML's used/total every 0.5 s behind a `%m-%d %H:%M:%S` stamp without a year. Killed with SIGKILL "
+         "after batch 90.", 28),
+    Case("fairseq_tail_staircase_exit", H2, ["wide1", "apps"],
+         simple("staircase", "--steps 100 --period 0.12 --warm-gib 2 --stair-mib 768 --stair-every 16 "
+                "--style fairseq_tail --every 2", True),
+         "leak", ["leak"], "step",
+         "Every 16 steps a 768 MiB snapshot kept in a list; fairseq-style progress lines ending in `| mem "
+         "allocated X MiB reserved Y MiB`. Ends normally.", 26, stair_every=16),
+    Case("jsonl_warmup_exit", H2, ["ms250", "apps"],
+         simple("warmup_plateau", "--steps 90 --period 0.14 --ramp 25 --peak-gib 16 --style jsonl", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 16 GiB over 25 steps, then flat; JSON metrics lines with "
+         "`gpu_mem_allocated_mb`. Ends normally.", 25),
+    Case("tensorboard_leak_exit", H2, ["wide500", "dmon"],
+         simple("linear_late", "--steps 90 --period 0.14 --warm-gib 3 --flat 25 --leak-mib 64 --style none "
+                "--tensorboard", True),
+         "leak", ["leak"], "linear",
+         "A debug hook keeps 64 MiB of activations a step from step 26; the script logs memory only to "
+         "TensorBoard (`add_scalar(\"memory/allocated_mib\", ...)`). Ends normally.", 28),
+    Case("jax_leak_oom", H2, ["wide1", "apps"],
+         simple("jax_train", "--leak --steps 400 --period 0.12 --fraction 0.06 --warm-gib 1 --leak-mib 256 "
+                "--onset 10 --every 2", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "JAX: each step's activations kept in a list from step 10 (256 MiB a step) until XLA runs out of "
+         "memory (RESOURCE_EXHAUSTED) under a 6 % cap; memory_stats() logged by absl-style lines.", 34),
+    Case("jax_flat_exit", H2, ["ms250", "apps"],
+         simple("jax_train", "--steps 70 --period 0.12 --warm-gib 6 --every 2", False),
+         "no_leak", [], None,
+         "JAX training with a fixed 6 GiB footprint; memory_stats() logged every 2 steps. Ends normally.", 26),
+    Case("short_leak_exit", H2, ["wide1", "used5"],
+         simple("linear_late", "--steps 16 --period 0.5 --warm-gib 1 --flat 1 --leak-mib 1536 --style kv_gb", True),
+         "leak", ["leak"], "linear",
+         "A short job: from step 2 each step keeps 1.5 GiB for 16 steps of 0.5 s and exits while still "
+         "growing, never levelling. A 5 s `timestamp, memory.used` log beside a 1 s one.", 24),
+    Case("eval_spikes_kv_sigkill", H2, ["wide1", "apps"],
+         kill_at("eval_spikes", "--steps 400 --period 0.14 --warm-gib 3 --eval-every 20 --eval-len 4 --spike-gib 6 "
+                 "--empty-cache --style kv_gb", False, step=85),
+         "no_leak", [], None,
+         "A 3 GiB footprint with an evaluation of 6 GiB every 20 steps, freed and returned with "
+         "empty_cache(); killed with SIGKILL after step 85.", 25),
+    Case("crashloop_phases_oom_x2", H2, ["wide1", "apps"],
+         crash_loop("leak_oom", "--steps 400 --period 0.12 --fraction 0.06 --warm-gib 1 --leak-mib 160 --onset 8 "
+                    "--style phases", runs=2, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of two runs of a job keeping predictions from step 8 (160 MiB a step) under a 6 % cap, "
+         "with the `log_memory(step_name)` helper's lines; each run dies of a CUDA OOM.", 36, timeout=100),
+    Case("lru_tutorial_exit", H2, ["wide500", "script1"],
+         simple("lru", "--steps 90 --period 0.14 --cap-entries 30 --entry-mib 96 --style tutorial", False),
+         "no_leak", [], None,
+         "An LRU cache of 96 MiB entries capped at 30 fills over ~30 steps and then evicts: a rise to 2.8 GiB "
+         "and a plateau; tutorial-style lines. Ends normally.", 25),
+    Case("cache_growth_fairseq_exit", H2, ["wide1", "dmon"],
+         simple("cache_growth", "--steps 80 --period 0.15 --grow-mib 8 --style fairseq_tail", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 8 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; "
+         "fairseq-style tails. Ends normally.", 26),
+    Case("large_stable_absl_exit", H2, ["wide500", "used5"],
+         simple("flat", "--steps 60 --period 0.18 --warm-gib 70 --style absl", False),
+         "no_leak", [], None,
+         "70 GiB taken at start, then flat; glog/absl-style lines (`I1206 hh:mm:ss.uuuuuu pid file.py:88]`, no "
+         "year). Ends normally.", 25),
+]
+
+# The multi-style recording for sample_logs/: one leaking job printing the same readings in every new style
+# at once (each style to its own file), with TensorBoard and an NVML monitor, to check the figures agree.
+STYLES_CASES = [
+    Case("multi_style_leak", "styles", ["wide1", "apps"],
+         simple("linear_late", "--steps 90 --period 0.15 --warm-gib 2 --flat 20 --leak-mib 48 "
+                "--style kv_gb+tutorial+fairseq_tail+phases+jsonl+absl+spine --tensorboard --monitor 1 "
+                "--monitor-file monitor.log", True),
+         "leak", ["leak"], "linear",
+         "One training job whose debug hook keeps 48 MiB of activations a step from step 21, printing the same "
+         "allocated/reserved readings in seven styles at once (kv_gb on stdout; tutorial, fairseq_tail, phases, "
+         "jsonl, absl, spine each to <style>.log), to TensorBoard (tb/), and NVML's used/total from a monitor "
+         "thread (monitor.log). Ends normally.", 30),
+]
+
+CASES["heldout2"] = HELDOUT2
+CASES["styles"] = STYLES_CASES

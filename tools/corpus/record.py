@@ -54,6 +54,7 @@ LOGGERS = {
               "nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv -l 1"),
     "dmon": ("dmon.txt", "nvidia-smi dmon -s m -o DT"),
     "dmon_mu": ("dmon.txt", "nvidia-smi dmon -s mu -o DT"),
+    "used5": ("gpu-used-5s.csv", "nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -l 5"),
 }
 
 T0 = time.monotonic()
@@ -214,7 +215,9 @@ class Ctx:
             err: str = "stderr.log", append: bool = False, env: dict | None = None,
             cgroup_procs: str | None = None) -> Job:
         argv = [kind, *shlex.split(args)]
-        if kind == "lightning_leak":
+        needs_dir = kind == "lightning_leak" or "--tensorboard" in argv or "--monitor-file" in argv or any(
+            "+" in a for a in argv)         # files besides stdout: Lightning's CSV, TensorBoard, extra styles
+        if needs_dir:
             argv += ["--csv-dir", str(self.folder)]
         outp, errp = self.folder / out, self.folder / err
         child_env = {"GFC_SIDE": str(self.sidefile), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
@@ -229,7 +232,7 @@ class Ctx:
         j = Job(pid, kind, argv, role, leaks, out, err, append, t)
         self.jobs.append(j)
         shown = " ".join(shlex.quote(a) for a in argv if not a.startswith(str(self.folder)))
-        if kind == "lightning_leak":
+        if needs_dir:
             shown = " ".join(shlex.quote(a) for a in argv[:-2]) + " --csv-dir <case folder>"
         redir = ">>" if append else ">"
         self.ev("rec_fork", job_pid=pid, kind=kind, argv=argv, role=role, leaks=leaks, out=out, err=err,
@@ -546,7 +549,7 @@ class Recorder:
 def main() -> None:
     global LOGFILE, PIDS_FILE
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--half", choices=["tune", "heldout"])
+    p.add_argument("--half", choices=["tune", "heldout", "heldout2", "styles"])
     p.add_argument("--out", type=Path)
     p.add_argument("--tgz", type=Path)
     p.add_argument("--deadline", type=float, default=540.0)
@@ -557,7 +560,7 @@ def main() -> None:
     import importlib
     cases = importlib.import_module(a.cases_module)
     if a.list:
-        for half in ("tune", "heldout"):
+        for half in cases.CASES:
             for c in cases.CASES[half]:
                 print(f"{half:8s} {c.name:34s} ~{c.estimate:3.0f}s {c.verdict:12s} {','.join(c.loggers)}")
         return

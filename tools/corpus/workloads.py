@@ -58,33 +58,71 @@ def host_rss() -> int | None:
 
 # ---- step logs in several styles ---------------------------------------------------------------
 
-STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none")
+STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none",
+          # styles of 2026-12-06 (held-out set 2 and the multi-style recording)
+          "kv_gb", "tutorial", "fairseq_tail", "phases", "jsonl", "absl")
+# A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
+# its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
+LOG_FORMATS = {
+    "spine": ("%(asctime)s %(levelname)s {name}: %(message)s", None),
+    "pipe_gb": ("%(asctime)s | %(levelname)s | %(message)s", None),
+    "bytes_k": ("[%(asctime)s] %(message)s", "%Y-%m-%dT%H:%M:%S"),
+    "deepspeed": ("[%(asctime)s] [%(levelname)s] [utils.py:802:see_memory_usage] %(message)s", None),
+    "kv_gb": ("%(asctime)s - {name} - %(levelname)s - %(message)s", None),
+    "fairseq_tail": ("%(asctime)s | %(levelname)s | {name} | %(message)s", "%Y-%m-%d %H:%M:%S"),
+    "absl": ("%(levelname).1s%(asctime)s {pid} {name}.py:88] %(message)s", "%m%d %H:%M:%S.%f"),
+}
+class Formatter(logging.Formatter):
+    """logging's Formatter, with %f (microseconds, as glog/absl print them) in a date format."""
+
+    def formatTime(self, record, datefmt=None):
+        if datefmt and "%f" in datefmt:
+            return datetime.fromtimestamp(record.created).strftime(datefmt)
+        return super().formatTime(record, datefmt)
+
+
+PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl")   # print() lines, no logging prefix
 
 
 class StepLog:
-    """One step log style per job. Every call to step() also writes the side file's step row."""
+    """The step log of a job, in one or several styles. Every call to step() also writes the side file's
+    step row; phase() writes the multi-point-per-step lines of the `phases` style."""
 
-    def __init__(self, torch, style: str, every: int = 1, steps: int = 0, name: str = "train"):
-        self.torch, self.style, self.every, self.steps = torch, style, max(1, every), steps
+    def __init__(self, torch, style: str, every: int = 1, steps: int = 0, name: str = "train", out_dir: str = "."):
+        self.torch, self.every, self.steps = torch, max(1, every), steps
+        self.styles = style.split("+")
+        self.style = self.styles[0]
         self.t_last = time.time()
-        self.log = logging.getLogger(name)
-        self.log.setLevel(logging.INFO)
-        self.log.propagate = False
-        h = logging.StreamHandler(sys.stdout)
-        fmt = {
-            "spine": ("%(asctime)s %(levelname)s " + name + ": %(message)s", None),
-            "pipe_gb": ("%(asctime)s | %(levelname)s | %(message)s", None),
-            "bytes_k": ("[%(asctime)s] %(message)s", "%Y-%m-%dT%H:%M:%S"),
-            "deepspeed": ("[%(asctime)s] [%(levelname)s] [utils.py:802:see_memory_usage] %(message)s", None),
-        }.get(style, ("%(asctime)s %(levelname)s %(message)s", None))
-        h.setFormatter(logging.Formatter(fmt[0], fmt[1]))
-        self.log.addHandler(h)
+        self.streams, self.logs = {}, {}
+        for i, st in enumerate(self.styles):
+            stream = sys.stdout if i == 0 else open(os.path.join(out_dir, f"{st}.log"), "w", buffering=1)
+            self.streams[st] = stream
+            lg = logging.getLogger(f"{name}.{st}")
+            lg.setLevel(logging.INFO)
+            lg.propagate = False
+            h = logging.StreamHandler(stream)
+            fmt, datefmt = LOG_FORMATS.get(st, ("%(asctime)s %(levelname)s %(message)s", None))
+            h.setFormatter(Formatter(fmt.format(name=name, pid=os.getpid()), datefmt))
+            lg.addHandler(h)
+            self.logs[st] = lg
+        self.log = self.logs[self.style]
+        self.hooks = []        # extra sinks of each logged reading (TensorBoard)
 
     def info(self, msg: str, *a) -> None:
-        if self.style in ("megatron", "plain"):
+        if self.style in PRINTED:
             print(msg % a if a else msg, flush=True)
         elif self.style != "none":
             self.log.info(msg, *a)
+
+    def out(self, st: str, text: str) -> None:
+        print(text, file=self.streams[st], flush=True)
+
+    def phase(self, step: int, where: str) -> None:
+        """The widely taught `log_memory(step_name)` helper, called at several points of a step."""
+        if "phases" in self.styles and (step % self.every == 0 or step == 1):
+            a = self.torch.cuda.memory_allocated() / GiB
+            r = self.torch.cuda.memory_reserved() / GiB
+            self.out("phases", f"[step {step} {where}] Allocated: {a:.2f}GB, Reserved: {r:.2f}GB")
 
     def step(self, step: int, loss: float | None = None, **extra) -> dict:
         torch = self.torch
@@ -94,43 +132,111 @@ class StepLog:
         row = dict(step=step, allocated=a, reserved=r, **extra)
         side("step", **row)
         if step % self.every == 0 or step == 1:
-            self.emit(step, a, r, loss, extra)
+            for st in self.styles:
+                if st == "phases":
+                    self.out(st, f"[step {step} after step] Allocated: {a / GiB:.2f}GB, Reserved: {r / GiB:.2f}GB")
+                else:
+                    self.emit(st, step, a, r, loss, extra)
+            for hook in self.hooks:
+                hook(step, a, r, loss)
         return row
 
-    def emit(self, step, a, r, loss, extra) -> None:
-        torch, s = self.torch, self.style
+    def emit(self, s, step, a, r, loss, extra) -> None:
+        torch, log = self.torch, self.logs[s]
         loss = 0.0 if loss is None else loss
         if s == "spine":
             more = ""
             if "host_rss" in extra:
                 more = f", host rss: {extra['host_rss'] / MiB:.2f} MB"
-            self.log.info("[step %d] allocated: %.2f MB, cached: %.2f MB%s", step, a / MiB, r / MiB, more)
+            log.info("[step %d] allocated: %.2f MB, cached: %.2f MB%s", step, a / MiB, r / MiB, more)
         elif s == "pipe_gb":
-            self.log.info("step %d | loss %.4f | mem_alloc %.2f GB | mem_reserved %.2f GB", step, loss,
-                          a / GiB, r / GiB)
+            log.info("step %d | loss %.4f | mem_alloc %.2f GB | mem_reserved %.2f GB", step, loss, a / GiB, r / GiB)
         elif s == "bytes_k":
-            self.log.info("iter %d torch.cuda.memory_allocated()=%d torch.cuda.memory_reserved()=%d", step, a, r)
+            log.info("iter %d torch.cuda.memory_allocated()=%d torch.cuda.memory_reserved()=%d", step, a, r)
         elif s == "megatron":
             now = time.time()
             ms = (now - self.t_last) * 1000 / self.every
             self.t_last = now
-            print(f" [{datetime.now():%Y-%m-%d %H:%M:%S}] iteration {step:8d}/{self.steps:8d} | consumed samples:"
-                  f" {step * 64:12d} | elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.000E-04 |"
-                  f" global batch size:    64 | lm loss: {loss:.6E} | loss scale: 1.0 |"
-                  f" number of skipped iterations:   0 | number of nan iterations:   0 |", flush=True)
-            print(f"[Rank 0] (after {step} iterations) memory (MB) | allocated: {a / MiB} | max allocated: "
-                  f"{torch.cuda.max_memory_allocated() / MiB} | reserved: {r / MiB} | max reserved: "
-                  f"{torch.cuda.max_memory_reserved() / MiB}", flush=True)
+            self.out(s, f" [{datetime.now():%Y-%m-%d %H:%M:%S}] iteration {step:8d}/{self.steps:8d} | consumed samples:"
+                        f" {step * 64:12d} | elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.000E-04 |"
+                        f" global batch size:    64 | lm loss: {loss:.6E} | loss scale: 1.0 |"
+                        f" number of skipped iterations:   0 | number of nan iterations:   0 |")
+            self.out(s, f"[Rank 0] (after {step} iterations) memory (MB) | allocated: {a / MiB} | max allocated: "
+                        f"{torch.cuda.max_memory_allocated() / MiB} | reserved: {r / MiB} | max reserved: "
+                        f"{torch.cuda.max_memory_reserved() / MiB}")
         elif s == "deepspeed":
             ma, mr = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
-            self.log.info("step %d", step)
-            self.log.info("MA %s GB         Max_MA %s GB         CA %s GB         Max_CA %s GB ",
-                          round(a / GiB, 2), round(ma / GiB, 2), round(r / GiB, 2), round(mr / GiB))
+            log.info("step %d", step)
+            log.info("MA %s GB         Max_MA %s GB         CA %s GB         Max_CA %s GB ",
+                     round(a / GiB, 2), round(ma / GiB, 2), round(r / GiB, 2), round(mr / GiB))
             rss = host_rss() or 0
-            self.log.info("CPU Virtual Memory:  used = %.2f GB, percent = %.1f%%", rss / GiB, 100.0 * rss / (128 * GiB))
+            log.info("CPU Virtual Memory:  used = %.2f GB, percent = %.1f%%", rss / GiB, 100.0 * rss / (128 * GiB))
             torch.cuda.reset_peak_memory_stats()
         elif s == "plain":
-            print(f"step {step}: allocated {a / MiB:.1f} MiB, reserved {r / MiB:.1f} MiB, loss {loss:.4f}", flush=True)
+            self.out(s, f"step {step}: allocated {a / MiB:.1f} MiB, reserved {r / MiB:.1f} MiB, loss {loss:.4f}")
+        elif s == "kv_gb":
+            log.info("step=%d loss=%.4f lr=1.0e-04 gpu_mem_alloc=%.2fGB gpu_mem_reserved=%.2fGB", step, loss,
+                     a / GiB, r / GiB)
+        elif s == "tutorial":
+            per = 20
+            self.out(s, f"Epoch [{(step - 1) // per + 1}/{max(1, -(-self.steps // per))}], Step [{(step - 1) % per + 1}"
+                        f"/{per}], Loss: {loss:.4f}, Mem: {a / MiB:.0f}MB")
+        elif s == "fairseq_tail":
+            log.info("epoch 001 | step %05d | loss %.3f | lr 0.0001 | mem allocated %.1f MiB reserved %.1f MiB",
+                     step, loss, a / MiB, r / MiB)
+        elif s == "jsonl":
+            self.out(s, json.dumps({"step": step, "loss": round(loss, 4), "gpu_mem_allocated_mb": round(a / MiB, 1),
+                                    "gpu_mem_reserved_mb": round(r / MiB, 1), "time": round(time.time(), 3)}))
+        elif s == "absl":
+            log.info("step %d: loss=%.4f memory allocated %.1f MiB, reserved %.1f MiB", step, loss, a / MiB, r / MiB)
+
+
+class NvmlMonitor:
+    """A server's monitor thread: NVML's used/total of GPU 0 every --monitor-period s, behind a
+    `%m-%d %H:%M:%S` stamp without a year (as vLLM-style loggers print), to stdout or a file."""
+
+    def __init__(self, period: float, path: str | None = None):
+        import threading
+        import pynvml
+        pynvml.nvmlInit()
+        self.nvml, self.h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.period, self.stream = period, (open(path, "w", buffering=1) if path else sys.stdout)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            m = self.nvml.nvmlDeviceGetMemoryInfo(self.h)
+            print(f"INFO {datetime.now():%m-%d %H:%M:%S} [monitor.py:57] GPU 0 memory: used={m.used / MiB:.0f}MiB "
+                  f"total={m.total / MiB:.0f}MiB", file=self.stream, flush=True)
+            self.stop.wait(self.period)
+
+
+class TensorBoardLog:
+    """Memory scalars logged to TensorBoard (`add_scalar("memory/allocated_mib", ...)`), as training
+    scripts do, into --csv-dir/tb."""
+
+    def __init__(self, out_dir: str):
+        from torch.utils.tensorboard import SummaryWriter
+        self.w = SummaryWriter(os.path.join(out_dir, "tb"))
+
+    def __call__(self, step: int, a: int, r: int, loss: float | None) -> None:
+        self.w.add_scalar("memory/allocated_mib", a / MiB, step)
+        self.w.add_scalar("memory/reserved_mib", r / MiB, step)
+        if loss is not None:
+            self.w.add_scalar("train/loss", loss, step)
+        self.w.flush()
+
+
+def make_log(torch, args, name: str = "train") -> StepLog:
+    log = StepLog(torch, args.style, args.every, args.steps, name=name, out_dir=args.csv_dir)
+    if args.monitor:
+        log.monitor = NvmlMonitor(args.monitor, None if args.monitor_file is None
+                                  else os.path.join(args.csv_dir, args.monitor_file))
+    if args.tensorboard:
+        log.hooks.append(TensorBoardLog(args.csv_dir))
+    return log
 
 
 class Pacer:
@@ -169,10 +275,15 @@ def mlp(torch, width: int, depth: int = 2):
     return torch.nn.Sequential(*layers).cuda()
 
 
-def train_step(torch, model, opt, x) -> float:
+def train_step(torch, model, opt, x, phase=None) -> float:
+    """One step; `phase(where)` (a StepLog.phase bound to the step) is called at its points."""
+    phase = phase or (lambda where: None)
+    phase("before forward")
     loss = model(x).float().pow(2).mean()
+    phase("after forward")
     opt.zero_grad(set_to_none=True)
     loss.backward()
+    phase("after backward")
     opt.step()
     return float(loss)
 
@@ -203,7 +314,7 @@ def linear_late(torch, args) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     working = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
     batch = max(1, int(args.leak_mib * MiB) // (width * 4))
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, onset=args.flat + 1, leak_bytes=batch * width * 4, working=working.numel(), cap_bytes=limit)
     log.info("model ready, working set %.0f MB; training %d steps, batch %d", working.numel() / MiB, args.steps, batch)
     debug_acts, kept = [], 0
@@ -214,11 +325,14 @@ def linear_late(torch, args) -> None:
         nonlocal kept
         for step in range(1, args.steps + 1):
             ref[0] = step
+            log.phase(step, "before forward")
             x = torch.randn(batch, width, device="cuda")
             h = model[0](x)
             loss = model[2](model[1](h)).pow(2).mean()
+            log.phase(step, "after forward")
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            log.phase(step, "after backward")
             opt.step()
             if step > args.flat:
                 if step == args.flat + 1:
@@ -243,7 +357,7 @@ def slow_noisy(torch, args) -> None:
     model = mlp(torch, width)
     opt = torch.optim.SGD(model.parameters(), lr=1e-5)
     working = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     leak = int(args.leak_mib * MiB)
     begin(torch, args, onset=args.onset, leak_bytes=leak, working=working.numel(), noise_max=int(args.noise_mib * MiB),
           cap_bytes=limit)
@@ -282,7 +396,7 @@ def staircase(torch, args) -> None:
     model = mlp(torch, width)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     stair = int(args.stair_mib * MiB)
     begin(torch, args, onset=args.stair_every, stair_bytes=stair, stair_every=args.stair_every, cap_bytes=limit,
           working=base.numel())
@@ -323,7 +437,7 @@ def infer(torch, args) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(hidden, 4 * hidden), torch.nn.GELU(),
                                 torch.nn.Linear(4 * hidden, hidden)).cuda().eval()
     weights = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
-    log = StepLog(torch, args.style, args.every, args.steps, name="server")
+    log = make_log(torch, args, name="server")
     begin(torch, args, onset=args.onset if args.leak else None, leak=args.leak, out_bytes=seq * hidden * 4,
           working=weights.numel(), cap_bytes=limit)
     log.info("serving: %d request batches, up to %d requests each", args.steps, args.max_batch)
@@ -374,7 +488,7 @@ def leak_oom(torch, args) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
     batch = max(1, int(args.leak_mib * MiB) // (width * 4))
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, onset=args.onset, leak_bytes=batch * width * 4, cap_bytes=limit, working=base.numel())
     log.info("training %d steps, batch %d, memory fraction %s", args.steps, batch, args.fraction)
     preds, kept = [], 0
@@ -386,7 +500,7 @@ def leak_oom(torch, args) -> None:
         for step in range(1, args.steps + 1):
             ref[0] = step
             x = torch.randn(batch, width, device="cuda")
-            loss = train_step(torch, model, opt, x)
+            loss = train_step(torch, model, opt, x, lambda where: log.phase(step, where))
             if step >= args.onset:
                 if step == args.onset:
                     side("leak_start", step=step)
@@ -409,12 +523,13 @@ def flat(torch, args) -> None:
     model = mlp(torch, 2048)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     fp = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(0)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, working=fp.numel(), cap_bytes=limit)
     log.info("preallocated %.0f MB for weights and cache", fp.numel() / MiB)
     pacer = Pacer(args.period)
     for step in range(1, args.steps + 1):
-        loss = train_step(torch, model, opt, torch.randn(4096, 2048, device="cuda"))
+        loss = train_step(torch, model, opt, torch.randn(4096, 2048, device="cuda"),
+                          lambda where: log.phase(step, where))
         log.step(step, loss, kept=0)
         pacer.wait()
     finish(log, "training finished")
@@ -427,7 +542,7 @@ def warmup_plateau(torch, args) -> None:
     torch.manual_seed(args.seed)
     model = mlp(torch, 2048)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     chunk = 256 * MiB
     begin(torch, args, ramp=args.ramp, peak=int(args.peak_gib * GiB))
     log.info("curriculum: length ramps over %d steps", args.ramp)
@@ -449,7 +564,7 @@ def lru(torch, args) -> None:
     rng = random.Random(args.seed)
     model = mlp(torch, 2048)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, cap_entries=args.cap_entries, entry_bytes=int(args.entry_mib * MiB))
     log.info("LRU cache up to %d entries of %.0f MB", args.cap_entries, args.entry_mib)
     cache: collections.OrderedDict = collections.OrderedDict()
@@ -477,7 +592,7 @@ def eval_spikes(torch, args) -> None:
     model = mlp(torch, 2048)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, eval_every=args.eval_every, eval_len=args.eval_len, spike=int(args.spike_gib * GiB),
           empty_cache=args.empty_cache, working=base.numel())
     pacer = Pacer(args.period)
@@ -508,19 +623,22 @@ def grad_accum(torch, args) -> None:
     width = 4096
     model = mlp(torch, width, depth=3)
     opt = torch.optim.SGD(model.parameters(), lr=1e-5)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     batch = max(1, int(args.micro_mib * MiB) // (width * 4 * 4))
     begin(torch, args, accum=args.accum, micro_batch=batch, empty_cache=args.empty_cache)
     log.info("accumulating %d micro-batches of %d", args.accum, batch)
     pacer = Pacer(args.period)
     total = None
     for step in range(1, args.steps + 1):
+        log.phase(step, "before forward")
         x = torch.randn(batch, width, device="cuda")
         loss = model(x).pow(2).mean()
         total = loss if total is None else total + loss
         lv = float(loss)
+        log.phase(step, "after forward")
         if step % args.accum == 0:
             total.backward()
+            log.phase(step, "after backward")
             opt.step()
             opt.zero_grad(set_to_none=True)
             total = None
@@ -538,7 +656,7 @@ def cache_growth(torch, args) -> None:
     torch.manual_seed(args.seed)
     model = mlp(torch, 2048)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, grow=int(args.grow_mib * MiB), empty_cache_at_end=args.empty_cache_at_end)
     pacer = Pacer(args.period)
     for step in range(1, args.steps + 1):
@@ -587,12 +705,13 @@ def residual(torch, args) -> None:
     model = mlp(torch, 2048)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     base = torch.empty(int(args.warm_gib * GiB), dtype=torch.uint8, device="cuda").fill_(1)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, worker_pid=worker.pid, worker_bytes=int(args.worker_gib * GiB), working=base.numel())
     log.info("started eval worker pid %d", worker.pid)
     pacer = Pacer(args.period)
     for step in range(1, args.steps + 1):
-        loss = train_step(torch, model, opt, torch.randn(4096, 2048, device="cuda"))
+        loss = train_step(torch, model, opt, torch.randn(4096, 2048, device="cuda"),
+                          lambda where: log.phase(step, where))
         log.step(step, loss, kept=0)
         pacer.wait()
     worker.terminate()
@@ -606,7 +725,7 @@ def pinned_host(torch, args) -> None:
     torch.manual_seed(args.seed)
     model = mlp(torch, 2048)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    log = StepLog(torch, args.style, args.every, args.steps)
+    log = make_log(torch, args)
     begin(torch, args, onset=1, host_bytes=int(args.host_mib * MiB), cgroup=os.environ.get("GFC_CGROUP"))
     log.info("replay buffer of pinned batches, %.0f MB each", args.host_mib)
     replay, kept = [], 0
@@ -772,9 +891,81 @@ def lightning_leak(torch, args) -> None:
     side("end")
 
 
+# ---- JAX ---------------------------------------------------------------------------------------
+
+def jax_train(torch, args) -> None:
+    """A JAX training-like loop (a jitted two-layer MLP step, its weights updated each step). With --leak,
+    from --onset on each step's hidden activations are kept in a Python list (`history.append(h)`,
+    --leak-mib a step) until XLA's allocator runs out under its cap (XLA_PYTHON_CLIENT_MEM_FRACTION =
+    --fraction; no preallocation, so nvidia-smi shows the pool grow). Device 0's memory_stats() is logged
+    every --every steps; the RESOURCE_EXHAUSTED traceback goes to stderr as JAX prints it."""
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if args.fraction:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(args.fraction)
+    import jax
+    import jax.numpy as jnp
+    dev = jax.devices()[0]
+    width = 4096
+    rows = max(1, int(args.leak_mib * MiB) // (width * 4))
+    key = jax.random.PRNGKey(args.seed)
+    k1, k2, k3 = jax.random.split(key, 3)
+    w1 = jax.random.normal(k1, (width, width)) * 0.01
+    w2 = jax.random.normal(k2, (width, width)) * 0.01
+    working = jnp.ones((int(args.warm_gib * GiB) // 4,), dtype=jnp.float32)
+
+    @jax.jit
+    def step_fn(w1, w2, x):
+        def loss_fn(w1, w2):
+            h = jnp.tanh(x @ w1)
+            return jnp.mean((h @ w2) ** 2), h
+        (loss, h), (g1, g2) = jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)(w1, w2)
+        return w1 - 1e-3 * g1, w2 - 1e-3 * g2, loss, h
+
+    log = logging.getLogger("train")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    hd = logging.StreamHandler(sys.stdout)
+    fmt, datefmt = LOG_FORMATS["absl"]
+    hd.setFormatter(Formatter(fmt.format(name="train", pid=os.getpid()), datefmt))
+    log.addHandler(hd)
+    stats = dev.memory_stats() or {}
+    side("start", kind=args.kind, period=args.period, steps=args.steps, jax=jax.__version__, gpu_name=dev.device_kind,
+         gpu_total=stats.get("bytes_limit"), style="absl+memory_stats", onset=args.onset if args.leak else None,
+         leak=args.leak, leak_bytes=rows * width * 4, cap_bytes=stats.get("bytes_limit"), working=working.size * 4)
+    log.info("JAX %s on %s; training %d steps, batch %d", jax.__version__, dev.device_kind, args.steps, rows)
+    history, kept, cur = [], 0, 0
+    pacer = Pacer(args.period)
+    try:
+        for step in range(1, args.steps + 1):
+            cur = step
+            k3, sub = jax.random.split(k3)
+            x = jax.random.normal(sub, (rows, width))
+            w1, w2, loss, h = step_fn(w1, w2, x)
+            loss = float(loss)
+            if args.leak and step >= args.onset:
+                if step == args.onset:
+                    side("leak_start", step=step)
+                history.append(h)                  # the bug: every step's activations stay on the GPU
+                kept += h.size * 4
+            h.block_until_ready()
+            m = dev.memory_stats() or {}
+            side("step", step=step, allocated=m.get("bytes_in_use", 0),
+                 reserved=m.get("pool_bytes", m.get("bytes_reserved", m.get("bytes_in_use", 0))), kept=kept)
+            if step % args.every == 0 or step == 1:
+                log.info("step %d loss=%.4f memory_stats=%s", step, loss, m)
+            pacer.wait()
+    except Exception as e:  # noqa: BLE001
+        if "RESOURCE_EXHAUSTED" in str(e):
+            m = dev.memory_stats() or {}
+            side("oom", step=cur, allocated=m.get("bytes_in_use"), reserved=m.get("pool_bytes"))
+        raise
+    log.info("training finished, %d arrays kept", len(history))
+    side("end")
+
+
 KINDS = {f.__name__: f for f in (linear_late, slow_noisy, staircase, infer, leak_oom, flat, warmup_plateau, lru,
                                   eval_spikes, grad_accum, cache_growth, residual, pinned_host, hf_trainer,
-                                  lightning_leak)}
+                                  lightning_leak, jax_train)}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -782,7 +973,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("kind", choices=sorted(KINDS))
     p.add_argument("--steps", type=int, default=80)
     p.add_argument("--period", type=float, default=0.2, help="seconds a step")
-    p.add_argument("--style", choices=STYLES, default="spine")
+    p.add_argument("--style", default="spine", help="one of %s, or several joined by +" % ", ".join(STYLES))
     p.add_argument("--every", type=int, default=1, help="log a marker every k steps")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--fraction", type=float, default=0.0, help="set_per_process_memory_fraction cap")
@@ -813,6 +1004,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host-mib", type=float, default=64)
     p.add_argument("--lightning-pkg", default="pytorch_lightning")
     p.add_argument("--csv-dir", default=".")
+    p.add_argument("--monitor", type=float, default=0.0, help="NVML monitor thread period (s); 0: none")
+    p.add_argument("--monitor-file", default=None, help="the monitor's file in --csv-dir (default: stdout)")
+    p.add_argument("--tensorboard", action="store_true", help="memory scalars to --csv-dir/tb")
     return p
 
 
@@ -841,7 +1035,7 @@ KINDS["selftest"] = selftest
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     torch = None
-    if args.kind != "selftest":
+    if args.kind not in ("selftest", "jax_train"):
         import torch
     KINDS[args.kind](torch, args)
 
