@@ -43,7 +43,7 @@ _ORDER: list[str] = [
     "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
-    "metrics.prometheus", "metrics.grafana_csv",  # GPU exporters' series from Prometheus, from Grafana
+    "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
