@@ -45,6 +45,7 @@ _ORDER: list[str] = [
     "sanitizer.xml_report", "sanitizer.text",
     "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
+    "metrics.gpustat",  # gpustat's one line per GPU with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
