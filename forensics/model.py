@@ -59,6 +59,7 @@ EVENT_KINDS = (
     # a job, step, container or worker ended by a signal (a scheduler's cancel, a shell's "Killed", exit
     # code 137) whose record does not say it was the OOM killer (parsers/jobs/)
     "job_killed",
+    "kv_cache_leak",    # a serving engine's own check found KV-cache slots never given back (SGLang)
 )
 
 

@@ -48,6 +48,7 @@ _ORDER: list[str] = [
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
+    "serving.engines",  # vLLM's and SGLang's memory profile, KV-cache usage and leak check; in any log from its scan
     "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
     "torch.distributed",  # torchrun's and c10d's own logs; before torch.oom: their tracebacks end in the ranks' errors

@@ -31,6 +31,7 @@ EVENT_STYLE = {
     "gpu_oom_counted": ("CUDA OOM counted by the allocator", "#d4237a", True),
     "alloc_retry": ("allocator retry", "#e67e22", True),
     "job_killed": ("killed by a signal", "#a04000", True),
+    "kv_cache_leak": ("KV cache pool leak detected by the engine", "#7b4fb3", True),
 }
 # what a counter of torch.cuda.memory_stats() that rose means (its events' detail names the counter)
 COUNTER_MEANING = {

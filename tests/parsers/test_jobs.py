@@ -36,12 +36,12 @@ def facts(rows: list[dict]) -> list[tuple]:
 KILLS = {
     "slurm_oom_kill_stepid.txt": (
         [(2, "oom_kill", None, "Slurm step 11300781.0", None), (3, "oom_kill", None, "Slurm task 0 on sdumont6156", None)],
-        {"job": "11300781", "step": "0", "count": 1, "scope": "cgroup", "ran_out": "host"}),
+        {"job": "11300781", "step": "0", "count": 1, "scope": "memcg", "ran_out": "host"}),
     "slurm_oom_kill_old_cancelled.txt": (
         [(2, "oom_kill", None, "Slurm step 3495064.0", None), (3, "oom_kill", None, "Slurm task 4 on Orion-01-01", None),
          (5, "job_killed", None, "Slurm step 3495064.0", utc("2021-10-27T19:35:36")),
          (9, "job_killed", None, "Slurm step 3495450.0", utc("2021-10-27T20:22:22"))],
-        {"job": "3495064", "step": "0", "count": 1, "scope": "cgroup"}),
+        {"job": "3495064", "step": "0", "count": 1, "scope": "memcg"}),
     "slurm_batch_shell_killed.txt": (
         [(2, "job_killed", 8156, None, None), (3, "oom_kill", None, "Slurm step 191.batch", None)],
         {"reporter": "shell", "signal": "SIGKILL", "cause_recorded": False}),
@@ -144,7 +144,7 @@ def test_docker_oomkilled_true_is_an_oom_kill(tmp_path):
                     ' "Name": "/waste"\n}]\n')
     _, p = parse_file(path, expect="container-status")
     (r,) = events(p)
-    assert (r["kind"], r["line"], r["detail"]["scope"]) == ("oom_kill", 3, "cgroup")
+    assert (r["kind"], r["line"], r["detail"]["scope"]) == ("oom_kill", 3, "memcg")
     assert r["time"] == datetime(2015, 8, 16, 10, 5, 0, 123456, tzinfo=timezone.utc)
 
 

@@ -13,7 +13,7 @@ limit, host memory); an exit code of 137 (128 + SIGKILL) without it is a `job_ki
 not recorded (`Reason: Error` says nothing of memory); another non-zero exit is a `job_killed` only
 above 128 (a signal). Each event is timed by `Finished`, its evidence the `Reason`/`OOMKilled` line,
 else the `Exit Code` line; `detail` has `pod` (namespace/pod/container), `container`, `exit_code`,
-`signal`, `reason`, `started`, `restart_count`, `scope` "cgroup" and `cause_recorded`.
+`signal`, `reason`, `started`, `restart_count`, `scope` "memcg" (an OOM kill) and `cause_recorded`.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def _event(rec: dict, pod: str | None, ns: str | None) -> dict | None:
     line, text = rec.get("reason_at") or rec.get("code_at") or (None, None)
     d = {"reporter": rec["reporter"], "pod": who if pod else None, "container": container, "exit_code": code,
          "signal": signal, "reason": rec.get("reason"), "started": rec.get("started"),
-         "restart_count": rec.get("restarts"), "scope": "cgroup" if oom else None, "ran_out": "host" if oom else None,
+         "restart_count": rec.get("restarts"), "scope": "memcg" if oom else None, "ran_out": "host" if oom else None,
          "cause_recorded": bool(oom)}
     return {"kind": "oom_kill" if oom else "job_killed", "time": _time(rec.get("finished")),
             "process": (f"pod {who}" if pod else f"container {who}") if who else None,

@@ -11,7 +11,7 @@ in a file of its own or inside any other log (as a scanner):
   19597) is killed by signal: Killed.`, a launcher's `... exits with return code = -9`: a `job_killed`
   with the signal, whose cause the line does not record (a SIGKILL is often, not always, the OOM killer).
 
-`detail`: `scope` ("cgroup" for Slurm's OOM records), `reporter` (slurm, shell, dataloader, launcher),
+`detail`: `scope` ("memcg" for Slurm's OOM records: a cgroup's limit, as the kernel's oom_kill events say), `reporter` (slurm, shell, dataloader, launcher),
 `job`, `step`, `node`, `task`, `count` (OOM kills the record counts), `signal`, `exit_code`,
 `cause_recorded` (False where a kill does not say why).
 """
@@ -102,11 +102,11 @@ def event_of(text: str) -> dict | None:
     if m := _SLURM_OOM.search(text):
         job, _, step = m["step"].partition(".")
         return {"kind": "oom_kill", "process": f"Slurm step {m['step']}",
-                "d": {"reporter": "slurm", "scope": "cgroup", "ran_out": "host", "job": job, "step": step or None,
+                "d": {"reporter": "slurm", "scope": "memcg", "ran_out": "host", "job": job, "step": step or None,
                       "count": int(m["n"])}}
     if m := _SRUN_OOM.search(text):
         return {"kind": "oom_kill", "process": f"Slurm task {m['task']} on {m['node']}",
-                "d": {"reporter": "slurm", "scope": "cgroup", "ran_out": "host", "node": m["node"], "task": m["task"]}}
+                "d": {"reporter": "slurm", "scope": "memcg", "ran_out": "host", "node": m["node"], "task": m["task"]}}
     if m := _CANCELLED.search(text):
         job, _, step = m["id"].partition(".")
         why = (m["why"] or "").replace(" DUE TO ", "").strip().lower() or None
