@@ -64,7 +64,8 @@ def parse(src, opts) -> Parsed:
         total = int(g["total"]) * MIB
         rows.append({**base, "series": "memory.used", "bytes": int(g["used"]) * MIB, "total_bytes": total,
                      "label": None, "pid": None})
-        for m in _PROC.finditer(g["procs"]):
+        # token by token: a search over the whole cell would retry every start of a long garbage run
+        for m in filter(None, (_PROC.fullmatch(tok) for tok in g["procs"].split())):
             if m["mem"] == "?":
                 p.skipped.add("a process whose memory gpustat could not read (?M), not read", line_no)
                 continue
