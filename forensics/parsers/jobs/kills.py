@@ -11,6 +11,9 @@ in a file of its own or inside any other log (as a scanner):
   19597) is killed by signal: Killed.`, a launcher's `... exits with return code = -9`: a `job_killed`
   with the signal, whose cause the line does not record (a SIGKILL is often, not always, the OOM killer).
 
+A line that starts with its logger's date and time (DeepSpeed's launcher) is timed by it, in --tz;
+the others carry no time of their own.
+
 `detail`: `scope` ("memcg" for Slurm's OOM records: a cgroup's limit, as the kernel's oom_kill events say), `reporter` (slurm, shell, dataloader, launcher),
 `job`, `step`, `node`, `task`, `count` (OOM kills the record counts), `signal`, `exit_code`,
 `cause_recorded` (False where a kill does not say why).
