@@ -47,6 +47,7 @@ _ORDER: list[str] = [
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
+    "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "serving.engines",  # vLLM's and SGLang's memory profile, KV-cache usage and leak check; in any log from its scan
     "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles

@@ -48,6 +48,9 @@ KILLS = {
     "slurm_oom_kill_events_snakemake.txt": (
         [(10, "oom_kill", None, "Slurm step JOBID.13", None), (11, "oom_kill", None, "Slurm task 0 on NODE", None)],
         {"count": 2, "step": "13"}),
+    "slurm_job_time_limit.txt": (
+        [(2, "job_killed", None, "Slurm job 4191701", utc("2021-08-17T15:09:00"))],
+        {"job": "4191701", "node": "c5-1", "reason": "time limit", "cause_recorded": True}),
     "dataloader_worker_killed.txt": (
         [(9, "job_killed", 19597, "DataLoader worker", None)],
         {"reporter": "dataloader", "signal": "SIGKILL", "cause_recorded": False}),
@@ -171,3 +174,47 @@ def test_sniffers_claim_only_their_records():
     assert kills.sniff(["Epoch 3: the job was killed"]) is None
     assert containers.sniff(["State: Running", "Ready: True"]) is None
     assert containers.sniff(['{"ExitCode": 0}']) is None
+
+
+# -- slurm-sacct ---------------------------------------------------------------------------------------
+
+def test_sacct_parsable_cancelled_steps_with_their_signal():
+    _, p = parse_file(realworld("sacct_parsable2_cancelled_steps.txt"), expect="slurm-sacct")
+    rows = events(p)
+    assert [(r["line"], r["kind"], r["process"], r["detail"]["signal"], r["detail"]["node"]) for r in rows] == [
+        (6, "job_killed", "Slurm step 239023.0", "SIGUSR1", "galvani-cn001"),
+        (10, "job_killed", "Slurm step 239024.0", "SIGUSR1", "galvani-cn001")]
+    assert rows[0]["detail"]["cause_recorded"] is False
+
+
+def test_sacct_fixed_width_maxrss_and_no_kill():
+    _, p = parse_file(realworld("sacct_format_maxrss.txt"), expect="slurm-sacct")
+    assert p.events.height == 0
+    assert p.notes == ["largest MaxRSS (sacct's host-memory peak): 5.90 MiB in 19.0 (line 4)",
+                       "no step ended out of memory or by a signal"]
+
+
+def test_sacct_out_of_memory_cut_to_width_is_an_oom_kill_with_maxrss(tmp_path):
+    # the default 10-wide columns cut OUT_OF_MEMORY and step names (`+`), as sacct prints them; State and
+    # ExitCode 0:125 as galaxyproject/galaxy#6832 and qiita-spots/qiita#3521 report for OOM-killed jobs
+    path = tmp_path / "sacct.txt"
+    path.write_text("       JobID      State ExitCode     MaxRSS                 End \n"
+                    "------------ ---------- -------- ---------- ------------------- \n"
+                    "4242         OUT_OF_ME+    0:125            2024-05-01T10:00:05 \n"
+                    "4242.batch   OUT_OF_ME+    0:125  47185920K 2024-05-01T10:00:05 \n"
+                    "4242.extern   COMPLETED      0:0        84K 2024-05-01T10:00:05 \n"
+                    "4243          TIMEOUT        0:0            2024-05-01T12:00:00 \n")
+    _, p = parse_file(path, Options(tz="UTC"), expect="slurm-sacct")
+    rows = events(p)
+    assert [(r["line"], r["kind"], r["bytes"], r["process"]) for r in rows] == [
+        (3, "oom_kill", None, "Slurm job 4242"), (4, "oom_kill", 47185920 * 1024, "Slurm step 4242.batch"),
+        (6, "job_killed", None, "Slurm job 4243")]
+    assert rows[1]["time"] == utc("2024-05-01T10:00:05") and rows[1]["detail"]["scope"] == "memcg"
+    assert rows[2]["detail"]["reason"] == "timeout" and rows[2]["detail"]["cause_recorded"] is True
+
+
+def test_sacct_sniff_needs_its_header():
+    from forensics.parsers.jobs import sacct
+    assert sacct.sniff(["JobID|State", "1|COMPLETED"])
+    assert sacct.sniff(["JobID State", "----- -----", "1 COMPLETED"])
+    assert sacct.sniff(["the job state was", "-----"]) is None
