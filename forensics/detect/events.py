@@ -243,7 +243,7 @@ def _kv_cache_leaks(leaks: pl.DataFrame) -> list[Finding]:
                    if avail < total else f": {avail} token slots free of the {total} it holds (a slot freed twice)")
         n = len(rows)
         f = Finding(kind="kv_cache_leak", severity="warning", pid=rows[0]["pid"], start=rows[0]["time"],
-                    source=source[0], rank=None,
+                    source=source[0],
                     summary=(f"{'SGLang' if d.get('engine') == 'sglang' else 'The serving engine'}'s own check found "
                              f"its KV cache pool leaking{how}{_when(rows[0]['time'])}"
                              + (f" ({n} times)" if n > 1 else "") + "."),
