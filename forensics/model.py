@@ -56,6 +56,10 @@ EVENT_KINDS = (
     # a distributed job (parsers/torch/distributed.py, forensics/ranks.py)
     "collective_error", "rank_exit", "rank_signal", "rank_info",
     "allocation_site",   # a call path's allocations live at a memory snapshot's dump (detail: how they grew)
+    # a job, step, container or worker ended by a signal (a scheduler's cancel, a shell's "Killed", exit
+    # code 137) whose record does not say it was the OOM killer (parsers/jobs/)
+    "job_killed",
+    "kv_cache_leak",    # a serving engine's own check found KV-cache slots never given back (SGLang)
 )
 
 

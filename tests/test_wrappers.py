@@ -122,6 +122,9 @@ EXPECTED = {
     "sanitizer_leak_02.txt": "CI indentation (two spaces)",
     "torch_memsummary_04.txt": "docker compose service prefix",
     "torch_oom_11.txt": "grep -n line numbers",
+    # kubectl describe's container block under its one unindented `Containers:` line: 17 of 18 lines
+    # indented alike look like a CI log's indent; container-status reads the state block either way
+    "describe_exit_code_2.txt": "CI indentation (two spaces)",
 }
 
 

@@ -20,7 +20,7 @@ from forensics.units import human
 
 KIND_ORDER = {"leak": 0, "allocation_leak": 1, "gpu_oom": 2, "distributed_failure": 2, "oom_kill": 3,
               "residual_process": 4, "cache_growth": 5, "slowdown": 6, "xid": 7, "sanitizer_leak": 8,
-              "cache_warmup": 9, "collective_error": 10, "allocation_footprint": 11}
+              "cache_warmup": 9, "collective_error": 10, "allocation_footprint": 11, "kv_cache_leak": 8}
 
 
 @dataclass
@@ -50,6 +50,9 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
         total = sum(f.bytes or 0 for f in san)
         return "leak", (f"compute-sanitizer reports allocations never freed at {len(san)} site"
                         f"{'s' if len(san) > 1 else ''} ({human(total)} in all).")
+    engine = [f for f in findings if f.kind == "kv_cache_leak"]
+    if engine:
+        return "leak", engine[0].summary
     cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
     if cache:
         return "cache_growth", cache[0].summary

@@ -18,6 +18,8 @@ from forensics.parsers.kernel import xid as xid_table
 EVIDENCE_MAX = 5
 # what an oom_kill event's `inferred_from` names (kernel/oom.py), in words
 INFERRED_FROM = {"oom_kill_summary": "oom-kill summary line", "kill_process_line": "Kill process line"}
+# who recorded an oom_kill read from a scheduler's or container runtime's record (parsers/jobs/)
+RECORDED_BY = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker"}
 SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
 SLOWDOWN_MIN_STEPS = 12
 
@@ -41,6 +43,7 @@ def event_findings(events: pl.DataFrame) -> list[Finding]:
     out.extend(_counted_ooms(ev.filter(pl.col("kind") == "gpu_oom_counted"), ooms))
     out.extend(_sanitizer(ev.filter(pl.col("kind") == "sanitizer_leak")))
     out.extend(_xids(ev.filter(pl.col("kind") == "xid")))
+    out.extend(_kv_cache_leaks(ev.filter(pl.col("kind") == "kv_cache_leak")))
     return out
 
 
@@ -49,9 +52,10 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
     reaped = ev.filter(pl.col("kind") == "oom_reaped")
     for row in kills.iter_rows(named=True):
         d = detail_dict(row["detail"])
-        who = f"pid {row['pid']}" if row["pid"] is not None else "a process"
+        who = f"pid {row['pid']}" if row["pid"] is not None else None
         if row["process"]:
-            who += f" ({row['process']})"
+            who = f"{who} ({row['process']})" if who else row["process"]
+        who = who or "a process"
         rss = row["bytes"] if row["bytes"] is not None else d.get("rss_bytes")
         # a report whose `Killed process` line fell outside the excerpt: the victim is the one its
         # oom-kill summary (or Kill process line) names
@@ -60,7 +64,9 @@ def _oom_kills(kills: pl.DataFrame, ev: pl.DataFrame) -> list[Finding]:
         f = Finding(kind="oom_kill", severity="critical", pid=row["pid"], start=row["time"],
                     bytes=rss, source=row["source"], process=row["process"], host=d.get("host"), pod=d.get("pod"),
                     summary=(f"The kernel's OOM killer killed {who}{_when(row['time'])}"
-                             + (f", holding {human(rss)} of host memory" if rss else "") + absent + "."),
+                             + (f", holding {human(rss)} of host memory" if rss else "") + absent
+                             + (f" ({RECORDED_BY[d['reporter']]} records it: the memory limit of its cgroup was reached)"
+                                if d.get("reporter") in RECORDED_BY else "") + "."),
                     evidence=[_ev(row)], detail={"process": row["process"], **d})
         if row["pid"] is not None:
             for r2 in reaped.filter(pl.col("pid") == row["pid"]).head(1).iter_rows(named=True):
@@ -220,6 +226,33 @@ def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
         if not g.expected:
             f.causes = ["cudaMalloc (or cuMemAlloc) without a matching free on some path."]
             f.checks = ["Follow the allocation stack to its owner and check every exit path frees it."]
+        out.append(f)
+    return out
+
+
+def _kv_cache_leaks(leaks: pl.DataFrame) -> list[Finding]:
+    """A serving engine's own leak check (parsers/serving/engines.py): one finding per input."""
+    out = []
+    for source, rows in leaks.group_by("source", maintain_order=True):
+        rows = rows.to_dicts()
+        d = detail_dict(rows[0]["detail"])
+        avail, total = d.get("available_tokens"), d.get("total_tokens")
+        how = ""
+        if avail is not None and total is not None:
+            how = (f": {avail} of its {total} token slots free with nothing running, {total - avail} unaccounted"
+                   if avail < total else f": {avail} token slots free of the {total} it holds (a slot freed twice)")
+        n = len(rows)
+        f = Finding(kind="kv_cache_leak", severity="warning", pid=rows[0]["pid"], start=rows[0]["time"],
+                    source=source[0],
+                    summary=(f"{'SGLang' if d.get('engine') == 'sglang' else 'The serving engine'}'s own check found "
+                             f"its KV cache pool leaking{how}{_when(rows[0]['time'])}"
+                             + (f" ({n} times)" if n > 1 else "") + "."),
+                    evidence=[_ev(r) for r in rows[:EVIDENCE_MAX]], detail={**d, "count": n})
+        f.causes = ["A request's KV-cache slots were not given back to the pool (an aborted or retracted request, "
+                    "a radix-cache bug); the pool is preallocated, so GPU memory use does not grow, but the server "
+                    "can hold fewer requests and the check stops the scheduler."]
+        f.checks = ["Note the SGLang version and the options (page size, chunked prefill, radix cache); look for an "
+                    "upstream fix; flush the cache between batches as a workaround."]
         out.append(f)
     return out
 

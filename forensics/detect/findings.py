@@ -19,7 +19,8 @@ class Evidence:
 @dataclass
 class Finding:
     kind: str                       # leak, cache_growth, gpu_oom, oom_kill, residual_process, sanitizer_leak, xid, slowdown,
-                                    # allocation_leak, allocation_footprint, distributed_failure, collective_error
+                                    # allocation_leak, allocation_footprint, distributed_failure, collective_error,
+                                    # kv_cache_leak
     severity: str                   # critical | warning | info
     summary: str                    # one sentence
     gpu: str | None = None
@@ -297,6 +298,11 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
     # a memory snapshot's: their facts are the finding's `allocation` object
     "allocation_leak": (),
     "allocation_footprint": (),
+    "kv_cache_leak": (
+        ("engine", _key("engine", _str)),
+        ("available_tokens", _key("available_tokens", _int)),
+        ("total_tokens", _key("total_tokens", _int)),
+    ),
 }
 FINDING_KINDS = tuple(KIND_FACTS)
 

@@ -30,6 +30,8 @@ EVENT_STYLE = {
     "rank_info": ("rank identity", "#5f6b73", False),
     "gpu_oom_counted": ("CUDA OOM counted by the allocator", "#d4237a", True),
     "alloc_retry": ("allocator retry", "#e67e22", True),
+    "job_killed": ("killed by a signal", "#a04000", True),
+    "kv_cache_leak": ("KV cache pool leak detected by the engine", "#7b4fb3", True),
 }
 # what a counter of torch.cuda.memory_stats() that rose means (its events' detail names the counter)
 COUNTER_MEANING = {
@@ -38,6 +40,8 @@ COUNTER_MEANING = {
     "gpu_oom_counted": "an OutOfMemoryError was raised",
 }
 FATAL_KINDS = ("oom_kill", "gpu_oom")
+# what ended a job when no OOM and no fatal Xid did: a kill whose cause the record does not give
+KILL_KINDS = ("job_killed",)
 
 
 def event_label(e: dict) -> str:
@@ -50,6 +54,12 @@ def event_label(e: dict) -> str:
         label = f"{d.get('backend') or 'collective'} {str(d['error']).replace('_', ' ')}"
     elif kind == "rank_signal" and d.get("signal"):
         label = f"torchrun sent {d['signal']}"
+    elif kind == "job_killed":
+        label = f"killed by {d.get('signal') or 'a signal'}"
+        if not d.get("cause_recorded"):
+            label += ", cause not recorded"
+        elif d.get("reason"):
+            label += f" ({d['reason']})"
     elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):
         label = f"marker: {d.get('label') or d.get('name') or d.get('what')}"
     elif kind in COUNTER_MEANING and d.get("counter"):

@@ -6,7 +6,7 @@ import polars as pl
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.frames import rows_where
 from forensics.report.charts import finding_on_chart
-from forensics.report.events import FATAL_KINDS, RAN_OUT, event_label, xid_is_fatal
+from forensics.report.events import FATAL_KINDS, KILL_KINDS, RAN_OUT, event_label, xid_is_fatal
 from forensics.report.formatting import Clock, clip, duration, epoch, growth_span, lookup, per_unit
 from forensics.units import human, rate_text
 
@@ -55,13 +55,16 @@ def _chart_for(f, charts: list) -> dict | None:
 
 
 def _fatal_event(events: pl.DataFrame, clock: Clock) -> dict | None:
-    """What ended the job: the first OOM kill or CUDA OOM (else a fatal Xid), with its evidence."""
+    """What ended the job: the first OOM kill or CUDA OOM (else a fatal Xid, else a kill by a signal), with its
+    evidence."""
     cand = rows_where(events, pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
     if cand.is_empty():
         xids = events.filter(pl.col("kind") == "xid")
         # a few rows: the table's rule read per code (no code is a GPU fallen off the bus)
         fatal = pl.Series([xid_is_fatal(c) for c in xids["detail"].str.json_path_match("$.code")], dtype=pl.Boolean)
         cand = xids.filter(fatal).with_row_index("_i")
+    if cand.is_empty():
+        cand = rows_where(events, pl.col("kind").is_in(list(KILL_KINDS))).with_row_index("_i")
     if cand.is_empty():
         return None
     e = cand.sort(["time", "_i"], nulls_last=True).row(0, named=True)

@@ -26,7 +26,8 @@ MIB = 1 << 20
 # own used memory). Sources: NVIDIA/dcgm-exporter etc/default-counters.csv ("Framebuffer memory used
 # (in MiB)") and etc/1.x-compatibility-metrics.csv; utkuozdemir/nvidia_gpu_exporter docs/METRICS.md
 # (bytes); mindprince/nvidia_gpu_prometheus_exporter main.go (bytes); the kubelet's cAdvisor
-# accelerator metrics (bytes, removed in Kubernetes 1.20).
+# accelerator metrics (bytes, removed in Kubernetes 1.20); Triton Inference Server's GPU metrics
+# (docs/user_guide/metrics.md, bytes, by `gpu_uuid`).
 METRICS: dict[str, tuple[str, int]] = {
     "DCGM_FI_DEV_FB_USED": ("used", MIB), "DCGM_FI_DEV_FB_FREE": ("free", MIB),
     "DCGM_FI_DEV_FB_TOTAL": ("total", MIB), "DCGM_FI_DEV_FB_RESERVED": ("reserved", MIB),
@@ -35,6 +36,7 @@ METRICS: dict[str, tuple[str, int]] = {
     "nvidia_smi_memory_total_bytes": ("total", 1), "nvidia_smi_memory_reserved_bytes": ("reserved", 1),
     "nvidia_smi_compute_app_used_memory_bytes": ("process", 1),
     "nvidia_gpu_memory_used_bytes": ("used", 1), "nvidia_gpu_memory_total_bytes": ("total", 1),
+    "nv_gpu_memory_used_bytes": ("used", 1), "nv_gpu_memory_total_bytes": ("total", 1),
     "container_accelerator_memory_used_bytes": ("used", 1),
     "container_accelerator_memory_total_bytes": ("total", 1),
 }

@@ -1,0 +1,1 @@
+"""Readers of LLM serving engines' own logs (vLLM, SGLang)."""
