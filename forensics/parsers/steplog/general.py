@@ -62,13 +62,17 @@ _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem
 # key (lowercased) -> (that text, unit factor, series, where it is documented)
 DOCUMENTED = {
     # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
-    "memory": (re.compile(r"[ \t]+memory: "), 1 << 20, "max_allocated",
+    "memory": (re.compile(r"[ \t,]*memory: "), 1 << 20, "max_allocated",
                "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
 }
 
 # Keys whose series a framework's source gives (the key alone would say only "memory"):
 # key (lowercased) -> (series, where it is documented)
 DOCUMENTED_SERIES = {
+    # axolotl's log_gpu_memory_usage: `GPU memory usage{msg}: {allocated:.03f}GB (+{cache}GB cache, +{misc}GB misc)`
+    # with torch.cuda.memory_allocated() first
+    "gpu memory usage": ("allocated", "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),
+    "cuda memory usage": ("allocated", "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),
     # yolov5 train.py and ultralytics' trainer: `GPU_mem` is torch.cuda.memory_reserved() (in G)
     "gpu_mem": ("reserved", "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),
 }
@@ -76,9 +80,8 @@ DOCUMENTED_SERIES = {
 _COUNTER = re.compile(
     r"(?i)\b(global[ _]step|step|iteration|iter|it|epoch|batch)s?\b['\"]?[ \t]*[:=#]?[ \t]*\[?[ \t]*"
     rf"({NUM})(?:[ \t]*/[ \t]*({NUM}))?")
-_PHASE = re.compile(r"(?i)\b(before|after|start of|end of|begin|end)[ \t]+(?:the[ \t]+)?"
-                    r"(forward|backward|optimizer[ _]step|optimizer|zero_grad|step|training|epoch|eval(?:uation)?"
-                    r"|validation|iteration|init(?:ialization)?|model load(?:ing)?|checkpoint)\b")
+# a phase: `before forward`, `after optimizer step`, `after model load` (one or two words after it)
+_PHASE = re.compile(r"(?i)\b(before|after|start of|end of)[ \t]+(?:the[ \t]+)?([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
@@ -125,12 +128,13 @@ class Plan:
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
 
     def form(self) -> tuple:
-        return (self.layout, self.phase, tuple((r.series, r.key, r.unit) for r in self.readings))
+        """What makes lines one form: their keys, units and clock; the phase is their label."""
+        return (self.layout, tuple((r.series, r.key, r.unit) for r in self.readings))
 
 
 def series_of(key: str) -> str | None:
     """The series a memory key names, or None for a key that names no GPU memory size."""
-    k = key.lower().replace("-", "_")
+    k = key.lower().replace("-", " ").replace("_", " ")
     if _NOT_SIZE.search(k) or not _WORD.search(k):
         return None
     peak = bool(re.search(r"max|peak|high", k))
@@ -194,7 +198,12 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         used.add(plan.gpu_idx)
     p = _PHASE.search(body, start)
     if p:
-        plan.phase = f"{p[1].lower()} {p[2].lower().replace('_', ' ')}"
+        words = p[2].split()
+        # `after step: allocated`: a memory word is no part of the phase
+        while words and _WORD.search(words[-1].lower()):
+            words.pop()
+        if words:
+            plan.phase = f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}"
     if header is not None:
         _plan_row(plan, body, nums, used, header)
         return plan
@@ -233,7 +242,10 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None) -> None
     key_m = _KEY_AT_END.search(part)
     if not key_m or unit == "%":
         return
-    key = " ".join(key_m[0].split()[-4:]).strip(" .-/")
+    key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
+    key = " ".join(key.split()[-4:]).strip(" .-/")
+    if not key:
+        return
     bare, key_factor = _key_unit(key)
     series = series_of(bare)
     if series is None:
