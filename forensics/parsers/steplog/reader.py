@@ -58,12 +58,16 @@ class StepLogReader:
     def _keep_general(self, batch: pl.DataFrame) -> None:
         """The lines the general reader looks at (general.py): a memory word, or a table's row."""
         t = pl.col("text")
-        cand = general.candidates(t)
-        if not self._table:
-            self._table = bool(batch.select((cand & ~t.str.contains("[0-9]")).any()).item())
         if self._table:
-            cand = cand | general.table_rows(t)
-        self._kept.append(owned(rows_where(batch, cand).select("line", "text")))
+            self._kept.append(owned(rows_where(batch, general.candidates(t) | general.table_rows(t))
+                                    .select("line", "text")))
+            return
+        kept = owned(rows_where(batch, general.candidates(t)).select("line", "text"))
+        self._kept.append(kept)
+        self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
+        if self._table:   # this batch's rows after the header
+            rows = rows_where(batch, general.table_rows(t)).select("line", "text")
+            self._kept.append(owned(rows.join(kept, on="line", how="anti")))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
