@@ -1,7 +1,9 @@
 """Format "step-markers": memory readings that training scripts print between steps, in any free-text
 log (`[step 12] allocated: 1234.5 MB, cached: 2048 MB` and the other shapes of generic.py), with the
 step-marker lines that give them a step. Also the free-text scanner of all four step-log families: it
-finds their readings in files that another parser claimed or nobody did.
+finds their readings in files that another parser claimed or nobody did. A file whose first lines hold
+no such shape is still claimed when the general reader (general.py) finds a memory line form that
+recurs in them; its sniff reason names the keys found.
 """
 from __future__ import annotations
 
