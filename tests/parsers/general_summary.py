@@ -2,8 +2,6 @@
 `series` or `series@label`, with its count of readings, first and last bytes and steps."""
 from __future__ import annotations
 
-import polars as pl
-
 
 def summarize(parsed) -> dict:
     s = parsed.samples.sort("seq")
@@ -39,5 +37,3 @@ def matches(parsed, want: dict) -> list[str]:
         diffs.append(f"skipped {parsed.skipped.total} lines, expected at least {want['skipped_min']}")
     return diffs
 
-
-__all__ = ["summarize", "matches", "pl"]

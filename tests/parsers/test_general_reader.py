@@ -99,7 +99,7 @@ def test_a_yearless_clock_takes_the_year_as_syslog_does(tmp_path):
     assert years == [2026, 2026, 2027]
 
 
-def test_sniff_names_the_keys_found(tmp_path):
+def test_sniff_names_the_keys_found():
     from forensics import parsers
     head = [f"step={i} mem_gib: {i}.5 reserved_mb={1000 + i}" for i in range(3)]
     module, reason = parsers.claim(head)
