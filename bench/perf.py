@@ -16,14 +16,18 @@ Generates (seeded, vectorized, streamed to disk a day at a time) under /tmp (nev
             write it; its columns are inferred from the values);
 - kern: a syslog kern.log of ordinary kernel lines with a few complete OOM-killer reports and Xids
   (a month is 1 GB);
-- step: a training log of loss/throughput lines with a memory line every tenth step (a month is 1 GB).
+- step: a training log of loss/throughput lines with a memory line every tenth step (a month is 1 GB);
+- freetext: the same log with its memory line in a style no family reads, `step=N loss=… gpu_mem_alloc=1.25GB
+  gpu_mem_reserved=2.00GB` behind a Python logging prefix (read by the general reader).
 Then times, each as its own process, back to back (peak RSS from /usr/bin/time -v, else getrusage):
 - `gpu-forensics report` end to end on each input (and on .zst / .gz forms with --compressed);
 - for a CSV two floors: a bare `polars.read_csv` of all columns as strings, and a lazy polars scan that
   parses only the columns the tool needs (the clock, the GPU id, memory.used); for the kern.log
-  `grep -c` of its OOM lines, for the step log `grep -c` of its memory lines; each decompressor alone.
+  `grep -c` of its OOM lines, for the step log `grep -c` of its memory lines, for the free-text log a
+  polars regex scan of its lines for one key (`gpu_mem_alloc=…GB` extracted as a number); each
+  decompressor alone.
 Targets: a CSV report <= 1.5x the projected scan on the month, <= 2x on the week; the kern.log <= 2x
-grep; peak RSS <= 1.5 GB on the month. Timings are the best of `--repeat` runs, a report and its floors
+grep; the free-text log <= 2x its polars regex scan; peak RSS <= 1.5 GB on the month. Timings are the best of `--repeat` runs, a report and its floors
 taking turns (a shared machine's speed drifts), so the ratios are measured in one run; the load average
 is printed with them.
 """
@@ -57,6 +61,8 @@ T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 MONTH_BYTES = 1 << 30
 OOM_GREP = r"invoked oom-killer|Killed process|oom-kill:|oom_reaper"
 STEP_GREP = r"allocated:"
+FREETEXT_KEY = r"gpu_mem_alloc=([0-9.]+)GB"
+FREETEXT_TARGET = 2.0
 
 
 # -- generators ------------------------------------------------------------------------------------
@@ -215,9 +221,10 @@ def gen_kern(path: Path, days: int, seed: int = 2) -> int:
     return path.stat().st_size
 
 
-def gen_step(path: Path, days: int, seed: int = 3) -> int:
+def gen_step(path: Path, days: int, seed: int = 3, style: str = "markers") -> int:
     """A training log: per step a loss line, a timing line and a loader line; a memory line every
-    tenth step (allocated creeping up: a slow leak on rank 0)."""
+    tenth step (allocated creeping up: a slow leak on rank 0), as a `[step N] allocated: … MB` marker
+    or (`style="general"`) as `key=value` pairs with GB units."""
     target = MONTH_BYTES * days // 30
     per_day = target // days
     with open(path, "wb") as fh:
@@ -249,6 +256,11 @@ def gen_step(path: Path, days: int, seed: int = 3) -> int:
                                  pl.lit("] allocated: "), pl.Series(alloc).round(2).cast(pl.String),
                                  pl.lit(" MB, cached: "), pl.Series(alloc + 4096).round(2).cast(pl.String),
                                  pl.lit(" MB")])
+            if style == "general":
+                mem = pl.concat_str([pl.col("ts"), pl.lit(" INFO train: step="), pl.col("s").cast(pl.String),
+                                     pl.lit(" loss="), pl.col("loss").round(4).cast(pl.String), pl.lit(" gpu_mem_alloc="),
+                                     (pl.Series(alloc) / 1024).round(3).cast(pl.String), pl.lit("GB gpu_mem_reserved="),
+                                     ((pl.Series(alloc) + 4096) / 1024).round(3).cast(pl.String), pl.lit("GB")])
             is_mem = (pl.col("s") % 10) == 0
             out = df.select(pl.concat_list([l1, l2, l3, pl.when(is_mem).then(mem)]).list.drop_nulls()
                             .list.join("\n").alias("x"))["x"]
@@ -263,6 +275,7 @@ GENERATORS = {
     **{shape: (f"nvidia-smi-{shape}.csv", lambda path, days, shape=shape: gen_csv(path, days, shape)) for shape in CSV_SHAPES},
     "kern": ("kern.log", gen_kern),
     "step": ("train.log", gen_step),
+    "freetext": ("freetext.log", lambda path, days: gen_step(path, days, style="general")),
 }
 
 
@@ -288,6 +301,13 @@ sys.argv = ["gpu-forensics", "report", *sys.argv[1:]]
 main()
 """
 
+# The free-text floor: every line read by polars and one key's number extracted with a regex.
+_FLOOR_REGEX = r"""
+import sys, polars as pl
+df = pl.scan_csv(sys.argv[1], has_header=False, separator="\x1f", quote_char=None, infer_schema=False,
+                 new_columns=["text"]).select(pl.col("text").str.extract(sys.argv[2]).cast(pl.Float64)).drop_nulls()
+print(df.collect().height)
+"""
 _FLOOR_CSV = "import sys, polars as pl; print(pl.read_csv(sys.argv[1], infer_schema=False, has_header=False).height)"
 # A lazy scan that parses only what the tool needs: the clock, the GPU id, memory.used (by position).
 _FLOOR_PROJECTED = r"""
@@ -449,6 +469,9 @@ def main() -> None:
                     names = ["lazy scan of 3 columns", "polars.read_csv (str)"]
                 elif kind == "kern":
                     floors, names = [["grep", "-c", "-E", OOM_GREP, str(path)]], ["grep -c -E (OOM lines)"]
+                elif kind == "freetext":
+                    floors = [[sys.executable, "-c", _FLOOR_REGEX, str(path), FREETEXT_KEY]]
+                    names = ["polars regex scan (one key)"]
                 else:
                     floors, names = [["grep", "-c", STEP_GREP, str(path)]], ["grep -c (memory lines)"]
                 print(f"timing {label} ...", file=sys.stderr)
@@ -456,7 +479,7 @@ def main() -> None:
                 row = Row(label, mb, f"report -> {run.out}", run.seconds, run.peak_mb, names[0], fl[0].seconds,
                           run.seconds / fl[0].seconds)
                 limit = CSV_TARGETS.get(size) if kind in CSV_SHAPES else KERN_TARGET if kind == "kern" and \
-                    size == "month" else None
+                    size == "month" else FREETEXT_TARGET if kind == "freetext" else None
                 if limit is not None:
                     row.target, row.ok = f"<= {limit}", row.ratio <= limit
                 rows.append(row)

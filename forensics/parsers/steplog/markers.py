@@ -1,14 +1,18 @@
 """Format "step-markers": memory readings that training scripts print between steps, in any free-text
 log (`[step 12] allocated: 1234.5 MB, cached: 2048 MB` and the other shapes of generic.py), with the
 step-marker lines that give them a step. Also the free-text scanner of all four step-log families: it
-finds their readings in files that another parser claimed or nobody did.
+finds their readings in files that another parser claimed or nobody did. A file whose first lines hold
+no such shape is still claimed when the general reader (general.py) finds a memory line form that
+recurs in them; its sniff reason names the keys found.
 """
 from __future__ import annotations
 
 import polars as pl
 
-from forensics.model import Parsed
-from forensics.parsers.steplog import families, generic
+from forensics.frames import rows_where
+from forensics.model import Parsed, Skipped
+from forensics.parsers import ranks
+from forensics.parsers.steplog import families, general, generic
 from forensics.io.lines import read_whole
 from forensics.parsers.steplog.reader import StepLogReader, extract_all
 
@@ -40,15 +44,32 @@ def sniff(head: list[str]) -> str | None:
     # a reading needs a line with a reading shape that is not another parser's (extract_generic reads
     # no other): one query says whether there is one (most files that get this far have none)
     t = pl.col("text")
-    if not generic.head_frame(head).select(
-            (t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item():
+    frame = generic.head_frame(head)
+    if frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item():
+        found = generic.head_readings(head)
+        if found.height:
+            first = int(found["line"].min())
+            series = ", ".join(sorted(set(found["series"].to_list())))
+            return f"memory readings ({series}) in a free-text log, first on line {first}"
+    return _general_sniff(frame)
+
+
+def _general_sniff(frame: pl.DataFrame) -> str | None:
+    """Memory lines whose form recurs in the first lines, read by their structure; the reason names
+    the keys found (what `gpu-forensics sniff` shows a user, to check what was read)."""
+    t = pl.col("text")
+    frame = rows_where(frame, (general.candidates(t) | general.table_rows(t))
+                       & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_LINES))
+    if not frame.height:
         return None
-    found = generic.head_readings(head)
-    if not found.height:
+    try:
+        res = general.read(ranks.split_prefix(frame).select("line", "text"), "UTC", Skipped())
+    except pl.exceptions.PolarsError:
         return None
-    first = int(found["line"].min())
-    series = ", ".join(sorted(set(found["series"].to_list())))
-    return f"memory readings ({series}) in a free-text log, first on line {first}"
+    if not res.samples.height:
+        return None
+    first = int(res.samples["line"].min())
+    return f"memory lines read by their keys ({'; '.join(res.forms)}), first on line {first}"
 
 
 notes = generic.notes
@@ -65,7 +86,9 @@ def parse(src, opts) -> Parsed:
 def scan(lines: pl.DataFrame, src, opts) -> Parsed:
     if generic.looks_like_source_code(src.head()):
         return Parsed()
-    parsed = extract_all(lines, opts.tz_for(src.path))
+    # the general reader only reads files claimed as step logs: in another format's file a memory word
+    # beside a number is that format's business (a kernel OOM line's `total-vm:…kB`)
+    parsed = extract_all(lines, opts.tz_for(src.path), use_general=False)
     if parsed.records:
         parsed.notes.extend(notes(parsed))
     return parsed

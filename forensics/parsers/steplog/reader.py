@@ -7,7 +7,8 @@ reading (generic.ANY_READING), the line before each DeepSpeed line (its label), 
 lines the last one before each reading (the only one a reading takes its step from). A step-marker
 line followed by another before any reading is dropped, as is a line that only looks like a marker.
 PREFILTER, built from the literals the modules declare beside their regexes, leaves the lines that can
-be any of those before the exact regexes run.
+be any of those before the exact regexes run. The general reader's lines (general.py: a memory word,
+found by a literal search; a table's rows once a header may have been seen) are kept beside them.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import polars as pl
 from forensics.frames import owned, rows_where
 from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
 from forensics.parsers import ranks
-from forensics.parsers.steplog import families, generic
+from forensics.parsers.steplog import families, general, generic
 
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
 PREFILTER = "|".join([f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS, families.FAMILY_LITERALS,
@@ -37,6 +38,9 @@ class StepLogReader:
         self._last_marker: pl.DataFrame | None = None
         # the last line of the previous batch: the line before a DeepSpeed line that starts this one
         self._prev_tail: pl.DataFrame | None = None
+        # whether a line that may be a table header (a memory word, no digit) was seen: from then on
+        # lines that start with a number may be its rows (general.py)
+        self._table = False
 
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
         """`raw` (the batch's bytes, where a driver has them) is not needed."""
@@ -49,7 +53,22 @@ class StepLogReader:
         marks = rows_where(marks, pl.col("fam") | pl.col("gen"))
         if marks.height:
             self._keep(batch, marks)
+        self._keep_general(batch)
         self._prev_tail = owned(batch.tail(1).select("line", "text"))
+
+    def _keep_general(self, batch: pl.DataFrame) -> None:
+        """The lines the general reader looks at (general.py): a memory word, or a table's row."""
+        t = pl.col("text")
+        if self._table:
+            self._kept.append(owned(rows_where(batch, general.candidates(t) | general.table_rows(t))
+                                    .select("line", "text")))
+            return
+        kept = owned(rows_where(batch, general.candidates(t)).select("line", "text"))
+        self._kept.append(kept)
+        self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
+        if self._table:   # this batch's rows after the header
+            rows = rows_where(batch, general.table_rows(t)).select("line", "text")
+            self._kept.append(owned(rows.join(kept, on="line", how="anti")))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
@@ -81,7 +100,8 @@ class StepLogReader:
         kept = [k for k in self._kept if k.height]
         frame = (pl.concat(kept).unique("line").sort("line") if kept
                  else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
-        parsed = extract_all(frame, self.opts.tz_for(self.src.path))
+        parsed = extract_all(frame, self.opts.tz_for(self.src.path), year=self.opts.year,
+                             mtime=getattr(self.src, "mtime", None) if self.opts.year_from_mtime else None)
         parsed.notes.extend(self.notes(parsed))
         return parsed
 
@@ -102,11 +122,14 @@ def _work(df: pl.DataFrame) -> pl.DataFrame:
                       for c, t in _WORK.items()])
 
 
-def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
+def extract_all(frame: pl.DataFrame, zone: str, *, use_general: bool = True, year: int | None = None,
+                mtime: float | None = None) -> Parsed:
     """Every step-log memory reading and marker in `frame` (line, text): DeepSpeed, Megatron and
     HF Trainer lines first, then the generic shapes on the lines those did not use. A DeepSpeed, Megatron
     or HF Trainer log often carries the other families' lines too, so whichever module claims a file
-    reads all of them (and `scan` finds them in files that another parser claimed or nobody did)."""
+    reads all of them (and `scan` finds them in files that another parser claimed or nobody did).
+    Last, the general reader (general.py, `use_general`) reads the lines none of those used; a
+    year-less clock takes its year from `year` (--year) else the file's `mtime`, as syslog's does."""
     skipped = Skipped()
     frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
     # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
@@ -123,7 +146,15 @@ def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
     gen = generic.extract_generic(rest, zone, skipped)
 
     ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
-    s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
+    more, notes = pl.DataFrame(), []
+    if use_general:
+        # a line of the generic shapes is generic.py's (read or counted as skipped there)
+        t = pl.col("text")
+        left = rows_where(rest, ~t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)
+                          & ~t.str.contains(families.FAMILY_LINES))
+        res = general.read(left, zone, skipped, year=year, mtime=mtime)
+        more, notes = res.samples, res.notes
+    s = pl.concat([_work(ds), _work(hf_samples), _work(gen), _work(more)], how="vertical")
     if s.height and iteration_times.height:
         # Megatron prints the iteration line (with its clock) right after the memory report of
         # the same iteration: that clock is the readings' time
@@ -144,6 +175,7 @@ def extract_all(frame: pl.DataFrame, zone: str) -> Parsed:
         events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
         skipped=skipped,
         clock=generic.clock_of(s, *events),
+        notes=notes,
     )
 
 

@@ -1,0 +1,505 @@
+"""The general reader of memory lines in free text: any training script's print, read by the line's
+structure instead of one pattern per style (docs/formats.md, "General memory lines").
+
+A line is a clock prefix, then text in which numbers stand after keys: `key=value`, `key: value`,
+`Key value`, `'key': value` (a Python or JSON dict), `| mem allocated 12 MiB reserved 20 MiB`. A number
+is a memory quantity when its key holds a memory word (MEMORY_WORDS) and it has a size unit: its own
+(`1.2GB`, `3.71G`, `1234 MiB`), its key's (`mem_gb`, `allocated (MiB)`, `bytes_in_use`) or one a
+framework's source documents for that key (DOCUMENTED). A table whose header names a memory column
+(ultralytics' `GPU_mem`) gives its rows' column the same way. Counters (`step`, `iter`, `it`,
+`global_step`, `Epoch [e/E], Step [s/S]`), a phase (`before forward`, `after step`), a GPU (`cuda:1`,
+`GPU 1`) and rank words come from the same line.
+
+Speed: a line's *shape* is its text with every digit run replaced by `0`; the lines of one shape have
+the same keys at the same places, so each shape is analysed once in Python (`_plan`) and its values are
+then cut out of all its lines at once (the n-th number of the line) with polars. Only lines holding a
+memory word (a literal search) are looked at.
+
+A series is kept only if its line form (its keys, units and clock layout) recurs in the file: a
+one-off sentence that names memory is counted as skipped, as is a memory key whose number has no unit.
+The phase goes into the samples' `label` (each label is a series of its own).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from forensics import clock
+from forensics.model import Skipped
+from forensics.parsers import ranks
+
+# A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
+NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_NUM_RE = re.compile(NUM)
+
+# Lines worth a look hold one of these (any case): a literal search, no regex.
+MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage"]
+
+_UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+                 "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+                 "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+# a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`); `%` marks a share, not a size
+_VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[kmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
+_KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[Bb]ytes|B)[\)\]]")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*")
+# the key right before a number: the last words of the text since the previous number
+_KEY_AT_END = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*(?:[ \t]*\([^()]*\))?$")
+
+# Blanks aligning a colon in a report (`Used                 : 1234 MiB`, nvidia-smi -q): a report's row,
+# another parser's business, not a print of the training loop
+_ALIGNED = re.compile(r"[A-Za-z)][ \t]{2,}:[ \t]*$")
+
+# What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading.
+_NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|time|speed|throughput|num|count"
+                       r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec")
+_WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
+                   r"|capacity|max[ _]?mem|gpu[ _]?mem")
+
+# Keys whose bare number a framework's own source gives the unit of (said in docs/formats.md), as
+# that framework prints them (the text since the previous number):
+# key (lowercased) -> (that text, unit factor, series, where it is documented)
+DOCUMENTED = {
+    # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
+    "memory": (re.compile(r"[ \t,]*memory: "), 1 << 20, "max_allocated",
+               "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
+}
+
+# Keys whose series a framework's source gives (the key alone would say only "memory"):
+# key (lowercased) -> (series, where it is documented)
+DOCUMENTED_SERIES = {
+    # axolotl's log_gpu_memory_usage: `GPU memory usage{msg}: {allocated:.03f}GB (+{cache}GB cache, +{misc}GB misc)`
+    # with torch.cuda.memory_allocated() first
+    "gpu memory usage": ("allocated", "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),
+    "cuda memory usage": ("allocated", "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),
+    # yolov5 train.py and ultralytics' trainer: `GPU_mem` is torch.cuda.memory_reserved() (in G)
+    "gpu_mem": ("reserved", "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),
+}
+
+_COUNTER = re.compile(
+    r"(?i)\b(global[ _]step|step|iteration|iter|it|epoch|batch)s?\b['\"]?[ \t]*[:=#]?[ \t]*\[?[ \t]*"
+    rf"({NUM})(?:[ \t]*/[ \t]*({NUM}))?")
+# a phase: `before forward`, `after optimizer step`, `after model load` (one or two words after it)
+_PHASE = re.compile(r"(?i)\b(before|after|start of|end of)[ \t]+(?:the[ \t]+)?([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
+_GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
+
+# Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
+# polars reads every line of that shape (`_times`); year-less ones take their year as syslog does.
+_LAYOUTS = {
+    # Python logging with or without ms, ISO with T and a zone, `[2024-05-01 10:00:00 TP0]`, loguru
+    "iso": r"^[ \t]*\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+           r"(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b)?(?:[ \t]+TP[0-9]+)?\]?",
+    "us": r"^[ \t]*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+          r"(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
+    # `%m-%d %H:%M:%S` (no year)
+    "md": r"^[ \t]*\[?(?P<mon>[0-9]{2})-(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
+    # glog `I0506 10:00:00.123456` (no year)
+    "glog": r"^[ \t]*[IWEF](?P<mon>[0-9]{2})(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>[0-9]{1,9}))?",
+    # syslog `May  6 10:00:00` (no year)
+    "syslog": r"^[ \t]*(?P<mname>[A-Z][a-z]{2})[ ]{1,2}(?P<day>[0-9]{1,2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})",
+}
+_LAYOUT_RES = {k: re.compile(v) for k, v in _LAYOUTS.items()}
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                                       "Nov", "Dec"), 1)}
+YEARLESS = ("md", "glog", "syslog")
+
+
+@dataclass(frozen=True)
+class Reading:
+    idx: int            # which number of the line
+    series: str
+    factor: int
+    key: str            # as written, for the notes
+    unit: str           # as written ('' for a unit from the key or a documented one)
+    total_idx: int | None = None
+
+
+@dataclass
+class Plan:
+    """What one shape's lines hold."""
+    layout: str | None = None
+    readings: list[Reading] = field(default_factory=list)
+    step_idx: int | None = None
+    epoch_idx: int | None = None
+    steps_per_epoch_idx: int | None = None
+    gpu_idx: int | None = None
+    phase: str | None = None
+    unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
+
+    def form(self) -> tuple:
+        """What makes lines one form: their keys, units and clock; the phase is their label."""
+        return (self.layout, tuple((r.series, r.key, r.unit) for r in self.readings))
+
+
+def series_of(key: str) -> str | None:
+    """The series a memory key names, or None for a key that names no GPU memory size."""
+    k = key.lower().replace("-", " ").replace("_", " ")
+    if _NOT_SIZE.search(k) or not _WORD.search(k):
+        return None
+    peak = bool(re.search(r"max|peak|high", k))
+    if re.search(r"limit|capacity|total", k) and not re.search(r"alloc|reserv|used|in[ _]use", k):
+        return "total"
+    if re.search(r"reserv|cache", k):
+        return "max_reserved" if peak else "reserved"
+    if re.search(r"alloc|in[ _]use", k):
+        return "max_allocated" if peak else "allocated"
+    if re.search(r"\bfree\b", k):
+        return "free"
+    # `used`, `mem`, `memory`, `gpu_mem`, `vram`: a device figure whose key does not say which allocator
+    return "max_memory.used" if peak else "memory.used"
+
+
+def _key_unit(key: str) -> tuple[str, int | None]:
+    """The key without a unit it names, and that unit's factor (`mem_gb` -> 2**30, `allocated (MiB)`)."""
+    m = _KEY_PAREN_UNIT.search(key)
+    if m:
+        return (key[:m.start()] + key[m.end():]).strip(), _UNIT_FACTORS[m[1].lower()]
+    words = re.split(r"[ _.\-/]+", key)
+    for i, w in enumerate(words):
+        if w.lower() in _UNIT_FACTORS and len(w) > 1:
+            return "_".join(words[:i] + words[i + 1:]), _UNIT_FACTORS[w.lower()]
+    return key, None
+
+
+def _layout(body: str) -> tuple[str | None, int]:
+    for name, rx in _LAYOUT_RES.items():
+        m = rx.match(body)
+        if m:
+            return name, m.end()
+    return None, 0
+
+
+def plan_line(body: str, header: list[str] | None = None) -> Plan:
+    """Analyse one line (without its rank prefix). `header`: the column names of the table this line
+    is a row of."""
+    plan = Plan()
+    plan.layout, start = _layout(body)
+    nums = list(_NUM_RE.finditer(body))
+    first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
+    at = {m.start(): i for i, m in enumerate(nums)}
+    used: set[int] = set(range(first))
+    for c in _COUNTER.finditer(body, start):
+        word = c[1].lower()
+        i = at.get(c.start(2))
+        if i is None:
+            continue
+        used.add(i)
+        j = at.get(c.start(3)) if c[3] else None
+        if j is not None:
+            used.add(j)
+        if word == "epoch":
+            plan.epoch_idx = i
+        elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
+            plan.step_idx, plan.steps_per_epoch_idx = i, j
+    g = _GPU.search(body, start)
+    if g and at.get(g.start(1)) is not None:
+        plan.gpu_idx = at[g.start(1)]
+        used.add(plan.gpu_idx)
+    p = _PHASE.search(body, start)
+    if p:
+        words = p[2].split()
+        # `after step: allocated`: a memory word is no part of the phase
+        while words and _WORD.search(words[-1].lower()):
+            words.pop()
+        if words:
+            plan.phase = f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}"
+    if header is not None:
+        _plan_row(plan, body, nums, used, header)
+        return plan
+    prev_end = start
+    i = first
+    while i < len(nums):
+        m = nums[i]
+        seg, prev_end = body[prev_end:m.start()], m.end()
+        if i in used or (m.start() > 0 and body[m.start() - 1].isalpha()):   # `fp16`, `cuda:0` read above
+            i += 1
+            continue
+        u = _VALUE_UNIT.match(body, m.end())
+        unit = u[1] if u else ""
+        if u:
+            prev_end = u.end()
+        total_idx = None
+        slash = re.match(r"[ \t]*/[ \t]*", body[prev_end:])
+        if slash and i + 1 < len(nums) and nums[i + 1].start() == prev_end + slash.end():
+            total_idx = i + 1
+            tu = _VALUE_UNIT.match(body, nums[i + 1].end())
+            if not unit and tu:
+                unit = tu[1]
+            prev_end = tu.end() if tu else nums[i + 1].end()
+        _add(plan, seg, i, unit, total_idx)
+        i = total_idx + 1 if total_idx is not None else i + 1
+    return plan
+
+
+def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None) -> None:
+    """The number `i` after the text `seg` (since the previous number) as a reading, if its key is a
+    memory key."""
+    part = re.split(r"[,|;{}\[\]<>]|\)(?![ \t]*[:=])", seg)[-1]
+    if _ALIGNED.search(part):
+        return
+    part = part.strip(" \t:='\"#-(")
+    key_m = _KEY_AT_END.search(part)
+    if not key_m or unit == "%":
+        return
+    key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
+    key = " ".join(key.split()[-4:]).strip(" .-/")
+    if not key:
+        return
+    bare, key_factor = _key_unit(key)
+    series = series_of(bare)
+    if series is None:
+        return
+    if unit:
+        factor = _UNIT_FACTORS.get(unit.lower())
+    elif key_factor is not None:
+        factor = key_factor
+    elif key.lower() in DOCUMENTED and DOCUMENTED[key.lower()][0].fullmatch(seg):
+        _, factor, series, _ = DOCUMENTED[key.lower()]
+    else:
+        if series != "total":   # (`Total persistent parameters: 483840` names no size)
+            plan.unread.append(key)
+        return
+    if factor is None:
+        return
+    series = DOCUMENTED_SERIES.get(bare.lower(), (series,))[0]
+    plan.readings.append(Reading(i, series, factor, key, unit, total_idx))
+
+
+def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) -> None:
+    """A table row: the value in a memory column (by its position among the row's fields)."""
+    fields = body.split()
+    pos = {m.start(): i for i, m in enumerate(nums)}
+    starts = [m.start() for m in re.finditer(r"\S+", body)]
+    for col, name in enumerate(header):
+        if col >= len(fields):
+            break
+        i = pos.get(starts[col])
+        if i is None or i in used:
+            continue
+        if name.lower() in ("epoch", "step", "iter", "iteration"):
+            # `1/100` under `Epoch`: the counter of the row
+            if name.lower() == "epoch":
+                plan.epoch_idx = i
+            else:
+                plan.step_idx = i
+            continue
+        u = _VALUE_UNIT.match(body, nums[i].end())
+        unit = u[1] if u else ""
+        bare, key_factor = _key_unit(name)
+        series = series_of(bare)
+        if series is None or unit == "%":
+            continue
+        factor = _UNIT_FACTORS.get(unit.lower()) if unit else key_factor
+        if factor is None:
+            plan.unread.append(name)
+            continue
+        series = DOCUMENTED_SERIES.get(bare.lower(), (series,))[0]
+        plan.readings.append(Reading(i, series, factor, name, unit))
+
+
+def header_of(body: str) -> list[str] | None:
+    """The column names of a table header line (`Epoch GPU_mem box_loss ...`) that names a memory
+    column, else None."""
+    cols = body.split()
+    if len(cols) < 3 or any(c[0].isdigit() for c in cols) or not all(_KEY.fullmatch(c) for c in cols):
+        return None
+    return cols if any(series_of(_key_unit(c)[0]) for c in cols) else None
+
+
+# -- reading a file's lines -----------------------------------------------------------------------
+
+_OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"),
+        "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
+        "step": pl.Int64, "label": pl.String, "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64,
+        "step_tag": pl.Boolean}
+
+
+def candidates(text: pl.Expr) -> pl.Expr:
+    """The lines the general reader looks at: those holding a memory word (a literal search)."""
+    return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True)
+
+
+def table_rows(text: pl.Expr) -> pl.Expr:
+    """Lines that may be rows of a table (a number first), read only after a header names memory."""
+    return text.str.contains(r"^[ \t]*[0-9]")
+
+
+@dataclass
+class Result:
+    samples: pl.DataFrame
+    notes: list[str]
+    forms: list[str]          # what was read, for sniff: `allocated from "mem allocated …MiB"`
+
+
+def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None = None,
+         mtime: float | None = None) -> Result:
+    """Readings of the general shapes in `frame` (line, text; the rank prefix already cut off).
+    Lines of a shape that none of these read are left alone."""
+    empty = Result(pl.DataFrame(schema=_OUT), [], [])
+    if not frame.height:
+        return empty
+    # a tqdm bar refreshed with `\r` is several readings on one line: each refresh a piece
+    df = frame.select("line", pl.col("text").str.split("\r").alias("text")).explode("text")
+    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("line").alias("piece"))
+    t = pl.col("text")
+    # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
+    df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
+    df = df.with_columns(t.str.replace_all("[0-9]+", "0").alias("shape"))
+    headers, df = _with_headers(df)
+    plans: dict[tuple[str, int], Plan] = {}
+    firsts = df.group_by("shape", "hdr", maintain_order=True).first()
+    for shape, hdr, text in firsts.select("shape", "hdr", "text").iter_rows():
+        plan = plan_line(text, headers[hdr] if hdr >= 0 else None)
+        if plan.readings or plan.unread:
+            plans[(shape, hdr)] = plan
+    if not plans:
+        return empty
+    keys = pl.DataFrame({"shape": [s for s, _ in plans], "hdr": [h for _, h in plans],
+                         "pid": list(range(len(plans)))}, schema={"shape": pl.String, "hdr": pl.Int64, "pid": pl.Int64})
+    df = df.join(keys, on=["shape", "hdr"], how="inner")
+    plan_list = list(plans.values())
+    # a form must recur to make a series: count the lines of each form
+    form_of = [p.form() for p in plan_list]
+    form_ids = {f: i for i, f in enumerate(dict.fromkeys(form_of))}
+    df = df.with_columns(pl.col("pid").replace_strict({i: form_ids[f] for i, f in enumerate(form_of)},
+                                                      return_dtype=pl.Int64).alias("form"))
+    lines_per_form = dict(df.group_by("form").agg(pl.col("line").n_unique()).iter_rows())
+    for pid, p in enumerate(plan_list):
+        lines = df.filter(pl.col("pid") == pid)["line"].unique(maintain_order=True)
+        if p.unread:
+            skipped.add_lines(f"memory value without a unit (key `{p.unread[0]}`): its size cannot be known", lines)
+        if p.readings and lines_per_form[form_ids[form_of[pid]]] < 2:
+            skipped.add_lines("a memory line whose form does not recur in the file: a one-off sentence "
+                              "makes no series", lines)
+    good = [pid for pid, p in enumerate(plan_list) if p.readings and lines_per_form[form_ids[form_of[pid]]] >= 2]
+    if not good:
+        return empty
+    df = df.filter(pl.col("pid").is_in(good))
+    df = df.with_columns(t.str.extract_all(NUM).alias("nums"))
+    out = _samples(df, plan_list, good, zone, year, mtime)
+    return Result(out, _notes(plan_list, good), _forms(plan_list, good))
+
+
+def _with_headers(df: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame]:
+    """Table headers that name a memory column, and `df` with `hdr`: the header whose row each line is
+    (an index into the headers; -1 for a line that is no table row)."""
+    t = pl.col("text")
+    found = [(ln, pc, header_of(tx)) for ln, pc, tx in
+             df.filter(~t.str.contains("[0-9]")).select("line", "piece", "text").iter_rows()]
+    found = [(ln, pc, h) for ln, pc, h in found if h]
+    if not found:
+        return [], df.with_columns(pl.lit(-1, dtype=pl.Int64).alias("hdr"))
+    heads = pl.DataFrame({"line": [f[0] for f in found], "piece": [f[1] for f in found],
+                          "hdr_id": list(range(len(found)))},
+                         schema={"line": pl.Int64, "piece": pl.Int64, "hdr_id": pl.Int64})
+    df = df.join(heads, on=["line", "piece"], how="left").sort("line", "piece")
+    df = df.with_columns(pl.col("hdr_id").forward_fill())
+    df = df.with_columns(pl.when(table_rows(t) & pl.col("hdr_id").is_not_null()).then(pl.col("hdr_id"))
+                         .otherwise(-1).cast(pl.Int64).alias("hdr")).drop("hdr_id")
+    return [f[2] for f in found], df
+
+
+def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, year, mtime) -> pl.DataFrame:
+    rows = []
+    for pid in good:
+        p = plans[pid]
+        for k, r in enumerate(p.readings):
+            rows.append((pid, k, r.idx, r.series, r.factor, r.total_idx, p.step_idx, p.epoch_idx,
+                         p.steps_per_epoch_idx, p.gpu_idx, p.phase, p.layout))
+    spec = pl.DataFrame(rows, schema={"pid": pl.Int64, "k": pl.Int64, "idx": pl.Int64, "series": pl.String,
+                                      "factor": pl.Int64, "total_idx": pl.Int64, "step_idx": pl.Int64,
+                                      "epoch_idx": pl.Int64, "spe_idx": pl.Int64, "gpu_idx": pl.Int64,
+                                      "label": pl.String, "layout": pl.String}, orient="row")
+    r = df.join(spec, on="pid", how="inner")
+    nums = pl.col("nums")
+
+    def num(idx: str) -> pl.Expr:
+        return nums.list.get(pl.col(idx).fill_null(0), null_on_oob=True).str.replace_all(",", "", literal=True) \
+            .cast(pl.Float64, strict=False).pipe(lambda e: pl.when(pl.col(idx).is_not_null()).then(e))
+
+    step = num("step_idx").cast(pl.Int64, strict=False)
+    epoch, spe = num("epoch_idx").cast(pl.Int64, strict=False), num("spe_idx").cast(pl.Int64, strict=False)
+    # `Epoch [e/E], Step [s/S]`: the step restarts every epoch; (e-1)*S + s counts on
+    step = pl.when(epoch.is_not_null() & spe.is_not_null()).then((epoch - 1) * spe + step).otherwise(step)
+    rank, local = ranks.words(pl.col("text"))
+    r = r.with_columns(
+        (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
+        (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
+        pl.coalesce(step, pl.when(pl.col("step_idx").is_null()).then(epoch)).alias("step"),
+        num("gpu_idx").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
+        rank.alias("rank"), local.alias("local_rank"),
+    )
+    r = _times(r, zone, year, mtime)
+    # a `total` key is the capacity of the other readings on its line, not a series
+    totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))
+    r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")
+    r = r.with_columns(pl.coalesce("total_bytes", "_cap").alias("total_bytes"),
+                       pl.lit(False).alias("step_tag"), (pl.col("k") + 300).alias("k"))
+    return r.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(
+        [pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
+
+
+def _times(r: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
+    """`time` (UTC) and `zoned` from each line's clock layout."""
+    null_t = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    r = r.with_columns(null_t.alias("time"), pl.lit(None, dtype=pl.Boolean).alias("zoned"))
+    layouts = [x for x in r["layout"].unique().drop_nulls().to_list()]
+    parts = [r.filter(pl.col("layout").is_null())]
+    for name in layouts:
+        sub = r.filter(pl.col("layout") == name)
+        g = pl.col("text").str.extract_groups(_LAYOUTS[name])
+        frac = g.struct.field("frac").fill_null("0") if "frac" in _LAYOUT_RES[name].groupindex else pl.lit("0")
+        if name in YEARLESS:
+            if name == "syslog":
+                mon = g.struct.field("mname").replace_strict(_MONTHS, default=None, return_dtype=pl.Int32)
+            else:
+                mon = g.struct.field("mon").cast(pl.Int32, strict=False)
+            sub = sub.with_columns(mon.alias("_mon"), g.struct.field("day").cast(pl.Int32, strict=False).alias("_day"))
+            years = clock.syslog_years(sub["_mon"], sub["_day"], mtime=mtime, year=year, zone=zone).years
+            sub = sub.with_columns(years.cast(pl.Int32).alias("_year"))
+            date = (pl.col("_year").cast(pl.String) + "-" + pl.col("_mon").cast(pl.String).str.zfill(2) + "-"
+                    + pl.col("_day").cast(pl.String).str.zfill(2))
+            naive = (date + " " + g.struct.field("hms") + "." + frac).str.to_datetime(
+                "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+            sub = sub.with_columns(clock.localize(naive, zone).alias("time"), pl.lit(False).alias("zoned")) \
+                .drop("_mon", "_day", "_year")
+        elif name == "us":
+            naive = (g.struct.field("year") + "-" + g.struct.field("mon") + "-" + g.struct.field("day") + " "
+                     + g.struct.field("hms") + "." + frac).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False,
+                                                                            time_unit="us")
+            sub = sub.with_columns(clock.localize(naive, zone).alias("time"), pl.lit(False).alias("zoned"))
+        else:
+            zone_g = g.struct.field("zone").str.strip_chars()
+            naive = (g.struct.field("date") + " " + g.struct.field("hms") + "." + frac).str.to_datetime(
+                "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+            aware = clock.parse_offset_datetime(g.struct.field("date") + "T" + g.struct.field("hms") + "." + frac
+                                                + zone_g.fill_null(""))
+            sub = sub.with_columns(pl.when(zone_g.is_not_null()).then(aware)
+                                   .otherwise(clock.localize(naive, zone)).alias("time"),
+                                   zone_g.is_not_null().alias("zoned"))
+        parts.append(sub)
+    return pl.concat(parts, how="vertical")
+
+
+def _forms(plans: list[Plan], good: list[int]) -> list[str]:
+    seen = dict.fromkeys(f"{r.series} from `{r.key}`" + (f" ({r.unit})" if r.unit else "")
+                         for pid in good for r in plans[pid].readings)
+    return list(seen)
+
+
+def _notes(plans: list[Plan], good: list[int]) -> list[str]:
+    out = ["general reader: " + "; ".join(_forms(plans, good))]
+    units = {r.unit for pid in good for r in plans[pid].readings}
+    if units & {"MB", "GB", "KB", "TB", "mb", "gb", "kb", "M", "G", "K", "T"}:
+        out.append("MB/GB (and M/G) in these lines are read as MiB/GiB")
+    docs = {DOCUMENTED[r.key.lower()][3] for pid in good for r in plans[pid].readings
+            if not r.unit and r.key.lower() in DOCUMENTED}
+    docs |= {DOCUMENTED_SERIES[_key_unit(r.key)[0].lower()][1] for pid in good for r in plans[pid].readings
+             if _key_unit(r.key)[0].lower() in DOCUMENTED_SERIES}
+    out.extend(sorted(docs))
+    if any(r.series.startswith("memory.used") for pid in good for r in plans[pid].readings):
+        out.append("a memory figure whose key does not say which (`mem`, `used`, `vram`) is read as memory.used")
+    if any(r.series == "total" for pid in good for r in plans[pid].readings):
+        out.append("a `total`/`limit` figure is the capacity of the readings on its line, not a series")
+    return out
