@@ -21,14 +21,8 @@ HERE = Path(__file__).parent
 STYLES = json.loads((HERE / "general_styles.json").read_text())
 HELDOUT_DIR = HERE.parent / "heldout" / "general-reader"
 HELDOUT = json.loads((HELDOUT_DIR / "expected.json").read_text())
-# Held-out files the reader got wrong in its one run (docs/benchmarks.md): they stay failing, never tuned on.
+# Held-out set 1 (tests/heldout/general-reader/) became tune data (docs/benchmarks.md): what it still gets wrong.
 HELDOUT_FAILED = {
-    "detectron2_2958.txt": "values and steps right; `max_mem` read as max_memory.used, detectron2 documents max_memory_allocated",
-    "mlx_lm_724.txt": "values and steps right; `Peak mem` read as max_memory.used, mlx's peak is of its allocator",
-    "torchtitan_1287.txt": "values, steps and rank right; `memory` read as memory.used, torchtitan prints max_reserved",
-    "mmdet_v1_2672.txt": "values right; the step inside `Epoch [1][2400/7517]` is not read (the epoch is)",
-    "mmengine_8444.txt": "values right; `%m/%d %H:%M:%S` is no clock layout it knows, `[1][ 100/2566]` no counter",
-    "nemo_14850.txt": "not read: bare byte counts under keys that name no unit (`max_memory_reserved: 57466159104`)",
     "tf_memory_info_73457.txt": "nothing read (right) but the file is claimed by no parser, so its unit-less lines are not counted",
 }
 

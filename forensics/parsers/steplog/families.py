@@ -253,6 +253,10 @@ DEEPSPEED_LINES = "|".join(generic.unnamed(r) for r in (_MA_LINE, _CPU, _SEE, _M
 MEGATRON_LINES = "|".join(generic.unnamed(r) for r in (_DATETIME, _ITERATION))
 HF_TRAINER_LINES = "|".join(generic.unnamed(r) for r in (_BANNER, _KV_LINE))
 FAMILY_LINES = "|".join([DEEPSPEED_LINES, MEGATRON_LINES, HF_TRAINER_LINES])
+# The family lines that hold the families' memory readings (Megatron's iteration and datetime lines
+# give a step and a clock only: a memory key on them is the general reader's, e.g. NeMo's
+# `iteration 8/29 | … | max_memory_reserved: 57466159104`)
+FAMILY_MEMORY_LINES = "|".join([DEEPSPEED_LINES, HF_TRAINER_LINES])
 # Every FAMILY_LINES line holds one of these, as written.
 FAMILY_LITERALS = r"Max_MA|CPU Virtual Memory:|see_memory_usage\]|\] mp: |\] datetime: |iteration|\*{5}|\s=\s"
 

@@ -57,52 +57,96 @@ _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
                    r"|capacity|max[ _]?mem|gpu[ _]?mem")
 
-# Keys whose bare number a framework's own source gives the unit of (said in docs/formats.md), as
-# that framework prints them (the text since the previous number):
-# key (lowercased) -> (that text, unit factor, series, where it is documented)
-DOCUMENTED = {
-    # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
-    "memory": (re.compile(r"[ \t,]*memory: "), 1 << 20, "max_allocated",
-               "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
-}
+@dataclass(frozen=True)
+class Documented:
+    """A print whose meaning only its framework's source gives (docs/formats.md §4.4.1 cites each):
+    the key as printed (lowercased), the text since the previous number (`before`, whole) and the text
+    right after the value and its unit (`after`, a prefix; '' for any), the unit of a bare number
+    (None: the value must carry its own), and the series it is."""
+    before: re.Pattern
+    after: re.Pattern
+    factor: int | None
+    series: str
+    source: str
 
-# Keys whose series a framework's source gives (the key alone would say only "memory"):
-# key (lowercased) -> (series, where it is documented)
-DOCUMENTED_SERIES = {
+
+_ANY = re.compile(r"(?s).*")
+# key (lowercased) -> its documented prints, the first that fits is taken
+DOCUMENTED: dict[str, tuple[Documented, ...]] = {
+    "memory": (
+        # torchtitan metrics.py: f"memory: {max_reserved_gib:5.2f}GiB({max_reserved_pct:.2f}%)"
+        Documented(re.compile(r"[ \t]*memory: "), re.compile(r"\([0-9.]+%\)"), None, "max_reserved",
+                   "torchtitan `memory: NGiB(N%)` is max_reserved (torchtitan/components/metrics.py)"),
+        # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
+        Documented(re.compile(r"[ \t,]*memory: "), _ANY, 1 << 20, "max_allocated",
+                   "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
+    ),
+    # detectron2 utils/events.py CommonMetricPrinter: "max_mem: {:.0f}M" of torch.cuda.max_memory_allocated() / 1024 / 1024
+    "max_mem": (Documented(re.compile(r"[ \t]*max_mem: "), _ANY, 1 << 20, "max_allocated",
+                           "detectron2 `max_mem: NM` is max_memory_allocated in MiB (detectron2/utils/events.py)"),),
+    # mlx_lm tuner/trainer.py: f"Peak mem {peak_mem:.3f} GB" of mx.get_peak_memory(), the peak of mlx's allocator
+    "peak mem": (Documented(re.compile(r"[ \t,]*Peak mem "), _ANY, None, "max_allocated",
+                            "mlx_lm `Peak mem` is mx.get_peak_memory(), its allocator's peak"),),
     # axolotl's log_gpu_memory_usage: `GPU memory usage{msg}: {allocated:.03f}GB (+{cache}GB cache, +{misc}GB misc)`
     # with torch.cuda.memory_allocated() first
-    "gpu memory usage": ("allocated", "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),
-    "cuda memory usage": ("allocated", "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),
+    "gpu memory usage": (Documented(_ANY, _ANY, None, "allocated",
+                                    "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),),
+    "cuda memory usage": (Documented(_ANY, _ANY, None, "allocated",
+                                     "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),),
     # yolov5 train.py and ultralytics' trainer: `GPU_mem` is torch.cuda.memory_reserved() (in G)
-    "gpu_mem": ("reserved", "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),
+    "gpu_mem": (Documented(_ANY, _ANY, None, "reserved",
+                           "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),),
 }
+
+# torch.cuda's memory functions return bytes (their docstrings say so): a key named after one, with
+# a whole number, is that function's value in bytes (NeMo/Megatron print `max_memory_reserved: 57466159104`)
+TORCH_API = {"memory_allocated": "allocated", "max_memory_allocated": "max_allocated",
+             "memory_reserved": "reserved", "max_memory_reserved": "max_reserved",
+             "memory_cached": "reserved", "max_memory_cached": "max_reserved"}
+
+
+def documented(key: str, seg: str, after: str, has_unit: bool) -> Documented | None:
+    """The documented print that `key` after `seg`, followed by `after`, is, if any."""
+    for d in DOCUMENTED.get(key.lower(), ()):
+        if d.before.fullmatch(seg) and d.after.match(after) and (has_unit or d.factor is not None):
+            return d
+    return None
+
 
 _COUNTER = re.compile(
     r"(?i)\b(global[ _]step|step|iteration|iter|it|epoch|batch)s?\b['\"]?[ \t]*[:=#]?[ \t]*\[?[ \t]*"
     rf"({NUM})(?:[ \t]*/[ \t]*({NUM}))?")
+# mmcv/mmengine's `Epoch [1][2400/7517]`, `Epoch(train)   [1][ 100/2566]`: the epoch, then the
+# iteration within it out of the epoch's length
+_BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})(?:[ \t]*/[ \t]*{NUM})?[ \t]*\]"
+                              rf"[ \t]*\[[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\]")
 # a phase: `before forward`, `after optimizer step`, `after model load` (one or two words after it)
 _PHASE = re.compile(r"(?i)\b(before|after|start of|end of)[ \t]+(?:the[ \t]+)?([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
 # polars reads every line of that shape (`_times`); year-less ones take their year as syslog does.
+# a logger's name in brackets may stand before the clock (torchtitan's `[titan] 2025-06-16 22:30:48,735`)
+_TAG = r"(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*)?"
 _LAYOUTS = {
     # Python logging with or without ms, ISO with T and a zone, `[2024-05-01 10:00:00 TP0]`, loguru
-    "iso": r"^[ \t]*\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    "iso": r"^[ \t]*" + _TAG + r"\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
            r"(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b)?(?:[ \t]+TP[0-9]+)?\]?",
-    "us": r"^[ \t]*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    "us": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
           r"(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
+    # `%m/%d %H:%M:%S` (no year; mmengine, detectron2)
+    "md_slash": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
     # `%m-%d %H:%M:%S` (no year)
-    "md": r"^[ \t]*\[?(?P<mon>[0-9]{2})-(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
+    "md": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})-(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
     # glog `I0506 10:00:00.123456` (no year)
-    "glog": r"^[ \t]*[IWEF](?P<mon>[0-9]{2})(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>[0-9]{1,9}))?",
+    "glog": r"^[ \t]*" + _TAG + r"[IWEF](?P<mon>[0-9]{2})(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>[0-9]{1,9}))?",
     # syslog `May  6 10:00:00` (no year)
-    "syslog": r"^[ \t]*(?P<mname>[A-Z][a-z]{2})[ ]{1,2}(?P<day>[0-9]{1,2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})",
+    "syslog": r"^[ \t]*" + _TAG + r"(?P<mname>[A-Z][a-z]{2})[ ]{1,2}(?P<day>[0-9]{1,2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})",
 }
 _LAYOUT_RES = {k: re.compile(v) for k, v in _LAYOUTS.items()}
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}
-YEARLESS = ("md", "glog", "syslog")
+YEARLESS = ("md", "md_slash", "glog", "syslog")
 
 
 @dataclass(frozen=True)
@@ -113,6 +157,7 @@ class Reading:
     key: str            # as written, for the notes
     unit: str           # as written ('' for a unit from the key or a documented one)
     total_idx: int | None = None
+    source: str | None = None   # the framework source that gives its meaning (Documented, TORCH_API)
 
 
 @dataclass
@@ -179,6 +224,10 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
     at = {m.start(): i for i, m in enumerate(nums)}
     used: set[int] = set(range(first))
+    b = _BRACKET_COUNTER.search(body, start)
+    if b:
+        plan.epoch_idx, plan.step_idx, plan.steps_per_epoch_idx = at.get(b.start(1)), at.get(b.start(2)), at.get(b.start(3))
+        used.update(i for i in (plan.epoch_idx, plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
     for c in _COUNTER.finditer(body, start):
         word = c[1].lower()
         i = at.get(c.start(2))
@@ -188,6 +237,8 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         j = at.get(c.start(3)) if c[3] else None
         if j is not None:
             used.add(j)
+        if b and b.start() <= c.start() < b.end():
+            continue
         if word == "epoch":
             plan.epoch_idx = i
         elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
@@ -227,14 +278,14 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             if not unit and tu:
                 unit = tu[1]
             prev_end = tu.end() if tu else nums[i + 1].end()
-        _add(plan, seg, i, unit, total_idx)
+        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40])
         i = total_idx + 1 if total_idx is not None else i + 1
     return plan
 
 
-def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None) -> None:
-    """The number `i` after the text `seg` (since the previous number) as a reading, if its key is a
-    memory key."""
+def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: str = "", after: str = "") -> None:
+    """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
+    `seg` (since the previous number) as a reading, if its key is a memory key."""
     part = re.split(r"[,|;{}\[\]<>]|\)(?![ \t]*[:=])", seg)[-1]
     if _ALIGNED.search(part):
         return
@@ -250,20 +301,26 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None) -> None
     series = series_of(bare)
     if series is None:
         return
+    doc = documented(key, seg, after, bool(unit))
+    source = doc.source if doc else None
     if unit:
         factor = _UNIT_FACTORS.get(unit.lower())
     elif key_factor is not None:
         factor = key_factor
-    elif key.lower() in DOCUMENTED and DOCUMENTED[key.lower()][0].fullmatch(seg):
-        _, factor, series, _ = DOCUMENTED[key.lower()]
+    elif doc is not None:
+        factor = doc.factor
+    elif key.lower() in TORCH_API and value.isdigit():
+        factor, series = 1, TORCH_API[key.lower()]
+        source = f"`{key}` is torch.cuda.{key.lower()}() in bytes (as its docstring says)"
     else:
         if series != "total":   # (`Total persistent parameters: 483840` names no size)
             plan.unread.append(key)
         return
     if factor is None:
         return
-    series = DOCUMENTED_SERIES.get(bare.lower(), (series,))[0]
-    plan.readings.append(Reading(i, series, factor, key, unit, total_idx))
+    if doc is not None:
+        series = doc.series
+    plan.readings.append(Reading(i, series, factor, key, unit, total_idx, source))
 
 
 def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) -> None:
@@ -294,8 +351,9 @@ def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) ->
         if factor is None:
             plan.unread.append(name)
             continue
-        series = DOCUMENTED_SERIES.get(bare.lower(), (series,))[0]
-        plan.readings.append(Reading(i, series, factor, name, unit))
+        doc = documented(name, "", "", bool(unit))
+        plan.readings.append(Reading(i, doc.series if doc else series, factor, name, unit, None,
+                                     doc.source if doc else None))
 
 
 def header_of(body: str) -> list[str] | None:
@@ -493,10 +551,7 @@ def _notes(plans: list[Plan], good: list[int]) -> list[str]:
     units = {r.unit for pid in good for r in plans[pid].readings}
     if units & {"MB", "GB", "KB", "TB", "mb", "gb", "kb", "M", "G", "K", "T"}:
         out.append("MB/GB (and M/G) in these lines are read as MiB/GiB")
-    docs = {DOCUMENTED[r.key.lower()][3] for pid in good for r in plans[pid].readings
-            if not r.unit and r.key.lower() in DOCUMENTED}
-    docs |= {DOCUMENTED_SERIES[_key_unit(r.key)[0].lower()][1] for pid in good for r in plans[pid].readings
-             if _key_unit(r.key)[0].lower() in DOCUMENTED_SERIES}
+    docs = {r.source for pid in good for r in plans[pid].readings if r.source}
     out.extend(sorted(docs))
     if any(r.series.startswith("memory.used") for pid in good for r in plans[pid].readings):
         out.append("a memory figure whose key does not say which (`mem`, `used`, `vram`) is read as memory.used")

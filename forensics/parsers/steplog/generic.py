@@ -324,10 +324,13 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = False) -> pl.DataFrame:
+def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = False,
+                    unitless: list[int] | None = None) -> pl.DataFrame:
     """Readings of the free-text shapes from `df` (line, text). Returns sample rows with the
     working columns line, piece, k, zoned. `series_only` (for sniffing): only `line` and `series` of
-    the same rows, without what does not decide them (clocks, step markers, labels, totals)."""
+    the same rows, without what does not decide them (clocks, step markers, labels, totals).
+    `unitless`: where to leave the lines whose every reading lacks a unit instead of counting them
+    (the general reader may know the unit from the key, e.g. torch.cuda's function names)."""
     has_reading = pl.col("text").str.contains(ANY_READING)
     # ANY_READING is part of GENERIC_HINT: without step markers, a line with a reading is all it takes
     # (and GENERIC_HINT, ~1.7 ms to compile, is not compiled for sniffing)
@@ -368,6 +371,11 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     }
     # one query says which checks any reading fails (usually none); only those are looked up
     failed = r.select(c.fill_null(False).any().alias(why) for why, c in checks.items()).row(0, named=True)
+    no_unit = checks["memory value without a unit"]
+    if unitless is not None and failed["memory value without a unit"]:
+        left = r.group_by("line").agg(no_unit.fill_null(False).all().alias("all")).filter("all")["line"]
+        unitless.extend(left.to_list())
+        r = r.filter(~pl.col("line").is_in(left.implode()))
     for why, check in checks.items():
         if failed[why]:
             skipped.add_lines(why, rows_where(r, check)["line"].unique(maintain_order=True))

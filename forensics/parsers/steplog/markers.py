@@ -59,7 +59,7 @@ def _general_sniff(frame: pl.DataFrame) -> str | None:
     the keys found (what `gpu-forensics sniff` shows a user, to check what was read)."""
     t = pl.col("text")
     frame = rows_where(frame, (general.candidates(t) | general.table_rows(t))
-                       & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_LINES))
+                       & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
     if not frame.height:
         return None
     try:

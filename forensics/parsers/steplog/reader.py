@@ -143,15 +143,17 @@ def extract_all(frame: pl.DataFrame, zone: str, *, use_general: bool = True, yea
     mg_events, iteration_times = families.extract_megatron(frame, zone)
     used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
     rest = frame.join(used, on="line", how="anti") if used.height else frame
-    gen = generic.extract_generic(rest, zone, skipped)
+    unitless: list[int] = []
+    gen = generic.extract_generic(rest, zone, skipped, unitless=unitless if use_general else None)
 
     ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
     more, notes = pl.DataFrame(), []
     if use_general:
         # a line of the generic shapes is generic.py's (read or counted as skipped there)
         t = pl.col("text")
-        left = rows_where(rest, ~t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)
-                          & ~t.str.contains(families.FAMILY_LINES))
+        # a line the generic shapes could give no unit is the general reader's to read or count
+        left = rows_where(rest, (~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
+                          & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
         res = general.read(left, zone, skipped, year=year, mtime=mtime)
         more, notes = res.samples, res.notes
     s = pl.concat([_work(ds), _work(hf_samples), _work(gen), _work(more)], how="vertical")
