@@ -149,6 +149,10 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 YEARLESS = ("md", "md_slash", "glog", "syslog")
 
 
+# the same reason as the generic shapes' (generic.py), so one count tells all such lines
+UNITLESS = "memory value without a unit"
+
+
 @dataclass(frozen=True)
 class Reading:
     idx: int            # which number of the line
@@ -388,6 +392,7 @@ class Result:
     samples: pl.DataFrame
     notes: list[str]
     forms: list[str]          # what was read, for sniff: `allocated from "mem allocated …MiB"`
+    handled: pl.Series = field(default_factory=lambda: pl.Series("line", [], pl.Int64))  # lines read or counted
 
 
 def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None = None,
@@ -416,6 +421,7 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     keys = pl.DataFrame({"shape": [s for s, _ in plans], "hdr": [h for _, h in plans],
                          "pid": list(range(len(plans)))}, schema={"shape": pl.String, "hdr": pl.Int64, "pid": pl.Int64})
     df = df.join(keys, on=["shape", "hdr"], how="inner")
+    handled = df["line"]
     plan_list = list(plans.values())
     # a form must recur to make a series: count the lines of each form
     form_of = [p.form() for p in plan_list]
@@ -426,17 +432,17 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     for pid, p in enumerate(plan_list):
         lines = df.filter(pl.col("pid") == pid)["line"].unique(maintain_order=True)
         if p.unread:
-            skipped.add_lines(f"memory value without a unit (key `{p.unread[0]}`): its size cannot be known", lines)
+            skipped.add_lines(UNITLESS, lines)
         if p.readings and lines_per_form[form_ids[form_of[pid]]] < 2:
             skipped.add_lines("a memory line whose form does not recur in the file: a one-off sentence "
                               "makes no series", lines)
     good = [pid for pid, p in enumerate(plan_list) if p.readings and lines_per_form[form_ids[form_of[pid]]] >= 2]
     if not good:
-        return empty
+        return Result(empty.samples, [], [], handled)
     df = df.filter(pl.col("pid").is_in(good))
     df = df.with_columns(t.str.extract_all(NUM).alias("nums"))
     out = _samples(df, plan_list, good, zone, year, mtime)
-    return Result(out, _notes(plan_list, good), _forms(plan_list, good))
+    return Result(out, _notes(plan_list, good), _forms(plan_list, good), handled)
 
 
 def _with_headers(df: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame]:

@@ -156,6 +156,9 @@ def extract_all(frame: pl.DataFrame, zone: str, *, use_general: bool = True, yea
                           & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
         res = general.read(left, zone, skipped, year=year, mtime=mtime)
         more, notes = res.samples, res.notes
+        if unitless:
+            left_over = pl.Series("line", unitless, pl.Int64)
+            skipped.add_lines(general.UNITLESS, left_over.filter(~left_over.is_in(res.handled.implode())))
     s = pl.concat([_work(ds), _work(hf_samples), _work(gen), _work(more)], how="vertical")
     if s.height and iteration_times.height:
         # Megatron prints the iteration line (with its clock) right after the memory report of
