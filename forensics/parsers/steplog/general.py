@@ -80,6 +80,9 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
         # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
         Documented(re.compile(r"[ \t,]*memory: "), _ANY, 1 << 20, "max_allocated",
                    "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
+        # the same dict as mmcv's JSON log (TextLoggerHook._dump_log): `"memory": 6912`
+        Documented(re.compile(r", \"memory\": "), _ANY, 1 << 20, "max_allocated",
+                   "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
     ),
     # detectron2 utils/events.py CommonMetricPrinter: "max_mem: {:.0f}M" of torch.cuda.max_memory_allocated() / 1024 / 1024
     "max_mem": (Documented(re.compile(r"[ \t]*max_mem: "), _ANY, 1 << 20, "max_allocated",
@@ -132,6 +135,9 @@ _LAYOUTS = {
     # Python logging with or without ms, ISO with T and a zone, `[2024-05-01 10:00:00 TP0]`, loguru
     "iso": r"^[ \t]*" + _TAG + r"\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
            r"(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b)?(?:[ \t]+TP[0-9]+)?\]?",
+    # `%Y/%m/%d %H:%M:%S` (mmengine's default clock)
+    "ymd_slash": r"^[ \t]*" + _TAG + r"\[?(?P<date>[0-9]{4}/[0-9]{2}/[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+                 r"(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b)?\]?",
     "us": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
           r"(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
     # `%m/%d %H:%M:%S` (no year; mmengine, detectron2)
@@ -535,9 +541,10 @@ def _times(r: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
             sub = sub.with_columns(clock.localize(naive, zone).alias("time"), pl.lit(False).alias("zoned"))
         else:
             zone_g = g.struct.field("zone").str.strip_chars()
-            naive = (g.struct.field("date") + " " + g.struct.field("hms") + "." + frac).str.to_datetime(
+            day = g.struct.field("date").str.replace_all("/", "-", literal=True)   # (ymd_slash)
+            naive = (day + " " + g.struct.field("hms") + "." + frac).str.to_datetime(
                 "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-            aware = clock.parse_offset_datetime(g.struct.field("date") + "T" + g.struct.field("hms") + "." + frac
+            aware = clock.parse_offset_datetime(day + "T" + g.struct.field("hms") + "." + frac
                                                 + zone_g.fill_null(""))
             sub = sub.with_columns(pl.when(zone_g.is_not_null()).then(aware)
                                    .otherwise(clock.localize(naive, zone)).alias("time"),
