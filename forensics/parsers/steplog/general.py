@@ -117,7 +117,8 @@ def documented(key: str, seg: str, after: str, has_unit: bool) -> Documented | N
 
 
 _COUNTER = re.compile(
-    r"(?i)\b(global[ _]step|step|iteration|iter|it|epoch|batch)s?\b['\"]?[ \t]*[:=#]?[ \t]*\[?[ \t]*"
+    # (`"global_step/max_steps": "100/1230"`: a key naming the counter and its end, a quoted value)
+    r"(?i)\b(global[ _]step|step|iteration|iter|it|epoch|batch)s?\b(/[A-Za-z_]+)?['\"]?[ \t]*[:=#]?[ \t]*['\"]?\[?[ \t]*"
     rf"({NUM})(?:[ \t]*/[ \t]*({NUM}))?")
 # mmcv/mmengine's `Epoch [1][2400/7517]`, `Epoch(train)   [1][ 100/2566]`: the epoch, then the
 # iteration within it out of the epoch's length
@@ -240,11 +241,11 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         used.update(i for i in (plan.epoch_idx, plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
     for c in _COUNTER.finditer(body, start):
         word = c[1].lower()
-        i = at.get(c.start(2))
+        i = at.get(c.start(3))
         if i is None:
             continue
         used.add(i)
-        j = at.get(c.start(3)) if c[3] else None
+        j = at.get(c.start(4)) if c[4] else None
         if j is not None:
             used.add(j)
         if b and b.start() <= c.start() < b.end():
@@ -252,7 +253,8 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         if word == "epoch":
             plan.epoch_idx = i
         elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
-            plan.step_idx, plan.steps_per_epoch_idx = i, j
+            # a global counter's `/N` is the run's last step, not the epoch's length
+            plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith("global") or c[2] else j
     g = _GPU.search(body, start)
     if g and at.get(g.start(1)) is not None:
         plan.gpu_idx = at[g.start(1)]
@@ -296,7 +298,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
 def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: str = "", after: str = "") -> None:
     """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
     `seg` (since the previous number) as a reading, if its key is a memory key."""
-    part = re.split(r"[,|;{}\[\]<>]|\)(?![ \t]*[:=])", seg)[-1]
+    part = re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1]
     if _ALIGNED.search(part):
         return
     part = part.strip(" \t:='\"#-(")
