@@ -22,6 +22,18 @@ STYLES = json.loads((HERE / "general_styles.json").read_text())
 HELDOUT_DIR = HERE.parent / "heldout" / "general-reader"
 HELDOUT = json.loads((HELDOUT_DIR / "expected.json").read_text())
 # Held-out set 1 (tests/heldout/general-reader/) became tune data (docs/benchmarks.md): what it still gets wrong.
+HELDOUT2_DIR = HERE.parent / "heldout" / "general-reader-2"
+HELDOUT2 = json.loads((HELDOUT2_DIR / "expected.json").read_text())
+# Held-out set 2, run once (docs/benchmarks.md): what the reader got wrong, never tuned on.
+HELDOUT2_FAILED = {
+    "detectron_caffe2_json_247.txt": "not claimed (one unit-less `\"mem\": 6407` in a pretty-printed record), so not counted as skipped",
+    "llama2_accessory_metric_logger_48.txt": "not claimed: `max mem: N` has no unit and the DeiT/MAE MetricLogger's MiB is not among the documented prints",
+    "maxtext_memstats_2232.txt": "not claimed: `Using (GB) 44.6 / 95.74` holds no memory word",
+    "min_max_gpt_block_5.txt": "claimed by deepspeed-memory; `Allocated / Reserved: A / R` read as reserved=A with total R (the generic KV shape), not one-off",
+    "optimum_habana_dict_89.txt": "the generic shapes read the one dict line (they have no recurrence rule): allocated and max_allocated, labelled `epoch 0.09`",
+    "ppdet_single_8726.txt": "not claimed (bare byte counts under `max_mem_reserved`, not a torch.cuda name), so not counted as skipped",
+    "tinygrad_llama_13803.txt": "not claimed: the unit stands before its key (`642.43 GB used`) and the step is a bare leading number",
+}
 HELDOUT_FAILED = {
     "tf_memory_info_73457.txt": "nothing read (right) but the file is claimed by no parser, so its unit-less lines are not counted",
 }
@@ -34,18 +46,28 @@ def test_style_sample_reads_as_expected(name):
     assert p.skipped.total == 0
 
 
+def _parse_claimed(path: Path):
+    from forensics import parsers
+    from forensics.io.sources import Source
+    from forensics.model import Parsed
+    src = Source.open(path, path.name)
+    module, _ = parsers.claim(src.head())
+    # a file nobody claims reads as nothing (right for a file that holds no size)
+    return module.parse(src, Options(tz="UTC")) if module is not None else Parsed()
+
+
 @pytest.mark.parametrize("name", sorted(k for k in HELDOUT if not k.startswith("_")))
 def test_heldout_style(name):
     if name in HELDOUT_FAILED:
         pytest.xfail(HELDOUT_FAILED[name])
-    from forensics import parsers
-    from forensics.io.sources import Source
-    from forensics.model import Parsed
-    src = Source.open(HELDOUT_DIR / name, name)
-    module, _ = parsers.claim(src.head())
-    # a file nobody claims reads as nothing (right for a file that holds no size)
-    p = module.parse(src, Options(tz="UTC")) if module is not None else Parsed()
-    assert matches(p, HELDOUT[name]) == []
+    assert matches(_parse_claimed(HELDOUT_DIR / name), HELDOUT[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(k for k in HELDOUT2 if not k.startswith("_")))
+def test_heldout2_style(name):
+    if name in HELDOUT2_FAILED:
+        pytest.xfail(HELDOUT2_FAILED[name])
+    assert matches(_parse_claimed(HELDOUT2_DIR / name), HELDOUT2[name]) == []
 
 
 def _read(lines: list[str], skipped: Skipped | None = None):
