@@ -411,8 +411,11 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     if not frame.height:
         return empty
     # a tqdm bar refreshed with `\r` is several readings on one line: each refresh a piece
-    df = frame.select("line", pl.col("text").str.split("\r").alias("text")).explode("text")
-    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("line").alias("piece"))
+    if frame.select(pl.col("text").str.contains("\r", literal=True).any()).item():
+        df = frame.select("line", pl.col("text").str.split("\r").alias("text")).explode("text")
+        df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("line").alias("piece"))
+    else:   # (most logs: one piece a line, and no window to compute)
+        df = frame.select("line", "text", pl.lit(0, dtype=pl.Int64).alias("piece"))
     t = pl.col("text")
     # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
     df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
@@ -438,10 +441,13 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
                                                       return_dtype=pl.Int64).alias("form"))
     lines_per_form = dict(df.group_by("form").agg(pl.col("line").n_unique()).iter_rows())
     for pid, p in enumerate(plan_list):
+        one_off = p.readings and lines_per_form[form_ids[form_of[pid]]] < 2
+        if not (p.unread or one_off):
+            continue
         lines = df.filter(pl.col("pid") == pid)["line"].unique(maintain_order=True)
         if p.unread:
             skipped.add_lines(UNITLESS, lines)
-        if p.readings and lines_per_form[form_ids[form_of[pid]]] < 2:
+        if one_off:
             skipped.add_lines("a memory line whose form does not recur in the file: a one-off sentence "
                               "makes no series", lines)
     good = [pid for pid, p in enumerate(plan_list) if p.readings and lines_per_form[form_ids[form_of[pid]]] >= 2]
@@ -473,17 +479,16 @@ def _with_headers(df: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame]:
 
 
 def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, year, mtime) -> pl.DataFrame:
-    rows = []
-    for pid in good:
-        p = plans[pid]
-        for k, r in enumerate(p.readings):
-            rows.append((pid, k, r.idx, r.series, r.factor, r.total_idx, p.step_idx, p.epoch_idx,
-                         p.steps_per_epoch_idx, p.gpu_idx, p.phase, p.layout))
-    spec = pl.DataFrame(rows, schema={"pid": pl.Int64, "k": pl.Int64, "idx": pl.Int64, "series": pl.String,
-                                      "factor": pl.Int64, "total_idx": pl.Int64, "step_idx": pl.Int64,
-                                      "epoch_idx": pl.Int64, "spe_idx": pl.Int64, "gpu_idx": pl.Int64,
-                                      "label": pl.String, "layout": pl.String}, orient="row")
-    r = df.join(spec, on="pid", how="inner")
+    # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
+    per_line = pl.DataFrame([(pid, plans[pid].step_idx, plans[pid].epoch_idx, plans[pid].steps_per_epoch_idx,
+                              plans[pid].gpu_idx, plans[pid].phase, plans[pid].layout) for pid in good],
+                            schema={"pid": pl.Int64, "step_idx": pl.Int64, "epoch_idx": pl.Int64,
+                                    "spe_idx": pl.Int64, "gpu_idx": pl.Int64, "label": pl.String,
+                                    "layout": pl.String}, orient="row")
+    readings = pl.DataFrame([(pid, k, r.idx, r.series, r.factor, r.total_idx)
+                             for pid in good for k, r in enumerate(plans[pid].readings)],
+                            schema={"pid": pl.Int64, "k": pl.Int64, "idx": pl.Int64, "series": pl.String,
+                                    "factor": pl.Int64, "total_idx": pl.Int64}, orient="row")
     nums = pl.col("nums")
 
     def num(idx: str) -> pl.Expr:
@@ -495,14 +500,17 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
     # `Epoch [e/E], Step [s/S]`: the step restarts every epoch; (e-1)*S + s counts on
     step = pl.when(epoch.is_not_null() & spe.is_not_null()).then((epoch - 1) * spe + step).otherwise(step)
     rank, local = ranks.words(pl.col("text"))
-    r = r.with_columns(
-        (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
-        (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
+    lines = df.join(per_line, on="pid", how="inner").with_columns(
         pl.coalesce(step, pl.when(pl.col("step_idx").is_null()).then(epoch)).alias("step"),
         num("gpu_idx").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
         rank.alias("rank"), local.alias("local_rank"),
     )
-    r = _times(r, zone, year, mtime)
+    lines = _times(lines, zone, year, mtime).drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx",
+                                                  "layout", strict=False)
+    r = lines.join(readings, on="pid", how="inner").with_columns(
+        (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
+        (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
+    )
     # a `total` key is the capacity of the other readings on its line, not a series
     totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))
     r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")
@@ -546,11 +554,16 @@ def _times(r: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
             day = g.struct.field("date").str.replace_all("/", "-", literal=True)   # (ymd_slash)
             naive = (day + " " + g.struct.field("hms") + "." + frac).str.to_datetime(
                 "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-            aware = clock.parse_offset_datetime(day + "T" + g.struct.field("hms") + "." + frac
-                                                + zone_g.fill_null(""))
-            sub = sub.with_columns(pl.when(zone_g.is_not_null()).then(aware)
-                                   .otherwise(clock.localize(naive, zone)).alias("time"),
-                                   zone_g.is_not_null().alias("zoned"))
+            sub = sub.with_columns(zone_g.alias("_zone"))
+            if sub["_zone"].is_null().all():   # (most logs: no zone, no offset to parse)
+                sub = sub.with_columns(clock.localize(naive, zone).alias("time"), pl.lit(False).alias("zoned"))
+            else:
+                aware = clock.parse_offset_datetime(day + "T" + g.struct.field("hms") + "." + frac
+                                                    + pl.col("_zone").fill_null(""))
+                sub = sub.with_columns(pl.when(pl.col("_zone").is_not_null()).then(aware)
+                                       .otherwise(clock.localize(naive, zone)).alias("time"),
+                                       pl.col("_zone").is_not_null().alias("zoned"))
+            sub = sub.drop("_zone")
         parts.append(sub)
     return pl.concat(parts, how="vertical")
 
