@@ -1,7 +1,7 @@
 """The general reader of memory lines (forensics/parsers/steplog/general.py): the real and
 constructed print styles of tests/samples/step-markers/style_*.txt against their expectations
-(general_styles.json), the held-out fifth (tests/heldout/general-reader/, run once, result in
-docs/benchmarks.md), and its properties."""
+(general_styles.json), the held-out sets (tests/heldout/general-reader/, tune data since 7e7902e, and
+tests/heldout/general-reader-2/, each run once, results in docs/benchmarks.md), and its properties."""
 from __future__ import annotations
 
 import json

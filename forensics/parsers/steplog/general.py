@@ -142,7 +142,8 @@ _LAYOUTS = {
     "us": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
           r"(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
     # `%m/%d %H:%M:%S` (no year; mmengine, detectron2)
-    "md_slash": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
+    "md_slash": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+                r"(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
     # `%m-%d %H:%M:%S` (no year)
     "md": r"^[ \t]*" + _TAG + r"\[?(?P<mon>[0-9]{2})-(?P<day>[0-9]{2})[ ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?",
     # glog `I0506 10:00:00.123456` (no year)
@@ -237,7 +238,8 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     used: set[int] = set(range(first))
     b = _BRACKET_COUNTER.search(body, start)
     if b:
-        plan.epoch_idx, plan.step_idx, plan.steps_per_epoch_idx = at.get(b.start(1)), at.get(b.start(2)), at.get(b.start(3))
+        plan.epoch_idx, plan.step_idx = at.get(b.start(1)), at.get(b.start(2))
+        plan.steps_per_epoch_idx = at.get(b.start(3))
         used.update(i for i in (plan.epoch_idx, plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
     for c in _COUNTER.finditer(body, start):
         word = c[1].lower()
