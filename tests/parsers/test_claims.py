@@ -21,6 +21,7 @@ GENERIC_OVERLAPS = {
     ("step-markers", "megatron-memory"): "the generic step-marker scanner reads every printed memory line",
     ("step-markers", "deepspeed-memory"): "the generic step-marker scanner reads every printed memory line",
     ("step-markers", "hf-trainer-memory"): "the generic step-marker scanner reads every printed memory line",
+    ("step-markers", "serving-engine-log"): "the general memory-line reader reads a server's recurring memory lines too",
     ("job-kill-records", "serving-engine-log"): "a server's log ends with the shell's line saying its process was killed",
 }
 
