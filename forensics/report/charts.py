@@ -24,6 +24,7 @@ SERIES_COLORS = {
     "max_allocated": "#8fcf8f",
     "max_reserved": "#f5b971",
     "host.rss": "#8c5a3c",
+    "host.used": "#5f6b73",
 }
 FALLBACK_COLORS = ("#1f6fb4", "#e07b10", "#2e9a3a", "#c0392b", "#7b4fb3", "#8c5a3c", "#d45fa8", "#5f6b73",
                    "#a8a81a", "#16a3b8")
