@@ -161,6 +161,29 @@ def test_a_leak_in_an_mlflow_filestore_file(tmp_path):
     assert abs(next(f for f in analysis.findings if f.kind == "leak").rate_bytes_per_hour - GiB) < 0.05 * GiB
 
 
+def test_mlflow_host_memory_is_host_used_with_its_total():
+    _, p = parse_file(realworld("metric_history_system_memory.csv"), UTC, expect="mlflow-system-metrics")
+    s = _by_series(p)
+    assert set(s) == {(None, "host.used", None)}
+    assert s[(None, "host.used", None)]["lo"] == 41_230_000_000                  # used / 1e6 (cpu_monitor.py)
+    assert abs(s[(None, "host.used", None)]["total"] - 270_126e6) < 0.005 * 270_126e6
+
+
+def test_a_host_memory_leak_in_an_mlflow_filestore_file(tmp_path):
+    folder = tmp_path / "mlruns" / "3" / "f00d" / "metrics" / "system"
+    folder.mkdir(parents=True)
+    host = [f"{(T0 + 10 * i) * 1000 + 7} {round(40000 + i * 10 * 1073.741824 / 3600, 1)} {i}" for i in range(2160)]
+    gpu = [f"{(T0 + 10 * i) * 1000 + 7} {20000.0 + (i % 3)} {i}" for i in range(2160)]
+    (folder / "system_memory_usage_megabytes").write_text("\n".join(host) + "\n")
+    (folder / "gpu_0_memory_usage_megabytes").write_text("\n".join(gpu) + "\n")
+    _, analysis = pipeline.run([str(tmp_path)], UTC)
+    leaks = [f for f in analysis.findings if f.kind == "leak"]
+    assert [f.series for f in leaks] == ["host.used"] and leaks[0].gpu is None
+    assert leaks[0].summary.startswith("Host memory") and "GPU 0" not in leaks[0].summary
+    assert abs(leaks[0].rate_bytes_per_hour - GiB) < 0.05 * GiB
+    assert analysis.verdict == "no_leak" and "Host memory does grow" in analysis.verdict_reason
+
+
 # -- Lightning ------------------------------------------------------------------------------------
 
 def test_device_stats_monitor_series_as_the_step_logs_name_them():
