@@ -285,6 +285,11 @@ class Source:
         return cls(path=shown, real_path=real_path, size=st.st_size, mtime=st.st_mtime, compression=comp)
 
     # -- raw reading -------------------------------------------------------------------------
+    def plain_file(self) -> Path | None:
+        """The file the fast line reader reads as it is; None when the bytes must come through
+        `chunks` (compressed, or an archive member: io/archives.py)."""
+        return self.real_path if self.compression is None else None
+
     def _stream(self):
         try:
             return open_stream(self.real_path, self.compression)
