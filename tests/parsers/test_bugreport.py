@@ -11,7 +11,7 @@ from forensics.options import Options
 from forensics.parsers import bugreport
 
 UTC = Options(tz="UTC", tz_from_user=True)
-SAMPLE = REALWORLD / "nvidia-bug-report" / "nvidia-bug-report_01.log"
+SAMPLE = REALWORLD / "nvidia-bug-report" / "nvidia-bug-report_01.txt"
 SEP = "_" * 44
 
 
