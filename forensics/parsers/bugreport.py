@@ -1,4 +1,4 @@
-"""`nvidia-bug-report.log(.gz)`, what the driver's nvidia-bug-report.sh writes (docs/formats.md §12):
+"""`nvidia-bug-report.log(.gz)`, what the driver's nvidia-bug-report.sh writes (docs/formats.md, "Bundles"):
 one text file of sections, each after a line of underscores, then a blank line and what the section
 holds (a command, `*** /proc/meminfo`, `dmesg:`). This reader splits the sections and hands each to
 the reader of its format, evidence lines keeping their numbers in the report:
