@@ -24,8 +24,8 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
 from forensics.errors import InputError, os_error, permission_error
-from forensics.io.sources import (_MAGIC, _SKIP_NAMES, SKIP_SUFFIXES, Source, _Decompressed, compression_of,
-                                  open_stream, rotation_key)
+from forensics.io.sources import (Source, compression_of, compression_of_bytes, decompressed, open_stream,
+                                  rotation_key, skipped_by_name)
 from forensics.units import human
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst", ".tzst")
@@ -54,11 +54,10 @@ class MemberSource(Source):
         self._opener = opener
         with opener() as fh:
             magic = fh.read(6)
-        self.compression = next((name for sig, name in _MAGIC if magic.startswith(sig)), None)
+        self.compression = compression_of_bytes(magic)
 
     def _stream(self):
-        raw = self._opener()
-        return _Decompressed(raw, self.compression) if self.compression else raw
+        return decompressed(self._opener(), self.compression)
 
     def plain_file(self) -> Path | None:
         return None
@@ -137,7 +136,7 @@ class Archive:
         name = shown.rsplit("/", 1)[-1]
         if any(p.startswith(".") for p in shown[len(self.shown) + 1:].split("/")):
             return False
-        if name in _SKIP_NAMES or name.lower().endswith(SKIP_SUFFIXES):
+        if skipped_by_name(name):
             self.ignored.append((shown, "not a log (by its name)"))
             return False
         if kind_of(name):
