@@ -115,3 +115,41 @@ def test_nested_archives_and_damage_are_one_line_each(tmp_path):
     bundle = ingest.load([str(cut)], UTC)
     assert 3 in bundle.events["pid"].to_list()
     assert [m for m in bundle.problems if m.startswith(str(cut)) and "not read to its end" in m]
+
+
+@pytest.mark.parametrize("name", ["x.tar", "x.tar.gz", "x.zip"])
+def test_garbage_and_cut_archives_are_one_line_never_a_traceback(tmp_path, name):
+    import random
+
+    rnd = random.Random(name)
+    good = tmp_path / f"good-{name}"
+    if name.endswith("zip"):
+        with zipfile.ZipFile(good, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("kern.log", _kill(1) * 50)
+    else:
+        _tar(good, {"kern.log": _kill(1) * 50}, mode="w:gz" if name.endswith("gz") else "w")
+    data = good.read_bytes()
+    for i in range(12):
+        bad = bytearray(data[: rnd.randrange(1, len(data))] if i % 2 else data)
+        for _ in range(rnd.randrange(1, 8)):
+            bad[rnd.randrange(len(bad))] = rnd.randrange(256)
+        path = tmp_path / f"{i}-{name}"
+        path.write_bytes(bytes(bad))
+        bundle = ingest.load([str(path)], UTC)
+        assert all("\n" not in m and "Traceback" not in m and "internal error" not in m for m in bundle.problems)
+
+
+def test_a_zip_member_of_a_method_zipfile_lacks_is_one_line(tmp_path):
+    arch = tmp_path / "m.zip"
+    with zipfile.ZipFile(arch, "w") as zf:
+        zf.writestr("a.log", _kill(1))
+        zf.writestr("b.log", _kill(2))
+    data = bytearray(arch.read_bytes())
+    # the local header of the first member: compression method 9 (deflate64)
+    data[8:10] = (9).to_bytes(2, "little")
+    zf_central = data.rfind(b"PK\x01\x02", 0, data.rfind(b"PK\x01\x02"))
+    data[zf_central + 10: zf_central + 12] = (9).to_bytes(2, "little")
+    arch.write_bytes(bytes(data))
+    bundle = ingest.load([str(arch)], UTC)
+    assert bundle.events["pid"].to_list() == [2]
+    assert [m for m in bundle.problems if m.startswith(f"{arch}/a.log: member not read")]

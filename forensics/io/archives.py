@@ -231,4 +231,12 @@ class Archive:
                     mtime = time.mktime((*info.date_time, 0, 0, -1))
                 except (OverflowError, ValueError):
                     mtime = 0.0
-                yield MemberSource(shown, lambda i=info: _ZipMember(zf.open(i)), info.file_size, mtime)
+                try:
+                    src = MemberSource(shown, lambda i=info: _ZipMember(zf.open(i)), info.file_size, mtime)
+                except (zipfile.BadZipFile, NotImplementedError, ValueError, OSError, zlib.error) as e:
+                    # a damaged header or a compression method zipfile lacks (deflate64, ...): this member only
+                    detail = " ".join(str(e).split())[:160] or type(e).__name__
+                    self.problems.append(InputError(shown, "member not read", f"it cannot be opened ({detail})",
+                                                    "unpack the archive with another tool and pass the folder"))
+                    continue
+                yield src
