@@ -106,9 +106,15 @@ def _wandb_host_leak(path, n=1440):
 
 
 def test_a_host_memory_leak_in_wandb_is_named_host_memory(tmp_path):
+    from forensics import report as rep
+
     path = tmp_path / "wandb-events.jsonl"
     _wandb_host_leak(path)
-    _, analysis = pipeline.run([str(path)], UTC)
+    bundle, analysis = pipeline.run([str(path)], UTC)
+    # the host's series have a chart of their own: never drawn as, or measured against, GPU 0
+    md = rep.render_markdown(rep.build_context(bundle, analysis, UTC))
+    assert "Host memory, wandb-events.jsonl, host.rss" in md and "GPU 0, memory.used" in md
+    assert not [ln for ln in md.splitlines() if ln.startswith("- GPU 0") and "host." in ln]
     host = [f for f in analysis.findings if f.kind == "leak" and f.series in ("host.rss", "host.used")]
     assert host and host[0].gpu is None and host[0].summary.startswith("Host memory")
     assert abs(host[0].rate_bytes_per_hour - GiB) < 0.1 * GiB
