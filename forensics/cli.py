@@ -76,8 +76,18 @@ def _parse_time(value: str | None, flag: str) -> datetime | None:
 
 def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None,
                   end: str | None = None, interval: float | None = None, columns: str | None = None,
-                  max_snapshot: str | None = None) -> Options:
+                  max_snapshot: str | None = None, archive_max_size: str | None = None,
+                  archive_max_members: int | None = None) -> Options:
     opts = Options()
+    if archive_max_size is not None:
+        size = parse_size(archive_max_size)
+        if size is None or size <= 0:
+            raise UsageError(f"--archive-max-size {archive_max_size}: not a size, give e.g. 200GiB")
+        opts.archive_max_bytes = size
+    if archive_max_members is not None:
+        if archive_max_members < 1:
+            raise UsageError(f"--archive-max-members {archive_max_members}: give a count from 1 up")
+        opts.archive_max_members = archive_max_members
     if columns is not None:
         opts.columns = check_columns(columns)
     if max_snapshot is not None:
@@ -193,6 +203,11 @@ ColumnsOption = Annotated[Optional[str], typer.Option(
 MaxSnapshotOption = Annotated[Optional[str], typer.Option(
     "--max-snapshot-size", help="Read PyTorch memory snapshots up to this size (decompressed), e.g. 8GiB; default 2GiB "
                                 "(about 30 s and 1.5 GiB of memory per GiB).")]
+ArchiveMaxSizeOption = Annotated[Optional[str], typer.Option(
+    "--archive-max-size", help="Read at most this many bytes (members' sizes) of each .tar/.zip archive, e.g. 200GiB; "
+                               "default 64GiB.")]
+ArchiveMaxMembersOption = Annotated[Optional[int], typer.Option(
+    "--archive-max-members", help="Read at most this many files of each .tar/.zip archive; default 10000.")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
 
@@ -223,6 +238,8 @@ def report(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    archive_max_size: ArchiveMaxSizeOption = None,
+    archive_max_members: ArchiveMaxMembersOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -234,7 +251,8 @@ def report(
     from forensics import report as rep
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
+    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
+                         archive_max_members)
     outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
     prog, cb = _progress()
     if prog:
@@ -272,6 +290,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     """Show which parser claims each file, and why (or why none does)."""
     from forensics import parsers
     from forensics.errors import InputError
+    from forensics.io import archives
     from forensics.io.sources import Source, discover
 
     found = discover(paths)
@@ -280,9 +299,24 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         print(f"{e.path}\t-\t{e}")
     for shown, why in found.ignored:
         print(f"{shown}\t-\t{why}")
-    for real, shown in found.files:
+    def members():
+        """(shown, opener) of each file, an archive's members in its place (io/archives.py)."""
+        for real, shown in found.files:
+            if not archives.kind_of(real.name):
+                yield shown, lambda r=real, s=shown: Source.open(r, s)
+                continue
+            arch = archives.Archive(real, shown, Options().archive_max_members, Options().archive_max_bytes)
+            try:
+                for src in arch.sources():
+                    yield src.path, lambda m=src: m
+            except InputError as e:
+                arch.problems.append(e)
+            for e in arch.problems:
+                print(f"{e.path}\t-\t{e}")
+
+    for shown, open_src in members():
         try:
-            src = Source.open(real, shown)
+            src = open_src()
             module, reason = parsers.claim_file(src)
         except InputError as e:
             print(f"{shown}\t-\t{e}")
@@ -312,6 +346,8 @@ def timeline(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    archive_max_size: ArchiveMaxSizeOption = None,
+    archive_max_members: ArchiveMaxMembersOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -322,7 +358,8 @@ def timeline(
     from forensics import timeline as tl
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
+    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
+                         archive_max_members)
     tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
     bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
@@ -451,6 +488,8 @@ def scan(
     boot_time: BootTimeOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    archive_max_size: ArchiveMaxSizeOption = None,
+    archive_max_members: ArchiveMaxMembersOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
@@ -478,7 +517,8 @@ def scan(
         raise UsageError(f"--workers {workers}: at least one worker is needed, give a number from 1 up (or leave it out)")
     if scheduler and engine is not Engine.dask:
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
-    opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size)
+    opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size,
+                         archive_max_size=archive_max_size, archive_max_members=archive_max_members)
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
                         reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force,
                         fail_on=fail_on.value)

@@ -137,6 +137,28 @@ def test_dask_local_mode(archive, tmp_path):
     assert (tmp_path / "out" / "index.html").exists()
 
 
+def test_tar_gz_job_bundles_scan_as_their_folders(tmp_path):
+    import tarfile
+    folders, bundles = tmp_path / "folders", tmp_path / "bundles"
+    write_incident(folders / "job-101")
+    healthy_job(folders / "job-102")
+    write_incident(folders / "job-103")
+    (folders / "job-103" / "kern.log").unlink()       # a leak without the kill
+    bundles.mkdir()
+    for job in sorted(folders.iterdir()):
+        with tarfile.open(bundles / f"{job.name}.tar.gz", "w:gz") as tf:
+            tf.add(job, arcname=job.name)
+    assert [p.name for p in sc.find_jobs(bundles)] == ["job-101.tar.gz", "job-102.tar.gz", "job-103.tar.gz"]
+    unpacked = sc.run_scan(cfg_for(folders, tmp_path / "out-folders"))
+    packed = sc.run_scan(cfg_for(bundles, tmp_path / "out-bundles"))
+    keys = ("verdict", "severity", "worst_finding", "oom_kills", "findings", "inputs", "skipped_lines", "status")
+    assert ({r["job"]: [r[k] for k in keys] for r in unpacked.rows}
+            == {r["job"].removesuffix(".tar.gz"): [r[k] for k in keys] for r in packed.rows})
+    assert {r["job"]: r["verdict"] for r in unpacked.rows}["job-101"] == "leak"
+    again = sc.run_scan(cfg_for(bundles, tmp_path / "out-bundles"))
+    assert again.reused == 3
+
+
 def test_job_ids_never_collide(tmp_path):
     """Nested folders are joined with "__"; a folder whose own name holds "__" must not take the same id."""
     from forensics.scan import job_id

@@ -14,7 +14,7 @@ from forensics.detect import events as detect_events
 from forensics.detect.allocations import allocation_findings
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings
-from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
+from forensics.detect.measure import HOST_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.ranks import RankMap
 from forensics.units import human
 
@@ -33,7 +33,7 @@ class Analysis:
 
 def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
     """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
-    leaks = [f for f in findings if f.kind == "leak" and f.series != "host.rss"]
+    leaks = [f for f in findings if f.kind == "leak" and f.series not in HOST_SERIES]
     if leaks:
         lead = sorted(leaks, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))[0]
         more = f" ({len(leaks) - 1} more leak finding{'s' if len(leaks) > 2 else ''})" if len(leaks) > 1 else ""
@@ -56,9 +56,9 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
     if cache:
         return "cache_growth", cache[0].summary
-    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series != "host.rss"
+    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series not in HOST_SERIES
               and s.result.classification != "too_short"]
-    host = [f for f in findings if f.kind == "leak" and f.series == "host.rss"]
+    host = [f for f in findings if f.kind == "leak" and f.series in HOST_SERIES]
     host_txt = " Host memory does grow (see the host-memory finding)." if host else ""
     if usable:
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts

@@ -9,7 +9,7 @@ import polars as pl
 
 from forensics.detect.callpaths import frame_label, sanitizer_groups
 from forensics.detect.findings import Evidence, Finding
-from forensics.detect.measure import sample_evidence
+from forensics.detect.measure import HOST_SERIES, sample_evidence
 from forensics.model import detail_dict
 from forensics.units import human
 from forensics.frames import rows_where
@@ -527,7 +527,7 @@ def link(findings: list[Finding]) -> None:
         for lk in leaks:
             if o.kind == "gpu_oom" and not _same_gpu(o, lk):
                 continue
-            if o.kind == "oom_kill" and lk.series != "host.rss" and lk.pid not in (None, o.pid):
+            if o.kind == "oom_kill" and lk.series not in HOST_SERIES and lk.pid not in (None, o.pid):
                 continue
             to, tl = _t(o.start), _t(lk.start)
             what = "CUDA out-of-memory error" if o.kind == "gpu_oom" else "OOM kill"
@@ -536,7 +536,7 @@ def link(findings: list[Finding]) -> None:
                 if to < tl:
                     continue
                 end_t = _t(lk.end)
-                if o.kind == "oom_kill" and lk.pid is None and lk.series != "host.rss" and end_t is not None \
+                if o.kind == "oom_kill" and lk.pid is None and lk.series not in HOST_SERIES and end_t is not None \
                         and abs(to - end_t) > max(300.0, 0.05 * (end_t - tl)):
                     continue   # a kill long after the growth stopped is not its end
                 gap = _dur(to - tl)

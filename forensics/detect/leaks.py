@@ -12,15 +12,15 @@ import numpy as np
 from forensics.detect.events import fmt_seconds
 from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
-from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
-                                      sample_evidence)
+from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
+                                      leak_evidence, sample_evidence)
 from forensics.units import human, rate_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
 # series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
-LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", "host.rss")
+LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", *HOST_SERIES)
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
-EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4}
+EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4, "host.used": 5}
 EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
 SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
                  "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}
@@ -73,7 +73,7 @@ def _by_rank(groups: dict) -> dict:
 
 def _group_key(s: Series) -> tuple:
     r = s.result
-    if r.series == "host.rss":
+    if r.series in HOST_SERIES:
         return (r.host, "host")
     return (r.host, r.gpu)
 
@@ -164,7 +164,7 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     for s in members[:3]:
         f.evidence.extend(leak_evidence(s))
     del f.evidence[EVIDENCE_MAX:]
-    where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
+    where = _where(gpu, host) if r.series not in HOST_SERIES else "Host memory" + (f" on {host}" if host else "")
     span = _span_seconds(timed) if timed is not None else None
     rate_txt = _fmt_rate(rate_h, rate_step, span)
     if lk.pattern == "linear":
@@ -224,7 +224,7 @@ def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:
 def _leak_causes(f: Finding, members: list[Series], device: list[Series]) -> tuple[list[str], list[str]]:
     causes, checks = [], []
     names = {s.result.series for s in members}
-    if "host.rss" in names:
+    if names & set(HOST_SERIES):
         causes.append("Host memory grows: DataLoader workers with pin_memory=True keep pinned buffers "
                       "(each worker and its pinned batches add up), or Python objects kept across steps.")
         checks.append("Try pin_memory=False or fewer num_workers; watch each worker's RSS (ps -o rss); "

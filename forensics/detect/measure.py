@@ -23,6 +23,8 @@ from forensics.units import human
 DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
 FRAMEWORK_SERIES = ("allocated", "reserved")
 DEVICE_SERIES = ("memory.used", "process.used")
+# host memory, never a GPU's: a process's resident set (host.rss) and the host's used memory (host.used)
+HOST_SERIES = ("host.rss", "host.used")
 
 
 @dataclass

@@ -69,7 +69,11 @@ _BAD_CONTROLS = {c: None for c in [*range(1, 8), 14, 15, *range(16, 27), 28, 29,
 
 def compression_of(path: Path) -> str | None:
     with open(path, "rb") as fh:
-        magic = fh.read(6)
+        return compression_of_bytes(fh.read(6))
+
+
+def compression_of_bytes(magic: bytes) -> str | None:
+    """The compression a stream's first bytes announce (gzip, zstd, xz, bz2), else None."""
     for sig, name in _MAGIC:
         if magic.startswith(sig):
             return name
@@ -183,9 +187,14 @@ class _Decompressed:
 def open_stream(path: Path, compression: str | None):
     """A binary stream of the decompressed content (streamed, never fully in memory here). Its
     `read()` returns the next piece; a truncated compressed stream raises EOFError after its data."""
+    return decompressed(open(path, "rb"), compression)
+
+
+def decompressed(fh, compression: str | None):
+    """`fh` (a binary stream: a file, an archive member) read through its decompressor, if any."""
     if compression in ("gzip", "xz", "bz2", "zstd"):
-        return _Decompressed(open(path, "rb"), compression)
-    return open(path, "rb")
+        return _Decompressed(fh, compression)
+    return fh
 
 
 def _detect_encoding(first: bytes) -> tuple[str, int]:
@@ -285,6 +294,11 @@ class Source:
         return cls(path=shown, real_path=real_path, size=st.st_size, mtime=st.st_mtime, compression=comp)
 
     # -- raw reading -------------------------------------------------------------------------
+    def plain_file(self) -> Path | None:
+        """The file the fast line reader reads as it is; None when the bytes must come through
+        `chunks` (compressed, or an archive member: io/archives.py)."""
+        return self.real_path if self.compression is None else None
+
     def _stream(self):
         try:
             return open_stream(self.real_path, self.compression)
@@ -537,6 +551,11 @@ _SKIP_NAMES = {".DS_Store", "job.json"}
 SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pt", ".pth")
 
 
+def skipped_by_name(name: str) -> bool:
+    """A file that is no log by its name (discover leaves it out, and so do archives)."""
+    return name in _SKIP_NAMES or name.lower().endswith(SKIP_SUFFIXES)
+
+
 def rotation_key(name: str) -> tuple[str, int, str]:
     """Sort key that puts a rotated set in time order: kern.log.4.gz … kern.log.1, kern.log;
     messages-20160516, messages-20160523, messages."""
@@ -576,7 +595,7 @@ def discover(paths: list[str]) -> Discovered:
         if key in seen:
             return
         seen.add(key)
-        if p.name in _SKIP_NAMES or p.name.lower().endswith(SKIP_SUFFIXES):
+        if skipped_by_name(p.name):
             out.ignored.append((shown, "not a log (by its name)"))
             return
         if not stat.S_ISREG(st.st_mode):

@@ -41,6 +41,7 @@ from types import ModuleType
 # no earlier one.
 _ORDER: list[str] = [
     "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
+    "bugreport",  # nvidia-bug-report.log: a bundle of sections, each handed to its format's reader
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
     "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana

@@ -29,6 +29,7 @@ from forensics import parsers
 from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options
+from forensics.io import archives
 from forensics.io.sources import SKIP_SUFFIXES, Source
 from forensics.frames import rows_where
 
@@ -88,7 +89,8 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
 
     Default: the top-most folders that directly hold a log (their subfolders belong to them); a folder
     whose files are all readable and recognized by no parser (code, notes) is not a job and is added to
-    `not_jobs` (its subfolders are still searched); the archive itself is a job only when it holds a log
+    `not_jobs` (its subfolders are still searched); a `.tar.gz`/`.zip` bundle in a folder that is no job
+    is a job of its own; the archive itself is a job only when it holds a log
     and no job folder below. `depth` picks folders at exactly that depth; `job_pattern` picks folders
     whose name matches (top-most match wins): those are jobs whatever they hold."""
     if not archive.is_dir():
@@ -111,6 +113,10 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
             return
         subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
         files = [Path(e.path) for e in entries if not _safe_is_dir(e) and _is_log_name(e.name)]
+        # a .tar.gz / .zip beside no other log is a job of its own (a job bundle); beside logs it is
+        # part of their job
+        bundles = [f for f in files if archives.kind_of(f.name)]
+        files = [f for f in files if not archives.kind_of(f.name)]
         if depth is not None:
             if level == depth:
                 jobs.append(d)
@@ -125,6 +131,8 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
                 return
             if not_jobs is not None:
                 not_jobs.append(d)
+        if depth is None and rx is None:
+            jobs.extend(bundles)
         for s in subdirs:
             walk(s, level + 1)
 
@@ -163,18 +171,25 @@ def fingerprint(job: Path, options_key: str = "") -> str:
     (`ScanConfig.options_key`) and of this tool's version: a rerun with any of them changed is redone."""
     h = hashlib.blake2b(digest_size=16)
     h.update(__version__.encode() + b"\0" + options_key.encode() + b"\0")
+    if job.is_file():   # a job bundle (.tar.gz, .zip): its bytes
+        _hash_file(h, job, job.name)
+        return h.hexdigest()
     for root, dirs, files in os.walk(job):
         dirs.sort()
         for name in sorted(files):
             p = Path(root) / name
-            h.update(os.path.relpath(p, job).encode("utf-8", "surrogateescape") + b"\0")
-            try:
-                with open(p, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        h.update(chunk)
-            except OSError as e:
-                h.update(f"unreadable:{e.errno}".encode())
+            _hash_file(h, p, os.path.relpath(p, job))
     return h.hexdigest()
+
+
+def _hash_file(h, p: Path, rel: str) -> None:
+    h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+    try:
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError as e:
+        h.update(f"unreadable:{e.errno}".encode())
 
 
 # -- one job (runs in a worker process) -----------------------------------------------------------

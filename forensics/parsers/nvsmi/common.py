@@ -327,7 +327,7 @@ def time_after_previous_row(errors: pl.DataFrame, rows: pl.DataFrame) -> tuple[p
 
 DMON_HEADER_RE = re.compile(r"^\s*#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\S")
 DMON_UNITS_RE = re.compile(r"^\s*#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
-_TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:)")
+_TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:|MIG devices:|GPU\s+GI\s+CI\s+MIG\b)")
 _TABLE_ROW = re.compile(f"(?:{TABLE_MEM_ROW_RE})|(?:{TABLE_PROC_ROW_RE})")
 _QUERY_RE = re.compile(r"^\s*(?:=+NVSMI LOG=+\s*$|<nvidia_smi_log>|<!DOCTYPE nvidia_smi_log|Timestamp\s+: [A-Z][a-z]{2} )")
 _PROMPT = re.compile(PROMPT_RE)
