@@ -160,6 +160,11 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
          "classification": s.result.classification}
         for s in members]
     f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
+    # the points of the step a log reads memory at ("before forward", "after step"), each its own series
+    phases = list(dict.fromkeys(s.result.label for s in sorted(members, key=lambda s: int(s.lines[0]))
+                                if s.result.label and s.result.series in FRAMEWORK_SERIES))
+    if len(phases) > 1:
+        f.detail["phases"] = phases
     _lifetime_facts(f, timed or primary, members)
     for s in members[:3]:
         f.evidence.extend(leak_evidence(s))
@@ -179,9 +184,11 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
               "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
     job = f.detail.get("job") or {}
     who = f"rank {rank}, " if rank is not None else ""
-    f.summary = (f"{where} ({who}{r.series}) grows {how}{since}, +{human(lk.growth)}"
+    at = (f"; {len(members)} series grow, at {len(phases)} points of the step: {', '.join(phases)}"
+          if len(phases) > 1 else "")
+    f.summary = (f"{where} ({who}{r.series}{' ' + r.label if len(phases) > 1 else ''}) grows {how}{since}, +{human(lk.growth)}"
                  + (f", in {holder}" if holder else "") + ending
-                 + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
+                 + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + at + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
 
@@ -404,10 +411,12 @@ def _by_job(groups: dict) -> list[tuple[tuple, list[Series]]]:
         if jobs and untimed:
             max(jobs, key=lambda j: sum(m.fit.leak.growth for m in j)).extend(untimed)
         elif untimed:
-            per_source = {}
+            # one job per lifetime number: a source's series (the phases of a step, allocated and
+            # reserved) are one job; a series seen in several lifetimes is a job restarted
+            per_job: dict[int, list[Series]] = {}
             for m in untimed:
-                per_source.setdefault(m.result.source, []).append(m)
-            jobs = [untimed] if all(len(v) == 1 for v in per_source.values()) else [[m] for m in untimed]
+                per_job.setdefault(m.job_number, []).append(m)
+            jobs = list(per_job.values())
         out.extend((key, j) for j in jobs)
     return out
 
