@@ -63,3 +63,63 @@ def test_phases_of_a_healthy_step_log_are_no_leak():
     an = run(*phase_log(np.full(n, 1.5), reserved_gib=np.full(n, 6.5)))
     assert an.verdict == "no_leak"
     assert not leaks(an)
+
+
+# ----------------------------------------------------------------------------------------------
+# short and coarse jobs (docs/detection.md, "Short series")
+
+def test_growth_to_the_end_of_a_short_job_is_never_no_leak():
+    # 8 readings at 1 Hz: 0.6 -> 25 GiB, rising ever more slowly but still rising when the process ended
+    y = np.array([0.6, 8, 14, 18, 21, 23, 24.5, 25]) * GiB
+    an = run(frame(y))
+    assert an.verdict != "no_leak"
+    assert an.series[0].classification != "warmup_plateau"
+
+
+def test_a_short_job_that_levelled_is_a_warmup():
+    y = np.array([0.6, 8, 14, 18, 21, 23, 24.5, 24.5, 24.5, 24.5]) * GiB
+    an = run(frame(y))
+    assert an.verdict == "no_leak"
+
+
+def test_a_fall_and_a_rise_is_not_growth_that_does_not_fall_back():
+    y = np.array([10, 11, 12, 13, 5, 6, 7, 8]) * GiB
+    an = run(frame(y))
+    assert an.verdict != "leak"
+    assert "does not fall back" not in an.verdict_reason
+    assert "fell" in an.series[0].reason
+
+
+def test_a_short_steady_rise_is_a_thin_leak():
+    y = np.array([0.6, 4, 8, 12, 16, 19.5, 22.5, 25]) * GiB
+    an = run(frame(y))
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.confidence <= 0.6
+
+
+def test_two_column_nounits_log_of_a_short_leaking_job_is_read_and_judged(tmp_path):
+    # `nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -l 5` (the form many
+    # public job scripts use) beside a 40 s job that leaked
+    from forensics.options import Options
+    from forensics.pipeline import run as run_pipeline
+
+    rows = [f"2026/12/05 10:00:{5 * i:02d}.000, {3 if i == 0 else 600 + 2900 * i}" for i in range(9)]
+    p = tmp_path / "vram.csv"
+    p.write_text("\n".join(rows) + "\n")
+    bundle, an = run_pipeline([str(p)], Options(tz="UTC"))
+    assert bundle.samples.height == 9
+    assert set(bundle.samples["series"].to_list()) == {"memory.used"}
+    assert an.verdict == "leak"
+
+
+def test_a_timestamp_and_a_percentage_is_not_read_as_memory(tmp_path):
+    # `timestamp, utilization.gpu` without units: numbers of at most 100 are no memory in MiB
+    from forensics.options import Options
+    from forensics.pipeline import run as run_pipeline
+
+    rows = [f"2026/12/05 10:00:{5 * i:02d}.000, {min(100, 10 * i)}" for i in range(9)]
+    p = tmp_path / "util.csv"
+    p.write_text("\n".join(rows) + "\n")
+    bundle, an = run_pipeline([str(p)], Options(tz="UTC"))
+    assert "memory.used" not in set(bundle.samples["series"].to_list())

@@ -16,6 +16,7 @@ from forensics.detect import changepoints, patterns, robust
 from forensics.detect.changepoints import EVENT_SIGMAS, MAX_BUCKETS, MIN_POINTS, Segment
 from forensics.detect.patterns import (DECELERATION, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
                                        OSCILLATION_MIN_FRACTION, Leak)
+from forensics.units import human
 
 # Series shorter than SHORT_MAX get no change-point search ...
 SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence,
@@ -273,6 +274,19 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
     run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
     slowing = r >= SHORT_RUN and float(run_slope[-1]) < DECELERATION * float(run_slope.mean())
+    fall = float(-d.min()) if d.size else 0.0
+    if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
+        # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
+        fit.classification = "too_short"
+        fit.reason = (f"memory fell by {human(fall)} and then rose to the end ({few}: too few to tell a "
+                      "leak from a cycle; log memory more often, e.g. nvidia-smi -l 1)")
+        return fit
+    if slowing and float(d[-1]) > LEAK_MIN_FRACTION * level:
+        # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet
+        fit.classification = "too_short"
+        fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading, ever more slowly ({few}: "
+                      "too few to tell a warm-up that had not settled from a leak)")
+        return fit
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         sl = run / np.maximum(np.diff(xs), 1e-12)
