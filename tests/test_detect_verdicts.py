@@ -123,3 +123,53 @@ def test_a_timestamp_and_a_percentage_is_not_read_as_memory(tmp_path):
     p.write_text("\n".join(rows) + "\n")
     bundle, an = run_pipeline([str(p)], Options(tz="UTC"))
     assert "memory.used" not in set(bundle.samples["series"].to_list())
+
+
+# ----------------------------------------------------------------------------------------------
+# growth that ends in the job's CUDA out-of-memory error
+
+def _pool(hold_top: int, seed=1):
+    """An allocator pool doubling 757 -> 1653 -> 2677 -> 4725 -> 8821 MiB, then at its cap, 12789 MiB,
+    for `hold_top` readings; then the process died of a CUDA OOM (memory back to the idle GPU)."""
+    from datetime import timedelta
+
+    from test_detect import T0
+    levels = [3, 757, 1653, 2677, 4725, 8821, 12789]
+    y = np.concatenate([np.full(h, lv, float) for lv, h in zip(levels, [5, 20, 20, 20, 20, 20, hold_top])])
+    y = y * MiB + rng(seed).normal(0, 0.3 * MiB, y.size)
+    oom = T0 + timedelta(seconds=float(y.size))
+    ev = [{"time": oom, "source": "train.log", "line": 99, "kind": "gpu_oom", "gpu": "0", "bytes": 2 * GiB,
+           "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}]
+    return np.append(y, [3 * MiB] * 5), ev
+
+
+def test_a_pool_doubling_to_its_cap_then_oom_is_the_path_to_the_oom_not_a_warmup():
+    y, ev = _pool(60)
+    an = run(frame(y, cap=16 * GiB), events=ev)
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert "doubling" in f.summary and f.detail["pool_doublings"] >= 2
+    assert f.detail["ran_out"] == "gpu_oom"
+    assert any(e.path == "train.log" for e in f.evidence)
+    assert an.series[0].classification == "growth_into_oom"
+
+
+def test_one_rise_to_the_working_set_then_oom_is_a_footprint_too_large():
+    from datetime import timedelta
+
+    from test_detect import T0
+    y = np.concatenate([np.full(5, 3.0), np.linspace(757, 12789, 4), np.full(60, 12789.0)]) * MiB
+    y = y + rng(2).normal(0, 0.3 * MiB, y.size)
+    ev = [{"time": T0 + timedelta(seconds=float(y.size)), "source": "train.log", "line": 99, "kind": "gpu_oom",
+           "gpu": "0", "bytes": 2 * GiB, "text": "torch.OutOfMemoryError: CUDA out of memory."}]
+    an = run(frame(np.append(y, [3 * MiB] * 5), cap=16 * GiB), events=ev)
+    assert an.verdict == "no_leak"
+    assert "footprint too large" in an.verdict_reason and "warmup" not in an.verdict_reason
+    assert an.series[0].classification == "growth_into_oom"
+
+
+def test_the_same_growth_without_an_oom_is_a_warmup():
+    y, _ = _pool(60)
+    an = run(frame(y, cap=16 * GiB))
+    assert an.verdict == "no_leak"
+    assert an.series[0].classification == "warmup_plateau"

@@ -5,7 +5,7 @@ likely causes and what to check.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -425,3 +425,96 @@ def _capacity(device: list[Series], host, gpu) -> int | None:
     caps = [s.result.capacity for s in device if s.result.capacity and s.result.gpu == gpu
             and (host is None or s.result.host in (None, host))]
     return max(caps) if caps else None
+
+
+OOM_READINGS = 3             # an OOM this many readings after a job's last one is still that job's
+DOUBLING = (1.6, 2.5)        # a stair this many times the one before it doubles the pool ...
+DOUBLINGS_MIN = 2            # ... and this many such stairs in a row name a pool that grows by doubling
+LEVEL_SHARE = 0.02           # readings within this share of a level's value are that level
+
+
+def _levels(y: np.ndarray) -> list[float]:
+    """The levels a stepwise series sat at, in order: runs of at least two readings within LEVEL_SHARE."""
+    out: list[float] = []
+    i = 0
+    while i < y.size:
+        j = i + 1
+        while j < y.size and abs(float(y[j]) - float(y[i])) <= LEVEL_SHARE * max(abs(float(y[i])), 1.0):
+            j += 1
+        if j - i >= 2 and (not out or abs(float(y[i]) - out[-1]) > LEVEL_SHARE * max(out[-1], 1.0)):
+            out.append(float(np.median(y[i:j])))
+        i = j
+    return out
+
+
+def doublings(y: np.ndarray) -> int:
+    """How many stairs in a row were each about twice the one before (an allocator pool doubling)."""
+    lv = _levels(y)
+    rises = np.diff(lv)
+    best = run = 0
+    for a, b in zip(rises, rises[1:]):
+        run = run + 1 if a > 0 and DOUBLING[0] <= b / a <= DOUBLING[1] else 0
+        best = max(best, run)
+    return best
+
+
+def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Finding]:
+    """Memory that grew and then held level until this job's CUDA out-of-memory error is the path to
+    that error, not a warm-up (classification `growth_into_oom`): a job that levelled below what its
+    GPU holds runs out only when what it needs kept growing where the device cannot show it (inside a
+    pool at its cap), so growth over several levels is a leak finding; one rise to the working set then
+    the error is a footprint too large (the verdict says so). Returns the leak findings."""
+    ooms = [f for f in findings if f.kind == "gpu_oom" and isinstance(f.start, datetime)]
+    leaking = {(f.host, f.gpu) for f in findings if f.kind == "leak"}
+    out = []
+    for whole, s in ((w, p) for w in series for p in w.parts):
+        r = s.result
+        if (not ooms or r.series not in LEAK_SERIES or r.series == "host.rss" or s.sec is None
+                or s.fit.classification != "warmup_plateau" or (r.host, r.gpu) in leaking):
+            continue
+        t = s.epoch()
+        dt = float(np.median(np.diff(t))) if t.size > 1 else 1.0
+        i_end = s.x.size - 1
+        if s.fit.release_x is not None:
+            i_end = max(s.nearest(s.fit.release_x) - 1, 0)
+        oom = next((o for o in ooms if o.gpu in (None, r.gpu) and o.host in (None, r.host)
+                    and t[0] <= o.start.timestamp() <= t[i_end] + OOM_READINGS * dt), None)
+        if oom is None:
+            continue
+        body = s.y[: i_end + 1]
+        top = float(body.max())
+        i_top = int(np.argmax(body >= top - max(LEVEL_SHARE * top, 3 * s.fit.noise)))
+        held = oom.start.timestamp() - t[i_top]
+        n_doubling = doublings(body)
+        pool = " (an allocator pool that grows by doubling)" if n_doubling >= DOUBLINGS_MIN else ""
+        path = (f"{_where(r.gpu, r.host)} ({r.series}) grew from {human(float(body[0]))} to {human(top)}{pool}, "
+                f"then held it for {fmt_seconds(held)} until the CUDA out-of-memory error")
+        # one rise to the working set, then the error: the footprint; a rise over several levels
+        # before the cap: what the job needed grew
+        footprint = len(_levels(body[s.nearest(s.fit.start_x or s.x[0]):])) <= 2
+        s.fit.classification = "growth_into_oom"
+        s.fit.reason = path + (": a footprint too large for the GPU, not a warm-up" if footprint
+                               else ": what the job needed kept growing where the device cannot show it")
+        for res in (r, whole.result) if whole.fit is s.fit else (r,):
+            res.classification, res.reason = s.fit.classification, s.fit.reason
+        if footprint:
+            continue
+        f = Finding(kind="leak", severity="critical", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
+                    host=r.host, pattern="step" if n_doubling >= DOUBLINGS_MIN else "linear",
+                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=0.5,
+                    start=s.to_x(float(s.x[0])), end=oom.start,
+                    summary=(f"{path}: the job's memory grew until it ran out, the last of that growth "
+                             "inside what the device shows (a leak, or a footprint too large for this GPU)."))
+        f.detail["ran_out"] = "gpu_oom"
+        if n_doubling >= DOUBLINGS_MIN:
+            f.detail["pool_doublings"] = n_doubling
+        f.evidence = [sample_evidence(s, 0), sample_evidence(s, i_top), sample_evidence(s, i_end)]
+        f.evidence.extend(oom.evidence[:1])
+        f.causes = ["An allocator that reserves memory in a pool (JAX/XLA, CuPy, TensorFlow's BFC, PyTorch's "
+                    "caching allocator) shows the device its pool, not what lives in it: once the pool is at "
+                    "its cap, live memory can keep growing inside it until an allocation fails."]
+        f.checks = ["Log the framework's own live count (torch.cuda.memory_allocated(), "
+                    "jax.devices()[0].memory_stats()['bytes_in_use']) at each step: rising is a leak; level "
+                    "at the cap means the job needs a smaller batch or model."]
+        out.append(f)
+    return out

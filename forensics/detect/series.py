@@ -37,6 +37,7 @@ WIND_DOWN_MIN_FALL = 0.05  # its fall is at least this share of that growth (a f
 @dataclass
 class SeriesFit:
     classification: str        # flat | linear_growth | staircase | sawtooth | warmup_plateau | decline | release | too_short
+                               # (and growth_into_oom, set by leaks.growth_into_oom when the job's OOM is known)
     reason: str
     n: int
     segments: list[Segment] = field(default_factory=list)
