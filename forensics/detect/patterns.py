@@ -32,6 +32,7 @@ RAW_STAIRS_MAX = 20_000   # staircases are read on the samples themselves up to 
 STAIR_FLAT_SHARE = 0.2    # between stairs, drift and falls add up to less than this share of the rise
 OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
 FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
+TOOTH_RANGE_SHARE = 0.25  # a tooth read on the raw readings falls by at least this share of the range
 
 
 @dataclass
@@ -75,6 +76,21 @@ def troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int],
             out.append(i)
             depths.append(depth)
     return out, depths
+
+
+def raw_teeth(y: np.ndarray, fall_min: float) -> int:
+    """Falls read on the readings themselves, each of at least `fall_min` and a quarter of the range,
+    followed by a recovery of half of it: teeth of a sawtooth sampled too coarsely for change points
+    (three readings a tooth at `nvidia-smi -l 1`) that the bucket fit smooths into a level."""
+    if y.size < 3:
+        return 0
+    fall = max(fall_min, TOOTH_RANGE_SHARE * float(y.max() - y.min()))
+    d = np.diff(y)
+    n = 0
+    for i in np.nonzero(d <= -fall)[0]:
+        if i + 2 < y.size and float(y[i + 2:].max()) - float(y[i + 1]) >= 0.5 * float(-d[i]):
+            n += 1
+    return n
 
 
 def raw_floor(bx, by, edges, troughs, depths, sigma):

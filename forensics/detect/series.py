@@ -228,9 +228,10 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         return fit
 
     total_change = float(f[-1] - f[0])
-    if fit.oscillating:
+    teeth = 0 if fit.oscillating else patterns.raw_teeth(by, fall_min)
+    if fit.oscillating or teeth >= 2:
         fit.classification = "sawtooth"
-        fit.reason = f"{len(troughs)} falls back to a steady floor"
+        fit.reason = f"{max(len(troughs), teeth)} falls back to a steady floor"
     elif fit.persistent_growth >= leak_min:
         fit.classification = "warmup_plateau"
         fit.reason = "memory grew, then stayed level"
