@@ -173,3 +173,26 @@ def test_the_same_growth_without_an_oom_is_a_warmup():
     an = run(frame(y, cap=16 * GiB))
     assert an.verdict == "no_leak"
     assert an.series[0].classification == "warmup_plateau"
+
+
+# ----------------------------------------------------------------------------------------------
+# what a finding says agrees with its own evidence
+
+def test_an_untimed_leak_without_steps_says_its_rate_per_sample():
+    # `nvidia-smi -l 1` without a timestamp column: no clock, no step; the rate is per reading
+    y = 2 * GiB + np.maximum(0, np.arange(200) - 16) * 8 * MiB + rng(3).normal(0, MiB, 200)
+    an = run(frame(y, timed=False))
+    (f,) = leaks(an)
+    assert "at  " not in f.summary and "/sample" in f.summary
+
+
+def test_a_cache_warmup_note_quotes_the_level_it_names():
+    # reserved grows while the job warms up, stays at 2.5 GiB, then the job's memory is freed (130 MiB)
+    n = 80
+    res = np.concatenate([np.linspace(0.6, 2.5, 10), np.full(n - 11, 2.5), [130 / 1024]]) * GiB
+    alloc = np.concatenate([np.full(n - 1, 1.2), [0.1]]) * GiB
+    an = run(frame(res, series="reserved", gpu=None, source="train.log"),
+             frame(alloc, series="allocated", gpu=None, source="train.log"))
+    (f,) = [f for f in an.findings if f.kind == "cache_warmup"]
+    assert "stayed level at about 2.50 GiB" in f.summary and "released" in f.summary
+    assert "2.50 GiB" in f.evidence[-1].text

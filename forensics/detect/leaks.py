@@ -41,12 +41,15 @@ def _stair_every(f: Finding) -> str:
     return " or ".join(parts)
 
 
-def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None) -> str:
+def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None,
+              rate_sample: float | None = None) -> str:
     parts = []
     if rate_h is not None:
         parts.append(rate_text(rate_h, span_seconds))
     if rate_step is not None:
         parts.append(f"{human(rate_step)}/step")
+    if not parts and rate_sample is not None:   # no clock and no step: per reading is all there is
+        parts.append(f"{human(rate_sample)}/sample")
     return " (".join(parts) + (")" if len(parts) == 2 else "")
 
 
@@ -171,7 +174,7 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     del f.evidence[EVIDENCE_MAX:]
     where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
     span = _span_seconds(timed) if timed is not None else None
-    rate_txt = _fmt_rate(rate_h, rate_step, span)
+    rate_txt = _fmt_rate(rate_h, rate_step, span, f.detail.get("rate_bytes_per_sample"))
     if lk.pattern == "linear":
         how = f"linearly at {rate_txt}"
     else:
@@ -301,14 +304,19 @@ def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
     working cache, worth knowing (its size), not a finding against the job."""
     r, fit = reserved.result, reserved.fit
     top = int(fit.peak)
+    # the last reading at the level it stayed at is the evidence; lower readings after it are the
+    # job's memory released (or freed as it ended), which the summary says
+    near = np.nonzero(reserved.y >= top - max(LEVEL_SHARE * top, 3 * fit.noise))[0]
+    i_end = int(near[-1]) if near.size else reserved.x.size - 1
+    released = ", until the job's memory was released" if i_end < reserved.x.size - 1 else ""
     f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source, host=r.host,
                 bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
                 summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
-                         f"job warmed up, then stayed level at about {human(top)}, with allocated memory "
+                         f"job warmed up, then stayed level at about {human(top)}{released}, with allocated memory "
                          f"{SETTLED_WORDS.get(alloc.fit.classification, 'level')} (about {human(alloc.fit.level)}): "
                          "the caching allocator's working cache, not a leak."))
-    i_top = int(np.argmax(reserved.y))
-    f.evidence = [sample_evidence(reserved, 0), sample_evidence(reserved, i_top), sample_evidence(reserved, reserved.x.size - 1)]
+    i_top = int(np.argmax(reserved.y[: i_end + 1]))
+    f.evidence = [sample_evidence(reserved, i) for i in dict.fromkeys((0, i_top, i_end))]
     if reserved.sec is not None:
         f.start, f.end = reserved.to_x(float(reserved.x[0])), reserved.to_x(float(reserved.x[-1]))
     f.checks = ["If the cache is larger than the job needs, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
