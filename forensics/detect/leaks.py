@@ -14,6 +14,7 @@ from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
                                       sample_evidence)
+from forensics.detect.thresholds import DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, OOM_READINGS
 from forensics.units import human, rate_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -433,12 +434,6 @@ def _capacity(device: list[Series], host, gpu) -> int | None:
     caps = [s.result.capacity for s in device if s.result.capacity and s.result.gpu == gpu
             and (host is None or s.result.host in (None, host))]
     return max(caps) if caps else None
-
-
-OOM_READINGS = 3             # an OOM this many readings after a job's last one is still that job's
-DOUBLING = (1.6, 2.5)        # a stair this many times the one before it doubles the pool ...
-DOUBLINGS_MIN = 2            # ... and this many such stairs in a row name a pool that grows by doubling
-LEVEL_SHARE = 0.02           # readings within this share of a level's value are that level
 
 
 def _levels(y: np.ndarray) -> list[float]:

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect import lifetimes
-from forensics.detect.changepoints import MIN_POINTS
+from forensics.detect.thresholds import MIN_POINTS
 from forensics.detect.findings import Evidence
 from forensics.detect.series import SeriesFit, analyze_xy
 from forensics.frames import rows_where

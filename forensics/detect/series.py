@@ -13,25 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from forensics.detect import changepoints, patterns, robust
-from forensics.detect.changepoints import EVENT_SIGMAS, MAX_BUCKETS, MIN_POINTS, Segment
-from forensics.detect.patterns import (DECELERATION, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
-                                       OSCILLATION_MIN_FRACTION, Leak)
+from forensics.detect.changepoints import Segment
+from forensics.detect.patterns import Leak
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
+                                         MAX_BUCKETS, MIN_POINTS, OSCILLATION_MIN_FRACTION, RELEASE_DRAWDOWN,
+                                         RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS, SHORT_CONF_BASE,
+                                         SHORT_CONF_MAX, SHORT_CONF_PER_READING, SHORT_MAX, SHORT_MIN, SHORT_RUN,
+                                         SHORT_SIMILAR, WIND_DOWN_KEPT, WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
 from forensics.units import human
-
-# Series shorter than SHORT_MAX get no change-point search ...
-SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence,
-SHORT_RUN = 3             # ... when its last this many readings-to-readings all rose, and
-SHORT_MAX = 12            # ... up to this many (three segments of three cannot place a start-up and an onset)
-SHORT_SIMILAR = 1.4       # a steady leak's rise per reading varies by the sampling jitter: a reading
-                          # that rose 40 % faster than the median of the later ones is the start-up
-# Start and end of the job inside the series
-RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
-RELEASE_DROP = 0.4        # ... by at least this share of the range, in a few samples,
-RELEASE_NOISE_SIGMAS = 10.0  # ... and by at least this many sample-noise sigmas
-RELEASE_DRAWDOWN = 0.25   # a job that never fell by this share of its range before releases at the end
-WIND_DOWN_SHARE = 0.25    # a job's wind-down (part of its memory freed as it ends) lies in this last share
-WIND_DOWN_KEPT = 0.5      # of its readings, and keeps at least this share of the growth before it;
-WIND_DOWN_MIN_FALL = 0.05  # its fall is at least this share of that growth (a flat top is no wind-down)
 
 
 @dataclass
@@ -308,7 +297,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
                 # readings k-1 -> k rose only part of one interval's growth: the leak began between
                 # them (a larger rise there is the start-up reaching its working set)
                 onset = float(xs[k]) - rise_before / rate
-            conf = round(min(0.6, 0.25 + 0.05 * n), 2)
+            conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
             fit.reason = f"memory grows at every reading to the end and does not fall back ({few}: a thin trend)"
