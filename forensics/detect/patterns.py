@@ -65,18 +65,21 @@ def troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int],
 
 
 def raw_teeth(y: np.ndarray, fall_min: float) -> int:
-    """Falls read on the readings themselves, each of at least `fall_min` and a quarter of the range,
-    followed by a recovery of half of it: teeth of a sawtooth sampled too coarsely for change points
-    (three readings a tooth at `nvidia-smi -l 1`) that the bucket fit smooths into a level."""
+    """Teeth read on the readings themselves (before despiking: a clean tooth's bottom is one reading):
+    a fall of at least `fall_min` and a quarter of the range whose next reading climbs on from the
+    bottom, still below where it fell from by half the fall (a glitch comes straight back), and that
+    later recovers half the fall. Teeth of a sawtooth sampled too coarsely for change points (three
+    readings a tooth at `nvidia-smi -l 1`) that the bucket fit smooths into a level."""
     if y.size < 3:
         return 0
     fall = max(fall_min, TOOTH_RANGE_SHARE * float(y.max() - y.min()))
     d = np.diff(y)
-    n = 0
-    for i in np.nonzero(d <= -fall)[0]:
-        if i + 2 < y.size and float(y[i + 2:].max()) - float(y[i + 1]) >= 0.5 * float(-d[i]):
-            n += 1
-    return n
+    i = np.nonzero(d[:-1] <= -fall)[0]          # falls from reading i to i + 1, with a reading after
+    later = np.maximum.accumulate(y[::-1])[::-1]
+    depth = y[i] - y[i + 1]
+    climbs = (y[i + 2] >= y[i + 1]) & (y[i] - y[i + 2] >= 0.5 * depth)
+    recovers = later[i + 2] - y[i + 1] >= 0.5 * depth
+    return int(np.count_nonzero(climbs & recovers))
 
 
 def raw_floor(bx, by, edges, troughs, depths, sigma):

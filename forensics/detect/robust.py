@@ -122,22 +122,11 @@ def despike(y: np.ndarray, sigma: float) -> np.ndarray:
     spike = np.abs(y - med) > thr
     if not spike.any() or spike.all():
         return y
-    # a spike comes back: the reading after it is nearer the one before it than the spike was; a
-    # sawtooth's bottom (a fall, then the climb goes on from there) is no spike
-    for i0, i1 in _runs(spike):
-        if i0 > 0 and i1 < y.size and abs(y[i1] - y[i0 - 1]) >= 0.5 * float(np.max(np.abs(y[i0:i1] - y[i0 - 1]))):
-            spike[i0:i1] = False
     # filled in from the nearest good neighbours (the running median lags a steep ramp by a sample)
     idx = np.arange(y.size)
     out = y.copy()
     out[spike] = np.interp(idx[spike], idx[~spike], y[~spike])
     return out
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each run of True."""
-    d = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(zip(np.nonzero(d == 1)[0].tolist(), np.nonzero(d == -1)[0].tolist()))
 
 
 def buckets(x: np.ndarray, y: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -217,7 +217,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         return fit
 
     total_change = float(f[-1] - f[0])
-    teeth = 0 if fit.oscillating else patterns.raw_teeth(by, fall_min)
+    teeth = 0 if fit.oscillating else patterns.raw_teeth(y[start:hi_end], fall_min)
     if fit.oscillating or teeth >= 2:
         fit.classification = "sawtooth"
         fit.reason = f"{max(len(troughs), teeth)} falls back to a steady floor"
