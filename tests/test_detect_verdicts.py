@@ -196,24 +196,3 @@ def test_a_cache_warmup_note_quotes_the_level_it_names():
     (f,) = [f for f in an.findings if f.kind == "cache_warmup"]
     assert "stayed level at about 2.50 GiB" in f.summary and "released" in f.summary
     assert "2.50 GiB" in f.evidence[-1].text
-
-
-def test_a_log_memory_recipe_log_is_read_phase_by_phase(tmp_path):
-    # the `log_memory(step_name)` recipe's lines, the step number inside the tag: each phase is a
-    # series of its own, compared across steps (whatever the reader keeps of the tag)
-    from forensics.options import Options
-    from forensics.pipeline import run as run_pipeline
-
-    r = rng(4)
-    lines = []
-    for step in range(140):
-        base = 1.06 + 1.10 * step / 139
-        for ph, off in PHASES.items():
-            lines.append(f"[step {step} {ph}] allocated: {base + off + r.normal(0, 0.004):.2f} GiB, "
-                         f"reserved: {6.5 if step < 4 else 7.0:.2f} GiB")
-    p = tmp_path / "train.log"
-    p.write_text("\n".join(lines) + "\n")
-    _, an = run_pipeline([str(p)], Options(tz="UTC"))
-    assert an.verdict == "leak", an.verdict_reason
-    (f,) = leaks(an)
-    assert len(f.detail["phases"]) == 4 and [ph for ph in PHASES if not any(ph in x for x in f.detail["phases"])] == []

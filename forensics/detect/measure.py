@@ -364,15 +364,8 @@ def series_frames(samples: pl.DataFrame):
             out.append((tuple(k) + (df["label"][0],), df))
             continue
         if float(counts.median()) < MIN_POINTS:
-            # without its numbers ("step 17 after forward" -> "step after forward") a label may still
-            # name a point of the step that recurs: one series per such point, else none
-            bare = df["label"].str.replace_all(r"\s*\d+\s*", " ").str.strip_chars()
-            kinds = bare.value_counts()["count"]
-            if kinds.len() > 1 and float(kinds.median()) >= MIN_POINTS:
-                df = df.with_columns(bare.alias("label"))
-            else:
-                out.append((tuple(k) + (None,), df.with_columns(pl.lit(None, dtype=pl.String).alias("label"))))
-                continue
+            out.append((tuple(k) + (None,), df.with_columns(pl.lit(None, dtype=pl.String).alias("label"))))
+            continue
         for (label,), part in df.partition_by("label", as_dict=True, maintain_order=True).items():
             out.append((tuple(k) + (label,), part))
     return out
