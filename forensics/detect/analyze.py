@@ -13,7 +13,7 @@ from forensics.detect import distributed
 from forensics.detect import events as detect_events
 from forensics.detect.allocations import allocation_findings
 from forensics.detect.findings import SEVERITY_RANK, Finding
-from forensics.detect.leaks import LEAK_SERIES, gpu_findings
+from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
 from forensics.detect.measure import HOST_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.ranks import RankMap
 from forensics.units import human
@@ -64,6 +64,9 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
                           if p.fit.classification != "too_short"})
         kinds = {f.kind for f in findings}
+        into = [p for p in parts if p.fit.classification == "growth_into_oom"]
+        if into:
+            return "no_leak", f"The path to the CUDA out-of-memory error: {into[0].fit.reason}.{host_txt}"
         tail = ""
         if "gpu_oom" in kinds:
             tail = " The CUDA out-of-memory came from a footprint that was too large, not from GPU memory growth."
@@ -100,6 +103,7 @@ def analyze(bundle, opts=None) -> Analysis:
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
     findings.extend(allocation_findings(events, samples))
+    findings.extend(growth_into_oom(series, findings))
     distributed.finding_ranks(findings, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))

@@ -99,6 +99,12 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
         if len(shape) == ncols and all(k == "ph" or k in s for k, s in zip(kinds, shape)):
             m = map_from_names([(n, None) for n in names], f"no header: the layout of {desc}")
             return m, [f"no header: the columns were read as {desc} (docs/formats.md §1.1), from the cell shapes"]
+    if kinds == ["ts", "int"] and max(int(r[1]) for r in rows if r[1].strip().isdigit()) > 100:
+        # `--query-gpu=timestamp,memory.used --format=csv,noheader,nounits`: the one number beside the
+        # clock, larger than a percentage or a temperature, is the memory the script asked for
+        m = map_from_names([("timestamp", None), ("memory.used", "MiB")], origin)
+        return m, ["no header and no units: a timestamp and one number above 100, read as memory.used in MiB "
+                   "(assumed; if it is another column, declare it with --columns timestamp,<its name>)"]
     m = ColumnMap(ncols=ncols, origin=origin)
     described = []
 
