@@ -472,7 +472,7 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
     out = []
     for whole, s in ((w, p) for w in series for p in w.parts):
         r = s.result
-        if (not ooms or r.series not in LEAK_SERIES or r.series == "host.rss" or s.sec is None
+        if (not ooms or r.series not in LEAK_SERIES or r.series in HOST_SERIES or s.sec is None
                 or s.fit.classification != "warmup_plateau" or (r.host, r.gpu) in leaking):
             continue
         t = s.epoch()
