@@ -453,6 +453,11 @@ def scan(
     max_snapshot_size: MaxSnapshotOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo the jobs that failed last time (a rerun keeps their failed row otherwise).")] = False,
+    max_worker_memory: Annotated[Optional[str], typer.Option(
+        "--max-worker-memory", show_default=False,
+        help="Address space each worker process may use, e.g. 8GiB; a job past it fails with that reason and "
+             "the scan goes on. Default: the machine's memory shared out among the workers, at least 4GiB.")] = None,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (needs --engine dask; default: a local cluster).")] = None,
     quiet: QuietOption = False,
@@ -479,9 +484,16 @@ def scan(
     if scheduler and engine is not Engine.dask:
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
     opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size)
+    n_workers = workers or sc.usable_cpus()
+    if max_worker_memory is None:
+        worker_bytes = sc.default_worker_bytes(n_workers)
+    else:
+        worker_bytes = parse_size(max_worker_memory)
+        if worker_bytes is None or worker_bytes < 256 << 20:
+            raise UsageError(f"--max-worker-memory {max_worker_memory}: not a size of at least 256MiB, give e.g. 8GiB")
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
-                        reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force,
-                        fail_on=fail_on.value)
+                        reports=reports.value, workers=n_workers, opts=opts, force=force,
+                        fail_on=fail_on.value, retry_failed=retry_failed, max_worker_bytes=worker_bytes)
     client = _dask_client(scheduler, cfg.workers) if engine is Engine.dask else None
     try:
         if sys.stderr.isatty() and say.level != say.QUIET:
@@ -491,14 +503,20 @@ def scan(
                           TextColumn("{task.fields[rate]:.1f} jobs/s"), TimeRemainingColumn(), console=err) as prog:
                 task = prog.add_task("scan", total=None, rate=0.0)
                 t0 = _t.perf_counter()
+                reused: list[int] = []
 
                 def cb(done, total, row):
+                    if row is None:   # the first call: the jobs reused, which the rate does not count
+                        reused.append(done)
                     el = max(_t.perf_counter() - t0, 1e-6)
-                    prog.update(task, completed=done, total=total, rate=done / el)
+                    prog.update(task, completed=done, total=total, rate=(done - reused[0]) / el)
 
                 result = sc.run_scan(cfg, cb, executor="dask" if client else "process")
         else:
             result = sc.run_scan(cfg, None, executor="dask" if client else "process")
+    except sc.Interrupted as e:
+        err.print(f"{output}: {e}", markup=False)
+        raise typer.Exit(e.exit_code)
     finally:
         if client is not None:
             client.close()
