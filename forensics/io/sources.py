@@ -563,6 +563,9 @@ def discover(paths: list[str]) -> Discovered:
     Link loops, broken links, pipes and unreadable folders become problems, not crashes or hangs."""
     out = Discovered()
     seen: set[tuple[int, int]] = set()
+    # every folder is walked once: folder links that form a DAG (a, b -> the same next level, 40 deep)
+    # would be walked 2^40 ways; its files are each read once anyway
+    walked: set[tuple[int, int]] = set()
 
     def add_file(p: Path, shown: str) -> None:
         try:
@@ -599,6 +602,9 @@ def discover(paths: list[str]) -> Discovered:
             out.problems.append(InputError(shown, "folder link loop", "a symbolic link points back to a parent folder",
                                            "remove the link or pass the folders you mean explicitly"))
             return None
+        if key in walked:
+            return None
+        walked.add(key)
         return [e for e in entries if not e.name.startswith(".")], ancestors | {key}
 
     def walk(d: Path, shown: str) -> None:

@@ -29,7 +29,7 @@ from forensics import parsers
 from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options
-from forensics.io.sources import SKIP_SUFFIXES, Source
+from forensics.io.sources import SKIP_SUFFIXES, Source, discover
 from forensics.frames import rows_where
 
 STATE_NAME = "scan-state.json"
@@ -99,38 +99,38 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
     jobs: list[Path] = []
     seen: set[tuple[int, int]] = set()
 
-    def walk(d: Path, level: int) -> None:
+    # a loop, not recursion: an archive may be thousands of folders deep
+    stack: list[tuple[Path, int]] = [(archive, 0)]
+    while stack:
+        d, level = stack.pop()
         try:
             st = d.stat()
             key = (st.st_dev, st.st_ino)
-            if key in seen:  # link loop
-                return
+            if key in seen:  # link loop, or a folder reached again through a link
+                continue
             seen.add(key)
             entries = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError:
             if level > 0:
                 jobs.append(d)  # unreadable: still a job, so its failure is listed
-            return
+            continue
         subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
         files = [Path(e.path) for e in entries if not _safe_is_dir(e) and _is_log_name(e.name)]
         if depth is not None:
             if level == depth:
                 jobs.append(d)
-                return
+                continue
         elif rx is not None:
             if level > 0 and rx.search(d.name):
                 jobs.append(d)
-                return
+                continue
         elif level > 0 and files:
             if any(_is_log(f) for f in files):
                 jobs.append(d)
-                return
+                continue
             if not_jobs is not None:
                 not_jobs.append(d)
-        for s in subdirs:
-            walk(s, level + 1)
-
-    walk(archive, 0)
+        stack.extend((s, level + 1) for s in reversed(subdirs))
     if not jobs and depth is None and rx is None:
         try:
             if any(e.is_file() and _is_log_name(e.name) and _is_log(Path(e.path)) for e in os.scandir(archive)):
@@ -161,21 +161,22 @@ def job_id(archive: Path, job: Path) -> str:
 
 
 def fingerprint(job: Path, options_key: str = "") -> str:
-    """A fingerprint of every file in the job (names and bytes), of the options that shape its results
-    (`ScanConfig.options_key`) and of this tool's version: a rerun with any of them changed is redone."""
+    """A fingerprint of every file the job's analysis reads (names and bytes: the files `discover`
+    finds, through linked folders too), of the options that shape its results (`ScanConfig.options_key`)
+    and of this tool's version: a rerun with any of them changed is redone."""
     h = hashlib.blake2b(digest_size=16)
     h.update(__version__.encode() + b"\0" + options_key.encode() + b"\0")
-    for root, dirs, files in os.walk(job):
-        dirs.sort()
-        for name in sorted(files):
-            p = Path(root) / name
-            h.update(os.path.relpath(p, job).encode("utf-8", "surrogateescape") + b"\0")
-            try:
-                with open(p, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        h.update(chunk)
-            except OSError as e:
-                h.update(f"unreadable:{e.errno}".encode())
+    found = discover([str(job)])
+    for p, shown in found.files:
+        h.update(os.path.relpath(shown, job).encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            with open(p, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except OSError as e:
+            h.update(f"unreadable:{e.errno}".encode())
+    for problem in found.problems:
+        h.update(str(problem).encode("utf-8", "surrogateescape") + b"\0")
     return h.hexdigest()
 
 
@@ -387,7 +388,8 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     skipped_dirs: list[Path] = []
     jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs)
     out_resolved = cfg.out_dir.resolve()
-    jobs = [j for j in jobs if not str(j.resolve()).startswith(str(out_resolved))]
+    # compared by path parts: -o ar must not take arch/job1 for a folder inside ar
+    jobs = [j for j in jobs if not j.resolve().is_relative_to(out_resolved)]
     ids = [job_id(cfg.archive, j) for j in jobs]
     rows: dict[str, dict] = {}
     todo: list[tuple[Path, str, str | None]] = []
