@@ -90,6 +90,7 @@ class _Decompressed:
         self._in = b""
         self._obj = self._new()
         self._error: Exception | None = None
+        self._zpiece = 16384
 
     def _new(self):
         if self.kind == "gzip":
@@ -105,17 +106,23 @@ class _Decompressed:
     def _feed(self) -> bytes:
         if self.kind == "gzip":
             out = self._obj.decompress(self._in, self._OUT)
-            self._in = self._obj.unconsumed_tail
+            # at a member's end the bytes after it are in unused_data, and (when the output bound cut
+            # the call) in unconsumed_tail as well: taken from unused_data only, else read twice
+            self._in = b"" if self._obj.eof else self._obj.unconsumed_tail
             return out
         if self.kind in ("xz", "bz2"):
             out = self._obj.decompress(self._in, max_length=self._OUT)
             self._in = b""
             return out
-        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (one inflates to at most
-        # ~512 MiB even when crafted; 4 KiB pieces bounded that to 128 MiB but cost 3x zstd's own
-        # decompression time in calls, 16 KiB about 1x)
-        piece, self._in = self._in[:16384], self._in[16384:]
-        return self._obj.decompress(piece)
+        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (4 KiB pieces cost 3x
+        # zstd's own decompression time in calls, 16 KiB about 1x); a piece of crafted RLE blocks
+        # inflates to ~512 MiB, so once one piece gave more than 32 MiB the rest go 256 bytes at a time
+        # (at most ~8 MiB each)
+        piece, self._in = self._in[:self._zpiece], self._in[self._zpiece:]
+        out = self._obj.decompress(piece)
+        if len(out) > 8 * self._OUT:
+            self._zpiece = 256
+        return out
 
     def _needs_input(self) -> bool:
         if self._in:
