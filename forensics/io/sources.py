@@ -31,6 +31,9 @@ from forensics.errors import InputError, os_error, permission_error
 from forensics.model import Skipped
 
 HEAD_LINES = 200
+# Blank lines do not count towards HEAD_LINES (a log may start with hundreds of them), up to this many
+# lines in all: what the sniffers see of a file that starts with more blank lines than this is blank.
+HEAD_MAX_LINES = 64 * HEAD_LINES
 HEAD_BYTES = 256 * 1024
 # How far head() reads past dropped over-long lines before it gives up looking for the first lines.
 HEAD_RAW_LIMIT = 32 << 20
@@ -344,7 +347,7 @@ class Source:
         overlong: list[int] = []
         carry = ""
         dropping = False  # inside an over-long line: discard until its newline
-        kept = raw_read = nuls = bad = 0
+        kept = raw_read = nuls = bad = nonblank = 0
         decoder = None
         cut: BaseException | None = None
         stopped = False
@@ -386,7 +389,9 @@ class Source:
                         p = p[:HEAD_CUT_CHARS]
                     lines.append(p)
                     kept += len(p)
-                    if len(lines) >= HEAD_LINES or kept >= HEAD_BYTES:
+                    if p.strip():
+                        nonblank += 1
+                    if nonblank >= HEAD_LINES or len(lines) >= HEAD_MAX_LINES or kept >= HEAD_BYTES:
                         stopped = True
                         break
             else:
@@ -419,7 +424,7 @@ class Source:
         """The first lines, decoded and unwrapped: what `sniff` looks at."""
         if self._head is None:
             if self._frame is not None:
-                self._head = self._frame["text"].head(HEAD_LINES).to_list()
+                self._head = _head_lines(self._frame["text"].head(HEAD_MAX_LINES).to_list())
             else:
                 read = self._read_lines(head=True)
                 if read.cut is not None and not read.lines and not read.cut_partial:
@@ -556,6 +561,17 @@ def rotation_key(name: str) -> tuple[str, int, str]:
     if m.group("date"):
         return (base, -1, m.group("date"))  # dated ones are older than the live file
     return (base, 0, "~")
+
+
+def _head_lines(lines: list[str]) -> list[str]:
+    """The lines up to the HEAD_LINES-th that is not blank (as `_read_lines(head=True)` stops)."""
+    nonblank = 0
+    for i, line in enumerate(lines):
+        if line.strip():
+            nonblank += 1
+            if nonblank >= HEAD_LINES:
+                return lines[:i + 1]
+    return lines
 
 
 @dataclass

@@ -456,7 +456,7 @@ def first_section(head: list[str]) -> tuple[str | None, str]:
     unknown = 0
     errors = 0
     prompt: tuple[str, list[str]] | None = None
-    for i, line in enumerate(head[:200]):
+    for i, line in enumerate(head):   # (the head: HEAD_LINES lines that are not blank)
         c = line_class(line)
         if c in ("gpu-prompt", "apps-prompt"):
             kind = c.split("-")[0]

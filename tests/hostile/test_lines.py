@@ -1,0 +1,20 @@
+"""Hostile line shapes (issue 45 D-L1): a log that starts with many blank lines is still read."""
+from __future__ import annotations
+
+import pytest
+
+from hostile_cases import leak_csv, train_log
+from conftest import parse_file
+
+
+@pytest.mark.parametrize("blank", [199, 200, 1000])
+@pytest.mark.parametrize("name,text,parser", [
+    ("nvidia-smi.csv", leak_csv(120), "nvidia-smi-csv"),
+    ("train.log", train_log(), "step-markers"),
+])
+def test_a_log_after_many_blank_lines_is_read(tmp_path, blank, name, text, parser):
+    p = tmp_path / name
+    p.write_text("\n" * blank + text)
+    module, parsed = parse_file(p)
+    assert module.NAME == parser
+    assert parsed.samples.height >= 60
