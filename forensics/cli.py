@@ -162,14 +162,35 @@ def _print_summary(bundle, analysis) -> None:
              f"{sum(i.skipped for i in bundle.inputs)} lines skipped")
 
 
-def _output_targets(named: list[tuple[str, str | None]]) -> dict[str, Target]:
+def _output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
     """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
     given as a file fails now, not after the analysis; two documents cannot share stdout."""
     on_stdout = [flag for flag, dest in named if dest == STDOUT]
     if len(on_stdout) > 1:
         raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
                          "(the documents would run together), write the others to files")
-    return {flag: target(dest, flag) for flag, dest in named if dest}
+    outs = {flag: target(dest, flag) for flag, dest in named if dest}
+    _refuse_clashes(list(outs.values()), inputs)
+    return outs
+
+
+def _refuse_clashes(outs: list[Target], inputs: list[str]) -> None:
+    """Outputs compared after resolving links: two naming one file would keep only the last, and one
+    naming an input file would replace the log it is made from. Devices (/dev/null) are exempt."""
+    from forensics.io.sources import discover
+
+    files = [t for t in outs if t.path is not None and not t.direct]
+    seen: dict[Path, Target] = {}
+    for t in files:
+        first = seen.setdefault(t.path, t)
+        if first is not t:
+            raise UsageError(f"{first.where()} and {t.where()}: both name the file {t.path}, only the last would "
+                             "be kept, give each output its own name")
+    read = {p.resolve(): shown for p, shown in discover(inputs).files}
+    for t in files:
+        if t.path in read:
+            raise UsageError(f"{t.where()}: names the input {read[t.path]}, writing it would replace that log, "
+                             "give the output another name")
 
 
 # The options that `report`, `timeline` and `scan` share, each written once
@@ -235,7 +256,7 @@ def report(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
-    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
+    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
     prog, cb = _progress()
     if prog:
         with prog:
@@ -323,7 +344,8 @@ def timeline(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
-    tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
+    # a bad name, a missing folder or an input as output fails before the work
+    _refuse_clashes(tl.aligned_targets(output), paths)
     bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
     if not any(i.format for i in bundle.inputs):
@@ -363,7 +385,7 @@ def compare(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
-    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
+    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], [before, after])
     sides = []
     for name, path in (("before", before), ("after", after)):
         side = cmp.analyze(name, [path], opts, stage=say.stage)
