@@ -5,6 +5,7 @@ Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or ab
 """
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime, timezone
 from enum import Enum
@@ -27,7 +28,23 @@ app = typer.Typer(
     help="Forensics of GPU memory leaks: read a job's logs, find where memory began to grow and why, "
     "write one self-contained HTML incident report.",
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# C0/C1 control characters but tab and newline: from log text or a file name they would drive the
+# terminal (set its title, clear the screen); shown as \xNN instead
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class _Console(Console):
+    """stderr: what is printed passes through `printable` (rich's own styling still reaches the terminal)."""
+
+    def print(self, *objects, **kw) -> None:
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kw)
+
+
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _Say:
@@ -132,11 +149,12 @@ def _progress():
     """A per-file progress callback on stderr when it is a terminal (and not -q), else nothing."""
     if not sys.stderr.isatty() or say.level == say.QUIET:
         return None, None
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     prog = Progress(SpinnerColumn(), TextColumn("reading {task.description}"), TimeElapsedColumn(), console=err, transient=True)
     task = prog.add_task("", total=None)
-    return prog, (lambda path: prog.update(task, description=path))
+    return prog, (lambda path: prog.update(task, description=escape(printable(path))))
 
 
 def _print_problems(bundle) -> None:
@@ -150,7 +168,10 @@ def _print_problems(bundle) -> None:
 
 
 def _print_summary(bundle, analysis) -> None:
-    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {analysis.verdict_reason or ''}", markup=True)
+    from rich.markup import escape
+
+    # the reason quotes log values (series labels, process names, paths): never read as markup
+    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {escape(analysis.verdict_reason or '')}", markup=True)
     for f in analysis.findings[:20]:
         say.info(f"  {f.severity:8} {f.kind:17} {f.summary}")
     if len(analysis.findings) > 20:
@@ -298,15 +319,15 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     found = discover(paths)
     # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
     for e in found.problems:
-        print(f"{e.path}\t-\t{e}")
+        print(printable(f"{e.path}\t-\t{e}"))
     for shown, why in found.ignored:
-        print(f"{shown}\t-\t{why}")
+        print(printable(f"{shown}\t-\t{why}"))
     for real, shown in found.files:
         try:
             src = Source.open(real, shown)
             module, reason = parsers.claim_file(src)
         except InputError as e:
-            print(f"{shown}\t-\t{e}")
+            print(printable(f"{shown}\t-\t{e}"))
             continue
         extra = []
         if src.compression:
@@ -314,7 +335,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         if src.wrapper and not parsers.reads_whole(module):
             extra.append(f"wrapper: {src.wrapper.describe()}")
         suffix = f" ({'; '.join(extra)})" if extra else ""
-        print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}")
+        print(printable(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}"))
 
 
 @app.command(epilog=_examples(
