@@ -30,7 +30,7 @@ from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options
 from forensics.io.sources import SKIP_SUFFIXES, Source, discover
-from forensics.frames import rows_where
+from forensics.frames import csv_safe, rows_where
 
 STATE_NAME = "scan-state.json"
 SUMMARY_NAME = "summary.json"
@@ -660,7 +660,7 @@ def summary_frame(rows: list[dict]) -> pl.DataFrame:
 def write_outputs(out_dir: Path, rows: list[dict]) -> None:
     ordered = sort_rows(rows)
     df = summary_frame(ordered)
-    outputs.replace_file(out_dir / "summary.csv", df.write_csv)
+    outputs.replace_file(out_dir / "summary.csv", csv_safe(df).write_csv)   # (the parquet keeps the values)
     outputs.replace_file(out_dir / "summary.parquet", df.write_parquet)
     outputs.replace_file(out_dir / "index.html", render_index(ordered))
 

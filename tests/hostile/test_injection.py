@@ -37,3 +37,32 @@ def test_terminal_escapes_never_reach_the_terminal(inject, tmp_path):
     assert "\\x1b]0;pwned-title" in res.stderr
     res = _run("sniff", str(job))
     assert res.returncode == 0 and "\x1b" not in res.stdout and "\x07" not in res.stdout
+
+
+def test_formulas_reach_no_csv(inject, tmp_path):
+    """D-I2: a cell starting = + - @ tab or CR is run by a spreadsheet: summary.csv and the timeline CSVs
+    prefix it with '."""
+    import csv
+
+    from forensics import scan as sc
+    from forensics.options import Options
+
+    out = tmp_path / "scan"
+    sc.run_scan(sc.ScanConfig(archive=inject / "scan_archive", out_dir=out, workers=1, reports="none",
+                              opts=Options(tz="UTC", tz_from_user=True)))
+    res = _run("timeline", str(inject / "formula_lines"), "-o", str(tmp_path / "tl.csv"))
+    assert res.returncode == 0, res.stderr
+    cells = []
+    for p in (out / "summary.csv", tmp_path / "tl.samples.csv", tmp_path / "tl.events.csv"):
+        with open(p, newline="") as fh:
+            cells += [c for row in list(csv.reader(fh))[1:] for c in row]
+    assert any(c.startswith("'=") for c in cells)
+    assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not _number(c))]
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
