@@ -500,7 +500,7 @@ def scan(
     max_worker_memory: Annotated[Optional[str], typer.Option(
         "--max-worker-memory", show_default=False,
         help="Address space each worker process may use, e.g. 8GiB; a job past it fails with that reason and "
-             "the scan goes on. Default: the machine's memory shared out among the workers, at least 4GiB.")] = None,
+             "the scan goes on. Default: the machine's memory shared out among the workers, at least 8GiB.")] = None,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (needs --engine dask; default: a local cluster).")] = None,
     quiet: QuietOption = False,

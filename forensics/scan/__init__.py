@@ -584,13 +584,14 @@ def usable_cpus() -> int:
 
 
 def default_worker_bytes(workers: int) -> int | None:
-    """The machine's memory shared out among the workers, at least 4 GiB each (a job that fits the
-    machine alone should not fail only because others run beside it); None where it cannot be told."""
+    """The machine's memory shared out among the workers, at least 8 GiB each (it bounds address space,
+    and polars reserves far more than it uses; a job that fits the machine alone should not fail only
+    because others run beside it); None where it cannot be told."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-    return max(4 << 30, total // max(1, workers))
+    return max(8 << 30, total // max(1, workers))
 
 
 @contextlib.contextmanager
