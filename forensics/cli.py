@@ -316,6 +316,8 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from forensics.errors import InputError
     from forensics.io.sources import Source, discover
 
+    if sys.stdout is None:   # started with stdout closed (>&-): the listing would be lost
+        raise UsageError("sniff: cannot write the listing, stdout is closed, run it without closing stdout")
     found = discover(paths)
     # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
     for e in found.problems:

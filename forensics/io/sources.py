@@ -549,6 +549,9 @@ _SKIP_NAMES = {".DS_Store", "job.json"}
 SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pt", ".pth")
 
 
+_KERNEL_FILES = ("/proc/", "/sys/")
+
+
 def rotation_key(name: str) -> tuple[str, int, str]:
     """Sort key that puts a rotated set in time order: kern.log.4.gz … kern.log.1, kern.log;
     messages-20160516, messages-20160523, messages."""
@@ -609,6 +612,11 @@ def discover(paths: list[str]) -> Discovered:
             # reading a FIFO would wait forever, a device may never end
             out.problems.append(InputError(shown, "not a regular file", "it is a pipe, socket or device",
                                            "copy what it holds into a file and pass that"))
+            return
+        if os.path.realpath(p).startswith(_KERNEL_FILES):
+            # regular files in name only: /proc/kmsg blocks on read, others never end or change as read
+            out.problems.append(InputError(shown, "not a regular file", "it is a kernel pseudo-file (/proc, /sys)",
+                                           "copy what it holds into a file (e.g. dmesg > kern.log) and pass that"))
             return
         out.files.append((p, shown))
 

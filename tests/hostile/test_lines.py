@@ -18,3 +18,16 @@ def test_a_log_after_many_blank_lines_is_read(tmp_path, blank, name, text, parse
     module, parsed = parse_file(p)
     assert module.NAME == parser
     assert parsed.samples.height >= 60
+
+
+def test_a_link_to_a_kernel_pseudo_file_is_refused_at_once(tmp_path):
+    """D-L2: /proc/kmsg is a regular file that blocks on read: a link to it hung the run."""
+    import os
+
+    from forensics.io.sources import discover
+
+    os.symlink("/proc/kmsg", tmp_path / "kmsg")
+    os.symlink("/proc/self/status", tmp_path / "status")
+    found = discover([str(tmp_path)])
+    assert not found.files and len(found.problems) == 2
+    assert all("kernel pseudo-file" in str(p) for p in found.problems)

@@ -34,3 +34,14 @@ def test_clashing_outputs_are_refused_and_nothing_is_replaced(tmp_path, args, wo
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and words in res.stderr, res.stderr
     assert (tmp_path / "in.csv").read_text() == log and (tmp_path / "in.samples.csv").read_text() == log
     assert not (tmp_path / "real.html").exists() and not (tmp_path / "same.out").exists()
+
+
+@pytest.mark.parametrize("args", [["report", "in.csv", "-o", "-"], ["report", "in.csv", "-o", "", "--json", "-"],
+                                  ["sniff", "in.csv"]])
+def test_a_closed_stdout_is_one_line_exit_2(tmp_path, args):
+    """D-O3: a traceback (report), or the listing lost silently (sniff)."""
+    (tmp_path / "in.csv").write_text(leak_csv(120))
+    res = subprocess.run([sys.executable, "-m", "forensics", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         preexec_fn=lambda: os.close(1))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "stdout is closed" in res.stderr, res.stderr
