@@ -38,3 +38,17 @@ def test_colliding_int_keys_are_refused_at_the_first(tmp_path):
 def test_small_int_and_name_keys_still_read(tmp_path):
     parsed = _read(tmp_path, snap_wrap(s8("allocator_settings") + b"}(" + pint(7) + b"K\x01" + s8("a") + b"Nu"))
     assert parsed is not None
+
+
+@pytest.mark.parametrize("annotations", [5, 1.5, {"a": 1},
+                                         [{"stage": "START", "name": "Optimizer.step#SGD", "time_us": 1 << 80, "device": 0}]])
+def test_annotations_of_another_shape_are_ignored(tmp_path, annotations):
+    """D-P7: an int or float as external_annotations, or a time past 64 bits, was an internal error."""
+    import pickle
+
+    from hostile_cases import valid_snapshot
+
+    snap = valid_snapshot(50)
+    snap["external_annotations"] = annotations
+    parsed = _read(tmp_path, pickle.dumps(snap, protocol=4))
+    assert parsed.samples.height > 0

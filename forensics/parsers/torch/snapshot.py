@@ -254,10 +254,13 @@ def _axis(cols: dict) -> tuple[bool, np.ndarray]:
 def _optimizer_steps(top: dict, d: int) -> np.ndarray:
     """When each optimizer step of device d began (time_us): the `Optimizer.step#...` START
     annotations that recent PyTorch records with the trace."""
-    out = [a.get("time_us") for a in top.get("external_annotations") or ()
+    annotations = top.get("external_annotations")
+    if type(annotations) is not list:   # absent, or not what PyTorch writes: no steps from it
+        return np.array([], dtype=np.int64)
+    out = [a.get("time_us") for a in annotations
            if type(a) is dict and a.get("stage") == "START" and a.get("device", d) == d
            and isinstance(a.get("name"), str) and a["name"].startswith("Optimizer.step")]
-    return np.array([t for t in out if type(t) is int], dtype=np.int64)
+    return np.array([t for t in out if type(t) is int and -(1 << 63) <= t < 1 << 63], dtype=np.int64)
 
 
 def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_end: int,
