@@ -636,6 +636,10 @@ def discover(paths: list[str]) -> Discovered:
         if key in walked:
             return None
         walked.add(key)
+        hidden = [e for e in entries if e.name.startswith(".") and e.name not in _SKIP_NAMES]
+        # not read, but said (sniff lists them): a job's .nvidia-smi.csv is not silently left out
+        out.ignored.extend((os.path.join(shown, e.name), "hidden (its name starts with a dot), not read; "
+                            "pass it by its path to read it") for e in hidden)
         return [e for e in entries if not e.name.startswith(".")], ancestors | {key}
 
     def walk(d: Path, shown: str) -> None:

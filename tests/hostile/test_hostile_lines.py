@@ -31,3 +31,16 @@ def test_a_link_to_a_kernel_pseudo_file_is_refused_at_once(tmp_path):
     found = discover([str(tmp_path)])
     assert not found.files and len(found.problems) == 2
     assert all("kernel pseudo-file" in str(p) for p in found.problems)
+
+
+def test_hidden_files_are_listed_not_silently_left_out(tmp_path):
+    """D-S9: .nvidia-smi.csv and .logs/ of a job appeared nowhere."""
+    from forensics.io.sources import discover
+
+    (tmp_path / ".nvidia-smi.csv").write_text(leak_csv(120))
+    (tmp_path / ".logs").mkdir()
+    (tmp_path / "visible.log").write_text(train_log())
+    found = discover([str(tmp_path)])
+    assert [s for _, s in found.files] == [str(tmp_path / "visible.log")]
+    hidden = sorted(shown for shown, why in found.ignored if why.startswith("hidden"))
+    assert hidden == [str(tmp_path / ".logs"), str(tmp_path / ".nvidia-smi.csv")]
