@@ -52,3 +52,14 @@ def test_annotations_of_another_shape_are_ignored(tmp_path, annotations):
     snap["external_annotations"] = annotations
     parsed = _read(tmp_path, pickle.dumps(snap, protocol=4))
     assert parsed.samples.height > 0
+
+
+def test_a_memo_reference_bomb_is_refused_as_it_is_walked(tmp_path):
+    """D-P3: pickle's memo writes a list once and refers to it: 2,000 segments x 2,000 blocks in 8 KB
+    (20,000 x 20,000 in 80 KB took more than 12 GB)."""
+    import pickle
+
+    blk = {"size": 512, "state": "active_allocated", "address": 0, "frames": []}
+    seg = {"device": 0, "address": 0, "total_size": 1 << 20, "blocks": [blk] * 2000}
+    with pytest.raises(InputError, match="the same lists referred to again and again"):
+        _read(tmp_path, pickle.dumps({"segments": [seg] * 2000, "device_traces": []}, protocol=4))
