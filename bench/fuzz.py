@@ -196,16 +196,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the detection properties instead, N cases each (claimed = cases found leaking)")
     ap.add_argument("--parsers", default="", help="comma list of parser NAMEs for the forced properties")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--slow", type=float, default=60.0,
-                    help="a case running longer counts as a failure, and its stack is printed (default 60 s)")
+    ap.add_argument("--slow", type=float, default=None,
+                    help="a case running longer counts as a failure, and its stack is printed (default 60 s; "
+                         "with --hostile 10 s)")
     ap.add_argument("--hostile", default="", metavar="FAMILIES",
                     help="run the hostile-input families instead (comma list, or all)")
     ap.add_argument("--memory", type=int, default=8192, help="with --hostile: MB of address space per case")
     args = ap.parse_args(argv)
     if args.hostile:
         sys.path.insert(0, str(ROOT / "tests" / "hostile"))
-        return hostile([f.strip() for f in args.hostile.split(",")], args.slow if args.slow != 60.0 else 10.0,
-                       args.memory)
+        return hostile([f.strip() for f in args.hostile.split(",")], args.slow or 10.0, args.memory)
+    args.slow = args.slow or 60.0
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     rows = []
     names = {s.strip() for s in args.parsers.split(",") if s.strip()} or None
