@@ -598,7 +598,7 @@ def default_worker_bytes(workers: int) -> int | None:
 def _worker_env(workers: int):
     """Polars' threads per worker: the usable cores shared out (N workers x all-cores threads only contend).
     Polars reads POLARS_MAX_THREADS when it is imported, so it is put in the environment the worker
-    processes (and the forkserver they come from) start with; a value the user set is kept."""
+    processes start with; a value the user set is kept."""
     key = "POLARS_MAX_THREADS"
     prev = os.environ.get(key)
     if prev is None:
