@@ -31,6 +31,9 @@ from forensics.errors import InputError, os_error, permission_error
 from forensics.model import Skipped
 
 HEAD_LINES = 200
+# Blank lines do not count towards HEAD_LINES (a log may start with hundreds of them), up to this many
+# lines in all: what the sniffers see of a file that starts with more blank lines than this is blank.
+HEAD_MAX_LINES = 64 * HEAD_LINES
 HEAD_BYTES = 256 * 1024
 # How far head() reads past dropped over-long lines before it gives up looking for the first lines.
 HEAD_RAW_LIMIT = 32 << 20
@@ -94,6 +97,7 @@ class _Decompressed:
         self._in = b""
         self._obj = self._new()
         self._error: Exception | None = None
+        self._zpiece = 16384
 
     def _new(self):
         if self.kind == "gzip":
@@ -109,17 +113,23 @@ class _Decompressed:
     def _feed(self) -> bytes:
         if self.kind == "gzip":
             out = self._obj.decompress(self._in, self._OUT)
-            self._in = self._obj.unconsumed_tail
+            # at a member's end the bytes after it are in unused_data, and (when the output bound cut
+            # the call) in unconsumed_tail as well: taken from unused_data only, else read twice
+            self._in = b"" if self._obj.eof else self._obj.unconsumed_tail
             return out
         if self.kind in ("xz", "bz2"):
             out = self._obj.decompress(self._in, max_length=self._OUT)
             self._in = b""
             return out
-        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (one inflates to at most
-        # ~512 MiB even when crafted; 4 KiB pieces bounded that to 128 MiB but cost 3x zstd's own
-        # decompression time in calls, 16 KiB about 1x)
-        piece, self._in = self._in[:16384], self._in[16384:]
-        return self._obj.decompress(piece)
+        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (4 KiB pieces cost 3x
+        # zstd's own decompression time in calls, 16 KiB about 1x); a piece of crafted RLE blocks
+        # inflates to ~512 MiB, so once one piece gave more than 32 MiB the rest go 256 bytes at a time
+        # (at most ~8 MiB each)
+        piece, self._in = self._in[:self._zpiece], self._in[self._zpiece:]
+        out = self._obj.decompress(piece)
+        if len(out) > 8 * self._OUT:
+            self._zpiece = 256
+        return out
 
     def _needs_input(self) -> bool:
         if self._in:
@@ -351,7 +361,7 @@ class Source:
         overlong: list[int] = []
         carry = ""
         dropping = False  # inside an over-long line: discard until its newline
-        kept = raw_read = nuls = bad = 0
+        kept = raw_read = nuls = bad = nonblank = 0
         decoder = None
         cut: BaseException | None = None
         stopped = False
@@ -393,7 +403,9 @@ class Source:
                         p = p[:HEAD_CUT_CHARS]
                     lines.append(p)
                     kept += len(p)
-                    if len(lines) >= HEAD_LINES or kept >= HEAD_BYTES:
+                    if p.strip():
+                        nonblank += 1
+                    if nonblank >= HEAD_LINES or len(lines) >= HEAD_MAX_LINES or kept >= HEAD_BYTES:
                         stopped = True
                         break
             else:
@@ -426,7 +438,7 @@ class Source:
         """The first lines, decoded and unwrapped: what `sniff` looks at."""
         if self._head is None:
             if self._frame is not None:
-                self._head = self._frame["text"].head(HEAD_LINES).to_list()
+                self._head = _head_lines(self._frame["text"].head(HEAD_MAX_LINES).to_list())
             else:
                 read = self._read_lines(head=True)
                 if read.cut is not None and not read.lines and not read.cut_partial:
@@ -556,6 +568,9 @@ def skipped_by_name(name: str) -> bool:
     return name in _SKIP_NAMES or name.lower().endswith(SKIP_SUFFIXES)
 
 
+_KERNEL_FILES = ("/proc/", "/sys/")
+
+
 def rotation_key(name: str) -> tuple[str, int, str]:
     """Sort key that puts a rotated set in time order: kern.log.4.gz … kern.log.1, kern.log;
     messages-20160516, messages-20160523, messages."""
@@ -570,6 +585,17 @@ def rotation_key(name: str) -> tuple[str, int, str]:
     return (base, 0, "~")
 
 
+def _head_lines(lines: list[str]) -> list[str]:
+    """The lines up to the HEAD_LINES-th that is not blank (as `_read_lines(head=True)` stops)."""
+    nonblank = 0
+    for i, line in enumerate(lines):
+        if line.strip():
+            nonblank += 1
+            if nonblank >= HEAD_LINES:
+                return lines[:i + 1]
+    return lines
+
+
 @dataclass
 class Discovered:
     files: list[tuple[Path, str]] = field(default_factory=list)   # (real path, shown path)
@@ -582,6 +608,9 @@ def discover(paths: list[str]) -> Discovered:
     Link loops, broken links, pipes and unreadable folders become problems, not crashes or hangs."""
     out = Discovered()
     seen: set[tuple[int, int]] = set()
+    # every folder is walked once: folder links that form a DAG (a, b -> the same next level, 40 deep)
+    # would be walked 2^40 ways; its files are each read once anyway
+    walked: set[tuple[int, int]] = set()
 
     def add_file(p: Path, shown: str) -> None:
         try:
@@ -603,6 +632,11 @@ def discover(paths: list[str]) -> Discovered:
             out.problems.append(InputError(shown, "not a regular file", "it is a pipe, socket or device",
                                            "copy what it holds into a file and pass that"))
             return
+        if os.path.realpath(p).startswith(_KERNEL_FILES):
+            # regular files in name only: /proc/kmsg blocks on read, others never end or change as read
+            out.problems.append(InputError(shown, "not a regular file", "it is a kernel pseudo-file (/proc, /sys)",
+                                           "copy what it holds into a file (e.g. dmesg > kern.log) and pass that"))
+            return
         out.files.append((p, shown))
 
     def entries_of(d: Path, shown: str, ancestors: frozenset) -> tuple[list, frozenset] | None:
@@ -618,6 +652,13 @@ def discover(paths: list[str]) -> Discovered:
             out.problems.append(InputError(shown, "folder link loop", "a symbolic link points back to a parent folder",
                                            "remove the link or pass the folders you mean explicitly"))
             return None
+        if key in walked:
+            return None
+        walked.add(key)
+        hidden = [e for e in entries if e.name.startswith(".") and e.name not in _SKIP_NAMES]
+        # not read, but said (sniff lists them): a job's .nvidia-smi.csv is not silently left out
+        out.ignored.extend((os.path.join(shown, e.name), "hidden (its name starts with a dot), not read; "
+                            "pass it by its path to read it") for e in hidden)
         return [e for e in entries if not e.name.startswith(".")], ancestors | {key}
 
     def walk(d: Path, shown: str) -> None:

@@ -54,7 +54,9 @@ def sniff(head: list[str]) -> str | None:
         return "MLflow FileStore metric file ('<timestamp ms> <value> <step>' lines)"
     if _history_header(lines[0]) and any("system/" in ln for ln in lines[1:20]):
         return "MLflow metric history CSV (key, value, timestamp, step)"
-    if _JSON_ROW.match(lines[0]) and '"system/' in lines[0]:
+    # an MLflow row is short: its start is enough, and a long JSON-looking line costs no more than that
+    # (the pattern's two .* are quadratic on a line of many "key" fields, issue 45 D-R2)
+    if _JSON_ROW.match(lines[0][:4096]) and '"system/' in lines[0]:
         return "MLflow metric history JSON lines (key, value, timestamp, step)"
     return None
 
