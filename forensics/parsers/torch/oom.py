@@ -1,4 +1,4 @@
-"""PyTorch CUDA out-of-memory messages of every era (docs/formats.md §4.1), wherever they appear.
+"""PyTorch CUDA (and ROCm's HIP) out-of-memory messages of every era (docs/formats.md §4.1), wherever they appear.
 
 The OOM usually sits at the end of a long training log that another parser claims, so the important
 entry point is `scan` (run over the lines that match SCAN_HINT in any file); `sniff`/`parse` handle a
@@ -28,18 +28,18 @@ from forensics.parsers import ranks
 
 NAME = "pytorch-oom"
 
-SCAN_HINT = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device [0-9]+ would exceed"
+SCAN_HINT = r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device [0-9]+ would exceed"
 # what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
-SCAN_PREFILTER = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device "
-SCAN_BLOCK_LITERALS = ("cuda", "outofmemoryerror", "allocat")
+SCAN_PREFILTER = r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device "
+SCAN_BLOCK_LITERALS = ("cuda", "hip out of memory", "outofmemoryerror", "allocat")
 
 # Where a message starts. "Allocation on device" alone is the cudaMallocAsync backend's message; it is
 # only taken after the exception class or as the documented "would exceed" sentence.
 _START = re.compile(
     r"(?P<cls>(?:torch\.cuda\.|torch\.)?OutOfMemoryError|(?:torch\.)?AcceleratorError|RuntimeError)?\s*:?\s*"
-    r"(?P<body>CUDA out of memory\b|CUDA error: out of memory\b|Allocation on device\b)"
+    r"(?P<body>(?:CUDA|HIP) out of memory\b|CUDA error: out of memory\b|Allocation on device\b)"
 )
-_BODY = re.compile(r"CUDA out of memory\b|CUDA error: out of memory\b|Allocation on device\b")
+_BODY = re.compile(r"(?:CUDA|HIP) out of memory\b|CUDA error: out of memory\b|Allocation on device\b")
 _CLASSES = ("torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "OutOfMemoryError", "torch.AcceleratorError",
             "AcceleratorError", "RuntimeError")   # _START's `cls`, longest first
 _PROVENANCE = re.compile(r"^\s*(?:#\s*source:|-{4}\s.*source:.*-{4}\s*$)")
@@ -205,8 +205,8 @@ def _is_message(m: re.Match, line: str) -> bool:
     if m["cls"]:
         return True
     rest = line[m.start("body"):]
-    if m["body"] == "CUDA out of memory":
-        return bool(re.match(r"CUDA out of memory\.\s*(?:Tri|T?$)", rest))  # "Tri|$": hard-wrapped there
+    if m["body"] in ("CUDA out of memory", "HIP out of memory"):
+        return bool(re.match(r"(?:CUDA|HIP) out of memory\.\s*(?:Tri|T?$)", rest))  # "Tri|$": hard-wrapped there
     if m["body"] == "Allocation on device":
         return "would exceed" in rest
     return line[: m.start("body")].strip() in ("", "RuntimeError:")
@@ -414,6 +414,9 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         detail["other_processes"] = values["other_processes"]
         detail["exception"] = cls
         detail["torch_era"] = _era(msg, cls)
+        detail["framework"] = "pytorch"
+        # a ROCm build of PyTorch says HIP where a CUDA build says CUDA
+        detail["device_api"] = "hip" if body.startswith("HIP") else "cuda"
         detail["message"] = msg
         if joined:
             detail["lines"] = [line_no, line_no + joined]
