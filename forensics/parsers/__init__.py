@@ -50,6 +50,7 @@ _ORDER: list[str] = [
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
     "torch.distributed",  # torchrun's and c10d's own logs; before torch.oom: their tracebacks end in the ranks' errors
     "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
+    "oom.frameworks",  # the same for the other frameworks' OOMs (JAX, TensorFlow, CUDA C, ggml, CuPy)
     "torch.memstats",  # files mostly of memory_stats() dicts; dicts inside training logs come from its scan
     "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST
 ]
