@@ -69,7 +69,10 @@ _CUDA_SIZE = [re.compile(r"failed to allocate\s+" + _SIZE + r"\s*\((?P<exact>[0-
               re.compile(r"allocating\s+(?P<size>[0-9][0-9,]*(?:\.[0-9]+)?\s*(?:[KMGT]i?B|bytes))")]
 _CUDA_DEVICE = re.compile(r"\bdevice:?\s+([0-9]{1,3})\b")
 
-_CLASS = re.compile(r"(?P<cls>[A-Za-z_][\w.]{0,120}(?:Error|Exception))\s*:\s*$")
+# the exception class before the message ("RuntimeError: Error while calling cudaMalloc(...)": the last one)
+_CLASS = re.compile(r"(?<![\w.])(?P<cls>[A-Za-z_][\w.]{0,120}(?:Error|Exception)):")
+# no allocation asks for a petabyte: a shape's product or a size that big is garbage, not a request
+_IMPLAUSIBLE = 1 << 50
 LOOKAHEAD = 80      # lines after the error that may hold XLA's peak buffers or TensorFlow's node
 NODE_LOOKAHEAD = 4  # TensorFlow prints the node on the error line or right after it
 STATS_LOOKBACK = 40  # the BFC allocator's Stats block ends right above its error
@@ -234,8 +237,8 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         if framework == "ggml" and above and (c := _CUDA.search(above[-1])):
             d["error"] = c[0]
         prefix = raw[: m.start()]
-        if c := _CLASS.search(prefix[-200:]):
-            d["exception"] = c["cls"]
+        if classes := _CLASS.findall(prefix[-300:]):
+            d["exception"] = classes[-1]
         tb = torch_oom._traceback(above)
         if tb:
             d["traceback"] = tb
@@ -260,6 +263,8 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         if clock:
             clocks.add(clock)
         details.append(d)
+        if (d.get("requested") or 0) > _IMPLAUSIBLE:
+            d["implausible_requested"], d["requested"] = d["requested"], None
         events.append({"time": when, "line": line_no, "kind": "gpu_oom", "gpu": d.get("gpu"), "pid": pid,
                        "process": process, "bytes": d.get("requested"), "text": raw, "detail": json.dumps(d)})
     out.events = events_frame(events)
