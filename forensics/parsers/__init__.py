@@ -45,6 +45,7 @@ _ORDER: list[str] = [
     "sanitizer.xml_report", "sanitizer.text",
     "metrics.prometheus", "metrics.grafana_csv",  # GPU exporters' series from Prometheus, from Grafana
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
+    "metrics.tensorboard",  # claims by its bytes (sniff_bytes): TensorBoard event files
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
