@@ -96,18 +96,21 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
     return out
 
 
-# whose out-of-memory it was, as the sentence names it (the message's `framework`, parsers' detail)
+# whose out-of-memory it was (the message's `framework` in the parsers' detail)
 _OOM_OF = {"jax": "JAX/XLA out of memory", "tensorflow": "TensorFlow out of memory", "ggml": "ggml out of memory",
            "cupy": "CuPy out of memory"}
 
 
+def oom_name(d: dict) -> str:
+    """"CUDA out of memory", or whose OOM it was where the message says (JAX/XLA, ROCm's HIP, ...)."""
+    return _OOM_OF.get(d.get("framework"), "HIP out of memory" if d.get("device_api") == "hip" else "CUDA out of memory")
+
+
 def _oom_sentence(gpu, rank, requested, when, n: int, d: dict | None = None) -> str:
-    d = d or {}
     where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {rank})" if rank is not None else "")
     tried = f" trying to allocate {human(requested)}" if requested else ""
     times = f" ({n} times)" if n > 1 else ""
-    what = _OOM_OF.get(d.get("framework"), "HIP out of memory" if d.get("device_api") == "hip" else "CUDA out of memory")
-    return f"{what} on {where}{tried}{_when(when)}{times}."
+    return f"{oom_name(d or {})} on {where}{tried}{_when(when)}{times}."
 
 
 def _one_oom_two_views(ooms: list[tuple[Finding, int]]) -> list[tuple[Finding, int]]:

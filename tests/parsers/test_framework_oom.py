@@ -16,6 +16,8 @@ from forensics import pipeline
 from forensics.options import Options
 from forensics.parsers.oom import frameworks
 from forensics.parsers.scanners import Scanners
+from forensics.report import verdict
+from forensics.report.formatting import Clock
 from forensics.io.sources import Source
 
 NAME = frameworks.NAME
@@ -123,19 +125,22 @@ def _step_log(tmp_path: Path, tail: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("tail", [
-    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 32.00MiB "
-    "with allocator GPU_0_bfc\n",
-    "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 25,600,000 bytes (allocated so far: "
-    "3,635,267,072 bytes).\n",
+@pytest.mark.parametrize("tail, name", [
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 32.00MiB "
+     "with allocator GPU_0_bfc\n", "JAX/XLA out of memory"),
+    ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 25,600,000 bytes (allocated so far: "
+     "3,635,267,072 bytes).\n", "CuPy out of memory"),
 ])
-def test_a_log_that_grew_until_it_ran_out_has_an_oom(tmp_path, tail):
-    """The OOM at the end of a training log another parser claims is found by the scan, and the report
-    says the job ended in it (not a green "No leak found" beside the traceback)."""
+def test_a_log_that_grew_until_it_ran_out_has_an_oom(tmp_path, tail, name):
+    """The OOM at the end of a training log another parser claims is found by the scan, the growth ran
+    out in it, and the report's "What ended the job" names it (not a green "No leak found" beside it)."""
     bundle, analysis = pipeline.run([str(_step_log(tmp_path, tail))], Options(tz="UTC"))
     ooms_found = [f for f in analysis.findings if f.kind == "gpu_oom"]
-    assert len(ooms_found) == 1 and ooms_found[0].bytes
-    assert analysis.verdict != "healthy"
+    assert len(ooms_found) == 1 and ooms_found[0].bytes and ooms_found[0].summary.startswith(name)
+    assert analysis.verdict == "leak"
+    assert [f.detail.get("ran_out") for f in analysis.findings if f.kind == "leak"] == ["gpu_oom"]
+    fatal = verdict._fatal_event(bundle.events, Clock("UTC"))
+    assert fatal is not None and fatal["label"].startswith(name)
 
 
 def test_scanner_declarations_hold_for_the_samples():

@@ -38,19 +38,20 @@ SCAN_PREFILTER = (r"RESOURCE_EXHAUSTED|Resource exhausted|OOM when allocating|CU
 SCAN_BLOCK_LITERALS = ("resource_exhausted", "resource exhausted", "oom when allocating", "cuda_error_out_of_memory",
                        "cudaerrormemoryallocation", "out of memory", "buffer of size")
 
-_SIZE = r"[0-9][0-9,]*(?:\.[0-9]+)?\s*(?:bytes|[KMGTP]i?B|B|[KMGT])?"
+# possessive: a long run of digits or blanks is read once (no backtracking through it)
+_SIZE = r"[0-9][0-9,]*+(?:\.[0-9]+)?+(?:\s*+(?:bytes|[KMGTP]i?B|B|[KMGT])\b)?"
 # JAX/XLA (jaxlib's XlaRuntimeError; "Resource exhausted" before 2020)
 _XLA = re.compile(
     r"(?:RESOURCE_EXHAUSTED|Resource exhausted):\s*(?:Out of memory (?:while trying to allocate|allocating)\s+"
     r"(?P<size>" + _SIZE + r")(?:\.?\s+with allocator\s+(?P<alloc>\w+))?"
-    r"|Failed to allocate request for\s+(?P<req>" + _SIZE + r")\s*(?:\((?P<exact>[0-9]+)B\))?"
+    r"|Failed to allocate request for\s+(?P<req>" + _SIZE + r")\s*+(?:\((?P<exact>[0-9]+)B\))?"
     r"(?:\s*on device ordinal\s+(?P<ordinal>[0-9]+))?)")
 _BFC_GPU = re.compile(r"\bGPU_([0-9]+)_bfc\b")
 # TensorFlow
 _TF = re.compile(r"OOM when allocating tensor with shape\s*(?P<shape>\[[0-9, ]{0,200}\])(?:\s*and type (?P<dtype>\w+))?"
                  r"(?:\s*on (?P<dev>\S+))?(?:\s*by allocator (?P<alloc>\w+))?")
 _TF_GPU = re.compile(r"(?:device:GPU|/gpu):([0-9]+)", re.IGNORECASE)
-_TF_NODE = re.compile(r"\[\[\s*(?:\{\{)?\s*[Nn]ode[: ]\s*(?P<node>[^\s=(}]+)")
+_TF_NODE = re.compile(r"\[\[\s*+(?:\{\{)?\s*[Nn]ode[: ]\s*(?P<node>[^\s=(}]+)")
 _TF_OP = re.compile(r"\[Op:(?P<op>\w+)\]")
 _TF_DEFINED = re.compile(r"\(defined at (?P<file>[^()\s]+):(?P<line>[0-9]{1,9})\s*\)")
 _TF_LIMIT = re.compile(r"\bLimit:\s+([0-9]{1,20})\s*$")
