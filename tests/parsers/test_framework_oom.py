@@ -172,3 +172,17 @@ def test_arbitrary_lines_never_raise(text):
         if found is not None:
             d = frameworks._facts(found[0], found[1], line, with_lines, with_lines)
             assert d.get("requested") is None or d["requested"] >= 0
+
+
+@pytest.mark.parametrize("line, error", [
+    ("CUDA driver error: cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY"),
+    ("cudaMallocManaged failed: out of memory (allocating 512 MiB on device 2)", "cudaMallocManaged"),
+])
+def test_cuda_api_errors_name_the_error(tmp_path, line, error):
+    p = tmp_path / "app.log"
+    p.write_text(line + "\n")
+    _, parsed = parse_file(p, expect=NAME)
+    (ev,) = ooms(parsed)
+    assert ev["detail"]["error"] == error
+    if "512 MiB" in line:
+        assert (ev["bytes"], ev["gpu"]) == (512 * 2**20, "2")

@@ -65,7 +65,8 @@ _GGML = re.compile(r"failed to allocate (?P<backend>" + _GGML_BACKENDS + r")(?P<
 _CUPY = re.compile(r"[Oo]ut of memory (?:allocating|to allocate) (?P<req>[0-9][0-9,]*) bytes\s*"
                    r"\((?:allocated so far:?|total)\s*(?P<held>[0-9][0-9,]*) bytes\)")
 # the CUDA runtime and driver APIs, as C/C++ programs and libraries print their errors
-_CUDA = re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|(?P<api>cudaMalloc\w*|cuMemAlloc\w*)")
+_CUDA_ERROR = re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation")
+_CUDA_API = re.compile(r"cudaMalloc\w*|cuMemAlloc\w*")   # with "out of memory" after it
 _CUDA_SIZE = [re.compile(r"failed to allocate\s+" + _SIZE + r"\s*\((?P<exact>[0-9]+) bytes\)"),
               re.compile(r"allocating\s+(?P<size>[0-9][0-9,]*(?:\.[0-9]+)?\s*(?:[KMGT]i?B|bytes))")]
 _CUDA_DEVICE = re.compile(r"\bdevice:?\s+([0-9]{1,3})\b")
@@ -114,8 +115,8 @@ def _dialect(line: str) -> tuple[str, re.Match] | None:
         m = rx.search(line)
         if m:
             return framework, m
-    m = _CUDA.search(line)
-    if m and (not m["api"] or "out of memory" in line[m.end():]):
+    m = _CUDA_ERROR.search(line) or _CUDA_API.search(line)
+    if m and (m.re is _CUDA_ERROR or "out of memory" in line[m.end():]):
         return "cuda", m
     return None
 
@@ -170,7 +171,7 @@ def _facts(framework: str, m: re.Match, line: str, after: list[str], above: list
         d["error"] = m[0]
         for rx in _CUDA_SIZE:
             if s := rx.search(line):
-                d["requested"] = int(s["exact"]) if "exact" in rx.groupindex and s["exact"] else _size(s[1])
+                d["requested"] = int(s["exact"]) if "exact" in rx.groupindex else _size(s["size"])
                 break
         if g := _CUDA_DEVICE.search(line):
             d["gpu"] = g[1]
@@ -235,8 +236,8 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         lo = max(0, line_no - 1 - torch_oom.TRACEBACK_LOOKBACK)
         above = frame.slice(lo, line_no - 1 - lo)["text"].to_list()
         d = _facts(framework, m, raw, after, above)
-        if framework == "ggml" and above and (c := _CUDA.search(above[-1])):
-            d["error"] = c[0]
+        if framework == "ggml" and above and (c := _dialect(above[-1])) and c[0] == "cuda":
+            d["error"] = c[1][0]   # the cudaMalloc line ggml prints right before
         prefix = raw[: m.start()]
         if classes := _CLASS.findall(prefix[-300:]):
             d["exception"] = classes[-1]
