@@ -66,16 +66,19 @@ def test_a_file_cut_short_keeps_the_records_before_the_cut(tmp_path):
     assert out.samples.height == 3 * 30 and out.lines == 1 + 30 * 6   # the last record, cut, was the loss
 
 
-def test_a_damaged_length_is_a_one_line_error(tmp_path):
+def test_a_damaged_length_keeps_what_came_before_and_says_where(tmp_path):
     data = bytearray(SAMPLE.read_bytes())
-    (n,) = struct.unpack_from("<Q", data)
-    at = 12 + n + 4           # the second record's length
+    at = 0
+    for _ in range(7):        # to the 8th record: the version, then step 0's six scalars
+        (n,) = struct.unpack_from("<Q", data, at)
+        at += 16 + n
     data[at] ^= 0x40
     bad = tmp_path / "events.out.tfevents.1.bad"
     bad.write_bytes(bytes(data))
-    with pytest.raises(InputError) as e:
-        read(bad)
-    assert "\n" not in str(e.value) and "record 2" in str(e.value)
+    out = read(bad)
+    assert out.samples["step"].to_list() == [0, 0, 0]
+    assert out.skipped.counts[tensorboard.SKIP_DAMAGED] == 1
+    assert any("record 8" in n and f"byte {at}" in n for n in out.notes)
 
 
 def test_without_the_extra_the_error_names_it(monkeypatch):

@@ -56,6 +56,7 @@ SKIP_NO_UNIT = "memory scalar whose tag names no unit (e.g. _mib, _gb): its size
 SKIP_NOT_IN_USE = "memory scalar of free or total memory, or a percentage: not memory in use"
 SKIP_NOT_A_SIZE = "memory scalar whose value is no size (NaN, infinite or negative)"
 SKIP_BAD = "record that does not decode as an Event (damaged)"
+SKIP_DAMAGED = "record whose length fails its CRC (the file is damaged there; nothing after it is read)"
 SKIP_CUT = "record cut short at the end of the file (it was still being written)"
 
 
@@ -98,9 +99,11 @@ def parse(src: Source, opts: Options) -> Parsed:
                 break
             length, crc = struct.unpack("<QI", header)
             if masked_crc32c(header[:8]) != crc:
-                raise InputError(src.path, "damaged TensorBoard event file",
-                                 f"record {record}'s length fails its CRC at byte {offset}",
-                                 "re-copy the file from where it was written (records before it were fine)")
+                # no way to find the next record: what came before is kept, the rest is not read
+                out.skipped.add(SKIP_DAMAGED, record)
+                out.notes.append(f"record {record}'s length fails its CRC (byte {offset}): the file is damaged "
+                                 "there and the records after it are not read; re-copy it from where it was written")
+                break
             data = fh.read(length)
             tail = fh.read(4)
             if len(data) < length or len(tail) < 4:
@@ -112,10 +115,10 @@ def parse(src: Source, opts: Options) -> Parsed:
             except Exception:   # protobuf's DecodeError, and anything a damaged payload raises
                 out.skipped.add(SKIP_BAD, record)
                 continue
+            skipped = sum(out.skipped.counts.values())
             got = _memory_scalars(event, record, tags, out)
-            if got:
-                rows.extend(got)
-            else:
+            rows.extend(got)
+            if not got and sum(out.skipped.counts.values()) == skipped:
                 out.skipped.add(SKIP_OTHER, record)
     out.lines = record
     out.samples = samples_frame(rows)
