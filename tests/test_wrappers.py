@@ -122,6 +122,8 @@ EXPECTED = {
     "sanitizer_leak_02.txt": "CI indentation (two spaces)",
     "torch_memsummary_04.txt": "docker compose service prefix",
     "torch_oom_11.txt": "grep -n line numbers",
+    "ggml_oom_02.txt": "docker compose service prefix",
+    "torch_oom_hip_02.txt": "GitHub Actions timestamp",
 }
 
 

@@ -84,12 +84,12 @@ def sniff(head: list[str]) -> str | None:
     """Claim a file that is (mostly) an error ending in one of these OOMs; an OOM at the end of a longer
     log is left to the log's own parser and found by `scan`."""
     for i, line in enumerate(head):
-        if torch_oom._PROVENANCE.match(line) or not re.search(SCAN_HINT, line):
+        if torch_oom.PROVENANCE.match(line) or not re.search(SCAN_HINT, line):
             continue
         found = _dialect(line)
         if found is None:
             continue
-        if len(head) < 200 or any(torch_oom._TB_START.match(x) for x in head[max(0, i - 60):i]):
+        if len(head) < 200 or any(torch_oom.TB_START.match(x) for x in head[max(0, i - 60):i]):
             return f"{found[0]} out-of-memory error at line {i + 1}"
     return None
 
@@ -222,7 +222,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
     used: list[int] = []
     clocks = set()
     for line_no, raw in hits.select("line", "text").iter_rows():
-        if torch_oom._PROVENANCE.match(raw):
+        if torch_oom.PROVENANCE.match(raw):
             continue
         found = _dialect(raw)
         if found is None:
@@ -241,10 +241,10 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         prefix = raw[: m.start()]
         if classes := _CLASS.findall(prefix[-300:]):
             d["exception"] = classes[-1]
-        tb = torch_oom._traceback(above)
+        tb = torch_oom.traceback_frames(above)
         if tb:
             d["traceback"] = tb
-            d.setdefault("site", torch_oom._site(tb))
+            d.setdefault("site", torch_oom.user_site(tb))
         d["message"] = raw[m.start():].strip()
         used.extend(range(line_no, line_no + 1 + d.pop("_listing_lines", 0)))
         prev = details[-1] if details else None
@@ -257,11 +257,11 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             events[-1].update(detail=json.dumps(prev), gpu=prev.get("gpu"), bytes=prev.get("requested"))
             continue
         process = pid = None
-        if w := torch_oom._worker(prefix):
+        if w := torch_oom.worker_tag(prefix):
             process, pid = w["proc"], int(w["pid"])
-        elif c := torch_oom._COMPOSE.match(prefix):
+        elif c := torch_oom.COMPOSE.match(prefix):
             process = c["svc"]
-        when, clock = torch_oom._time(prefix, zone)
+        when, clock = torch_oom.line_time(prefix, zone)
         if clock:
             clocks.add(clock)
         details.append(d)
