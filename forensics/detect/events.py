@@ -91,7 +91,7 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
         gpu = row["gpu"]
         f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
                     bytes=row["bytes"], source=row["source"], host=d.get("host"), pod=d.get("pod"),
-                    summary=_oom_sentence(gpu, d.get("rank"), row["bytes"], row["time"], row["n"]),
+                    summary=_oom_sentence(gpu, d.get("rank"), row["bytes"], row["time"], row["n"], d),
                     evidence=[_ev(row)], detail={**d, "count": row["n"]})
         reserved, allocated = d.get("reserved"), d.get("allocated")
         if reserved and allocated and reserved - allocated > 0.25 * reserved:
@@ -102,11 +102,21 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
     return out
 
 
-def _oom_sentence(gpu, rank, requested, when, n: int) -> str:
+# whose out-of-memory it was (the message's `framework` in the parsers' detail)
+_OOM_OF = {"jax": "JAX/XLA out of memory", "tensorflow": "TensorFlow out of memory", "ggml": "ggml out of memory",
+           "cupy": "CuPy out of memory"}
+
+
+def oom_name(d: dict) -> str:
+    """"CUDA out of memory", or whose OOM it was where the message says (JAX/XLA, ROCm's HIP, ...)."""
+    return _OOM_OF.get(d.get("framework"), "HIP out of memory" if d.get("device_api") == "hip" else "CUDA out of memory")
+
+
+def _oom_sentence(gpu, rank, requested, when, n: int, d: dict | None = None) -> str:
     where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {rank})" if rank is not None else "")
     tried = f" trying to allocate {human(requested)}" if requested else ""
     times = f" ({n} times)" if n > 1 else ""
-    return f"CUDA out of memory on {where}{tried}{_when(when)}{times}."
+    return f"{oom_name(d or {})} on {where}{tried}{_when(when)}{times}."
 
 
 def _one_oom_two_views(ooms: list[tuple[Finding, int]]) -> list[tuple[Finding, int]]:
@@ -124,7 +134,7 @@ def _one_oom_two_views(ooms: list[tuple[Finding, int]]) -> list[tuple[Finding, i
                 t.evidence.extend(f.evidence)
                 t.detail = {**f.detail, **t.detail, "also_printed_at": f"{f.evidence[0].path}:{f.evidence[0].line}"}
                 t.gpu, t.pid = t.gpu or f.gpu, t.pid or f.pid
-                t.summary = _oom_sentence(t.gpu, t.detail.get("rank"), t.bytes, t.start, 1)
+                t.summary = _oom_sentence(t.gpu, t.detail.get("rank"), t.bytes, t.start, 1, t.detail)
                 t.causes.extend(c for c in f.causes if c not in t.causes)
                 t.checks.extend(c for c in f.checks if c not in t.checks)
                 continue

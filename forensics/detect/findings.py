@@ -209,6 +209,13 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("traceback", _list_of("traceback", _py_frame)),
         ("exception", _key("exception", _str)),
         ("torch_era", _key("torch_era", _str)),
+        ("framework", _key("framework", _str)),
+        ("device_api", _key("device_api", _str)),
+        ("allocator", _key("allocator", _str)),
+        ("limit_bytes", _key("limit", _int)),
+        ("in_use_bytes", _key("in_use", _int)),
+        ("shape", _key("shape", _str)),
+        ("node", _key("node", _str)),
     ),
     "oom_kill": (
         ("scope", _key("scope", _str)),

@@ -61,6 +61,7 @@ _DETAIL_LABELS = {
     "start_step": "Onset step", "steps_at": "Steps at", "device_growth_bytes": "Device growth",
     "rate_bytes_per_sample": "Rate per sample", "this_process_in_use": "In use by this process",
     "reserved_unallocated": "Reserved but unallocated", "torch_era": "PyTorch message format",
+    "device_api": "Device API", "in_use": "In use by the allocator", "xla_total_allocation": "XLA program's total allocation",
     "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
     "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
     "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
