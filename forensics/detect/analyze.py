@@ -11,6 +11,7 @@ from datetime import datetime
 
 from forensics.detect import distributed
 from forensics.detect import events as detect_events
+from forensics.detect import jobs
 from forensics.detect.allocations import allocation_findings
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings
@@ -60,7 +61,7 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     if usable:
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
                           if p.fit.classification != "too_short"})
-        kinds = {f.kind for f in findings}
+        kinds = {f.kind for f in findings if f.job_event is not False}   # another job's kill is no cause
         tail = ""
         if "gpu_oom" in kinds:
             tail = " The CUDA out-of-memory came from a footprint that was too large, not from GPU memory growth."
@@ -100,6 +101,7 @@ def analyze(bundle, opts=None) -> Analysis:
     distributed.finding_ranks(findings, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
+    jobs.tie_events(findings, jobs.job_of(parts, findings))
     detect_events.link(findings)
     findings.extend(distributed.distributed_findings(events, findings, ranks))
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),

@@ -61,6 +61,9 @@ class Finding:
     consequence_of: dict | None = None
     # an allocation_leak's call path and counts, an allocation_footprint's sites (memory snapshots)
     allocation: dict | None = None
+    # an event's tie to the job (detect/jobs.py): True when it falls in the job's lifetime or names its
+    # pid, False when it is another process's, outside it (context, never the cause); None: no clock to tell
+    job_event: bool | None = None
 
 
 def iso(t) -> str | None:
@@ -338,6 +341,7 @@ def finding_json(f: Finding) -> dict:
         "rank": _int(f.rank),
         "consequence_of": _ref(f.consequence_of),
         "allocation": f.allocation,
+        "job_event": f.job_event,
     }
     detail = f.detail or {}
     for name, read in KIND_FACTS.get(f.kind, ()):

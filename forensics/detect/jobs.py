@@ -1,0 +1,56 @@
+"""Which events are the job's own: an OOM kill, a CUDA OOM or an Xid belongs to the job the report is
+about when its time falls in the job's lifetime, or when it names the job's pid; any other is context
+(an earlier job's kill in the same dmesg), never what ended this job. Rules: docs/detection.md, "Events
+and their job"."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from forensics.detect.findings import Finding
+
+EVENT_KINDS = ("oom_kill", "gpu_oom", "xid")
+GROWTH_KINDS = ("leak", "cache_growth")
+# a logger samples every few seconds: an event this close to the job's first or last reading is at its
+# edge (a kill comes before the reading that shows the memory released)
+EDGE = timedelta(seconds=10)
+
+
+@dataclass
+class Job:
+    start: datetime
+    end: datetime
+    pids: set[int] = field(default_factory=set)
+
+
+def job_of(parts: list, findings: list[Finding]) -> Job | None:
+    """The job's lifetime: the lead growth finding's, else the span of the timed job lifetimes of the
+    memory series; None when no memory series has a clock."""
+    growth = [f for f in findings if f.kind in GROWTH_KINDS and isinstance(f.lifetime_start, datetime)
+              and isinstance(f.lifetime_end, datetime)]
+    pids = {p.result.pid for p in parts if p.result.pid is not None and p.result.series != "host.rss"}
+    if growth:
+        lead = max(growth, key=lambda f: (f.kind == "leak", f.growth_bytes or 0))
+        return Job(lead.lifetime_start, lead.lifetime_end, pids | ({lead.pid} if lead.pid is not None else set()))
+    timed = [p.result for p in parts if p.result.series != "host.rss" and isinstance(p.result.first_x, datetime)
+             and isinstance(p.result.last_x, datetime)]
+    if not timed:
+        return None
+    return Job(min(r.first_x for r in timed), max(r.last_x for r in timed), pids)
+
+
+def tie_events(findings: list[Finding], job: Job | None) -> None:
+    """Set each event finding's `job_event`: True (the job's), False (context), None (no clock to tell)."""
+    if job is None:
+        return
+    for f in findings:
+        if f.kind not in EVENT_KINDS:
+            continue
+        if f.pid is not None and f.pid in job.pids:
+            f.job_event = True
+        elif isinstance(f.start, datetime):
+            f.job_event = job.start - EDGE <= f.start <= job.end + EDGE
+            if not f.job_event:
+                when = "before" if f.start < job.start else "after"
+                f.summary = f.summary[:-1] + f", {when} this job's lifetime: another process's, context, not what ended this job."
+                f.severity = "info"
