@@ -9,9 +9,11 @@ has no survivors in the trace, or only at one time; the working set of the step 
 survives only at the end. Both are the footprint, listed, not judged.
 
 Quarters only say "steady" when the trace holds several steps: a trace shorter than a few steps (a
-small `max_entries`) is judged only when its steps are unknown, and says so. Steps come from the
-snapshot's own `Optimizer.step` annotations, else from a step log on the same clock (any memory series
-with step numbers that covers the trace).
+small `max_entries`) is judged only when its steps are unknown, and says so. Quarters are of the
+trace's clock or of its entries (a pause holds none). Steps come from the snapshot's own
+`Optimizer.step` annotations, else from the trace's own rhythm (the allocation count that most
+repeating call paths share), else from a step log on the same clock (any memory series with step
+numbers that covers the trace).
 """
 from __future__ import annotations
 
@@ -88,11 +90,15 @@ def allocation_findings(events: pl.DataFrame, samples: pl.DataFrame) -> list[Fin
                     else [0] * QUARTERS)
         t0, t1 = _utc(trace.get("start")), _utc(trace.get("end"))
         steps, steps_from = trace.get("steps"), trace.get("steps_from")
-        if steps is None and t0 is not None and t1 is not None:
+        rhythm = isinstance(steps_from, str) and steps_from.startswith("the trace's own rhythm")
+        if (steps is None or rhythm) and t0 is not None and t1 is not None:   # a step log counts them better
             got = _steps_from_log(samples, t0, t1)
             if got is not None:
                 steps, steps_from = got
-        steady = all(q > 0 for q in quarters)
+        by_entries = d.get("entry_quarters") if isinstance(d.get("entry_quarters"), list) else []
+        # steady on the trace's clock, or over its entries: a pause (data loading before the first step)
+        # holds a quarter of the clock and no allocations
+        steady = all(q > 0 for q in quarters) or (len(by_entries) == QUARTERS and all(q > 0 for q in by_entries))
         if steady and (steps is None or steps >= MIN_STEPS):
             out.append(_leak(row, d, trace, quarters, steps, steps_from, t0, t1))
         elif (d.get("live_bytes") or 0) > 0:
