@@ -12,7 +12,7 @@ from datetime import datetime
 from forensics.detect import distributed
 from forensics.detect import events as detect_events
 from forensics.detect import jobs
-from forensics.detect.allocations import allocation_findings
+from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings
 from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
@@ -103,6 +103,7 @@ def analyze(bundle, opts=None) -> Analysis:
     findings.extend(detect_events.slowdown_findings(parts, samples))
     jobs.tie_events(findings, jobs.job_of(parts, findings))
     detect_events.link(findings)
+    name_leak_sites(findings)
     findings.extend(distributed.distributed_findings(events, findings, ranks))
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))

@@ -159,6 +159,14 @@ def _ref(x) -> dict | None:
             "line": _int(x.get("line"))}
 
 
+def _site(x) -> dict | None:
+    """A leak's site: the call path whose bytes per step match the leak's (detect/allocations.py)."""
+    if not isinstance(x, dict):
+        return None
+    return {"site": _str(x.get("site")), "bytes_per_step": _num(x.get("bytes_per_step")), "from": _str(x.get("from")),
+            "path": _str(x.get("path")), "line": _int(x.get("line"))}
+
+
 def _key(name: str, conv):
     return lambda d: conv(d.get(name))
 
@@ -188,6 +196,8 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("job_number", _job("number")),
         ("job_count", _job("of")),
         ("series_fits", _list_of("series", _series_fit)),
+        ("site", lambda d: _site(d.get("site"))),
+        ("sites", _list_of("sites", _site)),
     ),
     "cache_growth": (
         ("device_growth_bytes", _key("device_growth_bytes", _int)),

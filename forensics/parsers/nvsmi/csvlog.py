@@ -427,7 +427,10 @@ class Reader:
                            "reports none): no memory readings")
         if self.free:
             p.notes.append("no memory.used column: memory.free is given as series memory.free")
-        if self.rows and self.unnamed == self.rows and not any("cannot tell" in n for n in p.notes):
+        told = [n for n in p.notes if "cannot tell" in n]
+        if self.rows and not self.valued and told:
+            p.meta["unread"] = told[0]   # (ingest says it as the input's one-line problem)
+        if self.rows and self.unnamed == self.rows and not told:
             p.notes.append("no memory column in this query: GPU rows were read but give no memory samples")
         if errors is not None:
             p.events = C.driver_error_events(errors, pl.col("prev_time") if timed else None)
