@@ -303,13 +303,13 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
         if step_starts.size:
             inside = (step_starts >= cols["time"][0]) & (step_starts <= cols["time"][-1])
             trace.update(steps=int(inside.sum()), steps_from="Optimizer.step annotations")
+    else:
+        trace.update(start=first, end=first + n - 1, axis="index")
     if "steps" not in trace:
         rhythm = T.repeats(cols)
         if rhythm is not None:
             trace.update(steps=rhythm[0], steps_from=f"the trace's own rhythm ({rhythm[1]} call paths allocate "
                                                      f"{rhythm[0]} times each)")
-    else:
-        trace.update(start=first, end=first + n - 1, axis="index")
 
     def render(record: int) -> str:
         i = record - first
