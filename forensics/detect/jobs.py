@@ -7,13 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from forensics.detect.findings import Finding
 
 EVENT_KINDS = ("oom_kill", "gpu_oom", "xid")
 GROWTH_KINDS = ("leak", "cache_growth")
-# a logger samples every few seconds: an event this close to the job's first or last reading is at its
-# edge (a kill comes before the reading that shows the memory released)
+# an event this close to the job's first or last reading is at its edge: a kill comes before the reading
+# that shows the memory released, up to a sampling interval later (two, for jitter), at least 10 s
 EDGE = timedelta(seconds=10)
+EDGE_INTERVALS = 2
 
 
 @dataclass
@@ -21,22 +24,28 @@ class Job:
     start: datetime
     end: datetime
     pids: set[int] = field(default_factory=set)
+    edge: timedelta = EDGE
 
 
 def job_of(parts: list, findings: list[Finding]) -> Job | None:
     """The job's lifetime: the lead growth finding's, else the span of the timed job lifetimes of the
     memory series; None when no memory series has a clock."""
+    gaps = [float(np.median(np.diff(p.x))) for p in parts if p.axis == "time" and p.x.size > 1]
+    edge = max(EDGE, timedelta(seconds=EDGE_INTERVALS * max(gaps, default=0.0)))
     growth = [f for f in findings if f.kind in GROWTH_KINDS and isinstance(f.lifetime_start, datetime)
               and isinstance(f.lifetime_end, datetime)]
-    pids = {p.result.pid for p in parts if p.result.pid is not None and p.result.series != "host.rss"}
-    if growth:
-        lead = max(growth, key=lambda f: (f.kind == "leak", f.growth_bytes or 0))
-        return Job(lead.lifetime_start, lead.lifetime_end, pids | ({lead.pid} if lead.pid is not None else set()))
     timed = [p.result for p in parts if p.result.series != "host.rss" and isinstance(p.result.first_x, datetime)
              and isinstance(p.result.last_x, datetime)]
-    if not timed:
+    if growth:
+        lead = max(growth, key=lambda f: (f.kind == "leak", f.growth_bytes or 0))
+        start, end = lead.lifetime_start, lead.lifetime_end
+    elif timed:
+        start, end = min(r.first_x for r in timed), max(r.last_x for r in timed)
+    else:
         return None
-    return Job(min(r.first_x for r in timed), max(r.last_x for r in timed), pids)
+    # the job's pids: the processes whose memory series run inside its lifetime (not an earlier job's)
+    pids = {r.pid for r in timed if r.pid is not None and r.first_x <= end and r.last_x >= start}
+    return Job(start, end, pids, edge)
 
 
 def tie_events(findings: list[Finding], job: Job | None) -> None:
@@ -49,7 +58,7 @@ def tie_events(findings: list[Finding], job: Job | None) -> None:
         if f.pid is not None and f.pid in job.pids:
             f.job_event = True
         elif isinstance(f.start, datetime):
-            f.job_event = job.start - EDGE <= f.start <= job.end + EDGE
+            f.job_event = job.start - job.edge <= f.start <= job.end + job.edge
             if not f.job_event:
                 when = "before" if f.start < job.start else "after"
                 f.summary = f.summary[:-1] + f", {when} this job's lifetime: another process's, context, not what ended this job."
