@@ -72,3 +72,31 @@ def test_no_clock_no_claim():
     kill = Finding(kind="oom_kill", severity="critical", summary="killed.", pid=1, start=datetime(2026, 1, 1))
     tie_events([kill], None)
     assert kill.job_event is None
+
+
+def _part(first, last, pid, interval_s):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    n = int((last - first).total_seconds() // interval_s) + 1
+    return SimpleNamespace(axis="time", x=np.arange(n) * float(interval_s),
+                           result=SimpleNamespace(first_x=first, last_x=last, pid=pid, series="process.used"))
+
+
+def test_a_kill_between_the_last_reading_and_the_next_of_a_coarse_log_is_the_jobs():
+    # sampled every 60 s: the kill 50 s after the job's last reading (its memory seen released 10 s
+    # later) is its end; the job's pids are those of series inside its lifetime, not an earlier job's
+    from forensics.detect.findings import Finding
+    from forensics.detect.jobs import job_of, tie_events
+
+    t0 = datetime(2026, 11, 30, 3)
+    parts = [_part(t0, t0 + timedelta(hours=1), 4242, 60),
+             _part(t0 - timedelta(hours=3), t0 - timedelta(hours=2), 1506, 60)]
+    job = job_of(parts, [])
+    assert job.pids == {4242} and job.start == t0
+    at_end = Finding(kind="oom_kill", severity="critical", summary="k.", pid=77,
+                     start=t0 + timedelta(hours=1, seconds=50))
+    earlier = Finding(kind="oom_kill", severity="critical", summary="k.", pid=1506, start=t0 - timedelta(minutes=4))
+    tie_events([at_end, earlier], job)
+    assert at_end.job_event is True and earlier.job_event is False

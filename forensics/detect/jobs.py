@@ -28,8 +28,8 @@ class Job:
 
 
 def job_of(parts: list, findings: list[Finding]) -> Job | None:
-    """The job's lifetime: the lead growth finding's, else the span of the timed job lifetimes of the
-    memory series; None when no memory series has a clock."""
+    """The job's lifetime: the lead growth finding's, else the last job lifetime of the timed memory
+    series (with those overlapping it); None when no memory series has a clock."""
     gaps = [float(np.median(np.diff(p.x))) for p in parts if p.axis == "time" and p.x.size > 1]
     edge = max(EDGE, timedelta(seconds=EDGE_INTERVALS * max(gaps, default=0.0)))
     growth = [f for f in findings if f.kind in GROWTH_KINDS and isinstance(f.lifetime_start, datetime)
@@ -40,7 +40,10 @@ def job_of(parts: list, findings: list[Finding]) -> Job | None:
         lead = max(growth, key=lambda f: (f.kind == "leak", f.growth_bytes or 0))
         start, end = lead.lifetime_start, lead.lifetime_end
     elif timed:
-        start, end = min(r.first_x for r in timed), max(r.last_x for r in timed)
+        # the last job the memory shows (the one whose end the logs hold), with the series beside it
+        last = max(timed, key=lambda r: r.last_x)
+        beside = [r for r in timed if r.first_x <= last.last_x and r.last_x >= last.first_x]
+        start, end = min(r.first_x for r in beside), max(r.last_x for r in beside)
     else:
         return None
     # the job's pids: the processes whose memory series run inside its lifetime (not an earlier job's)
