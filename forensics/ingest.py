@@ -215,6 +215,10 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
         _consistency(p, src.path, skipped, info)
     _once_per_step(results, info)
     info.records = sum(p.records for p in results)
+    if info.format and not info.records and results and results[0].meta.get("unread"):
+        # a file its reader recognized but could not read says why, and what to do, not only that it was empty
+        info.problems.append(f"{src.path}: read as {info.format}, but no memory readings or events came out of "
+                             f"its lines: {results[0].meta['unread']}")
     skipped.merge(src.skipped)
     info.problems.extend(src.problems)
     explained = {CUT_AT_END}  # said by the reader's own message

@@ -11,7 +11,8 @@ from datetime import datetime
 
 from forensics.detect import distributed
 from forensics.detect import events as detect_events
-from forensics.detect.allocations import allocation_findings
+from forensics.detect import jobs
+from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
 from forensics.detect.measure import HOST_SERIES, Series, SeriesResult, measure_series, series_frames
@@ -63,7 +64,7 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     if usable:
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
                           if p.fit.classification != "too_short"})
-        kinds = {f.kind for f in findings}
+        kinds = {f.kind for f in findings if f.job_event is not False}   # another job's kill is no cause
         into = [p for p in parts if p.fit.classification == "growth_into_oom"]
         if into:
             return "no_leak", f"The path to the CUDA out-of-memory error: {into[0].fit.reason}.{host_txt}"
@@ -107,7 +108,9 @@ def analyze(bundle, opts=None) -> Analysis:
     distributed.finding_ranks(findings, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
+    jobs.tie_events(findings, jobs.job_of(parts, findings))
     detect_events.link(findings)
+    name_leak_sites(findings)
     findings.extend(distributed.distributed_findings(events, findings, ranks))
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))

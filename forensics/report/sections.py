@@ -214,13 +214,19 @@ def _is_user_frame(frame) -> bool:
     return not _LIB_FRAME.search(_frame_text(frame))
 
 
-def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
-    """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first."""
+def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
+    """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first. A group the
+    detector found to be a leak's site (detect/allocations.py: one allocation of the leak's size a
+    step) is no longer the allocator's cache at exit."""
     leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
     if leaks.is_empty():
         return None
+    sites = {f.detail.get("site") for f in findings if f.kind == "sanitizer_leak" and f.detail.get("expected") is False}
+    groups = sanitizer_groups(leaks)
+    for g in groups:
+        g.expected = g.expected and g.label not in sites
     # most bytes first; ties keep the groups' own order (of their first leak in the report)
-    groups = sorted(sanitizer_groups(leaks), key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows)))
+    groups = sorted(groups, key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows)))
     out = []
     for g in groups[:MAX_SANITIZER_GROUPS]:
         frames = g.details[0].get("stack") or g.details[0].get("frames") or []

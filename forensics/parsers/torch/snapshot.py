@@ -332,6 +332,11 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
             trace.update(steps=int(inside.sum()), steps_from="Optimizer.step annotations")
     else:
         trace.update(start=first, end=first + n - 1, axis="index")
+    if "steps" not in trace:
+        rhythm = T.repeats(cols)
+        if rhythm is not None:
+            trace.update(steps=rhythm[0], steps_from=f"the trace's own rhythm ({rhythm[1]} call paths allocate "
+                                                     f"{rhythm[0]} times each)")
 
     def render(record: int) -> str:
         i = record - first
@@ -408,7 +413,8 @@ def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> l
         detail = {"site": s.path.site(), "frames": s.path.describe(), "live_count": s.live_count,
                   "live_bytes": s.live_bytes, "allocs": s.allocs, "survivors": s.survivors,
                   "survivor_bytes": s.survivor_bytes, "first_line": s.first_record, "last_line": s.last_record,
-                  "histogram": s.histogram if s.survivors else [], "trace": trace}
+                  "histogram": s.histogram if s.survivors else [], "entry_quarters": s.entry_quarters,
+                  "trace": trace}
         if s.first_record is not None and s.first_record != s.last_record:
             detail["first_text"] = render(s.first_record)
         line = s.last_record or s.block_record or 0
