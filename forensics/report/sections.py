@@ -84,9 +84,13 @@ def _detail_text(v):
     return EVENT_STYLE[v][0] if isinstance(v, str) and v in EVENT_STYLE else v
 
 
+# facts that label rather than measure: shown after the figures, so a capped list keeps the sizes
+_LABEL_FACTS = {"framework", "device_api", "torch_era", "exception"}
+
+
 def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
     out = []
-    for k, v in d.items():
+    for k, v in sorted(d.items(), key=lambda kv: kv[0] in _LABEL_FACTS):
         if k in skip or k in _SAID_IN_WORDS:
             continue
         # a message that only repeats the quoted log line adds nothing
