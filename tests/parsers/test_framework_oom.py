@@ -139,7 +139,7 @@ def test_a_log_that_grew_until_it_ran_out_has_an_oom(tmp_path, tail, name):
     assert len(ooms_found) == 1 and ooms_found[0].bytes and ooms_found[0].summary.startswith(name)
     assert analysis.verdict == "leak"
     assert [f.detail.get("ran_out") for f in analysis.findings if f.kind == "leak"] == ["gpu_oom"]
-    fatal = verdict._fatal_event(bundle.events, Clock("UTC"))
+    fatal, _ = verdict._fatal_event(bundle.events, Clock("UTC"), analysis.findings)
     assert fatal is not None and fatal["label"].startswith(name)
 
 
