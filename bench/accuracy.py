@@ -1,6 +1,7 @@
 """Detection accuracy, measured: a seeded, labeled synthetic suite plus the recorded incidents.
 
     python bench/accuracy.py [--seed N] [--scale X | --quick] [--family NAME] [--verbose]
+                             [--heldout-seed N] [--heldout-share X]
                              [--corpus tune|heldout|all|none] [--recordings DIR ...]
 
 The synthetic suite has hundreds of memory series: sampling every 0.25 s to 60 s, minutes to weeks,
@@ -15,6 +16,12 @@ job's), coarse sampling (5 s, 5-10 samples a lifetime), logger gaps, a log that 
 runs; and their healthy look-alikes (warm-up then plateau then release, a bounded cache, eval spikes,
 a gradient-accumulation sawtooth, a large stable footprint then release).
 
+Two synthetic shares: the tune share, drawn from the fixed --seed (the rules were fitted on it), and a
+held-out share drawn from a fresh seed each run (printed; --heldout-seed reruns a draw), scored on its
+own: its F1 and false leak verdicts are the figures no rule was tuned on. A leak finding counts for a
+GPU's leak only when it lies in a leaking job: one in a healthy job of a multi-job log is a false alarm
+there and leaves the leak missed.
+
 Recordings: sample_logs/*/README.md front matter and tests/corpus/{tune,heldout}/*/truth.json, each
 run in every view a user may have (all files; the timed nvidia-smi CSV; the untimed `-l 1` CSV; the
 step log; dmon; compute-apps), told apart by sniffing each file's format (not its name).
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forensics.detect import analyze  # noqa: E402
+from forensics.detect.thresholds import F1_TARGET  # noqa: E402
 from forensics.model import Bundle  # noqa: E402
 from forensics.model import events_frame, samples_frame  # noqa: E402
 
@@ -544,6 +553,9 @@ def suite(seed: int, scale: float = 1.0, only: str | None = None):
 # ----------------------------------------------------------------------------------------------
 # scoring
 
+# the fresh-seed share: cases no rule was tuned on, drawn anew each run (docs/detection.md's targets)
+HELDOUT_SHARE = 0.5
+HELDOUT_F1 = 0.98
 ONSET_TARGET_S = 5.0          # an onset is right within 5 s ...
 ONSET_TARGET_SHARE = 0.02     # ... or 2 % of its lifetime, whichever is larger
 
@@ -627,20 +639,22 @@ def score_case(case: Case, sc: Score) -> None:
                 sc.fn += 1
                 sc.misses.append(f"{case.name} GPU {gpu}: missed")
                 continue
-            sc.tp += 1
             hit = set()
+            wrong_job = False
             for f in found:
                 ox = _finding_x(f, case)
-                # the truth lifetime this finding speaks of: the one its onset lies in, else the nearest onset
+                # the truth lifetime this finding speaks of: the leaking one its onset lies in, else the
+                # nearest onset; one whose onset lies only in healthy jobs is in the wrong job
                 life = None
                 if ox is not None:
                     inside = [lf for lf in lives if lf.start - onset_target(lf.end - lf.start, case.timed) <= ox
                               <= lf.end + onset_target(lf.end - lf.start, case.timed)]
                     if inside and not any(lf.leak for lf in inside):
                         sc.healthy_lifetime_hits += 1
+                        wrong_job = True
                         sc.misses.append(f"{case.name} GPU {gpu}: leak found in a healthy {inside[0].kind} lifetime")
                         continue
-                    life = min(leaking, key=lambda lf: abs(ox - lf.onset))
+                    life = min([lf for lf in inside if lf.leak] or leaking, key=lambda lf: abs(ox - lf.onset))
                 else:
                     life = leaking[-1]
                 hit.add(id(life))
@@ -666,6 +680,13 @@ def score_case(case: Case, sc: Score) -> None:
                     if err > 0.1:
                         sc.misses.append(f"{case.name} GPU {gpu}: rate error {err:.1%}")
             sc.lifetimes_found += len(hit)
+            # a finding in the wrong job is a false alarm there, and no true positive for the leaking one
+            if hit:
+                sc.tp += 1
+            else:
+                sc.fn += 1
+                sc.misses.append(f"{case.name} GPU {gpu}: missed (found only in a healthy job)")
+            sc.fp += wrong_job
         else:
             sc.healthy_total += 1
             if found:
@@ -986,14 +1007,25 @@ def main() -> int:
     ap.add_argument("--corpus", choices=("tune", "heldout", "all", "none"), default="tune",
                     help="recordings to run: tune = sample_logs + tests/corpus/tune (default); heldout = "
                          "tests/corpus/heldout only (held out: run it only when asked); all; none")
+    ap.add_argument("--heldout-seed", type=int, default=None,
+                    help="the held-out share's seed (default: a fresh one each run, printed; give it to rerun that draw)")
+    ap.add_argument("--heldout-share", type=float, default=HELDOUT_SHARE,
+                    help=f"the held-out share's size, as a share of the tune suite's cases (default {HELDOUT_SHARE}; 0: none)")
     ap.add_argument("--recordings", action="append", default=[], metavar="DIR",
                     help="also run the recordings under DIR (folders with truth.json or README.md front matter)")
     args = ap.parse_args()
     scale = 0.25 if args.quick else args.scale
+    held_seed = args.heldout_seed if args.heldout_seed is not None else secrets.randbits(32)
     per: dict[str, Score] = {}
     t0 = time.perf_counter()
     for case in suite(args.seed, scale, args.family):
         score_case(case, per.setdefault(case.family, Score()))
+    held: dict[str, Score] = {}
+    if args.heldout_share > 0:
+        print(f"held-out share: seed {held_seed} ({'given' if args.heldout_seed is not None else 'fresh'}; "
+              f"rerun this draw with --heldout-seed {held_seed}); tune share: seed {args.seed}", flush=True)
+        for case in suite(held_seed, scale * args.heldout_share, args.family):
+            score_case(case, held.setdefault(case.family, Score()))
     synth_wall = time.perf_counter() - t0
     results = []
     if args.family is None and args.corpus != "none" or args.recordings:
@@ -1011,9 +1043,9 @@ def main() -> int:
         ("cases / GPU series", f"{sc.verdict_n} / {sc.series}", "hundreds", True),
         ("leak precision", f"{prec:.3f}", "", True),
         ("leak recall", f"{rec_:.3f}", "", True),
-        ("leak F1", f"{f1:.3f}", ">= 0.97", f1 >= 0.97),
-        ("leak F1, classic / lifetime families", f"{old.prf()[2]:.3f} / {new.prf()[2]:.3f}", ">= 0.97",
-         min(old.prf()[2], new.prf()[2]) >= 0.97),
+        ("leak F1", f"{f1:.3f}", f">= {F1_TARGET}", f1 >= F1_TARGET),
+        ("leak F1, classic / lifetime families", f"{old.prf()[2]:.3f} / {new.prf()[2]:.3f}", f">= {F1_TARGET}",
+         min(old.prf()[2], new.prf()[2]) >= F1_TARGET),
         ("pattern accuracy", f"{sc.pattern_ok / max(sc.pattern_n, 1):.3f}", "", True),
         ("onsets within max(5 s, 2 % lifetime)", f"{sc.onset_in_target} / {sc.onset_n}", "all",
          sc.onset_in_target == sc.onset_n),
@@ -1033,6 +1065,17 @@ def main() -> int:
         ("analyze() median, classic / lifetime families", f"{_pct(old.times, 50):.3f} s / {_pct(new.times, 50):.3f} s",
          "no slower", True),
     ]
+    if held:
+        hs = merge(held.values())
+        hf1 = hs.prf()[2]
+        rows += [
+            (f"held-out share (seed {held_seed}): cases", f"{hs.verdict_n} / {hs.series}", "", True),
+            ("held-out share: leak F1", f"{hf1:.3f}", f">= {HELDOUT_F1}", hf1 >= HELDOUT_F1),
+            ("held-out share: false leak verdicts", f"{hs.false_leak_verdicts} / {hs.healthy_cases}", "0",
+             hs.false_leak_verdicts == 0),
+            ("held-out share: leak findings in healthy lifetimes", f"{hs.healthy_lifetime_hits}", "0",
+             hs.healthy_lifetime_hits == 0),
+        ]
     if results:
         ok = sum(views[0].ok is True for _, views in results)
         rows.append(("recorded incidents, verdict right (all files)", f"{ok} / {len(results)}", "all", ok == len(results)))
@@ -1047,6 +1090,9 @@ def main() -> int:
         for s in per.values():
             for m in s.misses:
                 print("  " + m)
+        for s in held.values():
+            for m in s.misses:
+                print("  held-out: " + m)
     return 0
 
 

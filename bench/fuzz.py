@@ -4,10 +4,19 @@
     python bench/fuzz.py --examples 20000 --budget 120 --only mutated,forced
     python bench/fuzz.py --seed 7                # another stream of cases
     python bench/fuzz.py --detect 2000           # detection only: 2000 series shapes per property
+    python bench/fuzz.py --hostile pickles,redos # the hostile-input families of tests/hostile (issue 45)
 
 `--detect N` runs the detection properties of tests/test_detect_properties.py instead (generators and
 checks in bench/detect_shapes.py): random series shapes through analyze_xy, through analyze() on a
 Bundle and through the report (HTML, Markdown, JSON summary), N cases per property.
+
+`--hostile FAMILIES` (comma list, or `all`: pickles bombs lines redos inject time numbers scan) writes
+each family's cases with tests/hostile/hostile_cases.py into a temporary folder (bombs: about 1.4 GB
+on disk for all) and runs `report` on each (`scan` on the scan family's archives), each under a 10 s
+budget (--slow) and an 8 GB address-space limit (--memory; polars reserves far more address space than
+it uses, so the 1 GB target is read from the peak resident memory printed): a case passes when it ends
+in time with exit 0, 1 or 2, no traceback and no signal. Prints one line per case: exit, seconds, the
+highest peak resident memory of the cases so far, first stderr line.
 
 Unlike the test (which stops at the first failure and shrinks it), the campaign keeps going: every
 case that breaks a property is counted, grouped by where it broke (exception type and the innermost
@@ -129,6 +138,54 @@ def properties(only: set[str] | None, names: set[str] | None = None):
     return [p for p in out if not only or p[1] in only]
 
 
+def hostile(families: list[str], slow: float, memory_mb: int) -> int:
+    """Each hostile case through the CLI, with a time and an address-space budget; 1 when any failed."""
+    import os
+    import resource
+    import subprocess
+    import tempfile
+
+    import hostile_cases
+
+    names = list(hostile_cases.FAMILIES) if families == ["all"] else families
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        for fam in names:
+            hostile_cases.FAMILIES[fam](base / "cases")
+            root = base / "cases" / fam
+            for case in sorted(root.iterdir()):
+                out = base / "out"
+                out.mkdir(exist_ok=True)
+                cmd = ([sys.executable, "-m", "forensics", "scan", str(case), "-o", str(out / "scan"), "-j", "1", "-q"]
+                       if fam == "scan" else
+                       [sys.executable, "-m", "forensics", "report", str(case), "-o", str(out / "c.html"),
+                        "--json", str(out / "c.json"), "-q"])
+
+                def limit():
+                    resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+
+                t0 = time.perf_counter()
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        preexec_fn=limit, start_new_session=True)
+                try:
+                    _, err = proc.communicate(timeout=slow)
+                    rc = proc.returncode
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)
+                    _, err = proc.communicate()
+                    rc = "timeout"
+                secs = time.perf_counter() - t0
+                peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+                text = err.decode("utf-8", "replace")
+                ok = rc in (0, 1, 2) and "Traceback" not in text
+                failed += not ok
+                first = text.strip().splitlines()[0][:120] if text.strip() else ""
+                print(f"{'ok  ' if ok else 'FAIL'} {fam}/{case.name}: exit {rc}, {secs:.1f} s, "
+                      f"peak so far {peak} MB, {first}", flush=True)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--examples", type=int, default=2000, help="cases per property (default 2000)")
@@ -139,9 +196,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the detection properties instead, N cases each (claimed = cases found leaking)")
     ap.add_argument("--parsers", default="", help="comma list of parser NAMEs for the forced properties")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--slow", type=float, default=60.0,
-                    help="a case running longer counts as a failure, and its stack is printed (default 60 s)")
+    ap.add_argument("--slow", type=float, default=None,
+                    help="a case running longer counts as a failure, and its stack is printed (default 60 s; "
+                         "with --hostile 10 s)")
+    ap.add_argument("--hostile", default="", metavar="FAMILIES",
+                    help="run the hostile-input families instead (comma list, or all)")
+    ap.add_argument("--memory", type=int, default=8192, help="with --hostile: MB of address space per case")
     args = ap.parse_args(argv)
+    if args.hostile:
+        sys.path.insert(0, str(ROOT / "tests" / "hostile"))
+        return hostile([f.strip() for f in args.hostile.split(",")], args.slow or 10.0, args.memory)
+    args.slow = args.slow or 60.0
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     rows = []
     names = {s.strip() for s in args.parsers.split(",") if s.strip()} or None

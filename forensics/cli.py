@@ -5,6 +5,7 @@ Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or ab
 """
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime, timezone
 from enum import Enum
@@ -27,7 +28,23 @@ app = typer.Typer(
     help="Forensics of GPU memory leaks: read a job's logs, find where memory began to grow and why, "
     "write one self-contained HTML incident report.",
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# C0/C1 control characters but tab and newline: from log text or a file name they would drive the
+# terminal (set its title, clear the screen); shown as \xNN instead
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class _Console(Console):
+    """stderr: what is printed passes through `printable` (rich's own styling still reaches the terminal)."""
+
+    def print(self, *objects, **kw) -> None:
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kw)
+
+
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _Say:
@@ -76,8 +93,18 @@ def _parse_time(value: str | None, flag: str) -> datetime | None:
 
 def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None,
                   end: str | None = None, interval: float | None = None, columns: str | None = None,
-                  max_snapshot: str | None = None) -> Options:
+                  max_snapshot: str | None = None, archive_max_size: str | None = None,
+                  archive_max_members: int | None = None) -> Options:
     opts = Options()
+    if archive_max_size is not None:
+        size = parse_size(archive_max_size)
+        if size is None or size <= 0:
+            raise UsageError(f"--archive-max-size {archive_max_size}: not a size, give e.g. 200GiB")
+        opts.archive_max_bytes = size
+    if archive_max_members is not None:
+        if archive_max_members < 1:
+            raise UsageError(f"--archive-max-members {archive_max_members}: give a count from 1 up")
+        opts.archive_max_members = archive_max_members
     if columns is not None:
         opts.columns = check_columns(columns)
     if max_snapshot is not None:
@@ -132,11 +159,12 @@ def _progress():
     """A per-file progress callback on stderr when it is a terminal (and not -q), else nothing."""
     if not sys.stderr.isatty() or say.level == say.QUIET:
         return None, None
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     prog = Progress(SpinnerColumn(), TextColumn("reading {task.description}"), TimeElapsedColumn(), console=err, transient=True)
     task = prog.add_task("", total=None)
-    return prog, (lambda path: prog.update(task, description=path))
+    return prog, (lambda path: prog.update(task, description=escape(printable(path))))
 
 
 def _print_problems(bundle) -> None:
@@ -150,7 +178,10 @@ def _print_problems(bundle) -> None:
 
 
 def _print_summary(bundle, analysis) -> None:
-    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {analysis.verdict_reason or ''}", markup=True)
+    from rich.markup import escape
+
+    # the reason quotes log values (series labels, process names, paths): never read as markup
+    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {escape(analysis.verdict_reason or '')}", markup=True)
     for f in analysis.findings[:20]:
         say.info(f"  {f.severity:8} {f.kind:17} {f.summary}")
     if len(analysis.findings) > 20:
@@ -162,14 +193,35 @@ def _print_summary(bundle, analysis) -> None:
              f"{sum(i.skipped for i in bundle.inputs)} lines skipped")
 
 
-def _output_targets(named: list[tuple[str, str | None]]) -> dict[str, Target]:
+def _output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
     """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
     given as a file fails now, not after the analysis; two documents cannot share stdout."""
     on_stdout = [flag for flag, dest in named if dest == STDOUT]
     if len(on_stdout) > 1:
         raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
                          "(the documents would run together), write the others to files")
-    return {flag: target(dest, flag) for flag, dest in named if dest}
+    outs = {flag: target(dest, flag) for flag, dest in named if dest}
+    _refuse_clashes(list(outs.values()), inputs)
+    return outs
+
+
+def _refuse_clashes(outs: list[Target], inputs: list[str]) -> None:
+    """Outputs compared after resolving links: two naming one file would keep only the last, and one
+    naming an input file would replace the log it is made from. Devices (/dev/null) are exempt."""
+    from forensics.io.sources import discover
+
+    files = [t for t in outs if t.path is not None and not t.direct]
+    seen: dict[Path, Target] = {}
+    for t in files:
+        first = seen.setdefault(t.path, t)
+        if first is not t:
+            raise UsageError(f"{first.where()} and {t.where()}: both name the file {t.path}, only the last would "
+                             "be kept, give each output its own name")
+    read = {p.resolve(): shown for p, shown in discover(inputs).files}
+    for t in files:
+        if t.path in read:
+            raise UsageError(f"{t.where()}: names the input {read[t.path]}, writing it would replace that log, "
+                             "give the output another name")
 
 
 # The options that `report`, `timeline` and `scan` share, each written once
@@ -193,6 +245,11 @@ ColumnsOption = Annotated[Optional[str], typer.Option(
 MaxSnapshotOption = Annotated[Optional[str], typer.Option(
     "--max-snapshot-size", help="Read PyTorch memory snapshots up to this size (decompressed), e.g. 8GiB; default 2GiB "
                                 "(about 30 s and 1.5 GiB of memory per GiB).")]
+ArchiveMaxSizeOption = Annotated[Optional[str], typer.Option(
+    "--archive-max-size", help="Read at most this many bytes (members' sizes) of each .tar/.zip archive, e.g. 200GiB; "
+                               "default 64GiB.")]
+ArchiveMaxMembersOption = Annotated[Optional[int], typer.Option(
+    "--archive-max-members", help="Read at most this many files of each .tar/.zip archive; default 10000.")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
 
@@ -223,6 +280,8 @@ def report(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    archive_max_size: ArchiveMaxSizeOption = None,
+    archive_max_members: ArchiveMaxMembersOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -234,8 +293,9 @@ def report(
     from forensics import report as rep
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
-    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
+    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
+                         archive_max_members)
+    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
     prog, cb = _progress()
     if prog:
         with prog:
@@ -272,20 +332,39 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     """Show which parser claims each file, and why (or why none does)."""
     from forensics import parsers
     from forensics.errors import InputError
+    from forensics.io import archives
     from forensics.io.sources import Source, discover
 
+    if sys.stdout is None:   # started with stdout closed (>&-): the listing would be lost
+        raise UsageError("sniff: cannot write the listing, stdout is closed, run it without closing stdout")
     found = discover(paths)
     # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
     for e in found.problems:
-        print(f"{e.path}\t-\t{e}")
+        print(printable(f"{e.path}\t-\t{e}"))
     for shown, why in found.ignored:
-        print(f"{shown}\t-\t{why}")
-    for real, shown in found.files:
+        print(printable(f"{shown}\t-\t{why}"))
+
+    def members():
+        """(shown, opener) of each file, an archive's members in its place (io/archives.py)."""
+        for real, shown in found.files:
+            if not archives.kind_of(real.name):
+                yield shown, lambda r=real, s=shown: Source.open(r, s)
+                continue
+            arch = archives.Archive(real, shown, Options().archive_max_members, Options().archive_max_bytes)
+            try:
+                for src in arch.sources():
+                    yield src.path, lambda m=src: m
+            except InputError as e:
+                arch.problems.append(e)
+            for e in arch.problems:
+                print(printable(f"{e.path}\t-\t{e}"))
+
+    for shown, open_src in members():
         try:
-            src = Source.open(real, shown)
+            src = open_src()
             module, reason = parsers.claim_file(src)
         except InputError as e:
-            print(f"{shown}\t-\t{e}")
+            print(printable(f"{shown}\t-\t{e}"))
             continue
         extra = []
         if src.compression:
@@ -293,7 +372,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         if src.wrapper and not parsers.reads_whole(module):
             extra.append(f"wrapper: {src.wrapper.describe()}")
         suffix = f" ({'; '.join(extra)})" if extra else ""
-        print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}")
+        print(printable(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}"))
 
 
 @app.command(epilog=_examples(
@@ -312,6 +391,8 @@ def timeline(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    archive_max_size: ArchiveMaxSizeOption = None,
+    archive_max_members: ArchiveMaxMembersOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -322,8 +403,10 @@ def timeline(
     from forensics import timeline as tl
 
     say.set(quiet, verbose)
-    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size)
-    tl.aligned_targets(output)   # a bad name or a missing folder fails before the work
+    opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
+                         archive_max_members)
+    # a bad name, a missing folder or an input as output fails before the work
+    _refuse_clashes(tl.aligned_targets(output), paths)
     bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
     if not any(i.format for i in bundle.inputs):
@@ -363,7 +446,7 @@ def compare(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
-    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)])
+    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], [before, after])
     sides = []
     for name, path in (("before", before), ("after", after)):
         side = cmp.analyze(name, [path], opts, stage=say.stage)
@@ -451,8 +534,15 @@ def scan(
     boot_time: BootTimeOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    archive_max_size: ArchiveMaxSizeOption = None,
+    archive_max_members: ArchiveMaxMembersOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo the jobs that failed last time (a rerun keeps their failed row otherwise).")] = False,
+    max_worker_memory: Annotated[Optional[str], typer.Option(
+        "--max-worker-memory", show_default=False,
+        help="Address space each worker process may use, e.g. 8GiB; a job past it fails with that reason and "
+             "the scan goes on. Default: the machine's memory shared out among the workers, at least 8GiB.")] = None,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (needs --engine dask; default: a local cluster).")] = None,
     quiet: QuietOption = False,
@@ -478,10 +568,18 @@ def scan(
         raise UsageError(f"--workers {workers}: at least one worker is needed, give a number from 1 up (or leave it out)")
     if scheduler and engine is not Engine.dask:
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
-    opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size)
+    opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size,
+                         archive_max_size=archive_max_size, archive_max_members=archive_max_members)
+    n_workers = workers or sc.usable_cpus()
+    if max_worker_memory is None:
+        worker_bytes = sc.default_worker_bytes(n_workers)
+    else:
+        worker_bytes = parse_size(max_worker_memory)
+        if worker_bytes is None or worker_bytes < 256 << 20:
+            raise UsageError(f"--max-worker-memory {max_worker_memory}: not a size of at least 256MiB, give e.g. 8GiB")
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
-                        reports=reports.value, workers=workers or sc.usable_cpus(), opts=opts, force=force,
-                        fail_on=fail_on.value)
+                        reports=reports.value, workers=n_workers, opts=opts, force=force,
+                        fail_on=fail_on.value, retry_failed=retry_failed, max_worker_bytes=worker_bytes)
     client = _dask_client(scheduler, cfg.workers) if engine is Engine.dask else None
     try:
         if sys.stderr.isatty() and say.level != say.QUIET:
@@ -491,14 +589,20 @@ def scan(
                           TextColumn("{task.fields[rate]:.1f} jobs/s"), TimeRemainingColumn(), console=err) as prog:
                 task = prog.add_task("scan", total=None, rate=0.0)
                 t0 = _t.perf_counter()
+                reused: list[int] = []
 
                 def cb(done, total, row):
+                    if row is None:   # the first call: the jobs reused, which the rate does not count
+                        reused.append(done)
                     el = max(_t.perf_counter() - t0, 1e-6)
-                    prog.update(task, completed=done, total=total, rate=done / el)
+                    prog.update(task, completed=done, total=total, rate=(done - reused[0]) / el)
 
                 result = sc.run_scan(cfg, cb, executor="dask" if client else "process")
         else:
             result = sc.run_scan(cfg, None, executor="dask" if client else "process")
+    except sc.Interrupted as e:
+        err.print(f"{output}: {e}", markup=False)
+        raise typer.Exit(e.exit_code)
     finally:
         if client is not None:
             client.close()

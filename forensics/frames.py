@@ -7,6 +7,8 @@ frames) and filtering each column as a Series avoids it. A job's small logs run 
 frames of a few hundred rows, where that adds up; big frames gain nothing and lose nothing.
 
 owned: a copy of kept rows out of a batch's string buffers (see its docstring).
+
+csv_safe: text cells a spreadsheet would run as a formula, made inert for a CSV.
 """
 from __future__ import annotations
 
@@ -39,3 +41,18 @@ def owned(df: pl.DataFrame) -> pl.DataFrame:
     if not cols or not df.height:
         return df
     return df.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in cols)
+
+
+# what a spreadsheet opening a CSV takes for the start of a formula (OWASP's list)
+_FORMULA_START = r"^[=+\-@\t\r]"
+
+
+def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """Text cells that start like a formula (= + - @ tab CR) get a leading ' so a spreadsheet shows
+    them as text: log text, paths and folder names are untrusted. Numbers are left as they are."""
+    text = [c for c, t in df.schema.items() if t == pl.String]
+    if not text:
+        return df
+    return df.with_columns(
+        pl.when(pl.col(c).str.contains(_FORMULA_START)).then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c)
+        for c in text)

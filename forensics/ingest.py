@@ -11,7 +11,7 @@ from typing import Callable
 import polars as pl
 
 from forensics import ISSUES_URL
-from forensics.io import lines
+from forensics.io import archives, lines
 from forensics import parsers
 from forensics.errors import InputError
 from forensics.options import Options
@@ -215,6 +215,10 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
         _consistency(p, src.path, skipped, info)
     _once_per_step(results, info)
     info.records = sum(p.records for p in results)
+    if info.format and not info.records and results and results[0].meta.get("unread"):
+        # a file its reader recognized but could not read says why, and what to do, not only that it was empty
+        info.problems.append(f"{src.path}: read as {info.format}, but no memory readings or events came out of "
+                             f"its lines: {results[0].meta['unread']}")
     skipped.merge(src.skipped)
     info.problems.extend(src.problems)
     explained = {CUT_AT_END}  # said by the reader's own message
@@ -458,29 +462,30 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
         bundle.problems.append(msg)
         bundle.inputs.append(InputInfo(path=err.path, error=msg))
     sample_parts, event_parts = [], []
-    for real, shown in found.files:
+
+    def read(shown: str, open_src: Callable[[], Source]) -> None:
         if progress:
             progress(shown)
         src = None
         try:
-            src = Source.open(real, shown)
+            src = open_src()
             info, results = parse_one(src, opts)
         except InputError as e:
             _failed(bundle, shown, str(e))
-            continue
+            return
         except MemoryError:
             size = f"{src.size / 2**30:.1f} GiB" if src is not None else "its size"
             _failed(bundle, shown, f"{shown}: out of memory while reading it, the file ({size}) does not fit in this "
                     "machine's memory, split it (split -l) or run on a machine with more memory")
-            continue
+            return
         except RecursionError as e:
             _failed(bundle, shown, f"{shown}: internal error while parsing, RecursionError: {e}, "
                     "please report it with this file attached")
-            continue
+            return
         except Exception as e:  # a parser bug must not cost the other files
             _failed(bundle, shown, f"{shown}: internal error while parsing, {type(e).__name__}: {e}, "
                     "please report it with this file attached")
-            continue
+            return
         finally:
             if src is not None:
                 src.release()
@@ -492,11 +497,28 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
                 sample_parts.append(_tag(p.samples, SAMPLES_SCHEMA, shown))
             if p.events.height:
                 event_parts.append(_tag(p.events, EVENTS_SCHEMA, shown))
+
+    for real, shown in found.files:
+        if archives.kind_of(real.name):
+            _read_archive(bundle, archives.Archive(real, shown, opts.archive_max_members, opts.archive_max_bytes), read)
+        else:
+            read(shown, lambda: Source.open(real, shown))
     if sample_parts:
         bundle.samples = pl.concat(sample_parts, how="vertical")
     if event_parts:
         bundle.events = pl.concat(event_parts, how="vertical")
     return bundle
+
+
+def _read_archive(bundle: Bundle, arch: "archives.Archive", read: Callable) -> None:
+    """Each member of an archive read as a file of a folder would be (io/archives.py)."""
+    try:
+        for src in arch.sources():
+            read(src.path, lambda s=src: s)
+    except InputError as e:
+        arch.problems.append(e)
+    for err in arch.problems:
+        _failed(bundle, err.path, str(err))
 
 
 def _failed(bundle: Bundle, shown: str, msg: str) -> None:

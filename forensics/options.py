@@ -72,6 +72,10 @@ class Options:
     # the most (decompressed) bytes a file claimed by its bytes (a memory snapshot) is read to
     # (--max-snapshot-size): reading costs about 30 s and 1.5 GiB of memory per GiB
     max_snapshot_bytes: int = 2 << 30
+    # what is read of one .tar/.zip archive (--archive-max-members, --archive-max-size): a few
+    # kilobytes of archive can claim terabytes or millions of members
+    archive_max_members: int = 10_000
+    archive_max_bytes: int = 64 << 30
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""

@@ -8,6 +8,7 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,3 +71,54 @@ def test_declared_columns_leave_a_header_alone(tmp_path):
     p = parse_file(path, Options(tz="UTC", columns=["timestamp", "index", "memory.free"]), expect="nvidia-smi-csv")[1]
     assert p.samples["series"].to_list() == ["memory.used"] and p.samples["bytes"].to_list() == [5 << 20]
     assert not any("--columns" in n for n in p.notes)
+
+
+def write_four_gpus(path: Path, units: bool, extra: bool, seconds: int = 3221, start: int = 200) -> Path:
+    """`--query-gpu=timestamp,index,[name,pci.bus_id,]memory.used,memory.total[,utilization.gpu]
+    --format=csv,noheader[,nounits] -l 1` on 4 GPUs: GPU 2 leaks from `start` on, the others (and GPU 2
+    before it) idle at 0-65 MiB, as a node reads before and beside a one-GPU job."""
+    t0 = datetime(2026, 11, 30, 3, 0, 0)
+    mib, pct = (" MiB", " %") if units else ("", "")
+    rows = []
+    for i in range(seconds):
+        t = (t0 + timedelta(seconds=i)).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        for g in range(4):
+            used = 2000 + 8 * (i - start) + (i * 7) % 13 if g == 2 and i >= start else (0, 3, 65, 1)[g] * (i % 50 > 0)
+            if extra:
+                rows.append(f"{t}, {g}, NVIDIA A100-SXM4-80GB, 00000000:{0x10 + g:02X}:00.0, {used}{mib}, 81920{mib}, "
+                            f"{97 if g == 2 and i >= start else 0}{pct}")
+            else:
+                rows.append(f"{t}, {g}, {used}{mib}, 81920{mib}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("units", [True, False], ids=["units", "nounits"])
+@pytest.mark.parametrize("extra", [False, True], ids=["4cols", "name-bus-util"])
+def test_four_gpus_idle_at_first_one_leaking_is_read(tmp_path, units, extra):
+    # the first rows of such a log show only idle GPUs (0-65 MiB, no more than a percentage): the
+    # values of later rows tell memory.used
+    from conftest import parse_file
+    from forensics.options import Options
+
+    p = parse_file(write_four_gpus(tmp_path / "gpu.csv", units, extra), Options(tz="UTC"), expect="nvidia-smi-csv")[1]
+    assert p.samples.filter(p.samples["series"] == "memory.used").height == 4 * 3221
+    top = p.samples.group_by("gpu").agg(pl.col("bytes").max()).sort("gpu")["bytes"].to_list()
+    assert top[2] > 20 << 30 and max(top[0], top[1], top[3]) <= 65 << 20
+    out = run_cli("report", str(tmp_path / "gpu.csv"), "-o", "", "--json", "-")
+    verdict = json.loads(out.stdout)
+    assert verdict["verdict"] == "leak" and {f["gpu"] for f in verdict["findings"] if f["kind"] == "leak"} == {"2"}
+
+
+def test_undecidable_columns_say_what_was_seen_and_the_columns_to_pass(tmp_path):
+    # every GPU idle throughout: column 3 could be memory.used or a percentage; the one-line message says
+    # what the columns read and the --columns value that reads it
+    src = write_four_gpus(tmp_path / "gpu.csv", units=False, extra=False, seconds=300, start=1000)
+    p = run_cli("report", str(src), "-o", "")
+    assert p.returncode == 0
+    lines = [ln for ln in p.stderr.splitlines() if "gpu.csv" in ln]
+    assert len(lines) == 1, p.stderr
+    assert "4 GPUs: column 3 reads 0–65, column 4 reads 81920 throughout" in lines[0]
+    assert "if column 3 is memory.used, pass `--columns timestamp,index,memory.used,memory.total`" in lines[0]
+    q = run_cli("report", str(src), "-o", "", "--json", "-", "--columns", "timestamp,index,memory.used,memory.total")
+    assert json.loads(q.stdout)["inputs"][0]["records"] == 1200

@@ -137,6 +137,28 @@ def test_dask_local_mode(archive, tmp_path):
     assert (tmp_path / "out" / "index.html").exists()
 
 
+def test_tar_gz_job_bundles_scan_as_their_folders(tmp_path):
+    import tarfile
+    folders, bundles = tmp_path / "folders", tmp_path / "bundles"
+    write_incident(folders / "job-101")
+    healthy_job(folders / "job-102")
+    write_incident(folders / "job-103")
+    (folders / "job-103" / "kern.log").unlink()       # a leak without the kill
+    bundles.mkdir()
+    for job in sorted(folders.iterdir()):
+        with tarfile.open(bundles / f"{job.name}.tar.gz", "w:gz") as tf:
+            tf.add(job, arcname=job.name)
+    assert [p.name for p in sc.find_jobs(bundles)] == ["job-101.tar.gz", "job-102.tar.gz", "job-103.tar.gz"]
+    unpacked = sc.run_scan(cfg_for(folders, tmp_path / "out-folders"))
+    packed = sc.run_scan(cfg_for(bundles, tmp_path / "out-bundles"))
+    keys = ("verdict", "severity", "worst_finding", "oom_kills", "findings", "inputs", "skipped_lines", "status")
+    assert ({r["job"]: [r[k] for k in keys] for r in unpacked.rows}
+            == {r["job"].removesuffix(".tar.gz"): [r[k] for k in keys] for r in packed.rows})
+    assert {r["job"]: r["verdict"] for r in unpacked.rows}["job-101"] == "leak"
+    again = sc.run_scan(cfg_for(bundles, tmp_path / "out-bundles"))
+    assert again.reused == 3
+
+
 def test_job_ids_never_collide(tmp_path):
     """Nested folders are joined with "__"; a folder whose own name holds "__" must not take the same id."""
     from forensics.scan import job_id
@@ -252,14 +274,73 @@ def test_the_showcase_folder_holds_jobs_only():
     assert {p.parent for p in jobs} == {ROOT / "sample_logs"}
 
 
-def test_a_dead_worker_row_names_its_job():
-    from concurrent.futures import Future
+class _KillsItsWorker:
+    """Options that abort the process that unpickles them: a job whose worker dies (SIGABRT)."""
 
-    f: Future = Future()
-    f.set_exception(RuntimeError("killed"))
-    row = sc._result_or_failure(f, ("/archive/job-7", "job-7"))
-    assert row["job"] == "job-7" and row["status"] == "failed"
-    assert row["error"].startswith("/archive/job-7: not analyzed, its worker process died")
+    def __reduce__(self):
+        return (os.abort, ())
+
+
+def test_a_worker_that_dies_fails_its_job_only_and_a_rerun_skips_it(archive, tmp_path):
+    """Issue 45 D-S5: a dead worker gave a traceback and no index, and every rerun failed the same way."""
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = sc.find_jobs(archive)
+    opts = Options(tz="UTC", tz_from_user=True)
+    args = [(str(jobs[0]), "bad", str(out), _KillsItsWorker(), "none", None, "")]
+    args += [(str(j), j.name, str(out), opts, "none", None, "") for j in jobs[1:]]
+    rows = list(sc._run_pool(2, args, None))
+    bad = [r for r in rows if r["job"] == "bad"]
+    assert len(rows) == len(jobs) and len(bad) == 1
+    assert bad[0]["status"] == "failed" and "worker process died (killed by signal SIGABRT)" in bad[0]["error"]
+    others = [r for r in rows if r["job"] != "bad"]
+    assert any(r["status"] == "ok" for r in others)
+    assert not any("worker process died" in (r["error"] or "") for r in others)
+    # the main process wrote the dead job's state: a rerun keeps its row, --retry-failed redoes it
+    state = json.loads((out / "jobs" / "bad" / sc.STATE_NAME).read_text())
+    assert state["row"]["status"] == "failed" and state["fingerprint"]
+
+
+def test_sigterm_writes_the_jobs_done_and_leaves_no_worker(tmp_path):
+    """Issue 42/45 D-S6: SIGTERM to the scan's process alone: exit 143, the index of the jobs done, the
+    count left, and no worker left running."""
+    arch = tmp_path / "archive"
+    for i in range(40):
+        write_incident(arch / f"job-{i:03d}")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "scan", str(arch), "-o", str(out), "-j", "2", "--tz", "UTC"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(out.glob("jobs/*/scan-state.json"))) < 3:
+        time.sleep(0.2)
+    children = _children(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "Traceback" not in stderr and "left" in stderr and "run the same command again" in stderr
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert 1 < len(rows) < 41
+    left = children
+    for _ in range(50):   # the kernel takes a moment to end them
+        left = [c for c in children if Path(f"/proc/{c}/cmdline").exists() and _alive(c)]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert children and not left, [Path(f"/proc/{c}/cmdline").read_bytes() for c in left]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def _cli_error(*args: str, cwd: Path) -> str:
@@ -283,3 +364,13 @@ def test_an_unreachable_scheduler_is_one_line_exit_2(archive, tmp_path):
     line = _cli_error("scan", str(archive), "-o", str(tmp_path / "o"), "--engine", "dask",
                       "--scheduler", "tcp://127.0.0.1:1", cwd=tmp_path)
     assert "cannot reach the Dask scheduler" in line
+
+
+def test_retry_failed_redoes_only_the_failed_jobs(archive, tmp_path):
+    out = tmp_path / "out"
+    first = sc.run_scan(cfg_for(archive, out))
+    assert first.failed >= 1
+    again = sc.run_scan(cfg_for(archive, out))
+    assert again.analyzed == 0
+    retried = sc.run_scan(cfg_for(archive, out, retry_failed=True))
+    assert retried.analyzed == first.failed and retried.failed == first.failed

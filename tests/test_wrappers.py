@@ -125,6 +125,8 @@ EXPECTED = {
     # kubectl describe's container block under its one unindented `Containers:` line: 17 of 18 lines
     # indented alike look like a CI log's indent; container-status reads the state block either way
     "describe_exit_code_2.txt": "CI indentation (two spaces)",
+    "ggml_oom_02.txt": "docker compose service prefix",
+    "torch_oom_hip_02.txt": "GitHub Actions timestamp",
 }
 
 

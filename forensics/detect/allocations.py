@@ -9,9 +9,11 @@ has no survivors in the trace, or only at one time; the working set of the step 
 survives only at the end. Both are the footprint, listed, not judged.
 
 Quarters only say "steady" when the trace holds several steps: a trace shorter than a few steps (a
-small `max_entries`) is judged only when its steps are unknown, and says so. Steps come from the
-snapshot's own `Optimizer.step` annotations, else from a step log on the same clock (any memory series
-with step numbers that covers the trace).
+small `max_entries`) is judged only when its steps are unknown, and says so. Quarters are of the
+trace's clock or of its entries (a pause holds none). Steps come from the snapshot's own
+`Optimizer.step` annotations, else from the trace's own rhythm (the allocation count that most
+repeating call paths share), else from a step log on the same clock (any memory series with step
+numbers that covers the trace).
 """
 from __future__ import annotations
 
@@ -88,11 +90,15 @@ def allocation_findings(events: pl.DataFrame, samples: pl.DataFrame) -> list[Fin
                     else [0] * QUARTERS)
         t0, t1 = _utc(trace.get("start")), _utc(trace.get("end"))
         steps, steps_from = trace.get("steps"), trace.get("steps_from")
-        if steps is None and t0 is not None and t1 is not None:
+        rhythm = isinstance(steps_from, str) and steps_from.startswith("the trace's own rhythm")
+        if (steps is None or rhythm) and t0 is not None and t1 is not None:   # a step log counts them better
             got = _steps_from_log(samples, t0, t1)
             if got is not None:
                 steps, steps_from = got
-        steady = all(q > 0 for q in quarters)
+        by_entries = d.get("entry_quarters") if isinstance(d.get("entry_quarters"), list) else []
+        # steady on the trace's clock, or over its entries: a pause (data loading before the first step)
+        # holds a quarter of the clock and no allocations
+        steady = all(q > 0 for q in quarters) or (len(by_entries) == QUARTERS and all(q > 0 for q in by_entries))
         if steady and (steps is None or steps >= MIN_STEPS):
             out.append(_leak(row, d, trace, quarters, steps, steps_from, t0, t1))
         elif (d.get("live_bytes") or 0) > 0:
@@ -154,3 +160,70 @@ def _footprint(source: str, device, items: list[tuple[dict, dict]]) -> Finding:
                   for r, _ in items[:3]]
     f.allocation = {"device": device, "sites": sites, "sites_total": len(items)}
     return f
+
+
+# a site's bytes per step within this share of a leak's own: the caching allocator rounds each block
+# up (512 B, 2 MiB segments), and a step log's rate is a median of noisy steps
+SITE_MATCH = 0.15
+
+
+def _close(a: float, b: float) -> bool:
+    return a > 0 and b > 0 and abs(a - b) <= SITE_MATCH * max(a, b)
+
+
+def _same_gpu(site: Finding, lk: Finding) -> bool:
+    return site.gpu is None or lk.gpu is None or str(site.gpu) == str(lk.gpu)
+
+
+def _name(lk: Finding, sites: list[tuple[Finding, str, float]]) -> None:
+    """The leak's text and JSON name its sites (the first in `site`, all in `sites`), their evidence added."""
+    said = []
+    for site_f, site, each in sites:
+        ev = site_f.evidence[0] if site_f.evidence else None
+        item = {"site": site, "bytes_per_step": each, "from": site_f.kind,
+                "path": ev.path if ev else site_f.source, "line": ev.line if ev else None}
+        lk.detail.setdefault("site", item)
+        lk.detail.setdefault("sites", []).append(item)
+        said.append(f"{site} ({human(each)} a step, {site_f.kind.replace('_', ' ')})")
+        if ev is not None:
+            lk.evidence.append(ev)
+    lk.summary = lk.summary[:-1] + f"; the code: {' and '.join(said)}."
+
+
+def name_leak_sites(findings: list[Finding]) -> None:
+    """A GPU leak names the code that leaks: the snapshot's leak site, or the compute-sanitizer call
+    path, whose bytes per step match the leak's own. A sanitizer path of the caching allocator is its
+    cache at exit only when nothing says otherwise: one allocation of the leak's size per step, for
+    several steps, is the pool growing for tensors kept there (freed ones would have been reused)."""
+    leaks = [f for f in findings if f.kind == "leak" and f.series != "host.rss" and f.rate_bytes_per_step]
+    for lk in leaks:
+        per = float(lk.rate_bytes_per_step)
+        cands = []
+        for f in findings:
+            if not _same_gpu(f, lk):
+                continue
+            if f.kind == "allocation_leak" and f.rate_bytes_per_step and _close(f.rate_bytes_per_step, per):
+                cands.append((abs(f.rate_bytes_per_step - per), f, f.allocation["site"], f.rate_bytes_per_step))
+            elif f.kind == "sanitizer_leak" and (f.detail.get("count") or 0) >= MIN_STEPS and f.bytes:
+                each = f.bytes / f.detail["count"]
+                if _close(each, per):
+                    cands.append((abs(each - per), f, f.detail.get("site") or "?", each))
+        sites = [f for f in findings if f.kind == "allocation_leak" and f.rate_bytes_per_step and _same_gpu(f, lk)]
+        if not cands and len(sites) > 1 and _close(sum(f.rate_bytes_per_step for f in sites), per):
+            # two bugs in one step (a list of features, a loss kept with its graph): together the leak
+            _name(lk, [(f, f.allocation["site"], f.rate_bytes_per_step) for f in sites])
+            continue
+        if not cands:
+            continue
+        _, site_f, site, each = min(cands, key=lambda c: c[0])
+        _name(lk, [(site_f, site, each)])
+        if site_f.kind == "sanitizer_leak" and site_f.detail.get("expected"):
+            n = site_f.detail["count"]
+            site_f.detail["expected"] = False
+            site_f.severity = "warning"
+            site_f.summary = (f"compute-sanitizer: {n} allocations never freed ({human(site_f.bytes)}) from {site}: "
+                              f"one of {human(each)} a step, the leak's own growth per step: the caching allocator "
+                              "grew its pool for tensors kept there (freed ones would have been reused), not a "
+                              "cache at exit.")
+            site_f.causes = [f"Tensors allocated at {site} are kept across steps (appended to a list, stored on an "
+                             "object that outlives the step)."]

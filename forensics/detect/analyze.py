@@ -11,10 +11,11 @@ from datetime import datetime
 
 from forensics.detect import distributed
 from forensics.detect import events as detect_events
-from forensics.detect.allocations import allocation_findings
+from forensics.detect import jobs
+from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
-from forensics.detect.leaks import LEAK_SERIES, gpu_findings
-from forensics.detect.measure import Series, SeriesResult, measure_series, series_frames
+from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
+from forensics.detect.measure import HOST_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.ranks import RankMap
 from forensics.units import human
 
@@ -33,7 +34,7 @@ class Analysis:
 
 def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
     """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
-    leaks = [f for f in findings if f.kind == "leak" and f.series != "host.rss"]
+    leaks = [f for f in findings if f.kind == "leak" and f.series not in HOST_SERIES]
     if leaks:
         lead = sorted(leaks, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))[0]
         more = f" ({len(leaks) - 1} more leak finding{'s' if len(leaks) > 2 else ''})" if len(leaks) > 1 else ""
@@ -56,14 +57,17 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
     if cache:
         return "cache_growth", cache[0].summary
-    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series != "host.rss"
+    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series not in HOST_SERIES
               and s.result.classification != "too_short"]
-    host = [f for f in findings if f.kind == "leak" and f.series == "host.rss"]
+    host = [f for f in findings if f.kind == "leak" and f.series in HOST_SERIES]
     host_txt = " Host memory does grow (see the host-memory finding)." if host else ""
     if usable:
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
                           if p.fit.classification != "too_short"})
-        kinds = {f.kind for f in findings}
+        kinds = {f.kind for f in findings if f.job_event is not False}   # another job's kill is no cause
+        into = [p for p in parts if p.fit.classification == "growth_into_oom"]
+        if into:
+            return "no_leak", f"The path to the CUDA out-of-memory error: {into[0].fit.reason}.{host_txt}"
         tail = ""
         if "gpu_oom" in kinds:
             tail = " The CUDA out-of-memory came from a footprint that was too large, not from GPU memory growth."
@@ -100,10 +104,13 @@ def analyze(bundle, opts=None) -> Analysis:
     findings: list[Finding] = leaks + cache
     findings.extend(detect_events.event_findings(events))
     findings.extend(allocation_findings(events, samples))
+    findings.extend(growth_into_oom(series, findings))
     distributed.finding_ranks(findings, ranks)
     findings.extend(detect_events.residual_findings(series, events))
     findings.extend(detect_events.slowdown_findings(parts, samples))
+    jobs.tie_events(findings, jobs.job_of(parts, findings))
     detect_events.link(findings)
+    name_leak_sites(findings)
     findings.extend(distributed.distributed_findings(events, findings, ranks))
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))

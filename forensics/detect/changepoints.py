@@ -12,15 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forensics.detect import robust
-
-# Bounding the work
-MIN_POINTS = 8            # fewer samples than this get no change-point search (series.py's short fit)
-MAX_BUCKETS = 500         # change-point search runs on at most this many bucket means
-MIN_SEGMENT = 3           # buckets; a single spiky bucket cannot become a segment
-# Change points
-PENALTY_PER_CHANGE = 4.0  # times ln(buckets), in units of the bucket noise variance
-EVENT_SIGMAS = 3.0        # a segment's rise or fall must exceed this many bucket-noise sigmas
-JUMP_SIGMAS = 4.0         # a jump between segments must exceed this many bucket-noise sigmas
+from forensics.detect.thresholds import EVENT_SIGMAS, JUMP_SIGMAS, MAX_BUCKETS, MIN_POINTS, MIN_SEGMENT, PENALTY_PER_CHANGE
 
 
 @dataclass

@@ -9,7 +9,7 @@ import polars as pl
 
 from forensics.detect.callpaths import frame_label, sanitizer_groups
 from forensics.detect.findings import Evidence, Finding
-from forensics.detect.measure import sample_evidence
+from forensics.detect.measure import HOST_SERIES, sample_evidence
 from forensics.model import detail_dict
 from forensics.units import human
 from forensics.frames import rows_where
@@ -91,7 +91,7 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
         gpu = row["gpu"]
         f = Finding(kind="gpu_oom", severity="critical", gpu=gpu, pid=row["pid"], start=row["time"],
                     bytes=row["bytes"], source=row["source"], host=d.get("host"), pod=d.get("pod"),
-                    summary=_oom_sentence(gpu, d.get("rank"), row["bytes"], row["time"], row["n"]),
+                    summary=_oom_sentence(gpu, d.get("rank"), row["bytes"], row["time"], row["n"], d),
                     evidence=[_ev(row)], detail={**d, "count": row["n"]})
         reserved, allocated = d.get("reserved"), d.get("allocated")
         if reserved and allocated and reserved - allocated > 0.25 * reserved:
@@ -102,11 +102,21 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
     return out
 
 
-def _oom_sentence(gpu, rank, requested, when, n: int) -> str:
+# whose out-of-memory it was (the message's `framework` in the parsers' detail)
+_OOM_OF = {"jax": "JAX/XLA out of memory", "tensorflow": "TensorFlow out of memory", "ggml": "ggml out of memory",
+           "cupy": "CuPy out of memory"}
+
+
+def oom_name(d: dict) -> str:
+    """"CUDA out of memory", or whose OOM it was where the message says (JAX/XLA, ROCm's HIP, ...)."""
+    return _OOM_OF.get(d.get("framework"), "HIP out of memory" if d.get("device_api") == "hip" else "CUDA out of memory")
+
+
+def _oom_sentence(gpu, rank, requested, when, n: int, d: dict | None = None) -> str:
     where = (f"GPU {gpu}" if gpu is not None else "the GPU") + (f" (rank {rank})" if rank is not None else "")
     tried = f" trying to allocate {human(requested)}" if requested else ""
     times = f" ({n} times)" if n > 1 else ""
-    return f"CUDA out of memory on {where}{tried}{_when(when)}{times}."
+    return f"{oom_name(d or {})} on {where}{tried}{_when(when)}{times}."
 
 
 def _one_oom_two_views(ooms: list[tuple[Finding, int]]) -> list[tuple[Finding, int]]:
@@ -124,7 +134,7 @@ def _one_oom_two_views(ooms: list[tuple[Finding, int]]) -> list[tuple[Finding, i
                 t.evidence.extend(f.evidence)
                 t.detail = {**f.detail, **t.detail, "also_printed_at": f"{f.evidence[0].path}:{f.evidence[0].line}"}
                 t.gpu, t.pid = t.gpu or f.gpu, t.pid or f.pid
-                t.summary = _oom_sentence(t.gpu, t.detail.get("rank"), t.bytes, t.start, 1)
+                t.summary = _oom_sentence(t.gpu, t.detail.get("rank"), t.bytes, t.start, 1, t.detail)
                 t.causes.extend(c for c in f.causes if c not in t.causes)
                 t.checks.extend(c for c in f.checks if c not in t.checks)
                 continue
@@ -527,7 +537,7 @@ def link(findings: list[Finding]) -> None:
         for lk in leaks:
             if o.kind == "gpu_oom" and not _same_gpu(o, lk):
                 continue
-            if o.kind == "oom_kill" and lk.series != "host.rss" and lk.pid not in (None, o.pid):
+            if o.kind == "oom_kill" and lk.series not in HOST_SERIES and lk.pid not in (None, o.pid):
                 continue
             to, tl = _t(o.start), _t(lk.start)
             what = "CUDA out-of-memory error" if o.kind == "gpu_oom" else "OOM kill"
@@ -536,7 +546,7 @@ def link(findings: list[Finding]) -> None:
                 if to < tl:
                     continue
                 end_t = _t(lk.end)
-                if o.kind == "oom_kill" and lk.pid is None and lk.series != "host.rss" and end_t is not None \
+                if o.kind == "oom_kill" and lk.pid is None and lk.series not in HOST_SERIES and end_t is not None \
                         and abs(to - end_t) > max(300.0, 0.05 * (end_t - tl)):
                     continue   # a kill long after the growth stopped is not its end
                 gap = _dur(to - tl)

@@ -62,6 +62,9 @@ class Finding:
     consequence_of: dict | None = None
     # an allocation_leak's call path and counts, an allocation_footprint's sites (memory snapshots)
     allocation: dict | None = None
+    # an event's tie to the job (detect/jobs.py): True when it falls in the job's lifetime or names its
+    # pid, False when it is another process's, outside it (context, never the cause); None: no clock to tell
+    job_event: bool | None = None
 
 
 def iso(t) -> str | None:
@@ -157,6 +160,14 @@ def _ref(x) -> dict | None:
             "line": _int(x.get("line"))}
 
 
+def _site(x) -> dict | None:
+    """A leak's site: the call path whose bytes per step match the leak's (detect/allocations.py)."""
+    if not isinstance(x, dict):
+        return None
+    return {"site": _str(x.get("site")), "bytes_per_step": _num(x.get("bytes_per_step")), "from": _str(x.get("from")),
+            "path": _str(x.get("path")), "line": _int(x.get("line"))}
+
+
 def _key(name: str, conv):
     return lambda d: conv(d.get(name))
 
@@ -186,6 +197,8 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("job_number", _job("number")),
         ("job_count", _job("of")),
         ("series_fits", _list_of("series", _series_fit)),
+        ("site", lambda d: _site(d.get("site"))),
+        ("sites", _list_of("sites", _site)),
     ),
     "cache_growth": (
         ("device_growth_bytes", _key("device_growth_bytes", _int)),
@@ -209,6 +222,13 @@ KIND_FACTS: dict[str, tuple[tuple[str, object], ...]] = {
         ("traceback", _list_of("traceback", _py_frame)),
         ("exception", _key("exception", _str)),
         ("torch_era", _key("torch_era", _str)),
+        ("framework", _key("framework", _str)),
+        ("device_api", _key("device_api", _str)),
+        ("allocator", _key("allocator", _str)),
+        ("limit_bytes", _key("limit", _int)),
+        ("in_use_bytes", _key("in_use", _int)),
+        ("shape", _key("shape", _str)),
+        ("node", _key("node", _str)),
     ),
     "oom_kill": (
         ("scope", _key("scope", _str)),
@@ -344,6 +364,7 @@ def finding_json(f: Finding) -> dict:
         "rank": _int(f.rank),
         "consequence_of": _ref(f.consequence_of),
         "allocation": f.allocation,
+        "job_event": f.job_event,
     }
     detail = f.detail or {}
     for name, read in KIND_FACTS.get(f.kind, ()):

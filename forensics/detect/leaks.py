@@ -5,22 +5,23 @@ likely causes and what to check.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from forensics.detect.events import fmt_seconds
 from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
-from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, Series, gpu_of_unnamed, leak_evidence,
-                                      sample_evidence)
+from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
+                                      leak_evidence, sample_evidence)
+from forensics.detect.thresholds import DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, OOM_READINGS
 from forensics.units import human, rate_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
 # series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
-LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", "host.rss")
+LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", *HOST_SERIES)
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
-EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4}
+EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4, "host.used": 5}
 EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
 SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
                  "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}
@@ -41,12 +42,15 @@ def _stair_every(f: Finding) -> str:
     return " or ".join(parts)
 
 
-def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None) -> str:
+def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None,
+              rate_sample: float | None = None) -> str:
     parts = []
     if rate_h is not None:
         parts.append(rate_text(rate_h, span_seconds))
     if rate_step is not None:
         parts.append(f"{human(rate_step)}/step")
+    if not parts and rate_sample is not None:   # no clock and no step: per reading is all there is
+        parts.append(f"{human(rate_sample)}/sample")
     return " (".join(parts) + (")" if len(parts) == 2 else "")
 
 
@@ -73,7 +77,7 @@ def _by_rank(groups: dict) -> dict:
 
 def _group_key(s: Series) -> tuple:
     r = s.result
-    if r.series == "host.rss":
+    if r.series in HOST_SERIES:
         return (r.host, "host")
     return (r.host, r.gpu)
 
@@ -160,13 +164,18 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
          "classification": s.result.classification}
         for s in members]
     f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
+    # the points of the step a log reads memory at ("before forward", "after step"), each its own series
+    phases = list(dict.fromkeys(s.result.label for s in sorted(members, key=lambda s: int(s.lines[0]))
+                                if s.result.label and s.result.series in FRAMEWORK_SERIES))
+    if len(phases) > 1:
+        f.detail["phases"] = phases
     _lifetime_facts(f, timed or primary, members)
     for s in members[:3]:
         f.evidence.extend(leak_evidence(s))
     del f.evidence[EVIDENCE_MAX:]
-    where = _where(gpu, host) if r.series != "host.rss" else "Host memory" + (f" on {host}" if host else "")
+    where = _where(gpu, host) if r.series not in HOST_SERIES else "Host memory" + (f" on {host}" if host else "")
     span = _span_seconds(timed) if timed is not None else None
-    rate_txt = _fmt_rate(rate_h, rate_step, span)
+    rate_txt = _fmt_rate(rate_h, rate_step, span, f.detail.get("rate_bytes_per_sample"))
     if lk.pattern == "linear":
         how = f"linearly at {rate_txt}"
     else:
@@ -179,9 +188,11 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
               "restart": ", and did not fall back until the job restarted"}.get(f.lifetime_ended, ", and does not fall back")
     job = f.detail.get("job") or {}
     who = f"rank {rank}, " if rank is not None else ""
-    f.summary = (f"{where} ({who}{r.series}) grows {how}{since}, +{human(lk.growth)}"
+    at = (f"; {len(members)} series grow, at {len(phases)} points of the step: {', '.join(phases)}"
+          if len(phases) > 1 else "")
+    f.summary = (f"{where} ({who}{r.series}{' ' + r.label if len(phases) > 1 else ''}) grows {how}{since}, +{human(lk.growth)}"
                  + (f", in {holder}" if holder else "") + ending
-                 + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + ".")
+                 + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + at + ".")
     f.causes, f.checks = _leak_causes(f, members, device)
     return f
 
@@ -224,7 +235,7 @@ def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:
 def _leak_causes(f: Finding, members: list[Series], device: list[Series]) -> tuple[list[str], list[str]]:
     causes, checks = [], []
     names = {s.result.series for s in members}
-    if "host.rss" in names:
+    if names & set(HOST_SERIES):
         causes.append("Host memory grows: DataLoader workers with pin_memory=True keep pinned buffers "
                       "(each worker and its pinned batches add up), or Python objects kept across steps.")
         checks.append("Try pin_memory=False or fewer num_workers; watch each worker's RSS (ps -o rss); "
@@ -294,14 +305,19 @@ def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
     working cache, worth knowing (its size), not a finding against the job."""
     r, fit = reserved.result, reserved.fit
     top = int(fit.peak)
+    # the last reading at the level it stayed at is the evidence; lower readings after it are the
+    # job's memory released (or freed as it ended), which the summary says
+    near = np.nonzero(reserved.y >= top - max(LEVEL_SHARE * top, 3 * fit.noise))[0]
+    i_end = int(near[-1]) if near.size else reserved.x.size - 1
+    released = ", until the job's memory was released" if i_end < reserved.x.size - 1 else ""
     f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source, host=r.host,
                 bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
                 summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
-                         f"job warmed up, then stayed level at about {human(top)}, with allocated memory "
+                         f"job warmed up, then stayed level at about {human(top)}{released}, with allocated memory "
                          f"{SETTLED_WORDS.get(alloc.fit.classification, 'level')} (about {human(alloc.fit.level)}): "
                          "the caching allocator's working cache, not a leak."))
-    i_top = int(np.argmax(reserved.y))
-    f.evidence = [sample_evidence(reserved, 0), sample_evidence(reserved, i_top), sample_evidence(reserved, reserved.x.size - 1)]
+    i_top = int(np.argmax(reserved.y[: i_end + 1]))
+    f.evidence = [sample_evidence(reserved, i) for i in dict.fromkeys((0, i_top, i_end))]
     if reserved.sec is not None:
         f.start, f.end = reserved.to_x(float(reserved.x[0])), reserved.to_x(float(reserved.x[-1]))
     f.checks = ["If the cache is larger than the job needs, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
@@ -404,10 +420,12 @@ def _by_job(groups: dict) -> list[tuple[tuple, list[Series]]]:
         if jobs and untimed:
             max(jobs, key=lambda j: sum(m.fit.leak.growth for m in j)).extend(untimed)
         elif untimed:
-            per_source = {}
+            # one job per lifetime number: a source's series (the phases of a step, allocated and
+            # reserved) are one job; a series seen in several lifetimes is a job restarted
+            per_job: dict[int, list[Series]] = {}
             for m in untimed:
-                per_source.setdefault(m.result.source, []).append(m)
-            jobs = [untimed] if all(len(v) == 1 for v in per_source.values()) else [[m] for m in untimed]
+                per_job.setdefault(m.job_number, []).append(m)
+            jobs = list(per_job.values())
         out.extend((key, j) for j in jobs)
     return out
 
@@ -416,3 +434,90 @@ def _capacity(device: list[Series], host, gpu) -> int | None:
     caps = [s.result.capacity for s in device if s.result.capacity and s.result.gpu == gpu
             and (host is None or s.result.host in (None, host))]
     return max(caps) if caps else None
+
+
+def _levels(y: np.ndarray) -> list[float]:
+    """The levels a stepwise series sat at, in order: runs of at least two readings within LEVEL_SHARE."""
+    out: list[float] = []
+    i = 0
+    while i < y.size:
+        j = i + 1
+        while j < y.size and abs(float(y[j]) - float(y[i])) <= LEVEL_SHARE * max(abs(float(y[i])), 1.0):
+            j += 1
+        if j - i >= 2 and (not out or abs(float(y[i]) - out[-1]) > LEVEL_SHARE * max(out[-1], 1.0)):
+            out.append(float(np.median(y[i:j])))
+        i = j
+    return out
+
+
+def doublings(y: np.ndarray) -> int:
+    """How many stairs in a row were each about twice the one before (an allocator pool doubling)."""
+    lv = _levels(y)
+    rises = np.diff(lv)
+    best = run = 0
+    for a, b in zip(rises, rises[1:]):
+        run = run + 1 if a > 0 and DOUBLING[0] <= b / a <= DOUBLING[1] else 0
+        best = max(best, run)
+    return best
+
+
+def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Finding]:
+    """Memory that grew and then held level until this job's CUDA out-of-memory error is the path to
+    that error, not a warm-up (classification `growth_into_oom`): a job that levelled below what its
+    GPU holds runs out only when what it needs kept growing where the device cannot show it (inside a
+    pool at its cap), so growth over several levels is a leak finding; one rise to the working set then
+    the error is a footprint too large (the verdict says so). Returns the leak findings."""
+    ooms = [f for f in findings if f.kind == "gpu_oom" and isinstance(f.start, datetime)]
+    leaking = {(f.host, f.gpu) for f in findings if f.kind == "leak"}
+    out = []
+    for whole, s in ((w, p) for w in series for p in w.parts):
+        r = s.result
+        if (not ooms or r.series not in LEAK_SERIES or r.series in HOST_SERIES or s.sec is None
+                or s.fit.classification != "warmup_plateau" or (r.host, r.gpu) in leaking):
+            continue
+        t = s.epoch()
+        dt = float(np.median(np.diff(t))) if t.size > 1 else 1.0
+        i_end = s.x.size - 1
+        if s.fit.release_x is not None:
+            i_end = max(s.nearest(s.fit.release_x) - 1, 0)
+        oom = next((o for o in ooms if o.gpu in (None, r.gpu) and o.host in (None, r.host)
+                    and t[0] <= o.start.timestamp() <= t[i_end] + OOM_READINGS * dt), None)
+        if oom is None:
+            continue
+        body = s.y[: i_end + 1]
+        top = float(body.max())
+        i_top = int(np.argmax(body >= top - max(LEVEL_SHARE * top, 3 * s.fit.noise)))
+        held = oom.start.timestamp() - t[i_top]
+        n_doubling = doublings(body)
+        pool = " (an allocator pool that grows by doubling)" if n_doubling >= DOUBLINGS_MIN else ""
+        path = (f"{_where(r.gpu, r.host)} ({r.series}) grew from {human(float(body[0]))} to {human(top)}{pool}, "
+                f"then held it for {fmt_seconds(held)} until the CUDA out-of-memory error")
+        # one rise to the working set, then the error: the footprint; a rise over several levels
+        # before the cap: what the job needed grew
+        footprint = len(_levels(body[s.nearest(s.fit.start_x or s.x[0]):])) <= 2
+        s.fit.classification = "growth_into_oom"
+        s.fit.reason = path + (": a footprint too large for the GPU, not a warm-up" if footprint
+                               else ": what the job needed kept growing where the device cannot show it")
+        for res in (r, whole.result) if whole.fit is s.fit else (r,):
+            res.classification, res.reason = s.fit.classification, s.fit.reason
+        if footprint:
+            continue
+        f = Finding(kind="leak", severity="critical", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
+                    host=r.host, pattern="step" if n_doubling >= DOUBLINGS_MIN else "linear",
+                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=0.5,
+                    start=s.to_x(float(s.x[0])), end=oom.start,
+                    summary=(f"{path}: the job's memory grew until it ran out, the last of that growth "
+                             "inside what the device shows (a leak, or a footprint too large for this GPU)."))
+        f.detail["ran_out"] = "gpu_oom"
+        if n_doubling >= DOUBLINGS_MIN:
+            f.detail["pool_doublings"] = n_doubling
+        f.evidence = [sample_evidence(s, 0), sample_evidence(s, i_top), sample_evidence(s, i_end)]
+        f.evidence.extend(oom.evidence[:1])
+        f.causes = ["An allocator that reserves memory in a pool (JAX/XLA, CuPy, TensorFlow's BFC, PyTorch's "
+                    "caching allocator) shows the device its pool, not what lives in it: once the pool is at "
+                    "its cap, live memory can keep growing inside it until an allocation fails."]
+        f.checks = ["Log the framework's own live count (torch.cuda.memory_allocated(), "
+                    "jax.devices()[0].memory_stats()['bytes_in_use']) at each step: rising is a leak; level "
+                    "at the cap means the job needs a smaller batch or model."]
+        out.append(f)
+    return out

@@ -21,11 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-IDLE_BAND = 0.01          # readings within this share of the range above the lowest one are idle ...
-IDLE_NOISE = 4.0          # ... or within this many times the idle readings' own spread
-IDLE_SHARE = 0.05         # the lowest level is idle only when below this share of the jobs' level
-IDLE_CONFIRM = 2          # idle readings in a row that show the idle level is the GPU without the job
-STEP_RESET = 2            # a step counter that goes back by more than this restarted
+from forensics.detect.thresholds import IDLE_BAND, IDLE_CONFIRM, IDLE_NOISE, IDLE_SHARE, STEP_RESET
 
 
 @dataclass

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect import lifetimes
-from forensics.detect.changepoints import MIN_POINTS
+from forensics.detect.thresholds import MIN_POINTS
 from forensics.detect.findings import Evidence
 from forensics.detect.series import SeriesFit, analyze_xy
 from forensics.frames import rows_where
@@ -23,6 +23,8 @@ from forensics.units import human
 DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
 FRAMEWORK_SERIES = ("allocated", "reserved")
 DEVICE_SERIES = ("memory.used", "process.used")
+# host memory, never a GPU's: a process's resident set (host.rss) and the host's used memory (host.used)
+HOST_SERIES = ("host.rss", "host.used")
 
 
 @dataclass
@@ -37,7 +39,7 @@ class SeriesResult:
     label: str | None
     n: int
     x_kind: str                      # time | step | index
-    classification: str              # flat | linear_growth | staircase | sawtooth | warmup_plateau | decline | release | too_short
+    classification: str              # flat | linear_growth | staircase | sawtooth | warmup_plateau | growth_into_oom | decline | release | too_short
     reason: str = ""
     # (start_x, end_x, kind, slope): x as datetime for time, else step or index; slope in slope_unit
     segments: list[tuple] = field(default_factory=list)
@@ -224,7 +226,7 @@ def _part(whole: Series, res: SeriesResult, lt: lifetimes.Lifetime) -> Series:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # which lifetime a series' own label shows: a leak first, then what says most about the job
-_CLASS_RANK = {"linear_growth": 0, "staircase": 0, "warmup_plateau": 1, "sawtooth": 2, "decline": 3,
+_CLASS_RANK = {"linear_growth": 0, "staircase": 0, "growth_into_oom": 0, "warmup_plateau": 1, "sawtooth": 2, "decline": 3,
                "flat": 4, "release": 5, "too_short": 9}
 
 

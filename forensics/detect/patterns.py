@@ -12,26 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from forensics.detect import changepoints, robust
-from forensics.detect.changepoints import EVENT_SIGMAS, JUMP_SIGMAS, MAX_BUCKETS, MIN_POINTS, MIN_SEGMENT, PENALTY_PER_CHANGE, Segment
-
-# What counts as a leak
-LEAK_Z = 8.0              # a leak's slope must be this many standard errors above zero ...
-LEAK_SIGMAS = 3.0         # ... its growth must exceed this many bucket-noise sigmas ...
-LEAK_MIN_FRACTION = 0.01  # ... and this fraction of the series' typical level ...
-LEAK_MIN_QUANTA = 3.0     # ... and this many resolution steps of the source (1 MiB for nvidia-smi)
-NEW_HIGH_SHARE = 0.5      # at least this share of a leak's growth lies above all earlier levels
-TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration ...
-RAMP_TAIL_SHARE = 0.5     # ... or has been flat for less than this share of the ramp's own length
-RAMP_JOIN_SHARE = 0.1     # pieces of one ramp may be offset by up to this share of their rise
-SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
-DECELERATION = 0.3        # a ramp whose final slope fell below this share of its mean slope is settling
-STAIR_TAIL_FACTOR = 1.5   # a staircase is still growing when its last step is this recent (x interval)
-STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
-FIRST_STEP_RATIO = 2.0    # a first step this unlike the later ones is the job's first epoch, not a stair
-RAW_STAIRS_MAX = 20_000   # staircases are read on the samples themselves up to this many
-STAIR_FLAT_SHARE = 0.2    # between stairs, drift and falls add up to less than this share of the rise
-OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
-FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
+from forensics.detect.changepoints import Segment
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FIRST_STEP_RATIO, FLOOR_RISE_SHARE, JUMP_SIGMAS,
+                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS, LEAK_Z, MAX_BUCKETS,
+                                         MIN_POINTS, MIN_SEGMENT, NEW_HIGH_SHARE, OSCILLATION_MIN_FRACTION,
+                                         PENALTY_PER_CHANGE, RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RAW_STAIRS_MAX,
+                                         SIMILAR_SLOPE, STAIR_FLAT_SHARE, STAIR_TAIL_FACTOR, STEP_HEIGHT_RATIO,
+                                         TAIL_QUIET_FRACTION, TOOTH_RANGE_SHARE)
 
 
 @dataclass
@@ -75,6 +62,24 @@ def troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int],
             out.append(i)
             depths.append(depth)
     return out, depths
+
+
+def raw_teeth(y: np.ndarray, fall_min: float) -> int:
+    """Teeth read on the readings themselves (before despiking: a clean tooth's bottom is one reading):
+    a fall of at least `fall_min` and a quarter of the range whose next reading climbs on from the
+    bottom, still below where it fell from by half the fall (a glitch comes straight back), and that
+    later recovers half the fall. Teeth of a sawtooth sampled too coarsely for change points (three
+    readings a tooth at `nvidia-smi -l 1`) that the bucket fit smooths into a level."""
+    if y.size < 3:
+        return 0
+    fall = max(fall_min, TOOTH_RANGE_SHARE * float(y.max() - y.min()))
+    d = np.diff(y)
+    i = np.nonzero(d[:-1] <= -fall)[0]          # falls from reading i to i + 1, with a reading after
+    later = np.maximum.accumulate(y[::-1])[::-1]
+    depth = y[i] - y[i + 1]
+    climbs = (y[i + 2] >= y[i + 1]) & (y[i] - y[i + 2] >= 0.5 * depth)
+    recovers = later[i + 2] - y[i + 1] >= 0.5 * depth
+    return int(np.count_nonzero(climbs & recovers))
 
 
 def raw_floor(bx, by, edges, troughs, depths, sigma):

@@ -9,12 +9,8 @@ import math
 
 import numpy as np
 
-DECIMATE_ABOVE = 250_000  # longer series are first reduced by medians of 5 (bounded, O(n) work)
-# Noise, resolution, spikes
-QUANTUM_MIN_MOVING = 0.05  # a resolution is read only when at least this share of readings change
-QUANTUM_MAX_FRACTION = 0.005  # ... and the smallest change is below this share of the level
-SPIKE_SIGMAS = 6.0        # a sample this far from its running median of 5 is a spike ...
-SPIKE_MIN_FRACTION = 0.002  # ... when also this share of the level away
+from forensics.detect.thresholds import (DECIMATE_ABOVE, QUANTUM_MAX_FRACTION, QUANTUM_MIN_MOVING, SPIKE_MIN_FRACTION,
+                                         SPIKE_SIGMAS)
 
 
 def median(values) -> float:

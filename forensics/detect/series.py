@@ -13,29 +13,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from forensics.detect import changepoints, patterns, robust
-from forensics.detect.changepoints import EVENT_SIGMAS, MAX_BUCKETS, MIN_POINTS, Segment
-from forensics.detect.patterns import (DECELERATION, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
-                                       OSCILLATION_MIN_FRACTION, Leak)
-
-# Series shorter than SHORT_MAX get no change-point search ...
-SHORT_MIN = 4             # ... but from this many a steady rise to the end is judged, with low confidence,
-SHORT_RUN = 3             # ... when its last this many readings-to-readings all rose, and
-SHORT_MAX = 12            # ... up to this many (three segments of three cannot place a start-up and an onset)
-SHORT_SIMILAR = 1.4       # a steady leak's rise per reading varies by the sampling jitter: a reading
-                          # that rose 40 % faster than the median of the later ones is the start-up
-# Start and end of the job inside the series
-RELEASE_FRACTION = 0.5    # a release falls below mid-range ...
-RELEASE_DROP = 0.4        # ... by at least this share of the range, in a few samples,
-RELEASE_NOISE_SIGMAS = 10.0  # ... and by at least this many sample-noise sigmas
-RELEASE_DRAWDOWN = 0.25   # a job that never fell by this share of its range before releases at the end
-WIND_DOWN_SHARE = 0.25    # a job's wind-down (part of its memory freed as it ends) lies in this last share
-WIND_DOWN_KEPT = 0.5      # of its readings, and keeps at least this share of the growth before it;
-WIND_DOWN_MIN_FALL = 0.05  # its fall is at least this share of that growth (a flat top is no wind-down)
+from forensics.detect.changepoints import Segment
+from forensics.detect.patterns import Leak
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
+                                         MAX_BUCKETS, MIN_POINTS, OSCILLATION_MIN_FRACTION, RELEASE_DRAWDOWN,
+                                         RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS, SHORT_CONF_BASE,
+                                         SHORT_CONF_MAX, SHORT_CONF_PER_READING, SHORT_MAX, SHORT_MIN, SHORT_RUN,
+                                         SHORT_SIMILAR, WIND_DOWN_KEPT, WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
+from forensics.units import human
 
 
 @dataclass
 class SeriesFit:
     classification: str        # flat | linear_growth | staircase | sawtooth | warmup_plateau | decline | release | too_short
+                               # (and growth_into_oom, set by leaks.growth_into_oom when the job's OOM is known)
     reason: str
     n: int
     segments: list[Segment] = field(default_factory=list)
@@ -226,9 +217,10 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         return fit
 
     total_change = float(f[-1] - f[0])
-    if fit.oscillating:
+    teeth = 0 if fit.oscillating else patterns.raw_teeth(y[start:hi_end], fall_min)
+    if fit.oscillating or teeth >= 2:
         fit.classification = "sawtooth"
-        fit.reason = f"{len(troughs)} falls back to a steady floor"
+        fit.reason = f"{max(len(troughs), teeth)} falls back to a steady floor"
     elif fit.persistent_growth >= leak_min:
         fit.classification = "warmup_plateau"
         fit.reason = "memory grew, then stayed level"
@@ -273,6 +265,19 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
     run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
     slowing = r >= SHORT_RUN and float(run_slope[-1]) < DECELERATION * float(run_slope.mean())
+    fall = float(-d.min()) if d.size else 0.0
+    if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
+        # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
+        fit.classification = "too_short"
+        fit.reason = (f"memory fell by {human(fall)} and then rose to the end ({few}: too few to tell a "
+                      "leak from a cycle; log memory more often, e.g. nvidia-smi -l 1)")
+        return fit
+    if slowing and float(d[-1]) > LEAK_MIN_FRACTION * level:
+        # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet
+        fit.classification = "too_short"
+        fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading, ever more slowly ({few}: "
+                      "too few to tell a warm-up that had not settled from a leak)")
+        return fit
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         sl = run / np.maximum(np.diff(xs), 1e-12)
@@ -292,7 +297,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
                 # readings k-1 -> k rose only part of one interval's growth: the leak began between
                 # them (a larger rise there is the start-up reaching its working set)
                 onset = float(xs[k]) - rise_before / rate
-            conf = round(min(0.6, 0.25 + 0.05 * n), 2)
+            conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
             fit.reason = f"memory grows at every reading to the end and does not fall back ({few}: a thin trend)"

@@ -178,7 +178,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=par
     max_line_bytes = 4 * MAX_LINE_CHARS
     if batch_bytes >= 1 << 20:
         _reuse_big_buffers()
-    plain = src.compression is None
+    plain = src.plain_file() is not None
     gen = _plain_chunks(src, batch_bytes) if plain else prefetched(src.chunks(min(batch_bytes, 4 << 20)))
     back = None
     pieces: list[bytes] = []

@@ -31,6 +31,9 @@ from forensics.errors import InputError, os_error, permission_error
 from forensics.model import Skipped
 
 HEAD_LINES = 200
+# Blank lines do not count towards HEAD_LINES (a log may start with hundreds of them), up to this many
+# lines in all: what the sniffers see of a file that starts with more blank lines than this is blank.
+HEAD_MAX_LINES = 64 * HEAD_LINES
 HEAD_BYTES = 256 * 1024
 # How far head() reads past dropped over-long lines before it gives up looking for the first lines.
 HEAD_RAW_LIMIT = 32 << 20
@@ -69,7 +72,11 @@ _BAD_CONTROLS = {c: None for c in [*range(1, 8), 14, 15, *range(16, 27), 28, 29,
 
 def compression_of(path: Path) -> str | None:
     with open(path, "rb") as fh:
-        magic = fh.read(6)
+        return compression_of_bytes(fh.read(6))
+
+
+def compression_of_bytes(magic: bytes) -> str | None:
+    """The compression a stream's first bytes announce (gzip, zstd, xz, bz2), else None."""
     for sig, name in _MAGIC:
         if magic.startswith(sig):
             return name
@@ -90,6 +97,7 @@ class _Decompressed:
         self._in = b""
         self._obj = self._new()
         self._error: Exception | None = None
+        self._zpiece = 16384
 
     def _new(self):
         if self.kind == "gzip":
@@ -105,17 +113,23 @@ class _Decompressed:
     def _feed(self) -> bytes:
         if self.kind == "gzip":
             out = self._obj.decompress(self._in, self._OUT)
-            self._in = self._obj.unconsumed_tail
+            # at a member's end the bytes after it are in unused_data, and (when the output bound cut
+            # the call) in unconsumed_tail as well: taken from unused_data only, else read twice
+            self._in = b"" if self._obj.eof else self._obj.unconsumed_tail
             return out
         if self.kind in ("xz", "bz2"):
             out = self._obj.decompress(self._in, max_length=self._OUT)
             self._in = b""
             return out
-        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (one inflates to at most
-        # ~512 MiB even when crafted; 4 KiB pieces bounded that to 128 MiB but cost 3x zstd's own
-        # decompression time in calls, 16 KiB about 1x)
-        piece, self._in = self._in[:16384], self._in[16384:]
-        return self._obj.decompress(piece)
+        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (4 KiB pieces cost 3x
+        # zstd's own decompression time in calls, 16 KiB about 1x); a piece of crafted RLE blocks
+        # inflates to ~512 MiB, so once one piece gave more than 32 MiB the rest go 256 bytes at a time
+        # (at most ~8 MiB each)
+        piece, self._in = self._in[:self._zpiece], self._in[self._zpiece:]
+        out = self._obj.decompress(piece)
+        if len(out) > 8 * self._OUT:
+            self._zpiece = 256
+        return out
 
     def _needs_input(self) -> bool:
         if self._in:
@@ -183,9 +197,14 @@ class _Decompressed:
 def open_stream(path: Path, compression: str | None):
     """A binary stream of the decompressed content (streamed, never fully in memory here). Its
     `read()` returns the next piece; a truncated compressed stream raises EOFError after its data."""
+    return decompressed(open(path, "rb"), compression)
+
+
+def decompressed(fh, compression: str | None):
+    """`fh` (a binary stream: a file, an archive member) read through its decompressor, if any."""
     if compression in ("gzip", "xz", "bz2", "zstd"):
-        return _Decompressed(open(path, "rb"), compression)
-    return open(path, "rb")
+        return _Decompressed(fh, compression)
+    return fh
 
 
 def _detect_encoding(first: bytes) -> tuple[str, int]:
@@ -285,6 +304,11 @@ class Source:
         return cls(path=shown, real_path=real_path, size=st.st_size, mtime=st.st_mtime, compression=comp)
 
     # -- raw reading -------------------------------------------------------------------------
+    def plain_file(self) -> Path | None:
+        """The file the fast line reader reads as it is; None when the bytes must come through
+        `chunks` (compressed, or an archive member: io/archives.py)."""
+        return self.real_path if self.compression is None else None
+
     def _stream(self):
         try:
             return open_stream(self.real_path, self.compression)
@@ -337,7 +361,7 @@ class Source:
         overlong: list[int] = []
         carry = ""
         dropping = False  # inside an over-long line: discard until its newline
-        kept = raw_read = nuls = bad = 0
+        kept = raw_read = nuls = bad = nonblank = 0
         decoder = None
         cut: BaseException | None = None
         stopped = False
@@ -379,7 +403,9 @@ class Source:
                         p = p[:HEAD_CUT_CHARS]
                     lines.append(p)
                     kept += len(p)
-                    if len(lines) >= HEAD_LINES or kept >= HEAD_BYTES:
+                    if p.strip():
+                        nonblank += 1
+                    if nonblank >= HEAD_LINES or len(lines) >= HEAD_MAX_LINES or kept >= HEAD_BYTES:
                         stopped = True
                         break
             else:
@@ -412,7 +438,7 @@ class Source:
         """The first lines, decoded and unwrapped: what `sniff` looks at."""
         if self._head is None:
             if self._frame is not None:
-                self._head = self._frame["text"].head(HEAD_LINES).to_list()
+                self._head = _head_lines(self._frame["text"].head(HEAD_MAX_LINES).to_list())
             else:
                 read = self._read_lines(head=True)
                 if read.cut is not None and not read.lines and not read.cut_partial:
@@ -537,6 +563,14 @@ _SKIP_NAMES = {".DS_Store", "job.json"}
 SKIP_SUFFIXES = (".md", ".html", ".png", ".jpg", ".jpeg", ".pdf", ".parquet", ".pyc", ".pt", ".pth")
 
 
+def skipped_by_name(name: str) -> bool:
+    """A file that is no log by its name (discover leaves it out, and so do archives)."""
+    return name in _SKIP_NAMES or name.lower().endswith(SKIP_SUFFIXES)
+
+
+_KERNEL_FILES = ("/proc/", "/sys/")
+
+
 def rotation_key(name: str) -> tuple[str, int, str]:
     """Sort key that puts a rotated set in time order: kern.log.4.gz … kern.log.1, kern.log;
     messages-20160516, messages-20160523, messages."""
@@ -551,6 +585,17 @@ def rotation_key(name: str) -> tuple[str, int, str]:
     return (base, 0, "~")
 
 
+def _head_lines(lines: list[str]) -> list[str]:
+    """The lines up to the HEAD_LINES-th that is not blank (as `_read_lines(head=True)` stops)."""
+    nonblank = 0
+    for i, line in enumerate(lines):
+        if line.strip():
+            nonblank += 1
+            if nonblank >= HEAD_LINES:
+                return lines[:i + 1]
+    return lines
+
+
 @dataclass
 class Discovered:
     files: list[tuple[Path, str]] = field(default_factory=list)   # (real path, shown path)
@@ -563,6 +608,9 @@ def discover(paths: list[str]) -> Discovered:
     Link loops, broken links, pipes and unreadable folders become problems, not crashes or hangs."""
     out = Discovered()
     seen: set[tuple[int, int]] = set()
+    # every folder is walked once: folder links that form a DAG (a, b -> the same next level, 40 deep)
+    # would be walked 2^40 ways; its files are each read once anyway
+    walked: set[tuple[int, int]] = set()
 
     def add_file(p: Path, shown: str) -> None:
         try:
@@ -576,13 +624,18 @@ def discover(paths: list[str]) -> Discovered:
         if key in seen:
             return
         seen.add(key)
-        if p.name in _SKIP_NAMES or p.name.lower().endswith(SKIP_SUFFIXES):
+        if skipped_by_name(p.name):
             out.ignored.append((shown, "not a log (by its name)"))
             return
         if not stat.S_ISREG(st.st_mode):
             # reading a FIFO would wait forever, a device may never end
             out.problems.append(InputError(shown, "not a regular file", "it is a pipe, socket or device",
                                            "copy what it holds into a file and pass that"))
+            return
+        if os.path.realpath(p).startswith(_KERNEL_FILES):
+            # regular files in name only: /proc/kmsg blocks on read, others never end or change as read
+            out.problems.append(InputError(shown, "not a regular file", "it is a kernel pseudo-file (/proc, /sys)",
+                                           "copy what it holds into a file (e.g. dmesg > kern.log) and pass that"))
             return
         out.files.append((p, shown))
 
@@ -599,6 +652,13 @@ def discover(paths: list[str]) -> Discovered:
             out.problems.append(InputError(shown, "folder link loop", "a symbolic link points back to a parent folder",
                                            "remove the link or pass the folders you mean explicitly"))
             return None
+        if key in walked:
+            return None
+        walked.add(key)
+        hidden = [e for e in entries if e.name.startswith(".") and e.name not in _SKIP_NAMES]
+        # not read, but said (sniff lists them): a job's .nvidia-smi.csv is not silently left out
+        out.ignored.extend((os.path.join(shown, e.name), "hidden (its name starts with a dot), not read; "
+                            "pass it by its path to read it") for e in hidden)
         return [e for e in entries if not e.name.startswith(".")], ancestors | {key}
 
     def walk(d: Path, shown: str) -> None:

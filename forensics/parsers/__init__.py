@@ -41,6 +41,7 @@ from types import ModuleType
 # no earlier one.
 _ORDER: list[str] = [
     "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
+    "bugreport",  # nvidia-bug-report.log: a bundle of sections, each handed to its format's reader
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
     "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana
@@ -48,12 +49,14 @@ _ORDER: list[str] = [
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
+    "metrics.tensorboard",  # claims by its bytes (sniff_bytes): TensorBoard event files
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "serving.engines",  # vLLM's and SGLang's memory profile, KV-cache usage and leak check; in any log from its scan
     "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
     "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
     "torch.distributed",  # torchrun's and c10d's own logs; before torch.oom: their tracebacks end in the ranks' errors
     "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
+    "oom.frameworks",  # the same for the other frameworks' OOMs (JAX, TensorFlow, CUDA C, ggml, CuPy)
     "torch.memstats",  # files mostly of memory_stats() dicts; dicts inside training logs come from its scan
     "jobs.kills",  # Slurm's OOM and cancel records, a shell's "Killed", a killed worker; in any log from its scan
     "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST

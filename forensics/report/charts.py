@@ -6,7 +6,7 @@ from datetime import datetime
 
 import polars as pl
 
-from forensics.detect.measure import gpu_of_unnamed
+from forensics.detect.measure import HOST_SERIES, gpu_of_unnamed
 from forensics.frames import rows_where
 from forensics.report.events import EVENT_STYLE, FATAL_KINDS, event_label
 from forensics.report.formatting import Clock, base_name, clip, epoch, lookup, natural, xround
@@ -24,6 +24,7 @@ SERIES_COLORS = {
     "max_allocated": "#8fcf8f",
     "max_reserved": "#f5b971",
     "host.rss": "#8c5a3c",
+    "host.used": "#5f6b73",
 }
 FALLBACK_COLORS = ("#1f6fb4", "#e07b10", "#2e9a3a", "#c0392b", "#7b4fb3", "#8c5a3c", "#d45fa8", "#5f6b73",
                    "#a8a81a", "#16a3b8")
@@ -42,6 +43,8 @@ def _merge_unplaced(groups: dict) -> None:
     it belongs to, by the detector's rule (detect.measure.gpu_of_unnamed), so both views share a time axis."""
     gpus = {(g["host"], gpu) for g in groups.values() for gpu in g["gpus"]}
     for cid in [c for c in groups if c[0] == "source"]:
+        if _host_only(groups[cid]):
+            continue    # the host's memory is no GPU's: its chart stays its own
         kind, host, _, xkind = cid
         place = gpu_of_unnamed(host, gpus)
         target = ("gpu", *place, xkind) if place else None
@@ -92,7 +95,12 @@ def _series_name(row: dict, chart_kind: str) -> str:
     return name
 
 
-def _chart_title(kind: str, host, ident, labels: list[str], xkind: str, multi_host: bool) -> str:
+def _host_only(group: dict) -> bool:
+    return all(r["series"] in HOST_SERIES for r in group["series"])
+
+
+def _chart_title(kind: str, host, ident, labels: list[str], xkind: str, multi_host: bool,
+                 host_memory: bool = False) -> str:
     where = f" on {host}" if multi_host and host else ""
     if kind == "gpu":
         title = f"GPU {ident}{where}"
@@ -100,7 +108,7 @@ def _chart_title(kind: str, host, ident, labels: list[str], xkind: str, multi_ho
         names = ", ".join(sorted({x for x in labels if x}))[:80]
         title = f"Process {ident}" + (f" ({names})" if names else "") + where
     else:
-        title = f"{base_name(ident)}{where}"
+        title = ("Host memory, " if host_memory else "") + f"{base_name(ident)}{where}"
     if xkind == "step":
         title += ", by step (no clock)"
     elif xkind == "index":
@@ -220,7 +228,7 @@ def build_charts(bundle, analysis, clock: Clock) -> tuple[list, list, dict]:
         for g in gs:
             if id(g) not in kept:
                 omitted.append({
-                    "kind": kind, "title": _chart_title(kind, g["host"], g["ident"], g["labels"], g["xkind"], multi_host),
+                    "kind": kind, "title": _chart_title(kind, g["host"], g["ident"], g["labels"], g["xkind"], multi_host, _host_only(g)),
                     "peak": human(max(s["peak"] or 0 for s in g["series"])),
                     "readings": max(s["n"] for s in g["series"]),
                 })
@@ -240,7 +248,8 @@ def build_charts(bundle, analysis, clock: Clock) -> tuple[list, list, dict]:
             "pid": g["ident"] if g["kind"] == "process" else None,
             "source": g["ident"] if g["kind"] == "source" else None,
             "gpus": sorted(g["gpus"], key=natural),
-            "title": _chart_title(g["kind"], g["host"], g["ident"], g["labels"], g["xkind"], multi_host),
+            "title": _chart_title(g["kind"], g["host"], g["ident"], g["labels"], g["xkind"], multi_host,
+                                   _host_only(g)),
         }
         # events just past the data (the kill usually comes after the last sample) widen the range
         if g["xkind"] == "time":

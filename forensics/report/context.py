@@ -84,7 +84,7 @@ def build_context(bundle, analysis, opts) -> dict:
         "zooms": zooms,
         "findings": [finding_ctx(f, clock) for f in shown],
         "findings_omitted": [{"kind": k, "severity": s, "count": n} for (k, s), n in sorted(rest.items())],
-        "sanitizer": sanitizer_ctx(events),
+        "sanitizer": sanitizer_ctx(events, findings),
         "allocations": allocations_ctx(findings),
         "oom_kills": oom_kills_ctx(events, clock),
         "gpu_ooms": gpu_ooms_ctx(events, clock),

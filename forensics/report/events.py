@@ -1,6 +1,7 @@
 """Events as the report names them, and which of them end a job."""
 from __future__ import annotations
 
+from forensics.detect.events import oom_name
 from forensics.parsers.kernel import xid as xid_table
 from forensics.model import detail_dict
 from forensics.report.formatting import clip
@@ -62,6 +63,8 @@ def event_label(e: dict) -> str:
             label += f" ({d['reason']})"
     elif kind == "marker" and (d.get("label") or d.get("name") or d.get("what")):
         label = f"marker: {d.get('label') or d.get('name') or d.get('what')}"
+    elif kind == "gpu_oom":
+        label = oom_name(d)
     elif kind in COUNTER_MEANING and d.get("counter"):
         label += f" ({d['counter']} {d.get('previous')} → {d.get('value')}: {COUNTER_MEANING[kind]})"
     who = []

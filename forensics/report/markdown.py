@@ -103,6 +103,10 @@ def render_markdown(ctx: dict) -> str:
     if fatal:
         out += ["### What ended the job", "", md_text(fatal["label"]) + (f", {fatal['when']['local']}" if fatal["when"] else ""), "",
                 _fence([_md_evidence(fatal["path"], fatal["line"], fatal["text"])]), ""]
+    if v.get("context_events"):
+        out += ["### Other processes' events on this host (not this job's)", ""]
+        out += [f"- {md_text(c['label'])}" + (f", {c['when']['local']}" if c["when"] else "") for c in v["context_events"][:5]]
+        out += ["", _fence([_md_evidence(c["path"], c["line"], c["text"]) for c in v["context_events"][:5]]), ""]
     san = ctx["sanitizer"]
     if san:
         out += ["### compute-sanitizer leaks by allocation site", ""]

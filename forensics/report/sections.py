@@ -61,6 +61,7 @@ _DETAIL_LABELS = {
     "start_step": "Onset step", "steps_at": "Steps at", "device_growth_bytes": "Device growth",
     "rate_bytes_per_sample": "Rate per sample", "this_process_in_use": "In use by this process",
     "reserved_unallocated": "Reserved but unallocated", "torch_era": "PyTorch message format",
+    "device_api": "Device API", "in_use": "In use by the allocator", "xla_total_allocation": "XLA program's total allocation",
     "total_vm": "Total virtual memory", "pgtables": "Page tables", "anon_rss": "Anonymous RSS",
     "file_rss": "File RSS", "shmem_rss": "Shared-memory RSS", "oom_score_adj": "OOM score adjustment",
     "bus_id": "PCI bus id", "uid": "User id", "pid": "Process id", "r2": "Fit (R²)",
@@ -83,9 +84,13 @@ def _detail_text(v):
     return EVENT_STYLE[v][0] if isinstance(v, str) and v in EVENT_STYLE else v
 
 
+# facts that label rather than measure: shown after the figures, so a capped list keeps the sizes
+_LABEL_FACTS = {"framework", "device_api", "torch_era", "exception"}
+
+
 def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
     out = []
-    for k, v in d.items():
+    for k, v in sorted(d.items(), key=lambda kv: kv[0] in _LABEL_FACTS):
         if k in skip or k in _SAID_IN_WORDS:
             continue
         # a message that only repeats the quoted log line adds nothing
@@ -213,13 +218,19 @@ def _is_user_frame(frame) -> bool:
     return not _LIB_FRAME.search(_frame_text(frame))
 
 
-def sanitizer_ctx(events: pl.DataFrame) -> dict | None:
-    """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first."""
+def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
+    """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first. A group the
+    detector found to be a leak's site (detect/allocations.py: one allocation of the leak's size a
+    step) is no longer the allocator's cache at exit."""
     leaks = rows_where(events, pl.col("kind") == "sanitizer_leak")
     if leaks.is_empty():
         return None
+    sites = {f.detail.get("site") for f in findings if f.kind == "sanitizer_leak" and f.detail.get("expected") is False}
+    groups = sanitizer_groups(leaks)
+    for g in groups:
+        g.expected = g.expected and g.label not in sites
     # most bytes first; ties keep the groups' own order (of their first leak in the report)
-    groups = sorted(sanitizer_groups(leaks), key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows)))
+    groups = sorted(groups, key=lambda g: (g.expected, -_known_bytes(g), -len(g.rows)))
     out = []
     for g in groups[:MAX_SANITIZER_GROUPS]:
         frames = g.details[0].get("stack") or g.details[0].get("frames") or []

@@ -5,7 +5,7 @@ import itertools
 
 import polars as pl
 
-from forensics.detect.series import MIN_POINTS
+from forensics.detect.thresholds import MIN_POINTS
 from forensics.frames import rows_where
 from forensics.report.formatting import xround
 from forensics.report.limits import SPARK_CELLS

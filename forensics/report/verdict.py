@@ -1,6 +1,8 @@
 """The verdict banner (what the report says first, with its key numbers) and the `--fail-on` rule."""
 from __future__ import annotations
 
+from datetime import datetime
+
 import polars as pl
 
 from forensics.detect.findings import SEVERITY_RANK
@@ -54,9 +56,11 @@ def _chart_for(f, charts: list) -> dict | None:
     return None
 
 
-def _fatal_event(events: pl.DataFrame, clock: Clock) -> dict | None:
-    """What ended the job: the first OOM kill or CUDA OOM (else a fatal Xid, else a kill by a signal), with its
-    evidence."""
+def _fatal_event(events: pl.DataFrame, clock: Clock, findings: list) -> tuple[dict | None, list[dict]]:
+    """What ended the job: the first of its own OOM kills or CUDA OOMs (else a fatal Xid, else a kill by a
+    signal), with its evidence; and the other processes' such events beside it (detect/jobs.py: context,
+    never the cause)."""
+    others = {(e.path, e.line) for f in findings if getattr(f, "job_event", None) is False for e in f.evidence[:1]}
     cand = rows_where(events, pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
     if cand.is_empty():
         xids = events.filter(pl.col("kind") == "xid")
@@ -65,12 +69,15 @@ def _fatal_event(events: pl.DataFrame, clock: Clock) -> dict | None:
         cand = xids.filter(fatal).with_row_index("_i")
     if cand.is_empty():
         cand = rows_where(events, pl.col("kind").is_in(list(KILL_KINDS))).with_row_index("_i")
-    if cand.is_empty():
-        return None
-    e = cand.sort(["time", "_i"], nulls_last=True).row(0, named=True)
+    rows = cand.sort(["time", "_i"], nulls_last=True).to_dicts()
+    own = [e for e in rows if (e["source"], e["line"] or 0) not in others]
+    context = [_event_ctx(e, clock, 1) for e in rows if (e["source"], e["line"] or 0) in others]
+    return (_event_ctx(own[0], clock, len(own)) if own else None), context
+
+
+def _event_ctx(e: dict, clock: Clock, count: int) -> dict:
     return {"label": event_label(e), "when": clock.when(e["time"]), "x": epoch(e["time"]),
-            "path": e["source"], "line": e["line"],
-            "text": clip(e["text"]), "kind": e["kind"], "count": cand.height}
+            "path": e["source"], "line": e["line"], "text": clip(e["text"]), "kind": e["kind"], "count": count}
 
 
 def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tuple[dict, dict | None]:
@@ -102,7 +109,7 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
             if chart["capacity"]:
                 sub = f"of {human(chart['capacity'])} ({main['peak'] / chart['capacity']:.0%}), {chart['title']}"
             numbers.append({"label": "Peak", "value": human(main["peak"]), "sub": sub})
-    fatal = _fatal_event(bundle.events, clock)
+    fatal, context = _fatal_event(bundle.events, clock, findings)
     ran_out = RAN_OUT.get((top_growth.detail or {}).get("ran_out")) if top_growth is not None else None
     if ran_out is not None:
         at = clock.when(top_growth.exhaust_at)
@@ -122,7 +129,17 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
                         "sub": f"{fatal['path']}:{fatal['line']}" if fatal["line"] is not None else fatal["path"]})
     elif not empty:
         numbers.append({"label": "What ended the job", "value": "nothing fatal found",
-                        "sub": "no OOM kill, CUDA OOM or fatal Xid in these logs"})
+                        "sub": "no OOM kill, CUDA OOM or fatal Xid of this job in these logs"})
+    for c in context[:3]:
+        # another process's kill outside the job's lifetime: said beside, never as the cause
+        when = c["when"]["local"] if c["when"] else "at an unknown time"
+        after = fatal["x"] if fatal else None
+        if top_growth is not None and isinstance(top_growth.lifetime_start, datetime):
+            after = epoch(top_growth.lifetime_start)
+        earlier = after is not None and c["x"] is not None and c["x"] < after
+        numbers.append({"label": "Earlier on this host" if earlier else "Also on this host",
+                        "value": f"{c['label']}, {when} (another process, not this job)",
+                        "sub": f"{c['path']}:{c['line']}" if c["line"] is not None else c["path"]})
     if chart is not None:
         onset_x = None
         if top_growth is not None:
@@ -145,7 +162,7 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
     verdict = {"code": code, "label": label, "tone": "empty" if empty else tone,
                "reason": clip(reason, 800) if reason else None, "numbers": numbers,
                "top_finding": clip(top.summary, 600) if top is not None and not _same_text(top.summary, reason) else None,
-               "fatal": fatal}
+               "fatal": fatal, "context_events": context}
     return verdict, primary
 
 

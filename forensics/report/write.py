@@ -37,6 +37,9 @@ class Target:
 def target(dest: str, flag: str) -> Target:
     """Where `dest` will be written, checked now so that a bad name fails before the analysis."""
     if dest == STDOUT:
+        if sys.stdout is None:   # started with stdout closed (>&-): fails now, not after the analysis
+            raise UsageError(f"{flag} -: cannot write the output, stdout is closed, "
+                             "give a file name or run without closing stdout")
         return Target(flag, dest, None, True)
     real = Path(os.path.realpath(dest))   # every link followed, a dangling one to the name it points at
     try:

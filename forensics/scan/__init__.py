@@ -16,7 +16,7 @@ import json
 import os
 import re
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -29,8 +29,9 @@ from forensics import parsers
 from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options
-from forensics.io.sources import SKIP_SUFFIXES, Source
-from forensics.frames import rows_where
+from forensics.io import archives
+from forensics.io.sources import SKIP_SUFFIXES, Source, discover
+from forensics.frames import csv_safe, rows_where
 
 STATE_NAME = "scan-state.json"
 SUMMARY_NAME = "summary.json"
@@ -57,6 +58,8 @@ class ScanConfig:
     opts: Options = field(default_factory=Options)
     force: bool = False
     fail_on: str = "never"
+    retry_failed: bool = False            # redo the jobs that failed last time (else a rerun keeps their row)
+    max_worker_bytes: int | None = None   # address space of each worker process (RLIMIT_AS); None: no limit
 
     def options_key(self) -> str:
         """Every option that shapes what a job's folder holds, for the rerun fingerprint: the Options
@@ -88,7 +91,8 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
 
     Default: the top-most folders that directly hold a log (their subfolders belong to them); a folder
     whose files are all readable and recognized by no parser (code, notes) is not a job and is added to
-    `not_jobs` (its subfolders are still searched); the archive itself is a job only when it holds a log
+    `not_jobs` (its subfolders are still searched); a `.tar.gz`/`.zip` bundle in a folder that is no job
+    is a job of its own; the archive itself is a job only when it holds a log
     and no job folder below. `depth` picks folders at exactly that depth; `job_pattern` picks folders
     whose name matches (top-most match wins): those are jobs whatever they hold."""
     if not archive.is_dir():
@@ -97,38 +101,44 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
     jobs: list[Path] = []
     seen: set[tuple[int, int]] = set()
 
-    def walk(d: Path, level: int) -> None:
+    # a loop, not recursion: an archive may be thousands of folders deep
+    stack: list[tuple[Path, int]] = [(archive, 0)]
+    while stack:
+        d, level = stack.pop()
         try:
             st = d.stat()
             key = (st.st_dev, st.st_ino)
-            if key in seen:  # link loop
-                return
+            if key in seen:  # link loop, or a folder reached again through a link
+                continue
             seen.add(key)
             entries = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError:
             if level > 0:
                 jobs.append(d)  # unreadable: still a job, so its failure is listed
-            return
+            continue
         subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
         files = [Path(e.path) for e in entries if not _safe_is_dir(e) and _is_log_name(e.name)]
+        # a .tar.gz / .zip beside no other log is a job of its own (a job bundle); beside logs it is
+        # part of their job
+        bundles = [f for f in files if archives.kind_of(f.name)]
+        files = [f for f in files if not archives.kind_of(f.name)]
         if depth is not None:
             if level == depth:
                 jobs.append(d)
-                return
+                continue
         elif rx is not None:
             if level > 0 and rx.search(d.name):
                 jobs.append(d)
-                return
+                continue
         elif level > 0 and files:
             if any(_is_log(f) for f in files):
                 jobs.append(d)
-                return
+                continue
             if not_jobs is not None:
                 not_jobs.append(d)
-        for s in subdirs:
-            walk(s, level + 1)
-
-    walk(archive, 0)
+        if depth is None and rx is None:
+            jobs.extend(bundles)
+        stack.extend((s, level + 1) for s in reversed(subdirs))
     if not jobs and depth is None and rx is None:
         try:
             if any(e.is_file() and _is_log_name(e.name) and _is_log(Path(e.path)) for e in os.scandir(archive)):
@@ -159,22 +169,30 @@ def job_id(archive: Path, job: Path) -> str:
 
 
 def fingerprint(job: Path, options_key: str = "") -> str:
-    """A fingerprint of every file in the job (names and bytes), of the options that shape its results
-    (`ScanConfig.options_key`) and of this tool's version: a rerun with any of them changed is redone."""
+    """A fingerprint of every file the job's analysis reads (names and bytes: the files `discover`
+    finds, through linked folders too), of the options that shape its results (`ScanConfig.options_key`)
+    and of this tool's version: a rerun with any of them changed is redone."""
     h = hashlib.blake2b(digest_size=16)
     h.update(__version__.encode() + b"\0" + options_key.encode() + b"\0")
-    for root, dirs, files in os.walk(job):
-        dirs.sort()
-        for name in sorted(files):
-            p = Path(root) / name
-            h.update(os.path.relpath(p, job).encode("utf-8", "surrogateescape") + b"\0")
-            try:
-                with open(p, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        h.update(chunk)
-            except OSError as e:
-                h.update(f"unreadable:{e.errno}".encode())
+    if job.is_file():   # a job bundle (.tar.gz, .zip): its bytes
+        _hash_file(h, job, job.name)
+        return h.hexdigest()
+    found = discover([str(job)])
+    for p, shown in found.files:
+        _hash_file(h, p, os.path.relpath(shown, job))
+    for problem in found.problems:
+        h.update(str(problem).encode("utf-8", "surrogateescape") + b"\0")
     return h.hexdigest()
+
+
+def _hash_file(h, p: Path, rel: str) -> None:
+    h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+    try:
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError as e:
+        h.update(f"unreadable:{e.errno}".encode())
 
 
 # -- one job (runs in a worker process) -----------------------------------------------------------
@@ -297,6 +315,44 @@ class ScanResult:
     not_jobs: list[str] = field(default_factory=list)   # one line per folder not taken as a job, and why
 
 
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143   # 128 + the signal, as a shell reports it
+
+
+class Terminated(BaseException):
+    """SIGTERM reached the scan (as `timeout` or a batch system sends it); like KeyboardInterrupt, not an
+    Exception, so that no `except Exception` of a job takes it for that job's failure."""
+
+
+class Interrupted(Exception):
+    """The scan was stopped (Ctrl-C, SIGTERM) after `done` of `total` jobs; their results were written."""
+
+    def __init__(self, exit_code: int, done: int, total: int):
+        self.exit_code, self.done, self.total = exit_code, done, total
+        super().__init__(f"interrupted after {done} of {total} jobs, {total - done} left: the index and "
+                         "summary tables list the jobs done; run the same command again to do the rest "
+                         "(the jobs done are reused)")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops the scan the way Ctrl-C does (the results so far are written), in the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated()
+
+    prev = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, prev)
+
+
 def _load_state(out_dir: Path, jid: str) -> dict | None:
     p = out_dir / "jobs" / jid / STATE_NAME
     try:
@@ -347,7 +403,8 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     skipped_dirs: list[Path] = []
     jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs)
     out_resolved = cfg.out_dir.resolve()
-    jobs = [j for j in jobs if not str(j.resolve()).startswith(str(out_resolved))]
+    # compared by path parts: -o ar must not take arch/job1 for a folder inside ar
+    jobs = [j for j in jobs if not j.resolve().is_relative_to(out_resolved)]
     ids = [job_id(cfg.archive, j) for j in jobs]
     rows: dict[str, dict] = {}
     todo: list[tuple[Path, str, str | None]] = []
@@ -362,7 +419,7 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
         fp = fingerprint(job, key)
         prev = state.get("row", {})
         # an ok row without `kinds` was written before --fail-on read them: redo it
-        if state.get("fingerprint") == fp and (prev.get("status") == "failed"
+        if state.get("fingerprint") == fp and ((prev.get("status") == "failed" and not cfg.retry_failed)
                                                or (prev.get("status") == "ok" and "kinds" in prev)):
             row = dict(state["row"])
             row["reused"] = True
@@ -373,17 +430,25 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     total = len(jobs)
     if on_progress:
         on_progress(done, total, None)
-    for row in _execute(cfg, todo, executor):
-        rows[row["job"]] = row
-        done += 1
-        if on_progress:
-            on_progress(done, total, row)
+    interrupted = None
+    try:
+        with _sigterm_as_interrupt():
+            for row in _execute(cfg, todo, executor):
+                rows[row["job"]] = row
+                done += 1
+                if on_progress:
+                    on_progress(done, total, row)
+    except (KeyboardInterrupt, Terminated) as e:
+        # the jobs done so far are kept: the index and tables list them, and a rerun reuses them
+        interrupted = Interrupted(EXIT_SIGTERM if isinstance(e, Terminated) else EXIT_SIGINT, done, total)
     ordered = [rows[j] for j in ids if j in rows]
     try:
         write_outputs(cfg.out_dir, ordered)
     except OSError as e:
         raise UsageError(f"-o {cfg.out_dir}: cannot write the index and summary tables, {e.strerror or e}, "
                          "check free space and permissions of the output folder")
+    if interrupted is not None:
+        raise interrupted
     notes = [f"{d}: not a job, none of its files is a log this tool reads, name it with --job-pattern or "
              "--depth to scan it anyway" for d in skipped_dirs]
     return ScanResult(rows=ordered, reused=total - len(todo), analyzed=len(todo),
@@ -403,24 +468,126 @@ def _execute(cfg: ScanConfig, todo: list[tuple[Path, str, str | None]], executor
         for a in args:
             yield process_job(*a)
         return
-    import multiprocessing as mp
+    yield from _run_pool(cfg.workers, args, cfg.max_worker_bytes)
 
-    # spawn, not fork: polars' thread pool does not survive a fork
-    ctx = mp.get_context("forkserver") if hasattr(os, "fork") else mp.get_context("spawn")
-    # bounded in flight: memory stays flat whatever the archive's size
-    limit = cfg.workers * 4
-    with _worker_env(cfg.workers), ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
-        pending: dict[Future, tuple] = {}
-        for a in args:
-            pending[pool.submit(process_job, *a)] = a
-            if len(pending) >= limit:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    yield _result_or_failure(f, pending.pop(f))
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                yield _result_or_failure(f, pending.pop(f))
+
+def _run_pool(workers: int, args: list[tuple], max_bytes: int | None) -> Iterator[dict]:
+    """The jobs on `workers` processes, one job at a time each. A worker that dies (a signal, the
+    memory limit) fails only its own job, whose row says why; a new worker takes its place. The workers
+    die with this process (a kill of the scan leaves none behind) and are stopped when it stops."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait as mp_wait
+
+    # spawn, not fork: polars' thread pool does not survive a fork; and a spawned worker's parent is
+    # this process, so it can ask to die with it
+    ctx = mp.get_context("spawn")
+    todo = iter(args)
+    idle: list = []
+    busy: dict = {}      # connection -> (process, the job's args)
+    try:
+        with _worker_env(workers):
+            for _ in range(min(workers, len(args))):
+                idle.append(_start_worker(ctx, max_bytes))
+        while True:
+            while idle:
+                a = next(todo, None)
+                if a is None:
+                    break
+                proc, conn = idle.pop()
+                try:
+                    conn.send(a)
+                except OSError:   # it died idle: a new one takes the job
+                    proc.join()
+                    with _worker_env(workers):
+                        idle.append(_start_worker(ctx, max_bytes))
+                    todo = itertools.chain([a], todo)
+                    continue
+                busy[conn] = (proc, a)
+            if not busy:
+                return
+            for conn in mp_wait(list(busy)):
+                proc, a = busy.pop(conn)
+                try:
+                    yield conn.recv()
+                    idle.append((proc, conn))
+                except (EOFError, OSError):
+                    proc.join()
+                    conn.close()
+                    yield _dead_worker_row(a, proc.exitcode, max_bytes)
+                    with _worker_env(workers):
+                        idle.append(_start_worker(ctx, max_bytes))
+    finally:   # the scan ends or is interrupted: no worker outlives it
+        procs = [p for p, _ in idle] + [p for p, _ in busy.values()]
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.join()
+
+
+def _start_worker(ctx, max_bytes: int | None):
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_worker_main, args=(theirs, max_bytes), daemon=True)
+    proc.start()
+    theirs.close()
+    return proc, mine
+
+
+def _worker_main(conn, max_bytes: int | None) -> None:
+    """A scan worker: jobs in, rows out, until the pipe closes."""
+    import signal
+
+    # Ctrl-C reaches the whole process group: the scan decides what to do, not each worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if max_bytes:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    while True:
+        try:
+            a = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send(process_job(*a))
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the scan's process ends, however it ends (SIGKILL too)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)    # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):  # not Linux: the scan's finally still stops its workers
+        pass
+
+
+def _dead_worker_row(args: tuple, exitcode: int | None, max_bytes: int | None) -> dict:
+    """The failed row of a job whose worker died: which signal, and what to do about it."""
+    import signal
+
+    job = args[0]
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = f"killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            how = f"killed by signal {-exitcode}"
+    else:
+        how = f"exited with status {exitcode}"
+    hint = (f"it may have reached the memory limit of {max_bytes / 2**30:.1f} GiB per worker "
+            "(--max-worker-memory raises it); " if max_bytes else "")
+    row = {k: None for k in SUMMARY_SCHEMA}
+    fp = args[5] or fingerprint(Path(job), args[6])
+    row.update(job=args[1], path=job, status="failed", fingerprint=fp,
+               error=f"{job}: not analyzed, its worker process died ({how}), {hint}"
+                     f"run `gpu-forensics report {job}` alone to see the details; a rerun skips it "
+                     "unless given --retry-failed")
+    try:   # the worker could not write the job's state: written here, so a rerun knows the job
+        outputs.replace_file(Path(args[2]) / "jobs" / args[1] / STATE_NAME,
+                             json.dumps({"fingerprint": fp, "row": row}, default=str))
+    except OSError:
+        pass   # the index still lists the job; a rerun then tries it again
+    return row
 
 
 def usable_cpus() -> int:
@@ -431,11 +598,22 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def default_worker_bytes(workers: int) -> int | None:
+    """The machine's memory shared out among the workers, at least 8 GiB each (it bounds address space,
+    and polars reserves far more than it uses; a job that fits the machine alone should not fail only
+    because others run beside it); None where it cannot be told."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return max(8 << 30, total // max(1, workers))
+
+
 @contextlib.contextmanager
 def _worker_env(workers: int):
     """Polars' threads per worker: the usable cores shared out (N workers x all-cores threads only contend).
     Polars reads POLARS_MAX_THREADS when it is imported, so it is put in the environment the worker
-    processes (and the forkserver they come from) start with; a value the user set is kept."""
+    processes start with; a value the user set is kept."""
     key = "POLARS_MAX_THREADS"
     prev = os.environ.get(key)
     if prev is None:
@@ -455,13 +633,6 @@ def _failed_row(args: tuple, what: str, e: Exception) -> dict:
                error=f"{job}: not analyzed, {what} ({type(e).__name__}: {e}), "
                      f"run `gpu-forensics report {job}` alone to see whether it needs more memory")
     return row
-
-
-def _result_or_failure(f: Future, args: tuple) -> dict:
-    try:
-        return f.result()
-    except Exception as e:  # a worker died (e.g. killed by the OOM killer)
-        return _failed_row(args, "its worker process died", e)
 
 
 def _execute_dask(args: list[tuple]) -> Iterator[dict]:
@@ -505,7 +676,7 @@ def summary_frame(rows: list[dict]) -> pl.DataFrame:
 def write_outputs(out_dir: Path, rows: list[dict]) -> None:
     ordered = sort_rows(rows)
     df = summary_frame(ordered)
-    outputs.replace_file(out_dir / "summary.csv", df.write_csv)
+    outputs.replace_file(out_dir / "summary.csv", csv_safe(df).write_csv)   # (the parquet keeps the values)
     outputs.replace_file(out_dir / "summary.parquet", df.write_parquet)
     outputs.replace_file(out_dir / "index.html", render_index(ordered))
 

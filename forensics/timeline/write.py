@@ -10,6 +10,7 @@ import polars as pl
 
 from forensics.report import write as outputs
 from forensics.errors import UsageError
+from forensics.frames import csv_safe
 from forensics.model import Bundle, InputInfo
 from forensics.model import EVENTS_SCHEMA, SAMPLES_SCHEMA, conform
 from forensics.timeline import stamps
@@ -49,7 +50,7 @@ def write_aligned(bundle: Bundle, path: str | os.PathLike) -> list[str]:
         outputs.write(targets[0], lambda fh: both.write_parquet(fh, metadata=meta))
     else:
         for t, df in zip(targets, (samples, events)):
-            outputs.write(t, lambda fh, df=df: df.write_csv(fh, datetime_format="%Y-%m-%dT%H:%M:%S%.6fZ"))
+            outputs.write(t, lambda fh, df=csv_safe(df): df.write_csv(fh, datetime_format="%Y-%m-%dT%H:%M:%S%.6fZ"))
     return [t.shown for t in targets]
 
 

@@ -37,6 +37,7 @@ class Loop:
     devices: int = 1
     extra_keys: dict = field(default_factory=dict)   # added to every trace entry (pool_id, user_metadata)
     annotations: bool = True
+    pause_us: int = 0                    # between building the model and the first step (data loading)
 
 
 def loop(cfg: Loop) -> tuple[dict, dict]:
@@ -92,6 +93,7 @@ def loop(cfg: Loop) -> tuple[dict, dict]:
 
         for _ in range(cfg.weights):
             alloc(16 * MiB, list(build))
+        t[0] += cfg.pause_us
         for step in range(cfg.steps):
             if cfg.annotations and cfg.era == "modern":
                 annotations.append({"stage": "START", "name": "Optimizer.step#SGD.step", "device": dev,

@@ -23,6 +23,7 @@ GENERIC_OVERLAPS = {
     ("step-markers", "hf-trainer-memory"): "the generic step-marker scanner reads every printed memory line",
     ("step-markers", "serving-engine-log"): "the general reader's sniff finds vLLM's recurring profile sentences; "
                                             "serving-engine-log, earlier in the order, claims and reads them",
+    ("step-markers", "pytorch-memory-stats"): "a printed memory_stats() dict holds memory keys the general reader knows; memory-stats, earlier, reads it whole",
     ("job-kill-records", "serving-engine-log"): "a server's log ends with the shell's line saying its process was killed",
 }
 

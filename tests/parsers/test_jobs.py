@@ -155,9 +155,9 @@ def test_a_scheduler_oom_ends_the_job_in_the_report(tmp_path):
     job = tmp_path / "job"
     job.mkdir()
     (job / "slurm-191.err").write_text(realworld("slurm_batch_shell_killed.txt").read_text())
-    bundle, _ = pipeline.run([str(job)], Options(tz="UTC"))
+    bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
     clock = SimpleNamespace(when=lambda t: None)
-    fatal = _fatal_event(bundle.events, clock)
+    fatal, _ = _fatal_event(bundle.events, clock, analysis.findings)
     assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 3
 
 
@@ -165,8 +165,8 @@ def test_a_kill_without_oom_is_what_ended_the_job(tmp_path):
     job = tmp_path / "job"
     job.mkdir()
     (job / "pod.txt").write_text(realworld("describe_137_reason_error.txt").read_text())
-    bundle, _ = pipeline.run([str(job)], Options(tz="UTC"))
-    fatal = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None))
+    bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
+    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
     assert fatal["kind"] == "job_killed" and "cause not recorded" in fatal["label"]
 
 

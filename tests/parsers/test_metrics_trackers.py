@@ -40,7 +40,9 @@ def _by_series(p) -> dict:
 def test_wandb_events_bytes_and_the_capacity_from_the_percentage():
     _, p = parse_file(realworld("wandb-events.jsonl"), UTC, expect="wandb-system-metrics")
     s = _by_series(p)
-    assert set(s) == {("0", "memory.used", None), ("1", "memory.used", None)}   # gpu.process.* not twice
+    assert set(s) == {("0", "memory.used", None), ("1", "memory.used", None),   # gpu.process.* not twice
+                      (None, "host.rss", None)}
+    assert s[(None, "host.rss", None)]["lo"] == round(5123.7 * (1 << 20))   # rssMB is MiB (rss / 1024 / 1024)
     assert s[("0", "memory.used", None)]["n"] == 30 and s[("0", "memory.used", None)]["lo"] == 30064771072
     assert s[("0", "memory.used", None)]["total"] == 85520809984 == s[("1", "memory.used", None)]["total"]
     assert p.clock == "wall"
@@ -54,7 +56,7 @@ def test_wandb_history_csv_reads_as_the_events_do():
 
 def test_wandb_percent_only_is_said_and_counted_not_guessed():
     _, p = parse_file(realworld("wandb-events-sdk0.12.jsonl"), UTC, expect="wandb-system-metrics")
-    assert p.samples.height == 0
+    assert p.samples.filter(pl.col("gpu").is_not_null()).height == 0
     assert p.skipped.counts == {wandb.PERCENT_SKIP: 20}
     assert any("percentage" in n for n in p.notes)
 
@@ -76,6 +78,48 @@ def test_a_leak_in_wandb_system_metrics(tmp_path):
     assert analysis.verdict == "leak"
     leak = next(f for f in analysis.findings if f.kind == "leak")
     assert leak.gpu == "0" and abs(leak.rate_bytes_per_hour - GiB) < 0.05 * GiB
+
+
+def test_wandb_host_memory_of_the_process_and_of_the_host():
+    _, p = parse_file(realworld("wandb-events-sdk0.12.jsonl"), UTC, expect="wandb-system-metrics")
+    s = _by_series(p)
+    assert s[(None, "host.rss", None)]["lo"] == round(3920.1 * (1 << 20))
+    # availableMB 48211.3 at 23.9 % used: total = available / (1 - 0.239), used = total - available
+    total = 48211.3 / (1 - 0.239) * (1 << 20)
+    assert abs(s[(None, "host.used", None)]["total"] - total) < 1e3
+    assert abs(s[(None, "host.used", None)]["lo"] - (total - 48211.3 * (1 << 20))) < 1e3
+
+
+def _wandb_host_leak(path, n=1440):
+    """Real wandb-core rows (keys of wandb-events.jsonl): GPU memory flat, the process's RSS growing
+    1 GiB an hour, the host's available memory shrinking with it."""
+    rows = []
+    for i in range(n):
+        rss_mb = 5000 + i * 15 / 3600 * 1024 + (i % 3)
+        avail = 200_000 - (rss_mb - 5000)
+        rows.append({"_wandb": True, "_timestamp": T0 + 15 * i + 0.31, "_runtime": 15 * i,
+                     "system.memory_percent": round((1 - avail / 262_144) * 100, 1),
+                     "system.proc.memory.availableMB": avail, "system.proc.memory.rssMB": rss_mb,
+                     "system.gpu.0.memoryAllocatedBytes": 30 * GiB + (i % 4) * (1 << 20),
+                     "system.gpu.0.memoryAllocated": (30 * GiB + (i % 4) * (1 << 20)) / (80 * GiB) * 100})
+    path.write_text("\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n")
+
+
+def test_a_host_memory_leak_in_wandb_is_named_host_memory(tmp_path):
+    from forensics import report as rep
+
+    path = tmp_path / "wandb-events.jsonl"
+    _wandb_host_leak(path)
+    bundle, analysis = pipeline.run([str(path)], UTC)
+    # the host's series have a chart of their own: never drawn as, or measured against, GPU 0
+    md = rep.render_markdown(rep.build_context(bundle, analysis, UTC))
+    assert "Host memory, wandb-events.jsonl, host.rss" in md and "GPU 0, memory.used" in md
+    assert not [ln for ln in md.splitlines() if ln.startswith("- GPU 0") and "host." in ln]
+    host = [f for f in analysis.findings if f.kind == "leak" and f.series in ("host.rss", "host.used")]
+    assert host and host[0].gpu is None and host[0].summary.startswith("Host memory")
+    assert abs(host[0].rate_bytes_per_hour - GiB) < 0.1 * GiB
+    assert not [f for f in analysis.findings if f.kind == "leak" and f.gpu is not None]
+    assert analysis.verdict != "leak" and "Host memory does grow" in analysis.verdict_reason
 
 
 # -- MLflow ---------------------------------------------------------------------------------------
@@ -121,6 +165,29 @@ def test_a_leak_in_an_mlflow_filestore_file(tmp_path):
     _, analysis = pipeline.run([str(tmp_path)], UTC)
     assert analysis.verdict == "leak"
     assert abs(next(f for f in analysis.findings if f.kind == "leak").rate_bytes_per_hour - GiB) < 0.05 * GiB
+
+
+def test_mlflow_host_memory_is_host_used_with_its_total():
+    _, p = parse_file(realworld("metric_history_system_memory.csv"), UTC, expect="mlflow-system-metrics")
+    s = _by_series(p)
+    assert set(s) == {(None, "host.used", None)}
+    assert s[(None, "host.used", None)]["lo"] == 41_230_000_000                  # used / 1e6 (cpu_monitor.py)
+    assert abs(s[(None, "host.used", None)]["total"] - 270_126e6) < 0.005 * 270_126e6
+
+
+def test_a_host_memory_leak_in_an_mlflow_filestore_file(tmp_path):
+    folder = tmp_path / "mlruns" / "3" / "f00d" / "metrics" / "system"
+    folder.mkdir(parents=True)
+    host = [f"{(T0 + 10 * i) * 1000 + 7} {round(40000 + i * 10 * 1073.741824 / 3600, 1)} {i}" for i in range(2160)]
+    gpu = [f"{(T0 + 10 * i) * 1000 + 7} {20000.0 + (i % 3)} {i}" for i in range(2160)]
+    (folder / "system_memory_usage_megabytes").write_text("\n".join(host) + "\n")
+    (folder / "gpu_0_memory_usage_megabytes").write_text("\n".join(gpu) + "\n")
+    _, analysis = pipeline.run([str(tmp_path)], UTC)
+    leaks = [f for f in analysis.findings if f.kind == "leak"]
+    assert [f.series for f in leaks] == ["host.used"] and leaks[0].gpu is None
+    assert leaks[0].summary.startswith("Host memory") and "GPU 0" not in leaks[0].summary
+    assert abs(leaks[0].rate_bytes_per_hour - GiB) < 0.05 * GiB
+    assert analysis.verdict == "no_leak" and "Host memory does grow" in analysis.verdict_reason
 
 
 # -- Lightning ------------------------------------------------------------------------------------

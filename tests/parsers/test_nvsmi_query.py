@@ -140,3 +140,11 @@ def test_xml_reports(tmp_path):
 def test_broken_xml_is_counted_not_a_traceback(tmp_path):
     p = parse_text(tmp_path, "<nvidia_smi_log>\n<timestamp>x</timestamp><gpu id='1'>\n</nvidia_smi_log>\n", name="q.xml")
     assert p.samples.height == 0 and p.skipped.counts == {"unreadable XML report": 1}
+
+
+def test_real_xml_report_of_a_tesla_t4():
+    _, p = parse_file(realworld("nvsmi_q_xml_01.txt"), Options(tz="UTC"), expect="nvidia-smi-q")
+    (r,) = p.samples.iter_rows(named=True)
+    assert (r["gpu"], r["series"], r["bytes"], r["total_bytes"]) == ("0", "memory.used", 1032 << 20, 15360 << 20)
+    assert str(r["time"]) == "2023-04-24 16:22:39+00:00"
+    assert p.meta["gpu_map"]["GPU-d37e67a5-91dd-3774-a5cb-99096249601a"] == "0"

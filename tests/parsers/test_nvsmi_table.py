@@ -33,6 +33,21 @@ def test_table_01_old_layout():
     assert p.meta["gpu_map"] == {"00000000:05:00.0": "0"}
 
 
+def test_a_mig_devices_section_pasted_alone():
+    _, p = parse_file(realworld("nvsmi_table_mig_01.txt"), expect=NAME)
+    s = p.samples.sort("line")
+    assert s["gpu"].to_list() == ["1/3/0", "1/5/0", "1/6/0"] and set(s["label"]) == {"MIG"}
+    assert s["bytes"].to_list() == [14366 * MiB, 9826 * MiB, 13 * MiB]
+    assert set(s["total_bytes"]) == {19968 * MiB} and s["line"].to_list() == [9, 12, 15]
+
+
+def test_a_table_pasted_from_its_middle(tmp_path):
+    rows = realworld("nvsmi_table_01.txt").read_text().splitlines()
+    for start in (4, 7):    # from the column headers; from the first GPU row (no header, no top border)
+        p = parse_text(tmp_path, "\n".join(rows[start:]) + "\n")
+        assert p.samples["bytes"].to_list() == [12799 * MiB] and p.samples["total_bytes"].to_list() == [16280 * MiB]
+
+
 def test_table_02_new_layout_date_line_azure_domains():
     _, p = parse_file(realworld("nvsmi_table_02.txt"), Options(tz="UTC"), expect=NAME)
     s = p.samples.sort("line")

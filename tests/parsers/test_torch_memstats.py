@@ -393,3 +393,29 @@ def test_ranks_are_series_and_counters_of_their_own_not_gpus(tmp_path):
     assert alloc["time"].null_count() == 0          # the clock behind the prefix is read
     ooms = p.events.filter(pl.col("kind") == "gpu_oom_counted").sort("line")
     assert [(r["line"], json.loads(r["detail"])["rise"]) for r in ooms.iter_rows(named=True)] == [(2, 1), (5, 2)]
+
+
+# ---- JAX's Device.memory_stats() -------------------------------------------------------------------
+
+def test_jax_pprint_dicts_are_a_memory_series_with_the_limit_as_capacity():
+    _, p = parse_file(realworld("jax_memstats_pprint_01.txt"), expect=NAME)
+    rows = p.samples.sort("line").select("line", "series", "bytes", "total_bytes").rows()
+    assert rows == [(6, "allocated", 12288, 33014415360), (13, "max_allocated", 12288, 33014415360),
+                    (20, "allocated", 76288, 33014415360), (27, "max_allocated", 76800, 33014415360)]
+    assert any("JAX" in n and "bytes_limit" in n for n in p.notes)
+    assert not any("allocated_bytes.all.current" in n for n in p.notes)
+    assert p.events.height == 0
+
+
+def test_jax_dicts_printed_in_a_training_log_are_found_by_the_scan(tmp_path):
+    # print() keeps PJRT's order (num_allocs first), unlike IPython's sorted pprint
+    lines = [f"2026-01-05 10:00:{i:02d} step {i} {{'num_allocs': {3 + i}, 'bytes_in_use': {1000 * (i + 1)}, "
+             f"'peak_bytes_in_use': {1000 * (i + 1)}, 'largest_alloc_size': 512, 'bytes_limit': 16000000000}}"
+             for i in range(5)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(["epoch 1 starting", *lines]) + "\n")
+    p = scanned(path)
+    allocated = p.samples.filter(pl.col("series") == "allocated").sort("line")
+    assert allocated["bytes"].to_list() == [1000, 2000, 3000, 4000, 5000]
+    assert allocated["step"].to_list() == [0, 1, 2, 3, 4]
+    assert set(allocated["total_bytes"]) == {16000000000}

@@ -549,11 +549,25 @@ def test_worker_tag_found_as_the_regex_finds_it_in_linear_time():
         text = "".join("".join(rng.choice(junk) for _ in range(rng.randrange(0, 4))) + tag()
                        for _ in range(rng.randrange(1, 4)))
         want = torch_oom._WORKER.search(text)
-        assert key(torch_oom._worker(text)) == key(want), repr(text)
+        assert key(torch_oom.worker_tag(text)) == key(want), repr(text)
         found += want is not None
     assert found > 100
     started = time.perf_counter()
-    assert torch_oom._worker("a" * 1_000_000 + " pid=x)") is None
-    assert torch_oom._worker("(" + "a" * 1_000_000 + " pid=5)")["pid"] == "5"
-    assert torch_oom._worker("1 pid=2 " * 100_000 + ")") is None
+    assert torch_oom.worker_tag("a" * 1_000_000 + " pid=x)") is None
+    assert torch_oom.worker_tag("(" + "a" * 1_000_000 + " pid=5)")["pid"] == "5"
+    assert torch_oom.worker_tag("1 pid=2 " * 100_000 + ")") is None
     assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize("name, requested, gpu, total, allowed", [
+    ("torch_oom_hip_01.txt", "3.31 GiB", "0", "128.00 GiB", None),
+    ("torch_oom_hip_02.txt", "2.00 MiB", "0", "255.98 GiB", "1.05 GiB"),
+    ("torch_oom_hip_03.txt", "12.95 GiB", "0", "127.00 GiB", None),
+])
+def test_rocm_hip_out_of_memory(name, requested, gpu, total, allowed):
+    ev, _ = one(realworld(name))
+    d = ev["detail"]
+    size = units.parse_size
+    assert (ev["bytes"], ev["gpu"], d["total"]) == (size(requested), gpu, size(total))
+    assert d["allowed"] == (allowed and size(allowed))
+    assert (d["framework"], d["device_api"], d["exception"]) == ("pytorch", "hip", "torch.OutOfMemoryError")

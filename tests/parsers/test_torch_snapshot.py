@@ -87,6 +87,26 @@ def test_allocated_is_rebuilt_backwards_from_the_dump_even_when_the_start_was_dr
     assert alloc["bytes"][-1] == truth["allocated_end"]
 
 
+def test_outputs_kept_after_a_pause_without_annotations_are_a_leak_site(tmp_path):
+    # the model is built, data loads for 60 s, then 60 steps run in well under a second, each keeping
+    # its output: on the trace's clock every survivor is in its last quarter, over its entries they
+    # come all through it; no Optimizer.step annotations, the steps are the trace's own rhythm
+    snap, _ = loop(Loop(steps=60, annotations=False, pause_us=60_000_000))
+    found = findings(read(write(tmp_path, snap))[1])
+    (leak,) = kinds(found, "allocation_leak")
+    assert leak.allocation["site"] == "train.py:30" and leak.allocation["survivors"] == 60
+    assert leak.allocation["steps"] == 60 and leak.rate_bytes_per_step == 2 * MiB
+    (foot,) = kinds(found, "allocation_footprint")
+    assert [s["site"] for s in foot.allocation["sites"]] == ["model.py:10"]
+
+
+def test_without_steps_a_weight_made_once_stays_footprint(tmp_path):
+    # no leak, no annotations: the weights (allocated 3 times at one line before the steps) are footprint
+    snap, _ = loop(Loop(steps=40, leak_bytes=0, annotations=False, pause_us=60_000_000))
+    found = findings(read(write(tmp_path, snap))[1])
+    assert not kinds(found, "allocation_leak") and kinds(found, "allocation_footprint")
+
+
 def test_legacy_layout_blocks_with_history_and_no_time(tmp_path):
     snap, _ = loop(Loop(steps=30, era="legacy"))
     info, p = read(write(tmp_path, snap, protocol=2))
@@ -95,7 +115,10 @@ def test_legacy_layout_blocks_with_history_and_no_time(tmp_path):
     found = findings(p)
     (leak,) = kinds(found, "allocation_leak")
     assert leak.allocation["site"] == "train.py:30" and leak.rate_bytes_per_hour is None
-    assert "steps are unknown" in " ".join(leak.checks)
+    # no annotations and no clock: the steps are the trace's own rhythm (train.py:20 and :30 allocate
+    # once a step), so the rate per step is the truth's
+    assert leak.allocation["steps"] == 30 and leak.allocation["steps_from"].startswith("the trace's own rhythm")
+    assert leak.rate_bytes_per_step == 2 * MiB
     (foot,) = kinds(found, "allocation_footprint")
     assert foot.allocation["sites"][0]["site"] == "model.py:10"
 

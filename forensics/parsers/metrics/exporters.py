@@ -54,7 +54,9 @@ _UUID = ("UUID", "uuid", "gpu_uuid", "acc_id")
 # --use-old-namespace writes pod_name, pod_namespace, container_name.
 _POD_SETS = (("exported_pod", "exported_namespace", "exported_container"), ("pod", "namespace", "container"),
              ("pod_name", "pod_namespace", "container_name"))
-_LABEL_PAIR = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# a name starts at a word's start and is read whole (possessive): a long run of letters is scanned once,
+# not from each of its letters (issue 45 D-R3)
+_LABEL_PAIR = re.compile(r'(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*+)\s*+=\s*+"((?:[^"\\]|\\.)*+)"')
 _BARE_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 NOT_A_NUMBER = "reading is not a number (NaN or Inf), not read"
 

@@ -12,6 +12,9 @@ last log (every 10 s by default), rounded to 0.1:
 - `gpu_{i}_memory_usage_percentage` = used / total * 100: beside the megabytes (an export holding both)
   it gives the total (`total_bytes`); alone (its own FileStore file) it is not read, there being no
   total to turn it into bytes.
+Its cpu_monitor.py logs the host's memory the same way: `system_memory_usage_megabytes` = psutil's
+virtual_memory().used / 1e6 -> `host.used` (the host's, never a GPU's), `system_memory_usage_percentage`
+= used / total * 100 giving its total as for a GPU.
 A FileStore file's name is its metric's name: the reader takes it from the file's path. The `step` of
 system metrics counts logging rounds, not training steps, so it is kept as the sample order only.
 """
@@ -31,7 +34,8 @@ NAME = "mlflow-system-metrics"
 
 _FILE_LINE = r"^\s*(?P<ts>[0-9]{12,13})\s+(?P<v>-?[0-9.eE+-]+|nan|NaN|inf|-inf)(?:\s+(?P<step>-?[0-9]+))?\s*$"
 _FILE_LINE_RE = re.compile(_FILE_LINE)
-_KEY = r"^(?:system/)(?:(?P<node>[^/]+)/)?gpu_(?P<gpu>[0-9]+)_memory_usage_(?P<kind>megabytes|percentage)$"
+_KEY = (r"^(?:system/)(?:(?P<node>[^/]+)/)?(?:gpu_(?P<gpu>[0-9]+)|(?P<sys>system))_memory_usage_"
+        r"(?P<kind>megabytes|percentage)$")
 _KEY_RE = re.compile(_KEY)
 _JSON_ROW = re.compile(r'^\s*\{.*"key"\s*:\s*".*"timestamp"\s*:|^\s*\{.*"timestamp"\s*:.*"key"\s*:')
 MB = 1_000_000
@@ -50,7 +54,9 @@ def sniff(head: list[str]) -> str | None:
         return "MLflow FileStore metric file ('<timestamp ms> <value> <step>' lines)"
     if _history_header(lines[0]) and any("system/" in ln for ln in lines[1:20]):
         return "MLflow metric history CSV (key, value, timestamp, step)"
-    if _JSON_ROW.match(lines[0]) and '"system/' in lines[0]:
+    # an MLflow row is short: its start is enough, and a long JSON-looking line costs no more than that
+    # (the pattern's two .* are quadratic on a line of many "key" fields, issue 45 D-R2)
+    if _JSON_ROW.match(lines[0][:4096]) and '"system/' in lines[0]:
         return "MLflow metric history JSON lines (key, value, timestamp, step)"
     return None
 
@@ -63,7 +69,7 @@ def _metric_of_path(path: str) -> str:
         return "/".join(parts[i + 1:])
     # a file copied out of its run folder keeps only its own name
     name = parts[-1] if parts else ""
-    return ("system/" + name) if name.startswith("gpu_") else name
+    return ("system/" + name) if name.startswith(("gpu_", "system_memory_")) else name
 
 
 class Reader:
@@ -115,24 +121,24 @@ class Reader:
         rows = pl.concat(self.parts) if self.parts else pl.DataFrame(
             schema={"line": pl.Int64, "key": pl.String, "value": pl.String, "ts": pl.String, "step": pl.String})
         keyed = rows.with_columns(pl.col("key").str.extract_groups(_KEY).alias("k")).unnest("k")
-        other = keyed.filter(pl.col("gpu").is_null())
+        other = keyed.filter(pl.col("kind").is_null())
         if other.height:
-            p.skipped.add_lines("metric is not GPU memory, not read", other["line"].sort())
+            p.skipped.add_lines("metric is not GPU or host memory, not read", other["line"].sort())
             names = other["key"].unique().sort().to_list()
-            p.notes.append(f"metrics that are not GPU memory were not read: {', '.join(names[:5])}"
+            p.notes.append(f"metrics that are not GPU or host memory were not read: {', '.join(names[:5])}"
                            + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
-        keyed = keyed.filter(pl.col("gpu").is_not_null()).with_columns(
+        keyed = keyed.filter(pl.col("kind").is_not_null()).with_columns(
             common.number(pl.col("value")).alias("v"), common.epoch(common.number(pl.col("ts")) / 1000).alias("time"),
             pl.col("step").cast(pl.Int64, strict=False).alias("n"))
         mb = keyed.filter(pl.col("kind") == "megabytes")
         pct = keyed.filter(pl.col("kind") == "percentage")
         if pct.height and not mb.height:
-            p.skipped.add_lines("GPU memory given only as a percentage (no total to turn it into bytes), not read", pct["line"].sort())
-            p.notes.append("GPU memory as a percentage only (gpu_{i}_memory_usage_percentage): not read, there is no "
-                           "total to turn it into bytes (the gpu_{i}_memory_usage_megabytes file beside it has the bytes)")
+            p.skipped.add_lines("memory given only as a percentage (no total to turn it into bytes), not read", pct["line"].sort())
+            p.notes.append("memory as a percentage only (gpu_{i}_ or system_memory_usage_percentage): not read, there is "
+                           "no total to turn it into bytes (the *_memory_usage_megabytes file beside it has the bytes)")
         if not mb.height:
             if not p.notes:
-                p.notes.append("no GPU memory metric in it")
+                p.notes.append("no GPU or host memory metric in it")
             return p
         # the total: used / share at the same logging round; MLflow rounds the share to 0.1 %, so only
         # shares of 5 % and more are used (an error of 1 % at most)
@@ -146,11 +152,11 @@ class Reader:
         p.clock = "wall" if mb["time"].null_count() < mb.height else "none"
         p.samples = samples_frame(mb.select(
             "time", pl.col("line").rank("dense").cast(pl.Int64).alias("seq"), "line", pl.col("node").alias("host"),
-            "gpu", pl.lit("memory.used").alias("series"), (pl.col("v") * MB).round().cast(pl.Int64, strict=False).alias("bytes"),
+            "gpu", pl.when(pl.col("sys").is_null()).then(pl.lit("memory.used")).otherwise(pl.lit("host.used")).alias("series"), (pl.col("v") * MB).round().cast(pl.Int64, strict=False).alias("bytes"),
             pl.col("total").round().cast(pl.Int64, strict=False).alias("total_bytes")))
-        p.notes.append("gpu_{i}_memory_usage_megabytes are decimal megabytes (10^6 bytes), as MLflow computes them")
+        p.notes.append("*_memory_usage_megabytes are decimal megabytes (10^6 bytes), as MLflow computes them")
         if total.height:
-            p.notes.append("GPU capacity = megabytes / percentage at the same logging round, the median over the run")
+            p.notes.append("capacity = megabytes / percentage at the same logging round, the median over the run")
         return p
 
 

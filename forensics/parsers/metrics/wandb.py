@@ -13,6 +13,12 @@ system metric under `system.` (core/internal/filestream/updatestats.go). Its NVI
 - `gpu.process.{i}.*`: the same device values again, for the GPUs the run's process uses (not the
   process's own memory): not read twice;
 - `gpu.{i}.memory` is the memory controller's busy time in %, not memory: not read.
+Its host memory keys (core/pkg/monitor/system.go; wandb/sdk/internal/system/assets/memory.py before),
+in MB of 2^20 bytes (`rss / 1024 / 1024`):
+- `proc.memory.rssMB`: the run's process's resident set -> `host.rss`;
+- `proc.memory.availableMB` (the host's available memory, despite its prefix) with `memory_percent`
+  (`memory` before wandb-core: psutil's percent, (total - available) / total) -> `host.used`, the
+  host's used memory, total - available, with the host's total as `total_bytes`.
 """
 from __future__ import annotations
 
@@ -30,6 +36,10 @@ NAME = "wandb-system-metrics"
 _KEY = r"(?:system[./])?gpu\.([0-9]+)\.memoryAllocated(Bytes)?"
 _KEY_RE = re.compile(r"^(?:.* - )?" + _KEY + r"$")
 _JSON_HINT = re.compile(r'^\s*\{.*"(?:system\.gpu\.[0-9]+\.|_wandb"\s*:\s*true)')
+# host memory keys -> the reader's column: process RSS, host available, host used percent
+_HOST_KEYS = {"rss": r"proc\.memory\.rssMB", "avail": r"proc\.memory\.availableMB", "hpct": r"memory(?:_percent)?"}
+_HOST_RE = {k: re.compile(r"^(?:.* - )?(?:system[./])?" + v + "$") for k, v in _HOST_KEYS.items()}
+MIB = 1 << 20
 _NUM = r"(-?[0-9][0-9.eE+-]*|NaN|Infinity|-Infinity|null)"
 PERCENT_SKIP = "GPU memory given only as a percentage (no total to turn it into bytes), not read"
 PERCENT_ONLY = ("only the percentage of GPU memory (gpu.{i}.memoryAllocated) is logged, without the bytes or the "
@@ -47,7 +57,8 @@ def sniff(head: list[str]) -> str | None:
         if _JSON_HINT.match(ln) and '"_timestamp"' in ln:
             return f"W&B system metrics row (JSON) on line {i}"
         cols = _csv_columns(ln)
-        if any(_KEY_RE.match(c) for c in cols) and {"_timestamp", "_runtime"} & set(cols):
+        if (any(_KEY_RE.match(c) or _HOST_RE["rss"].match(c) for c in cols)
+                and {"_timestamp", "_runtime"} & set(cols)):
             return f"W&B system metrics CSV header on line {i}"
         return None
     return None
@@ -63,6 +74,7 @@ class Reader:
         self.columns: list[str] = []
         self.parts: list[pl.DataFrame] = []
         self.gpus: set[str] = set()
+        self.host: list[pl.DataFrame] = []
         self.percent_only: set[str] = set()
         self.skipped = Skipped()
 
@@ -92,6 +104,8 @@ class Reader:
         for g in gpus:
             values[f"b{g}"] = t.str.extract(rf'"system\.gpu\.{g}\.memoryAllocatedBytes"\s*:\s*{_NUM}')
             values[f"p{g}"] = t.str.extract(rf'"system\.gpu\.{g}\.memoryAllocated"\s*:\s*{_NUM}')
+        for k, key in _HOST_KEYS.items():
+            values[k] = t.str.extract(rf'"system\.{key}"\s*:\s*{_NUM}')
         frame = rows.select("line", t.str.extract(rf'"_timestamp"\s*:\s*{_NUM}').alias("ts"),
                             t.str.extract(rf'"_runtime"\s*:\s*{_NUM}').alias("rt"),
                             *[e.alias(k) for k, e in values.items()])
@@ -107,6 +121,7 @@ class Reader:
             if m and "gpu.process." not in c:
                 wanted[c] = ("b" if m.group(2) else "p") + m.group(1)
                 gpus.append(m.group(1))
+            wanted.update({c: k for k, r in _HOST_RE.items() if r.match(c)})
         # pandas quotes no number; a cell holding the delimiter would be text, which is not read here
         split = batch.select("line", t.str.split(",").list.len().alias("_n"), *common.cells(t, ",", n))
         self.skipped.add_lines("row does not fit the header, not read", split.filter(pl.col("_n") != n)["line"])
@@ -120,6 +135,9 @@ class Reader:
             if col not in frame.columns:
                 frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(col))
         time = common.epoch(common.number(pl.col("ts")))
+        host = [common.number(pl.col(k)).alias(k) for k in _HOST_KEYS if k in frame.columns]
+        if host:
+            self.host.append(frame.select("line", time.alias("time"), *host))
         for g in gpus:
             b = common.number(pl.col(f"b{g}")) if f"b{g}" in frame.columns else pl.lit(None, dtype=pl.Float64)
             pct = common.number(pl.col(f"p{g}")) if f"p{g}" in frame.columns else pl.lit(None, dtype=pl.Float64)
@@ -130,10 +148,31 @@ class Reader:
             self.parts.append(part.filter(pl.col("used").is_not_null() | pl.col("pct").is_not_null()))
             self.gpus.add(g)
 
+    def _host_samples(self) -> pl.DataFrame:
+        """host.rss and host.used rows: line, time, series, bytes, total."""
+        if not self.host:
+            return pl.DataFrame(schema={"line": pl.Int64, "time": common.UTC, "series": pl.String,
+                                        "used": pl.Float64, "total": pl.Float64})
+        h = pl.concat(self.host, how="diagonal_relaxed")
+        for k in _HOST_KEYS:
+            if k not in h.columns:
+                h = h.with_columns(pl.lit(None, dtype=pl.Float64).alias(k))
+        # psutil's percent is (total - available) / total: the total is available / (1 - percent)
+        total = pl.when((pl.col("hpct") >= 0) & (pl.col("hpct") < 100)).then(pl.col("avail") * 100 / (100 - pl.col("hpct")))
+        rss = h.select("line", "time", pl.lit("host.rss").alias("series"), (pl.col("rss") * MIB).alias("used"),
+                       pl.lit(None, dtype=pl.Float64).alias("total"))
+        used = h.select("line", "time", pl.lit("host.used").alias("series"), ((total - pl.col("avail")) * MIB).alias("used"),
+                        (total * MIB).alias("total"))
+        return pl.concat([rss, used]).filter(pl.col("used").is_finite().fill_null(False) & (pl.col("used") >= 0))
+
     def finish(self) -> Parsed:
         p = Parsed(skipped=self.skipped)
+        host = self._host_samples()
         if not self.parts:
             p.notes.append("no GPU memory keys (gpu.{i}.memoryAllocatedBytes) in these system metrics")
+            if host.height:
+                p.clock = "wall" if host["time"].null_count() < host.height else "none"
+                p.samples = self._samples(host)
             return p
         pts = pl.concat(self.parts)
         with_bytes = pts.filter(pl.col("used").is_finite().fill_null(False) & (pl.col("used") >= 0))
@@ -142,6 +181,9 @@ class Reader:
             p.skipped.add_lines(PERCENT_SKIP, percent["line"].unique().sort())
         if not with_bytes.height:
             p.notes.append(PERCENT_ONLY)
+            if host.height:
+                p.clock = "wall" if host["time"].null_count() < host.height else "none"
+                p.samples = self._samples(host)
             return p
         # the total: used / share (wandb logs the share unrounded, as a float)
         share = pl.col("pct") / 100
@@ -149,15 +191,23 @@ class Reader:
         with_bytes = with_bytes.join(total, on="gpu", how="left", maintain_order="left")
         timed = with_bytes["time"].null_count() < with_bytes.height
         p.clock = "wall" if timed else "none"
-        p.samples = samples_frame(with_bytes.sort("line", "gpu").select(
-            "time", pl.col("line").rank("dense").cast(pl.Int64).alias("seq"), "line", "gpu",
-            pl.lit("memory.used").alias("series"), pl.col("used").round().cast(pl.Int64, strict=False).alias("bytes"),
-            pl.col("total").round().cast(pl.Int64, strict=False).alias("total_bytes")))
+        gpu = with_bytes.select("line", "time", "gpu", pl.lit("memory.used").alias("series"), "used", "total")
+        p.samples = self._samples(pl.concat([gpu, host], how="diagonal_relaxed"))
         if total.height:
             p.notes.append("GPU capacity = memoryAllocatedBytes / memoryAllocated (percent), the median over the readings")
         if not timed:
             p.notes.append("no _timestamp column: readings are on their row order")
         return p
+
+    @staticmethod
+    def _samples(rows: pl.DataFrame) -> pl.DataFrame:
+        """line, time, [gpu], series, used, total -> samples (host rows have no GPU)."""
+        if "gpu" not in rows.columns:
+            rows = rows.with_columns(pl.lit(None, dtype=pl.String).alias("gpu"))
+        return samples_frame(rows.sort("line", "series", "gpu", nulls_last=True).select(
+            "time", pl.col("line").rank("dense").cast(pl.Int64).alias("seq"), "line", "gpu", "series",
+            pl.col("used").round().cast(pl.Int64, strict=False).alias("bytes"),
+            pl.col("total").round().cast(pl.Int64, strict=False).alias("total_bytes")))
 
 
 def parse(src, opts) -> Parsed:

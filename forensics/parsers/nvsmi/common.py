@@ -84,7 +84,8 @@ _CELL_PATTERNS = [
     ("pstate", re.compile(r"P[0-9]{1,2}")),
     ("ph", re.compile(PLACEHOLDER_RE)),
     ("gpuname", re.compile(GPU_NAME_RE)),
-    ("path", re.compile(r"(?:[A-Za-z]:)?[\\/][^\\/]*(?:[\\/][^\\/]*)*|\S*[\\/]\S*")),
+    # (the part before the first slash holds none: one way to split a cell, linear; issue 45 D-R5)
+    ("path", re.compile(r"(?:[A-Za-z]:)?[\\/][^\\/]*(?:[\\/][^\\/]*)*|[^\s\\/]*[\\/]\S*")),
 ]
 GPU_ROW_KINDS = {"ts", "bus", "uuid", "mib", "pct", "watt", "mhz", "int", "version", "float", "pstate", "ph",
                  "gpuname", "enum"}
@@ -327,7 +328,7 @@ def time_after_previous_row(errors: pl.DataFrame, rows: pl.DataFrame) -> tuple[p
 
 DMON_HEADER_RE = re.compile(r"^\s*#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\S")
 DMON_UNITS_RE = re.compile(r"^\s*#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
-_TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:)")
+_TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:|MIG devices:|GPU\s+GI\s+CI\s+MIG\b)")
 _TABLE_ROW = re.compile(f"(?:{TABLE_MEM_ROW_RE})|(?:{TABLE_PROC_ROW_RE})")
 _QUERY_RE = re.compile(r"^\s*(?:=+NVSMI LOG=+\s*$|<nvidia_smi_log>|<!DOCTYPE nvidia_smi_log|Timestamp\s+: [A-Z][a-z]{2} )")
 _PROMPT = re.compile(PROMPT_RE)
@@ -335,8 +336,9 @@ _SEPARATOR = re.compile(SEPARATOR_RE)
 _DRIVER_ERROR = re.compile(DRIVER_ERROR_RE)
 _JUNK = re.compile("|".join([COMMENT_RE, DATE_LINE_RE, WATCH_RE, TABLE_BORDER_RE, r"^\s*$", r"^\s*<\?xml "]))
 
-GPU_QUERY_RE = re.compile(r"--query-gpu[= ]\s*([\w.,\s]+?)(?=\s+-|\s*$)")
-APPS_QUERY_RE = re.compile(r"--query-compute-apps[= ]\s*([\w.,\s]+?)(?=\s+-|\s*$)")
+# names and commas, possessive (*+): a run of blanks is scanned once, not once per split (issue 45 D-R1)
+GPU_QUERY_RE = re.compile(r"--query-gpu[= ]\s*+([\w.]++(?:\s*+,\s*+[\w.]++)*+)(?=\s+-|\s*$)")
+APPS_QUERY_RE = re.compile(r"--query-compute-apps[= ]\s*+([\w.]++(?:\s*+,\s*+[\w.]++)*+)(?=\s+-|\s*$)")
 
 # Known --query-gpu property names (and prefixes), from `nvidia-smi --help-query-gpu`.
 GPU_PROPS = {
@@ -456,7 +458,7 @@ def first_section(head: list[str]) -> tuple[str | None, str]:
     unknown = 0
     errors = 0
     prompt: tuple[str, list[str]] | None = None
-    for i, line in enumerate(head[:200]):
+    for i, line in enumerate(head):   # (the head: HEAD_LINES lines that are not blank)
         c = line_class(line)
         if c in ("gpu-prompt", "apps-prompt"):
             kind = c.split("-")[0]

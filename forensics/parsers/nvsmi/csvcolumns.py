@@ -80,15 +80,18 @@ def _mib(cell: str) -> float | None:
     return to_bytes(m.group(1), m.group(2))
 
 
-def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
+def infer_map(texts: list[str], spread: list[str] | None = None) -> tuple[ColumnMap | None, list[str]]:
     """A column map for headerless rows, from the shapes of their cells; and notes saying what was
-    assumed. None when the rows are not --query-gpu rows."""
+    assumed. None when the rows are not --query-gpu rows. `spread`: rows drawn from all of the lead
+    (not only its first ones), whose values tell memory from other numbers in a `nounits` log whose
+    GPUs are idle at first."""
     rows = [C.strip_row(t).split(", ") for t in texts if ", " in t]
     rows = [r for r in rows if C.is_gpu_row([C.cell_kind(c) for c in r])][:200]
     if not rows:
         return None, []
     ncols = Counter(len(r) for r in rows).most_common(1)[0][0]
     rows = [r for r in rows if len(r) == ncols]
+    later = [r for r in (C.strip_row(t).split(", ") for t in spread or []) if len(r) == ncols]
     kinds = []
     for i in range(ncols):
         col = [C.cell_kind(r[i]) for r in rows]
@@ -99,6 +102,12 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
         if len(shape) == ncols and all(k == "ph" or k in s for k, s in zip(kinds, shape)):
             m = map_from_names([(n, None) for n in names], f"no header: the layout of {desc}")
             return m, [f"no header: the columns were read as {desc} (docs/formats.md §1.1), from the cell shapes"]
+    if kinds == ["ts", "int"] and max(int(r[1]) for r in rows if r[1].strip().isdigit()) > 100:
+        # `--query-gpu=timestamp,memory.used --format=csv,noheader,nounits`: the one number beside the
+        # clock, larger than a percentage or a temperature, is the memory the script asked for
+        m = map_from_names([("timestamp", None), ("memory.used", "MiB")], origin)
+        return m, ["no header and no units: a timestamp and one number above 100, read as memory.used in MiB "
+                   "(assumed; if it is another column, declare it with --columns timestamp,<its name>)"]
     m = ColumnMap(ncols=ncols, origin=origin)
     described = []
 
@@ -149,11 +158,15 @@ def infer_map(texts: list[str]) -> tuple[ColumnMap | None, list[str]]:
         notes.append(f"no header: of the two MiB columns, column {total + 1} is constant and the larger, so it was "
                      f"taken as memory.total and column {rest[0] + 1} as memory.used (assumed; memory.free would "
                      "look the same)")
-    elif not mib_cols and _unitless_memory(rows, kinds, keys, m, described, notes):
+    elif not mib_cols and _unitless_memory(later or rows, kinds, key_col, m, described, notes):
         pass
     elif not mib_cols:
+        used, spec = _columns_guess(later or rows, kinds, key_col, m)
+        todo = (f"if column {used + 1} is memory.used, pass `{spec}`" if used is not None else
+                f"pass `{spec}`") + (" (naming the other columns in their --query-gpu order)" if "<" in spec else "")
         notes.append("no header and no units (`--format=csv,noheader,nounits`): cannot tell which column is "
-                     "memory.used, so no memory samples were emitted; log with the header or with units")
+                     f"memory.used ({_what_was_seen(later or rows, kinds, key_col, m)}), so no memory samples were "
+                     f"emitted; {todo}, or log with the header or with units")
     elif mib_cols:
         notes.append(f"no header: cannot tell which of the MiB columns {', '.join(str(i + 1) for i in rest)} is "
                      "memory.used, so no memory samples were emitted; log with the header (drop `noheader`)")
@@ -167,32 +180,79 @@ IDLE_USED_SHARE = 0.05      # an idle GPU's memory.used is below this share of i
 SUM_TOLERANCE = 0.02        # used + free = total less the driver's reservation (~0.5 % on an H200)
 
 
-def _unitless_memory(rows, kinds, keys, m: ColumnMap, described: list, notes: list) -> bool:
+def _int_columns(rows, kinds, m: ColumnMap) -> dict[int, list[float | None]]:
+    """The values of the plain-number columns no role took (None where a cell is no number, e.g. [N/A])."""
+    taken = set(m.roles.values())
+    vals = {}
+    for i, k in enumerate(kinds):
+        if k == "int" and i not in taken:
+            col = [float(r[i]) if r[i].strip().isdigit() else None for r in rows]
+            if any(v is not None for v in col):
+                vals[i] = col
+    return vals
+
+
+def _total_column(vals, keys) -> int | None:
+    """memory.total: the only per-GPU constant of at least 1 GiB that no other column exceeds."""
+    def constant_per_gpu(i):
+        seen = {}
+        return all(v is None or seen.setdefault(k, v) == v for k, v in zip(keys, vals[i]))
+
+    def floor(i):
+        return min(v for v in vals[i] if v is not None)
+
+    totals = [i for i in vals if constant_per_gpu(i) and floor(i) >= TOTAL_MIN_MIB
+              and all(all(a is None or b is None or a >= b for a, b in zip(vals[i], vals[j])) for j in vals if j != i)]
+    return totals[0] if len(totals) == 1 else None
+
+
+def _what_was_seen(rows, kinds, key_col, m: ColumnMap) -> str:
+    """The plain-number columns as read, for the message of a log whose memory.used column is not told."""
+    vals = _int_columns(rows, kinds, m)
+    gpus = len({r[key_col] for r in rows}) if key_col is not None else 1
+    seen = []
+    for i, col in vals.items():
+        v = [x for x in col if x is not None]
+        seen.append(f"column {i + 1} reads " + (f"{min(v):g}–{max(v):g}" if max(v) > min(v) else f"{v[0]:g} throughout"))
+    gpus_said = f"{gpus} GPU{'s' if gpus > 1 else ''}"
+    return f"in {len(rows)} rows of {gpus_said}: " + (", ".join(seen) if seen else "no plain-number column")
+
+
+def _columns_guess(rows, kinds, key_col, m: ColumnMap) -> tuple[int | None, str]:
+    """The --columns value of the common query `..., memory.used, memory.total` as this log's columns
+    fit it: the roles told, the per-GPU constant as memory.total, the first other number as memory.used
+    (its position, the value)."""
+    vals = _int_columns(rows, kinds, m)
+    keys = [r[key_col] if key_col is not None else "" for r in rows]
+    total = _total_column(vals, keys) if len(vals) > 1 else None
+    names = {i: role for role, i in m.roles.items()}
+    if total is not None:
+        names[total] = "memory.total"
+    used = next((i for i in vals if i not in names), None)
+    if used is not None:
+        names[used] = "memory.used"
+    return used, "--columns " + ",".join(names.get(i, f"<column {i + 1}>") for i in range(len(kinds)))
+
+
+def _unitless_memory(rows, kinds, key_col, m: ColumnMap, described: list, notes: list) -> bool:
     """`--format=csv,noheader,nounits` rows (`2026/12/01 22:33:41.398, 0, 1599, 143771`): which plain
     integer columns are memory, from their values alone. memory.total is the per-GPU constant of at
     least 1 GiB that no other column exceeds; memory.used is the column that, with another, adds up to
     it (used + free), the smaller of the two on the idle GPU; or, the only other column of MiB-sized
-    values, when it reads near zero at some point (an idle GPU) and never above the total."""
-    taken = set(m.roles.values())
-    cols = [i for i, k in enumerate(kinds) if k == "int" and i not in taken]
-    vals = {}
-    for i in cols:
-        try:
-            vals[i] = [float(r[i]) for r in rows]
-        except ValueError:
-            continue
+    values, when it reads near zero at some point (an idle GPU) and never above the total. `rows`
+    include rows drawn from the whole lead: GPUs idle at first read 0–65 MiB, no more than a percentage."""
+    vals = _int_columns(rows, kinds, m)
     if len(vals) < 2:
         return False
-
-    def constant_per_gpu(i):
-        seen = {}
-        return all(seen.setdefault(k, v) == v for k, v in zip(keys, vals[i]))
-
-    totals = [i for i in vals if constant_per_gpu(i) and min(vals[i]) >= TOTAL_MIN_MIB
-              and all(all(a >= b for a, b in zip(vals[i], vals[j])) for j in vals if j != i)]
-    if len(totals) != 1:
+    keys = [r[key_col] if key_col is not None else "" for r in rows]
+    total = _total_column(vals, keys)
+    if total is None:
         return False
-    total = totals[0]
+    # rows where a cell is no number ([N/A]) say nothing about the sums
+    whole = [n for n in range(len(rows)) if all(vals[i][n] is not None for i in vals)]
+    if not whole:
+        return False
+    vals = {i: [col[n] for n in whole] for i, col in vals.items()}
     tot = vals[total]
     others = [i for i in vals if i != total and max(vals[i]) > 100]   # not a percentage or a temperature
     pairs = [(a, b) for a in others for b in others if a < b

@@ -41,6 +41,10 @@ HEADER_CHANGED = "header changed (other columns than the header before)"
 # The columns of rows before any header are inferred from the first lines of them.
 LEAD_LINES = 2000
 LEAD_CANDIDATES = 400
+# ... and, for the values that tell memory from other numbers, rows drawn from as much of them as came in
+# the first batch (GPUs idle until a job starts read 0-65 MiB, like percentages)
+LEAD_SCAN_LINES = 200_000
+LEAD_SPREAD = 2000
 _SAMPLE_COLUMNS = ["time", "seq", "line", "gpu", "series", "bytes", "total_bytes"]
 
 
@@ -194,16 +198,17 @@ class Reader:
         self._feed(df, raw)
 
     def _lead_map(self, df: pl.DataFrame) -> tuple[ColumnMap | None, list[str]] | None:
-        """The columns of the rows before the first start line, inferred from their first LEAD_LINES
-        (map, notes); None when no row comes before it."""
-        head = df.head(LEAD_LINES)
+        """The columns of the rows before the first start line, inferred from their first rows' shapes
+        and values drawn from up to LEAD_SCAN_LINES of them (map, notes); None when no row comes before it."""
+        head = df.head(LEAD_SCAN_LINES)
         starts = self._start_rows(head)
         # the lines before the first start line as they come (another parser's leftovers may not be sorted)
         lead = head if not starts.height else head.head(int(head["line"].is_in(starts["line"].implode()).arg_true()[0]))
         if not lead.height:
             return None
-        cand = lead.filter(pl.col("text").str.contains(", ", literal=True)).head(LEAD_CANDIDATES)
-        return infer_map(cand["text"].to_list())
+        rows = lead.filter(pl.col("text").str.contains(", ", literal=True))
+        spread = rows.gather_every(max(1, rows.height // LEAD_SPREAD))
+        return infer_map(rows.head(LEAD_CANDIDATES)["text"].to_list(), spread["text"].to_list())
 
     # -- start lines ---------------------------------------------------------------------------------
 
@@ -422,7 +427,10 @@ class Reader:
                            "reports none): no memory readings")
         if self.free:
             p.notes.append("no memory.used column: memory.free is given as series memory.free")
-        if self.rows and self.unnamed == self.rows and not any("cannot tell" in n for n in p.notes):
+        told = [n for n in p.notes if "cannot tell" in n]
+        if self.rows and not self.valued and told:
+            p.meta["unread"] = told[0]   # (ingest says it as the input's one-line problem)
+        if self.rows and self.unnamed == self.rows and not told:
             p.notes.append("no memory column in this query: GPU rows were read but give no memory samples")
         if errors is not None:
             p.events = C.driver_error_events(errors, pl.col("prev_time") if timed else None)

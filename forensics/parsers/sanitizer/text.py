@@ -63,6 +63,7 @@ _PROGRAM_HIT = re.compile(
 _SAVED = re.compile(r"^Saved host backtrace up to driver entry point(?: at (?P<where>.+?))?\s*$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _LEGACY_SYMBOL = re.compile(r"^(?P<module>.*?) \((?P<symbol>.*) \+ (?P<off>0x[0-9a-fA-F]+)\)$")
+_LEGACY_END = re.compile(r" \+ 0x[0-9a-fA-F]+\)$")
 _FILE_LINE = re.compile(r"^(?P<file>\S+):(?P<line>[0-9]{1,9})$")
 
 # -- allocation site -------------------------------------------------------------------------------
@@ -247,7 +248,9 @@ def parse_host_frame(rest: str) -> tuple[dict, str]:
         frame["module"] = module
         layout = "c"
     else:
-        legacy = _LEGACY_SYMBOL.match(body) if body.endswith(")") else None
+        # the end checked first: without it each " (" of a long frame was tried against the whole rest
+        # (quadratic, issue 45 D-R6); with it the first try matches
+        legacy = _LEGACY_SYMBOL.match(body) if _LEGACY_END.search(body) else None
         if legacy and _looks_like_module(legacy["module"]):
             frame["module"] = legacy["module"]
             frame["symbol"] = legacy["symbol"]

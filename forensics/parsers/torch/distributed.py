@@ -51,7 +51,10 @@ _WORK_AT = re.compile(r"(?:Timeout at NCCL work|detected by watchdog at work): (
                       r"work: (?P<enq>-?[0-9]+), last completed NCCL work: (?P<done>-?[0-9]+)")
 _STUCK = re.compile(r"ProcessGroupNCCL's watchdog got stuck for (?P<s>[0-9]+) seconds")
 _TERMINATED = re.compile(r"Process group watchdog thread terminated with exception: (?P<what>.*)")
-_NCCL_ERROR = re.compile(r"NCCL error(?: in: (?P<where>\S+?),?)?:? (?P<reason>[^(]*?)\s*(?:\(run with NCCL_DEBUG|, NCCL version|$)")
+# the reason and the blanks after it bounded: a lazy reason before an unbounded \s* was quadratic on a
+# run of blanks (issue 45 D-R4)
+_NCCL_ERROR = re.compile(r"NCCL error(?: in: (?P<where>\S+?),?)?:? (?P<reason>[^(]{0,2000}?)\s{0,16}"
+                         r"(?:\(run with NCCL_DEBUG|, NCCL version|$)")
 _NCCL_CODE = re.compile(r"\b(?P<code>nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b")
 _GLOO = re.compile(r"gloo/transport/\S*?\] (?P<msg>.*)")
 _SIGNAL = re.compile(r"(?:Sending process (?P<p1>[0-9]+) closing signal (?P<s1>SIG[A-Z]+)"

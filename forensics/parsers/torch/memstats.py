@@ -1,4 +1,5 @@
-"""`torch.cuda.memory_stats()` dicts printed in a log (docs/formats.md §4.5), one or many, anywhere in it.
+"""`torch.cuda.memory_stats()` dicts printed in a log (docs/formats.md §4.5), one or many, anywhere in it;
+and JAX's `Device.memory_stats()` dicts, printed the same ways.
 
 memory_stats() is the caching allocator's counters of one device as one flat dict, its keys sorted
 (`f"{stat}.{pool}.{metric}"` and plain counters such as `num_ooms`). Scripts print it through print
@@ -11,6 +12,11 @@ or logging (its repr), json.dumps or pprint, behind any prefix. Each dict become
   OutOfMemoryError was raised), `alloc_retry` for `num_alloc_retries` (a cudaMalloc failed, the
   allocator freed its cache and retried: memory was nearly full). Counters start at 0 in each process,
   so a first dict above 0 rose before it; a counter that falls was reset (or a new run began).
+
+JAX's dict (PJRT's allocator stats: `bytes_in_use`, `peak_bytes_in_use`, `bytes_limit`, `num_allocs`,
+`largest_alloc_size`, ...) becomes samples `allocated` (bytes_in_use) and `max_allocated`
+(peak_bytes_in_use), each with `bytes_limit` as the device's capacity (`total_bytes`); the notes say
+the dicts are JAX's.
 
 Shapes: on one line, a dict `{'k': v, ...}`, `OrderedDict([('k', v), ...])` (Python <= 3.11 repr),
 `OrderedDict({'k': v, ...})` (3.12 and later) or JSON; over several lines, pprint (the dict opens on
@@ -38,14 +44,18 @@ SERIES_OF_KEY = {"allocated_bytes.all.current": "allocated", "reserved_bytes.all
                  "active_bytes.all.current": "active"}
 EVENT_OF_COUNTER = {"num_ooms": "gpu_oom_counted", "num_alloc_retries": "alloc_retry"}
 FIRST_KEY = "active.all.allocated"   # memory_stats() sorts its keys: this one comes first
-_READ = (*SERIES_OF_KEY, *EVENT_OF_COUNTER)
+JAX_SERIES_OF_KEY = {"bytes_in_use": "allocated", "peak_bytes_in_use": "max_allocated"}
+JAX_CAPACITY = "bytes_limit"
+_READ = (*SERIES_OF_KEY, *EVENT_OF_COUNTER, *JAX_SERIES_OF_KEY, JAX_CAPACITY)
 _LABEL = "memory_stats"
 
 _Q = "['\"]"
 # Every key memory_stats() has (its docstring): core stats by pool and metric, the oversize stats, the
 # plain counters and max_split_size.
+# JAX's keys (PJRT's AllocatorStats) follow them.
 _STAT_KEY = (r"(?:[a-z_]+\.(?:all|large_pool|small_pool)|oversize_[a-z]+)\.(?:current|peak|allocated|freed)"
-             r"|num_[a-z_]+|max_split_size")
+             r"|num_[a-z_]+|max_split_size"
+             r"|(?:peak_)?bytes_(?:in_use|reserved)|bytes_(?:reservable_)?limit|largest_[a-z_]+|(?:peak_)?pool_bytes")
 _KEY_VALUE = _Q + f"(?:{_STAT_KEY})" + _Q + r"[ \t]*[:,][ \t]*-?[0-9]"
 # Where a dict opens: `{`, `OrderedDict([(` or `OrderedDict({` right before its first key.
 _OPENING = r"(?:OrderedDict\((?:\[\(|\{)|\{)"
@@ -70,8 +80,9 @@ def _pair_rx(key: str) -> str:
 
 SCAN_HINT = _Q + "(?:" + "|".join(re.escape(k) for k in (*_READ, FIRST_KEY)) + ")" + _Q + r"[ \t]*[:,]"
 # what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
-SCAN_PREFILTER = r"bytes\.all\.current|num_ooms|num_alloc_retries|active\.all\.allocated"
-SCAN_BLOCK_LITERALS = ("bytes.all.current", "num_ooms", "num_alloc_retries", "active.all.allocated")
+SCAN_PREFILTER = r"bytes\.all\.current|num_ooms|num_alloc_retries|active\.all\.allocated|bytes_in_use|bytes_limit"
+SCAN_BLOCK_LITERALS = ("bytes.all.current", "num_ooms", "num_alloc_retries", "active.all.allocated", "bytes_in_use",
+                       "bytes_limit")
 
 _KEY_VALUE_RE = re.compile(_KEY_VALUE)
 # where a dict starts: its opening, or (json indent) its first key
@@ -93,7 +104,7 @@ def sniff(head: list[str]) -> str | None:
     keyed = sum(1 for ln in lines if _KEY_VALUE_RE.search(ln))
     if 2 * keyed <= len(lines):
         return None
-    return f"torch.cuda.memory_stats() dicts, first at line {opened}"
+    return f"memory_stats() dicts (PyTorch's or JAX's), first at line {opened}"
 
 
 class Reader:
@@ -196,8 +207,10 @@ def read_dicts(facts: pl.DataFrame | None) -> Parsed:
             out.skipped.add(SKIP_EMPTY, d["line"])
     dicts = [d for d in dicts if d["keys"]]
     samples = [{"seq": i, "line": d["lines"][k], "time": d["time"], "zoned": d["zoned"], "step": d["step"],
-                "gpu": d["gpu"], "series": series, "bytes": d["keys"][k], "label": d["label"]}
-               for i, d in enumerate(dicts, 1) for k, series in SERIES_OF_KEY.items() if k in d["keys"]]
+                "gpu": d["gpu"], "series": series, "bytes": d["keys"][k], "label": d["label"],
+                "total_bytes": d["keys"].get(JAX_CAPACITY) if k in JAX_SERIES_OF_KEY else None}
+               for i, d in enumerate(dicts, 1)
+               for k, series in (*SERIES_OF_KEY.items(), *JAX_SERIES_OF_KEY.items()) if k in d["keys"]]
     out.samples = samples_frame(samples)
     out.events = events_frame(_counter_events(dicts))
     out.clock = clock_of(pl.DataFrame({"zoned": [d["zoned"] for d in dicts]}, schema={"zoned": pl.Boolean}))
@@ -206,9 +219,12 @@ def read_dicts(facts: pl.DataFrame | None) -> Parsed:
         seen = [d["keys"][counter] for d in dicts if counter in d["keys"]]
         if seen:
             out.meta[f"{counter}_max"] = max(seen)
-    if dicts:
+    if any(k in d["keys"] for d in dicts for k in SERIES_OF_KEY):
         out.notes.append("memory_stats() figures are the caching allocator's exact byte counts "
                          "(memory_allocated() is its allocated_bytes.all.current)")
+    if any(k in d["keys"] for d in dicts for k in JAX_SERIES_OF_KEY):
+        out.notes.append("JAX Device.memory_stats() dicts: bytes_in_use read as allocated, peak_bytes_in_use as "
+                         "max_allocated, bytes_limit as the device's capacity (exact bytes from XLA's allocator)")
     if dicts and all(d["step"] is None and d["time"] is None for d in dicts):
         out.notes.append("memory_stats dicts carry neither a step nor a clock: they are ordered by their place in the file")
     return out

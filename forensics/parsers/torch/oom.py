@@ -1,4 +1,4 @@
-"""PyTorch CUDA out-of-memory messages of every era (docs/formats.md §4.1), wherever they appear.
+"""PyTorch CUDA (and ROCm's HIP) out-of-memory messages of every era (docs/formats.md §4.1), wherever they appear.
 
 The OOM usually sits at the end of a long training log that another parser claims, so the important
 entry point is `scan` (run over the lines that match SCAN_HINT in any file); `sniff`/`parse` handle a
@@ -28,21 +28,21 @@ from forensics.parsers import ranks
 
 NAME = "pytorch-oom"
 
-SCAN_HINT = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device [0-9]+ would exceed"
+SCAN_HINT = r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device [0-9]+ would exceed"
 # what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
-SCAN_PREFILTER = r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device "
-SCAN_BLOCK_LITERALS = ("cuda", "outofmemoryerror", "allocat")
+SCAN_PREFILTER = r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device "
+SCAN_BLOCK_LITERALS = ("cuda", "hip out of memory", "outofmemoryerror", "allocat")
 
 # Where a message starts. "Allocation on device" alone is the cudaMallocAsync backend's message; it is
 # only taken after the exception class or as the documented "would exceed" sentence.
 _START = re.compile(
     r"(?P<cls>(?:torch\.cuda\.|torch\.)?OutOfMemoryError|(?:torch\.)?AcceleratorError|RuntimeError)?\s*:?\s*"
-    r"(?P<body>CUDA out of memory\b|CUDA error: out of memory\b|Allocation on device\b)"
+    r"(?P<body>(?:CUDA|HIP) out of memory\b|CUDA error: out of memory\b|Allocation on device\b)"
 )
-_BODY = re.compile(r"CUDA out of memory\b|CUDA error: out of memory\b|Allocation on device\b")
+_BODY = re.compile(r"(?:CUDA|HIP) out of memory\b|CUDA error: out of memory\b|Allocation on device\b")
 _CLASSES = ("torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "OutOfMemoryError", "torch.AcceleratorError",
             "AcceleratorError", "RuntimeError")   # _START's `cls`, longest first
-_PROVENANCE = re.compile(r"^\s*(?:#\s*source:|-{4}\s.*source:.*-{4}\s*$)")
+PROVENANCE = re.compile(r"^\s*(?:#\s*source:|-{4}\s.*source:.*-{4}\s*$)")
 
 
 def _start(line: str) -> re.Match | None:
@@ -128,7 +128,7 @@ _VOCAB = re.compile(
 # Prefixes that say who printed the line and when.
 _WORKER = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.-]*(?: rank=(?P<rank>[0-9]{1,9}))?)\s+pid=(?P<pid>[0-9]{1,10})(?:,\s*ip=[^)]*)?\)")
 _PID = re.compile(r"\bpid[=: ]\s*(?P<pid>[0-9]{1,10})\b", re.IGNORECASE)
-_COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
+COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s")
 _SYSLOG_TAG = re.compile(r"\s(?P<proc>[\w.-]+)\[(?P<pid>[0-9]{1,10})\]:\s")  # journal/syslog "python3[1234]: "
 # ISO-like logging stamps, and the HF example scripts' "%m/%d/%Y %H:%M:%S" (month first).
 _TIME = re.compile(
@@ -145,7 +145,7 @@ _RANK_END = re.compile(r" rank=[0-9]{1,9}\Z")
 _PROC_START = re.compile(r"[A-Za-z_]")
 
 
-def _worker(text: str) -> re.Match | None:
+def worker_tag(text: str) -> re.Match | None:
     r"""`_WORKER.search(text)` in linear time (searched as it is, every start inside a long word reads
     the rest of the word again). A match ends its tag with `\s+pid=`: each such "pid=" is a candidate,
     in order. Its tag starts in the word ([\w.-]) right before the blanks, or before a " rank=N" there,
@@ -176,7 +176,7 @@ def _worker(text: str) -> re.Match | None:
     return None
 
 
-_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
+TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>[0-9]{1,9}), in (?P<func>.+?)\s*$")
 _LIBRARY_PATH = re.compile(r"site-packages|dist-packages|[\\/]lib[\\/]python[0-9]|[\\/]torch[\\/]|<frozen |^<")
 TRACEBACK_LOOKBACK = 400
@@ -188,15 +188,15 @@ def sniff(head: list[str]) -> str | None:
     """Claim a file that is (mostly) a traceback ending in a CUDA OOM; an OOM at the end of a longer
     log is left to the log's own parser and found by `scan`."""
     for i, line in enumerate(head):
-        if _PROVENANCE.match(line) or not re.search(SCAN_HINT, line):
+        if PROVENANCE.match(line) or not re.search(SCAN_HINT, line):
             continue
         m = _start(line)
         if not m or not _is_message(m, line):
             continue
         whole_file = len(head) < 200
-        after_traceback = any(_TB_START.match(x) for x in head[max(0, i - 60):i])
+        after_traceback = any(TB_START.match(x) for x in head[max(0, i - 60):i])
         if whole_file or after_traceback:
-            return f"CUDA out-of-memory message at line {i + 1}"
+            return f"{'HIP' if m['body'].startswith('HIP') else 'CUDA'} out-of-memory message at line {i + 1}"
     return None
 
 
@@ -205,8 +205,8 @@ def _is_message(m: re.Match, line: str) -> bool:
     if m["cls"]:
         return True
     rest = line[m.start("body"):]
-    if m["body"] == "CUDA out of memory":
-        return bool(re.match(r"CUDA out of memory\.\s*(?:Tri|T?$)", rest))  # "Tri|$": hard-wrapped there
+    if m["body"] in ("CUDA out of memory", "HIP out of memory"):
+        return bool(re.match(r"(?:CUDA|HIP) out of memory\.\s*(?:Tri|T?$)", rest))  # "Tri|$": hard-wrapped there
     if m["body"] == "Allocation on device":
         return "would exceed" in rest
     return line[: m.start("body")].strip() in ("", "RuntimeError:")
@@ -306,13 +306,13 @@ def _join(first: str, first_raw: str, following: list[str]) -> tuple[str, int]:
     return re.sub(r"\s+", " ", msg).strip(), used
 
 
-def _traceback(above: list[str]) -> list[dict]:
+def traceback_frames(above: list[str]) -> list[dict]:
     """Python frames of the traceback that ends right above the OOM line (innermost last)."""
     frames: list[dict] = []
     code_after: str | None = None
     for raw in reversed(above):
         line = _LINE_PREFIX.sub("", raw, count=1)
-        if _TB_START.match(line):
+        if TB_START.match(line):
             break
         m = _TB_FRAME.match(line)
         if m:
@@ -333,7 +333,7 @@ def _traceback(above: list[str]) -> list[dict]:
     return frames[-MAX_FRAMES:]
 
 
-def _site(frames: list[dict]) -> str | None:
+def user_site(frames: list[dict]) -> str | None:
     for fr in reversed(frames):
         if not _LIBRARY_PATH.search(fr["file"]):
             return f"{fr['file']}:{fr['line']} in {fr['func']}"
@@ -343,7 +343,7 @@ def _site(frames: list[dict]) -> str | None:
     return None
 
 
-def _time(text: str, zone: str, at_start: bool = False) -> tuple[datetime | None, str | None]:
+def line_time(text: str, zone: str, at_start: bool = False) -> tuple[datetime | None, str | None]:
     m = _TIME.search(text)
     if not m or (at_start and m.start() > 3):
         return None, None
@@ -379,7 +379,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
     clocks = set()
     consumed_until = 0
     for line_no, raw in hits.select("line", "text").iter_rows():
-        if line_no <= consumed_until or _PROVENANCE.match(raw):
+        if line_no <= consumed_until or PROVENANCE.match(raw):
             continue
         m = _start(raw)
         if not m:
@@ -414,6 +414,9 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         detail["other_processes"] = values["other_processes"]
         detail["exception"] = cls
         detail["torch_era"] = _era(msg, cls)
+        detail["framework"] = "pytorch"
+        # a ROCm build of PyTorch says HIP where a CUDA build says CUDA
+        detail["device_api"] = "hip" if body.startswith("HIP") else "cuda"
         detail["message"] = msg
         if joined:
             detail["lines"] = [line_no, line_no + joined]
@@ -424,7 +427,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             detail["note"] = "cudaMallocAsync backend: the message states no sizes"
 
         process = pid = None
-        w = _worker(prefix)
+        w = worker_tag(prefix)
         if w:
             process, pid = w["proc"], int(w["pid"])
             if w["rank"]:
@@ -437,24 +440,24 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         for key, value in ranks.of_line(prefix).items():
             if key in ("rank", "local_rank"):
                 detail.setdefault(key, value)
-        if process is None and (c := _COMPOSE.match(prefix)):
+        if process is None and (c := COMPOSE.match(prefix)):
             process = c["svc"]
 
         lo = max(0, line_no - 1 - TRACEBACK_LOOKBACK)
         above = frame.slice(lo, line_no - 1 - lo)["text"].to_list()
-        tb = _traceback(above)
+        tb = traceback_frames(above)
         if tb:
             detail["traceback"] = tb
-            detail["site"] = _site(tb)
+            detail["site"] = user_site(tb)
 
-        when, clock = _time(prefix, zone)
+        when, clock = line_time(prefix, zone)
         if when is None and tb:
             # a logger's record that holds the traceback: its stamp is on the line before "Traceback"
             start = len(above) - 1
-            while start >= 0 and not _TB_START.match(_LINE_PREFIX.sub("", above[start], count=1)):
+            while start >= 0 and not TB_START.match(_LINE_PREFIX.sub("", above[start], count=1)):
                 start -= 1
             if start >= 1:
-                when, clock = _time(above[start - 1], zone, at_start=True)
+                when, clock = line_time(above[start - 1], zone, at_start=True)
                 if when is not None:
                     detail["time_from_line"] = lo + start  # 1-based number of above[start - 1]
         if clock:

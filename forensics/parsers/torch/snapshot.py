@@ -81,7 +81,8 @@ def parse(src: Source, opts: Options) -> Parsed:
     reader = TraceReader()
     try:
         with src.open_binary() as fh:
-            top = PlainUnpickler(fh.read, limit, reader.on_items, reader.skip).load()
+            unpickler = PlainUnpickler(fh.read, limit, reader.on_items, reader.skip)
+            top = unpickler.load()
     except Refused as e:
         raise _not_snapshot(src.path, f"its pickle holds {e.what} at byte {e.offset}, which a snapshot never does")
     except Malformed as e:
@@ -94,7 +95,14 @@ def parse(src: Source, opts: Options) -> Parsed:
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
         raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
                          "re-copy the file from where it was written")
-    return _results(src, top, reader)
+    try:
+        return _results(src, top, reader, max(1, unpickler.offset) // _BYTES_PER_BLOCK)
+    except _MemoBomb as e:
+        raise InputError(src.path, "not a PyTorch memory snapshot",
+                         f"its segments list {e.blocks} or more blocks in {unpickler.offset} bytes, more than one "
+                         f"per {_BYTES_PER_BLOCK} bytes: the same lists referred to again and again, which "
+                         "torch.cuda.memory._snapshot() never writes",
+                         "pass the file torch.cuda.memory._dump_snapshot() wrote; it was not read further")
 
 
 # -- results ------------------------------------------------------------------------------------------
@@ -104,9 +112,22 @@ def _iso_us(us: int) -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _blocks(segments: list, paths: T.Paths, first_record: int) -> tuple[dict, dict, dict, list[str]]:
+class _MemoBomb(Exception):
+    """More blocks than the snapshot's bytes could hold: its memo refers to the same lists again and again."""
+
+    def __init__(self, blocks: int):
+        self.blocks = blocks
+
+
+# bytes a block takes at least in a real snapshot's pickle (a dict of size, state, address, ...)
+_BYTES_PER_BLOCK = 16
+
+
+def _blocks(segments: list, paths: T.Paths, first_record: int,
+            max_blocks: int = 1 << 62) -> tuple[dict, dict, dict, list[str]]:
     """Blocks per device, reserved bytes per device, what the segments' layout says (for the era
-    note), and the reasons of records not understood."""
+    note), and the reasons of records not understood. Past `max_blocks` (counted as they are walked,
+    the same list referred to twice counted twice): _MemoBomb."""
     blocks: dict[int, list[T.Block]] = {}
     reserved: dict[int, int] = {}
     layout = {"frames": 0, "history": 0, "pending": set(), "expandable": 0, "blocks": 0}
@@ -125,6 +146,9 @@ def _blocks(segments: list, paths: T.Paths, first_record: int) -> tuple[dict, di
         if not isinstance(seg_blocks, list):
             bad.append("segment without a list of blocks")
             continue
+        max_blocks -= len(seg_blocks)
+        if max_blocks < 0:
+            raise _MemoBomb(record - first_record + len(seg_blocks))
         for b in seg_blocks:
             if type(b) is not dict:
                 bad.append("block that is not a dict")
@@ -153,7 +177,7 @@ def _blocks(segments: list, paths: T.Paths, first_record: int) -> tuple[dict, di
     return blocks, reserved, layout, bad
 
 
-def _results(src: Source, top, reader: TraceReader) -> Parsed:
+def _results(src: Source, top, reader: TraceReader, max_blocks: int) -> Parsed:
     path = src.path
     if isinstance(top, list):
         top = {"segments": top}
@@ -173,7 +197,7 @@ def _results(src: Source, top, reader: TraceReader) -> Parsed:
         first += cols["action"].size
     n_entries = first - 1
     segments = top.get("segments") if isinstance(top.get("segments"), list) else []
-    blocks, reserved, layout, bad_records = _blocks(segments, reader.paths, n_entries + 1)
+    blocks, reserved, layout, bad_records = _blocks(segments, reader.paths, n_entries + 1, max_blocks)
     out = Parsed()
     for why in bad_records:
         skipped.add(why)
@@ -254,10 +278,13 @@ def _axis(cols: dict) -> tuple[bool, np.ndarray]:
 def _optimizer_steps(top: dict, d: int) -> np.ndarray:
     """When each optimizer step of device d began (time_us): the `Optimizer.step#...` START
     annotations that recent PyTorch records with the trace."""
-    out = [a.get("time_us") for a in top.get("external_annotations") or ()
+    annotations = top.get("external_annotations")
+    if type(annotations) is not list:   # absent, or not what PyTorch writes: no steps from it
+        return np.array([], dtype=np.int64)
+    out = [a.get("time_us") for a in annotations
            if type(a) is dict and a.get("stage") == "START" and a.get("device", d) == d
            and isinstance(a.get("name"), str) and a["name"].startswith("Optimizer.step")]
-    return np.array([t for t in out if type(t) is int], dtype=np.int64)
+    return np.array([t for t in out if type(t) is int and -(1 << 63) <= t < 1 << 63], dtype=np.int64)
 
 
 def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_end: int,
@@ -305,6 +332,11 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
             trace.update(steps=int(inside.sum()), steps_from="Optimizer.step annotations")
     else:
         trace.update(start=first, end=first + n - 1, axis="index")
+    if "steps" not in trace:
+        rhythm = T.repeats(cols)
+        if rhythm is not None:
+            trace.update(steps=rhythm[0], steps_from=f"the trace's own rhythm ({rhythm[1]} call paths allocate "
+                                                     f"{rhythm[0]} times each)")
 
     def render(record: int) -> str:
         i = record - first
@@ -381,7 +413,8 @@ def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> l
         detail = {"site": s.path.site(), "frames": s.path.describe(), "live_count": s.live_count,
                   "live_bytes": s.live_bytes, "allocs": s.allocs, "survivors": s.survivors,
                   "survivor_bytes": s.survivor_bytes, "first_line": s.first_record, "last_line": s.last_record,
-                  "histogram": s.histogram if s.survivors else [], "trace": trace}
+                  "histogram": s.histogram if s.survivors else [], "entry_quarters": s.entry_quarters,
+                  "trace": trace}
         if s.first_record is not None and s.first_record != s.last_record:
             detail["first_text"] = render(s.first_record)
         line = s.last_record or s.block_record or 0

@@ -49,6 +49,30 @@ _F64 = struct.Struct(">d").unpack_from
 # them in order), not a sparse memo to allocate
 _MEMO_GAP = 1 << 20
 _MAX_STACK = 50_000_000
+_KEY_TYPES = (str, bool, type(None))
+_HASH_MOD = (1 << 61) - 1   # CPython hashes an int modulo this prime
+_KEY_NODES = 64             # items of a tuple key, counted through nested tuples
+
+
+def _bad_key(key) -> str | None:
+    """Why a dict key is refused before it is hashed, or None. A snapshot's keys are names; a plain-data
+    pickle may also have small numbers and small tuples of them. Hashing a tuple nested 200k deep
+    recurses in C (a crash), a tuple DAG visits 2^depth nodes, and integers that are multiples of 2^61-1
+    all hash alike (quadratic inserts): the walk here is a loop with a budget of nodes."""
+    todo, left = [key], _KEY_NODES
+    while todo:
+        k = todo.pop()
+        left -= 1
+        if left < 0:
+            return f"a tuple of more than {_KEY_NODES} items, nested ones counted"
+        if type(k) is tuple:
+            todo.extend(k)
+        elif type(k) is int:
+            if not -_HASH_MOD < k < _HASH_MOD:
+                return f"an integer of {k.bit_length()} bits"
+        elif type(k) not in _KEY_TYPES:
+            return f"a {type(k).__name__}"
+    return None
 
 
 class Refused(Exception):
@@ -174,11 +198,11 @@ class PlainUnpickler:
         d = self.stack[-1] if self.stack else None
         if type(d) is not dict or len(items) % 2:
             raise Malformed(self.offset, "dict items set on something that is not a dict")
-        try:
-            for i in range(0, len(items), 2):
-                d[items[i]] = items[i + 1]
-        except TypeError:
-            raise Malformed(self.offset, "a dict key that cannot be a key (a list or dict)") from None
+        for i in range(0, len(items), 2):
+            key = items[i]
+            if type(key) is not str and (why := _bad_key(key)):
+                raise Malformed(self.offset, f"a dict key that a snapshot never has ({why})")
+            d[key] = items[i + 1]
 
     @staticmethod
     def _hook(fn, *args):

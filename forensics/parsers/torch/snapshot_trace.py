@@ -28,6 +28,8 @@ SEGMENT_SHRINK = (CODE["segment_free"], CODE["segment_unmap"])
 OOM = CODE["oom"]
 NO_TIME = np.iinfo(np.int64).min
 NO_PATH = -1
+REPEAT_MIN = 4           # a call path allocating fewer times than this is no step's rhythm
+REPEAT_PATHS = 2         # ... and one path alone is a loop inside a step, not the step
 HISTOGRAM_BINS = 64      # how a site's survivors spread over the trace (quarters are exact: 64 = 4 x 16)
 
 # Frames that are not the user's: PyTorch (a `torch/` folder) and installed packages, the standard
@@ -193,6 +195,9 @@ class Site:
     last_record: int | None = None
     last_time: int | None = None
     histogram: list = field(default_factory=list)   # [count, bytes] of survivors per 1/64 of the trace
+    # survivors per quarter of the trace's entries: its activity, where a pause (data loading, a
+    # checkpoint) that takes a quarter of its clock holds no entries
+    entry_quarters: list = field(default_factory=lambda: [0, 0, 0, 0])
     block_record: int | None = None   # a live block of this path (evidence when the trace has none)
 
 
@@ -242,6 +247,20 @@ def replay(cols: dict[str, np.ndarray], allocated_end: int, reserved_end: int) -
     return Replay(survivors, freed_unseen, a_after.astype(np.int64), r_after.astype(np.int64), a0, r0, negative)
 
 
+def repeats(cols: dict[str, np.ndarray]) -> tuple[int, int] | None:
+    """Steps from the trace's own rhythm, for a trace without Optimizer.step annotations: a training
+    step runs the same lines once each, so the number of allocations that most call paths allocating
+    again and again share is the number of steps the trace holds (with how many paths share it)."""
+    allocs = cols["path"][cols["action"] == ALLOC]
+    _, counts = np.unique(allocs[allocs >= 0], return_counts=True)
+    counts = counts[counts >= REPEAT_MIN]
+    if not counts.size:
+        return None
+    vals, paths = np.unique(counts, return_counts=True)
+    best = int(paths.argmax())
+    return (int(vals[best]), int(paths[best])) if paths[best] >= REPEAT_PATHS else None
+
+
 def sites(cols: dict[str, np.ndarray], rp: Replay, blocks: list[Block], paths: Paths, first_record: int,
           axis: np.ndarray) -> list[Site]:
     """The sites of one device: every call path with blocks live at the dump or allocations that
@@ -267,9 +286,11 @@ def sites(cols: dict[str, np.ndarray], rp: Replay, blocks: list[Block], paths: P
     bins = np.minimum(((axis[surv] - lo) / span * HISTOGRAM_BINS).astype(np.int64), HISTOGRAM_BINS - 1)
     survivor_path = {}
     times = cols["time"]
-    for i, pid, b, sz in zip(surv.tolist(), path_col[surv].tolist(), bins.tolist(), size[surv].tolist()):
+    quarter = (surv * 4 // max(1, path_col.size)).tolist()
+    for i, pid, b, sz, q in zip(surv.tolist(), path_col[surv].tolist(), bins.tolist(), size[surv].tolist(), quarter):
         s = site_of(pid)
         s.survivors += 1
+        s.entry_quarters[q] += 1
         s.survivor_bytes += sz
         s.histogram[b][0] += 1
         s.histogram[b][1] += sz

@@ -1,0 +1,138 @@
+"""`nvidia-bug-report.log(.gz)`, what the driver's nvidia-bug-report.sh writes (docs/formats.md, "Bundles"):
+one text file of sections, each after a line of underscores, then a blank line and what the section
+holds (a command, `*** /proc/meminfo`, `dmesg:`). This reader splits the sections and hands each to
+the reader of its format, evidence lines keeping their numbers in the report:
+
+- the `nvidia-smi --query` section (`$nvidia_smi --query`, and any other section holding nvidia-smi
+  output: `-q`, its XML, a table) -> the nvidia-smi readers (parsers/nvsmi);
+- `dmesg:` and the "Scanning kernel log files for NVIDIA kernel messages:" section (kern.log/journal
+  lines grepped for NVRM) -> the kernel reader, as one log: kern.log lines that carry both a clock and
+  the kernel's uptime anchor the dmesg's boot (timeline/uptime.py). The report's `Date:` line gives a
+  bound only (the report was made after the last dmesg line: boot <= Date - last uptime), said in a note;
+- `*** /proc/meminfo` -> `meta["meminfo"]` (MemTotal, MemAvailable, ... in bytes) and a note.
+Every other section (lspci, X logs, modules, ...) holds no memory reading and is not read; its lines
+are counted as skipped by section.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import polars as pl
+
+from forensics.model import Parsed, Skipped
+from forensics.options import Options
+from forensics.parsers.kernel.reader import KernelReader
+from forensics.parsers.nvsmi import common as nvsmi
+from forensics.units import human
+
+NAME = "nvidia-bug-report"
+# its sections are read by these formats' readers: their free-text scanners must not read them again
+COVERS = ("kernel-log", "nvrm-xid", "nvidia-smi-q", "nvidia-smi-table")
+
+_START = "Start of NVIDIA bug report log file"
+_SEPARATOR = r"^_{20,}\s*$"
+_NVSMI_TITLE = r"nvidia-smi\s+(?:--query|-q)\b"
+_UNITS = "--unit"   # `--query --unit`: the S-class units' report, no GPU memory in it
+_KERNEL_TITLES = ("dmesg:", "Scanning kernel log files for NVIDIA kernel messages:")
+_MEMINFO_TITLE = "*** /proc/meminfo"
+_MEMINFO_RE = r"^(?<key>[A-Za-z_()0-9]+):\s+(?<kib>[0-9]+) kB\s*$"
+_DATE_RE = re.compile(r"^Date:\s*(?P<date>.+?)\s*$")
+UNREAD = "section of the bug report that holds no memory readings, not read"
+
+
+def sniff(head: list[str]) -> str | None:
+    for i, line in enumerate(head[:12], 1):
+        if line.startswith(_START):
+            return f"nvidia-bug-report.sh log ('{_START}' on line {i})"
+    return None
+
+
+def _sections(df: pl.DataFrame) -> pl.DataFrame:
+    """line, text, sec (section number), title (the section's first non-blank line)."""
+    df = df.with_columns(pl.col("text").str.contains(_SEPARATOR).cum_sum().alias("sec"))
+    body = df.filter(~pl.col("text").str.contains(_SEPARATOR))
+    titles = (body.filter(pl.col("text").str.strip_chars() != "").group_by("sec")
+              .agg(pl.col("text").first().str.strip_chars().alias("title")))
+    return body.join(titles, on="sec", how="left")
+
+
+def _meminfo(lines: pl.DataFrame, p: Parsed) -> None:
+    kv = (lines.select(pl.col("text").str.extract_groups(_MEMINFO_RE).alias("g")).unnest("g")
+          .drop_nulls())
+    if not kv.height:
+        return
+    info = {k: int(v) * 1024 for k, v in kv.iter_rows()}
+    p.meta["meminfo"] = info
+    total, avail = info.get("MemTotal"), info.get("MemAvailable")
+    if total and avail is not None:
+        p.notes.append(f"host memory when the report was made (/proc/meminfo): {human(total - avail)} in use of "
+                       f"{human(total)} ({human(avail)} available)")
+
+
+def _date_note(header: pl.DataFrame, kernel: Parsed, p: Parsed) -> None:
+    """The bound on the dmesg's boot that the report's date gives (the date's zone is an abbreviation
+    or an offset as `date` printed it: parsed when it is an offset, else said as text)."""
+    dates = [m.group("date") for t in header["text"].to_list() if (m := _DATE_RE.match(t))]
+    if not dates:
+        return
+    p.meta["report_date"] = dates[0]
+    up = kernel.events["uptime"].drop_nulls() if kernel.events.height else pl.Series([], dtype=pl.Float64)
+    if kernel.samples.height:
+        up = pl.concat([up, kernel.samples["uptime"].drop_nulls()])
+    if up.len() and kernel.clock == "uptime":
+        p.notes.append(f"the report was made on {dates[0]}: the dmesg's last boot began at least {up.max():.0f} s "
+                       "before that (its last uptime stamp); pass --boot-time to place its uptime stamps when no "
+                       "kernel log line in the report carries both a clock and an uptime")
+
+
+def parse(src, opts: Options) -> Parsed:
+    df = src.frame().select("line", "text")
+    sec = _sections(df)
+    p = Parsed(skipped=Skipped())
+    read_secs: set[int] = set()
+    parts: list[Parsed] = []
+    head = sec.filter(pl.col("text").str.starts_with(_START))["sec"]
+    first_sec = head[0] if head.len() else None
+
+    nvsmi_secs = sec.filter((pl.col("title").str.contains(_NVSMI_TITLE)
+                             | pl.col("text").str.contains(r"^=+NVSMI LOG=+\s*$|<nvidia_smi_log>"))
+                            & ~pl.col("title").str.contains(_UNITS, literal=True))["sec"].unique()
+    for s in nvsmi_secs.sort().to_list():
+        lines = sec.filter(pl.col("sec") == s).select("line", "text")
+        fmt, _ = nvsmi.first_section(lines["text"].head(200).to_list())
+        if fmt in nvsmi.SECTION_READERS:
+            parts.append(nvsmi.SECTION_READERS[fmt](lines, src.path, opts, nested=True))
+            read_secs.add(s)
+
+    kernel_lines = sec.filter(pl.col("title").is_in(list(_KERNEL_TITLES)) & (pl.col("text").str.strip_chars() != "")
+                              & ~pl.col("text").str.strip_chars().is_in(list(_KERNEL_TITLES)))
+    kernel = Parsed()
+    if kernel_lines.height:
+        reader = KernelReader(src, opts)
+        reader.feed(kernel_lines.select("line", "text"))
+        kernel = reader.finish()
+        parts.append(kernel)
+        read_secs.update(kernel_lines["sec"].unique().to_list())
+
+    mem = sec.filter(pl.col("title") == _MEMINFO_TITLE)
+    if mem.height:
+        _meminfo(mem, p)
+        read_secs.update(mem["sec"].unique().to_list())
+    if first_sec is not None:
+        _date_note(sec.filter(pl.col("sec") == first_sec), kernel, p)
+        read_secs.add(first_sec)
+
+    for part in parts:
+        p.samples = pl.concat([p.samples, part.samples], how="vertical_relaxed")
+        p.events = pl.concat([p.events, part.events], how="vertical_relaxed")
+        p.skipped.merge(part.skipped)
+        p.notes.extend(part.notes)
+        for k, v in part.meta.items():
+            p.meta.setdefault(k, v)
+    p.clock = kernel.clock if kernel.records else next((x.clock for x in parts if x.records), "none")
+    unread = sec.filter(~pl.col("sec").is_in(sorted(read_secs)) & (pl.col("text").str.strip_chars() != ""))
+    p.skipped.add_lines(UNREAD, unread["line"])
+    p.notes.append(f"{len(read_secs)} of {sec['sec'].n_unique()} sections read (nvidia-smi, kernel messages, "
+                   "/proc/meminfo, the header); the others hold no memory readings")
+    return p

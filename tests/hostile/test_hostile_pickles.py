@@ -1,0 +1,65 @@
+"""Hostile snapshot pickles (issue 45, D-P1 D-P2 D-P6): dict keys a snapshot never has are refused
+before they are hashed, at once, with the byte they are at."""
+from __future__ import annotations
+
+import pytest
+
+from hostile_cases import pint, s8, snap_wrap
+from forensics.errors import InputError
+from forensics.options import Options
+from forensics.io.sources import Source
+from forensics.parsers.torch import snapshot
+
+
+def _read(tmp_path, data: bytes):
+    p = tmp_path / "snapshot.pickle"
+    p.write_bytes(data)
+    return snapshot.parse(Source.open(p, str(p)), Options(tz="UTC"))
+
+
+@pytest.mark.parametrize("key,kind", [
+    (b")" + b"\x85" * 200_000, "tuple of more"),        # D-P1: hashing it recursed in C (SIGSEGV)
+    (b")" + b"2\x86" * 100, "tuple of more"),          # D-P2: a DAG, 2^100 nodes to hash
+    (pint(3 * (2**61 - 1)), "integer of 63 bits"),     # D-P6: a multiple of 2^61-1 hashes to 0
+])
+def test_keys_a_snapshot_never_has_are_refused(tmp_path, key, kind):
+    with pytest.raises(InputError) as e:
+        _read(tmp_path, snap_wrap(s8("allocator_settings") + b"}(" + key + b"K\x01u"))
+    assert "a dict key that a snapshot never has" in str(e.value) and kind in str(e.value)
+
+
+def test_colliding_int_keys_are_refused_at_the_first(tmp_path):
+    m = 2**61 - 1
+    items = b"".join(pint(k * m) + b"N" for k in range(1, 20_001))
+    with pytest.raises(InputError, match="never has"):
+        _read(tmp_path, snap_wrap(s8("allocator_settings") + b"}(" + items + b"u"))
+
+
+def test_small_int_and_name_keys_still_read(tmp_path):
+    parsed = _read(tmp_path, snap_wrap(s8("allocator_settings") + b"}(" + pint(7) + b"K\x01" + s8("a") + b"Nu"))
+    assert parsed is not None
+
+
+@pytest.mark.parametrize("annotations", [5, 1.5, {"a": 1},
+                                         [{"stage": "START", "name": "Optimizer.step#SGD", "time_us": 1 << 80, "device": 0}]])
+def test_annotations_of_another_shape_are_ignored(tmp_path, annotations):
+    """D-P7: an int or float as external_annotations, or a time past 64 bits, was an internal error."""
+    import pickle
+
+    from hostile_cases import valid_snapshot
+
+    snap = valid_snapshot(50)
+    snap["external_annotations"] = annotations
+    parsed = _read(tmp_path, pickle.dumps(snap, protocol=4))
+    assert parsed.samples.height > 0
+
+
+def test_a_memo_reference_bomb_is_refused_as_it_is_walked(tmp_path):
+    """D-P3: pickle's memo writes a list once and refers to it: 2,000 segments x 2,000 blocks in 8 KB
+    (20,000 x 20,000 in 80 KB took more than 12 GB)."""
+    import pickle
+
+    blk = {"size": 512, "state": "active_allocated", "address": 0, "frames": []}
+    seg = {"device": 0, "address": 0, "total_size": 1 << 20, "blocks": [blk] * 2000}
+    with pytest.raises(InputError, match="the same lists referred to again and again"):
+        _read(tmp_path, pickle.dumps({"segments": [seg] * 2000, "device_traces": []}, protocol=4))

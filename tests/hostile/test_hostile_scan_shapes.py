@@ -1,0 +1,68 @@
+"""Hostile archive shapes for `scan` (issue 45 D-S1 D-S4)."""
+from __future__ import annotations
+
+import os
+
+from hostile_cases import leak_csv, w
+from forensics import scan as sc
+from forensics.options import Options
+
+
+def _cfg(arch, out):
+    return sc.ScanConfig(archive=arch, out_dir=out, opts=Options(tz="UTC", tz_from_user=True), workers=1,
+                         reports="none")
+
+
+def test_an_output_folder_named_like_a_prefix_of_the_archive_keeps_every_job(tmp_path):
+    """D-S1: `scan arch -o ar` dropped every job (paths compared as strings)."""
+    w(tmp_path / "arch" / "job1" / "nvidia-smi.csv", leak_csv(120))
+    w(tmp_path / "arch" / "job2" / "nvidia-smi.csv", leak_csv(120, step_mib=0))
+    res = sc.run_scan(_cfg(tmp_path / "arch", tmp_path / "ar"))
+    assert sorted(r["job"] for r in res.rows) == ["job1", "job2"]
+
+
+def test_an_archive_deeper_than_the_recursion_limit(tmp_path):
+    """D-S4: find_jobs recursed once per folder (RecursionError past ~1000 levels)."""
+    cur = str(tmp_path / "arch" / "job")
+    os.makedirs(cur)
+    for _ in range(1100):
+        cur += "/d"
+        os.mkdir(cur)
+    w(tmp_path / "arch" / "other" / "nvidia-smi.csv", leak_csv(120))
+    with open(cur + "/nvidia-smi.csv", "w") as fh:
+        fh.write(leak_csv(120))
+    try:
+        jobs = sc.find_jobs(tmp_path / "arch")
+        assert [p.name for p in jobs] == ["d", "other"] and str(jobs[0]).count("/d") == 1100
+    finally:   # (shutil.rmtree of Python 3.11 recurses too: pytest could not clean this up)
+        os.unlink(cur + "/nvidia-smi.csv")
+        while cur.endswith("/d"):
+            os.rmdir(cur)
+            cur = cur[:-2]
+
+
+def test_a_rerun_sees_a_change_in_a_linked_folder(tmp_path):
+    """D-S2: the fingerprint walked the job without entering linked folders, which the analysis reads."""
+    data = tmp_path / "linked_data" / "logs"
+    w(data / "nvidia-smi.csv", leak_csv(120, step_mib=0))
+    job = tmp_path / "arch" / "job1"
+    w(job / "train.log", "".join(f"[step {i}] allocated: 500 MB\n" for i in range(60)))
+    os.symlink(os.path.relpath(data, job), job / "logs")
+    before = sc.fingerprint(job)
+    w(data / "nvidia-smi.csv", leak_csv(120, step_mib=300))
+    assert sc.fingerprint(job) != before
+
+
+def test_a_folder_link_dag_is_walked_once(tmp_path):
+    """D-S3: levels L0..L39, each with two links to the next level: 2^39 walks before."""
+    from forensics.io.sources import discover
+
+    job = tmp_path / "job1"
+    for i in range(40):
+        (job / f"L{i}").mkdir(parents=True)
+        if i:
+            os.symlink(f"../L{i}", job / f"L{i - 1}" / "a")
+            os.symlink(f"../L{i}", job / f"L{i - 1}" / "b")
+    w(job / "L39" / "nvidia-smi.csv", leak_csv(120))
+    found = discover([str(job)])
+    assert len(found.files) == 1 and not found.problems

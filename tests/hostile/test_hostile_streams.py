@@ -1,0 +1,59 @@
+"""Hostile compressed streams (issue 45 D-B1 D-B4): each gzip member read once, in order; a zstd
+stream of RLE blocks inflates in bounded pieces."""
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from hostile_cases import _zstd_rle_bomb
+
+from forensics.io.sources import _Decompressed
+
+
+def _exact(n: int, unit: bytes) -> bytes:
+    b = unit * (n // len(unit))
+    return b + b"\n" * (n - len(b))
+
+
+def _all(path, kind: str) -> tuple[bytes, int]:
+    with open(path, "rb") as fh:
+        d = _Decompressed(fh, kind)
+        parts = []
+        biggest = 0
+        while piece := d.read(1 << 20):
+            parts.append(piece)
+            biggest = max(biggest, len(piece))
+    return b"".join(parts), biggest
+
+
+def test_a_member_ending_at_the_output_bound_is_followed_by_the_next_once(tmp_path):
+    """D-B1: a member of 8 MiB at >64:1 then a second member: the second was read twice (or forever)."""
+    m1 = _exact(8 << 20, b"# padding line of a log\n")
+    m2 = b"".join(b"[step %d] allocated: %d MB\n" % (i, 100 + i) for i in range(1000))
+    p = tmp_path / "train.log.gz"
+    p.write_bytes(gzip.compress(m1) + gzip.compress(m2))
+    got, _ = _all(p, "gzip")
+    assert got == m1 + m2
+
+
+def test_two_members_of_a_multiple_of_the_bound(tmp_path):
+    m1, m2 = _exact(8 << 20, b"[step 1] allocated: 1 MB\n"), _exact(8 << 20, b"[step 2] allocated: 2 MB\n")
+    p = tmp_path / "train.log.gz"
+    p.write_bytes(gzip.compress(m1) + gzip.compress(m2))
+    got, _ = _all(p, "gzip")
+    assert got == m1 + m2
+
+
+@pytest.mark.hostile_heavy
+def test_zstd_rle_blocks_inflate_in_bounded_pieces(tmp_path):
+    """D-B4: 640 KB of RLE blocks made 20 GB in pieces of 512 MiB; after the first big piece the rest
+    come at most ~8 MiB at a time."""
+    p = tmp_path / "a.zst"
+    _zstd_rle_bomb(p, ord("A"), 1 << 30)
+    with open(p, "rb") as fh:
+        d = _Decompressed(fh, "zstd")
+        sizes = []
+        while piece := d.read(0):
+            sizes.append(len(piece))
+    assert sum(sizes) == 1 << 30 and max(sizes[1:]) <= 16 << 20

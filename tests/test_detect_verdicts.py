@@ -1,0 +1,198 @@
+"""Verdicts on the shapes new users' logs have (issue 40): phases of a step judged like with like,
+short and coarse jobs, growth into an out-of-memory error."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from test_detect import GiB, MiB, frame, leaks, rng, run
+
+# the `log_memory(step_name)` recipe: memory read at four points of every step
+PHASES = {"before forward": 0.0, "after forward": 3.2, "after backward": 1.1, "after step": 0.0}
+
+
+def phase_log(base_gib, *, seed=0, series=("allocated",), reserved_gib=None):
+    """One frame per phase and series of an untimed step log, lines interleaved as the log writes them."""
+    r = rng(seed)
+    n = base_gib.size
+    steps = np.arange(n)
+    out = []
+    for k, (ph, off) in enumerate(PHASES.items()):
+        for j, name in enumerate(series):
+            y = (base_gib + off + j * 0.5) * GiB + r.normal(0, 4 * MiB, n)
+            out.append(frame(y, timed=False, series=name, gpu=None, source="train.log",
+                             steps=steps.tolist(), label=ph)
+                       .with_columns(pl.Series("line", 4 * steps + k + 1)))
+        if reserved_gib is not None:
+            out.append(frame(reserved_gib * GiB, timed=False, series="reserved", gpu=None, source="train.log",
+                             steps=steps.tolist(), label=ph)
+                       .with_columns(pl.Series("line", 4 * steps + k + 1)))
+    return out
+
+
+def test_after_step_allocated_rising_under_a_larger_swing_is_a_leak():
+    # allocated after every step rises 1.06 -> 2.16 GiB over 140 steps; within a step it swings by
+    # 3.2 GiB; reserved grows once (warm-up) and stays: one leak, not the cache
+    n = 140
+    base = np.linspace(1.06, 2.16, n)
+    reserved = np.where(np.arange(n) > 3, 7.0, 6.5)
+    an = run(*phase_log(base, reserved_gib=reserved))
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.series == "allocated"
+    assert f.growth_bytes > 1.0 * GiB
+    assert f.detail["phases"] == list(PHASES)
+    assert "after step" in f.summary
+    assert not [g for g in an.findings if g.kind == "cache_growth"]
+    by_phase = {(s.series, s.label): s.classification for s in an.series}
+    assert by_phase[("allocated", "after step")] == "linear_growth"
+
+
+def test_one_leak_seen_at_every_phase_and_series_is_one_finding():
+    # 4 phases x 3 series (allocated, reserved, max_allocated... as a log prints them) of one leak
+    n = 140
+    base = np.linspace(2.0, 6.0, n)
+    an = run(*phase_log(base, series=("allocated", "reserved", "active")))
+    (f,) = leaks(an)
+    assert len(f.detail["series"]) == 8          # allocated and reserved at each of 4 phases
+    assert an.verdict_reason.count("more leak finding") == 0
+
+
+def test_phases_of_a_healthy_step_log_are_no_leak():
+    n = 140
+    an = run(*phase_log(np.full(n, 1.5), reserved_gib=np.full(n, 6.5)))
+    assert an.verdict == "no_leak"
+    assert not leaks(an)
+
+
+# ----------------------------------------------------------------------------------------------
+# short and coarse jobs (docs/detection.md, "Short series")
+
+def test_growth_to_the_end_of_a_short_job_is_never_no_leak():
+    # 8 readings at 1 Hz: 0.6 -> 25 GiB, rising ever more slowly but still rising when the process ended
+    y = np.array([0.6, 8, 14, 18, 21, 23, 24.5, 25]) * GiB
+    an = run(frame(y))
+    assert an.verdict != "no_leak"
+    assert an.series[0].classification != "warmup_plateau"
+
+
+def test_a_short_job_that_levelled_is_a_warmup():
+    y = np.array([0.6, 8, 14, 18, 21, 23, 24.5, 24.5, 24.5, 24.5]) * GiB
+    an = run(frame(y))
+    assert an.verdict == "no_leak"
+
+
+def test_a_fall_and_a_rise_is_not_growth_that_does_not_fall_back():
+    y = np.array([10, 11, 12, 13, 5, 6, 7, 8]) * GiB
+    an = run(frame(y))
+    assert an.verdict != "leak"
+    assert "does not fall back" not in an.verdict_reason
+    assert "fell" in an.series[0].reason
+
+
+def test_a_short_steady_rise_is_a_thin_leak():
+    y = np.array([0.6, 4, 8, 12, 16, 19.5, 22.5, 25]) * GiB
+    an = run(frame(y))
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.confidence <= 0.6
+
+
+def test_two_column_nounits_log_of_a_short_leaking_job_is_read_and_judged(tmp_path):
+    # `nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -l 5` (the form many
+    # public job scripts use) beside a 40 s job that leaked
+    from forensics.options import Options
+    from forensics.pipeline import run as run_pipeline
+
+    rows = [f"2026/12/05 10:00:{5 * i:02d}.000, {3 if i == 0 else 600 + 2900 * i}" for i in range(9)]
+    p = tmp_path / "vram.csv"
+    p.write_text("\n".join(rows) + "\n")
+    bundle, an = run_pipeline([str(p)], Options(tz="UTC"))
+    assert bundle.samples.height == 9
+    assert set(bundle.samples["series"].to_list()) == {"memory.used"}
+    assert an.verdict == "leak"
+
+
+def test_a_timestamp_and_a_percentage_is_not_read_as_memory(tmp_path):
+    # `timestamp, utilization.gpu` without units: numbers of at most 100 are no memory in MiB
+    from forensics.options import Options
+    from forensics.pipeline import run as run_pipeline
+
+    rows = [f"2026/12/05 10:00:{5 * i:02d}.000, {min(100, 10 * i)}" for i in range(9)]
+    p = tmp_path / "util.csv"
+    p.write_text("\n".join(rows) + "\n")
+    bundle, an = run_pipeline([str(p)], Options(tz="UTC"))
+    assert "memory.used" not in set(bundle.samples["series"].to_list())
+
+
+# ----------------------------------------------------------------------------------------------
+# growth that ends in the job's CUDA out-of-memory error
+
+def _pool(hold_top: int, seed=1):
+    """An allocator pool doubling 757 -> 1653 -> 2677 -> 4725 -> 8821 MiB, then at its cap, 12789 MiB,
+    for `hold_top` readings; then the process died of a CUDA OOM (memory back to the idle GPU)."""
+    from datetime import timedelta
+
+    from test_detect import T0
+    levels = [3, 757, 1653, 2677, 4725, 8821, 12789]
+    y = np.concatenate([np.full(h, lv, float) for lv, h in zip(levels, [5, 20, 20, 20, 20, 20, hold_top])])
+    y = y * MiB + rng(seed).normal(0, 0.3 * MiB, y.size)
+    oom = T0 + timedelta(seconds=float(y.size))
+    ev = [{"time": oom, "source": "train.log", "line": 99, "kind": "gpu_oom", "gpu": "0", "bytes": 2 * GiB,
+           "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}]
+    return np.append(y, [3 * MiB] * 5), ev
+
+
+def test_a_pool_doubling_to_its_cap_then_oom_is_the_path_to_the_oom_not_a_warmup():
+    y, ev = _pool(60)
+    an = run(frame(y, cap=16 * GiB), events=ev)
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert "doubling" in f.summary and f.detail["pool_doublings"] >= 2
+    assert f.detail["ran_out"] == "gpu_oom"
+    assert any(e.path == "train.log" for e in f.evidence)
+    assert an.series[0].classification == "growth_into_oom"
+
+
+def test_one_rise_to_the_working_set_then_oom_is_a_footprint_too_large():
+    from datetime import timedelta
+
+    from test_detect import T0
+    y = np.concatenate([np.full(5, 3.0), np.linspace(757, 12789, 4), np.full(60, 12789.0)]) * MiB
+    y = y + rng(2).normal(0, 0.3 * MiB, y.size)
+    ev = [{"time": T0 + timedelta(seconds=float(y.size)), "source": "train.log", "line": 99, "kind": "gpu_oom",
+           "gpu": "0", "bytes": 2 * GiB, "text": "torch.OutOfMemoryError: CUDA out of memory."}]
+    an = run(frame(np.append(y, [3 * MiB] * 5), cap=16 * GiB), events=ev)
+    assert an.verdict == "no_leak"
+    assert "footprint too large" in an.verdict_reason and "warmup" not in an.verdict_reason
+    assert an.series[0].classification == "growth_into_oom"
+
+
+def test_the_same_growth_without_an_oom_is_a_warmup():
+    y, _ = _pool(60)
+    an = run(frame(y, cap=16 * GiB))
+    assert an.verdict == "no_leak"
+    assert an.series[0].classification == "warmup_plateau"
+
+
+# ----------------------------------------------------------------------------------------------
+# what a finding says agrees with its own evidence
+
+def test_an_untimed_leak_without_steps_says_its_rate_per_sample():
+    # `nvidia-smi -l 1` without a timestamp column: no clock, no step; the rate is per reading
+    y = 2 * GiB + np.maximum(0, np.arange(200) - 16) * 8 * MiB + rng(3).normal(0, MiB, 200)
+    an = run(frame(y, timed=False))
+    (f,) = leaks(an)
+    assert "at  " not in f.summary and "/sample" in f.summary
+
+
+def test_a_cache_warmup_note_quotes_the_level_it_names():
+    # reserved grows while the job warms up, stays at 2.5 GiB, then the job's memory is freed (130 MiB)
+    n = 80
+    res = np.concatenate([np.linspace(0.6, 2.5, 10), np.full(n - 11, 2.5), [130 / 1024]]) * GiB
+    alloc = np.concatenate([np.full(n - 1, 1.2), [0.1]]) * GiB
+    an = run(frame(res, series="reserved", gpu=None, source="train.log"),
+             frame(alloc, series="allocated", gpu=None, source="train.log"))
+    (f,) = [f for f in an.findings if f.kind == "cache_warmup"]
+    assert "stayed level at about 2.50 GiB" in f.summary and "released" in f.summary
+    assert "2.50 GiB" in f.evidence[-1].text
