@@ -17,6 +17,3 @@ try:
     __version__ = _version("gpu-forensics")
 except PackageNotFoundError:  # running from a checkout without install
     __version__ = "0.0.0+local"
-
-# where people report a log the tool misreads (also in pyproject.toml's project URLs)
-ISSUES_URL = "https://github.com/gpu-forensics/gpu-forensics/issues"

@@ -5,6 +5,7 @@ Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or ab
 """
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime, timezone
 from enum import Enum
@@ -121,6 +122,24 @@ def check_tz_patterns(opts: Options, bundle) -> None:
                              f"the inputs (e.g. --tz 'kern.log={zone}'); `gpu-forensics sniff PATH` lists them")
 
 
+def warn_unused(opts: Options, bundle) -> None:
+    """An option that no input needed is likely aimed at a file that was not passed, or misread: say so
+    (one line each) instead of ignoring it without a word."""
+    read = [i for i in bundle.inputs if i.format and not i.error]
+    clocks = {i.clock for i in read}
+    unused = []
+    if opts.boot_time is not None and "uptime" not in clocks:
+        unused.append(("--boot-time", "no input has seconds-since-boot stamps (dmesg without -T)"))
+    if opts.year is not None and "wall-yearless" not in clocks:
+        unused.append(("--year", "no input has syslog stamps without a year"))
+    if opts.interval is not None and "none" not in clocks:
+        unused.append(("--interval", "every input has its own clock"))
+    if opts.columns is not None and not any("--columns" in n for i in read for n in i.notes):
+        unused.append(("--columns", "no input is an nvidia-smi CSV without a header"))
+    for flag, why in unused:
+        say.info(f"warning: {flag}: not used, {why}; `gpu-forensics sniff PATH` shows what each file was taken for")
+
+
 def should_fail(analysis, fail_on: FailOn) -> bool:
     from forensics.report.verdict import fails
 
@@ -145,8 +164,32 @@ def _print_problems(bundle) -> None:
             if i.error:
                 err.print(i.error, markup=False)
         return
-    for msg in bundle.problems:
+    for msg in grouped_problems(bundle.problems, [i.path for i in bundle.inputs]):
         err.print(msg, markup=False)
+
+
+def grouped_problems(problems: list[str], paths: list[str], shown: int = 3) -> list[str]:
+    """One line per cause: messages that differ only in the file they name (twelve empty stderr.log files)
+    become one counted line naming the first few, so the causes that differ stand out."""
+    causes: dict[str, list[str]] = {}
+    for msg in problems:
+        where = next((p for p in sorted(paths, key=len, reverse=True) if msg.startswith(f"{p}:")), None)
+        if where is None:
+            causes.setdefault(msg, [])
+            continue
+        rest = msg[len(where) + 1:]
+        line, _, tail = rest.partition(": ")
+        if line.isdigit():   # path:line: the line number is part of the place, not of the cause
+            where, rest = f"{where}:{line}", tail
+        causes.setdefault(rest.lstrip(), []).append(where)
+    out = []
+    for cause, wheres in causes.items():
+        if len(wheres) <= 1:
+            out.append(f"{wheres[0]}: {cause}" if wheres else cause)
+            continue
+        names = ", ".join(wheres[:shown]) + (f", … ({len(wheres) - shown} more)" if len(wheres) > shown else "")
+        out.append(f"{len(wheres)} files: {cause} ({names})")
+    return out
 
 
 def _print_summary(bundle, analysis) -> None:
@@ -160,6 +203,18 @@ def _print_summary(bundle, analysis) -> None:
     failed = sum(1 for i in bundle.inputs if i.error)
     say.info(f"inputs: {read} read, {skipped_files} not recognized, {failed} unreadable; "
              f"{sum(i.skipped for i in bundle.inputs)} lines skipped")
+
+
+def _suggest_scan(paths: list[str]) -> None:
+    """A folder of job folders read as one job merges unrelated runs into one verdict: say so."""
+    from forensics.scan import find_jobs
+
+    for p in paths:
+        if Path(p).is_dir():
+            jobs = find_jobs(Path(p))
+            if len(jobs) > 1:
+                say.info(f"warning: {p}: holds {len(jobs)} job folders, read here as one job (one verdict for all); "
+                         f"`gpu-forensics scan {p}` writes a report per job and an index")
 
 
 def _output_targets(named: list[tuple[str, str | None]]) -> dict[str, Target]:
@@ -250,6 +305,8 @@ def report(
                   "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
         raise typer.Exit(EXIT_USAGE)
     check_tz_patterns(opts, bundle)
+    warn_unused(opts, bundle)
+    _suggest_scan(paths)
     t0 = time.perf_counter()
     ctx = rep.build_context(bundle, analysis, opts)
     renders = {"-o": rep.render_html, "--md": rep.render_markdown,
@@ -274,7 +331,12 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from forensics.errors import InputError
     from forensics.io.sources import Source, discover
 
+    for p in paths:
+        if not os.path.lexists(p):
+            raise UsageError(f"{p}: no such file or folder, check the path")
     found = discover(paths)
+    if not (found.files or found.ignored or found.problems):
+        raise UsageError(f"{', '.join(paths)}: no files in it, nothing to sniff, give the folder or files of a job's logs")
     # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
     for e in found.problems:
         print(f"{e.path}\t-\t{e}")
@@ -331,6 +393,7 @@ def timeline(
                   "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
         raise typer.Exit(EXIT_USAGE)
     check_tz_patterns(opts, bundle)
+    warn_unused(opts, bundle)
     t0 = time.perf_counter()
     written = tl.write_aligned(bundle, output)
     say.stage("write", time.perf_counter() - t0, ", ".join(written))
@@ -373,6 +436,7 @@ def compare(
                       "log folder or files; `gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
             raise typer.Exit(EXIT_USAGE)
         check_tz_patterns(opts, side.bundle)
+        warn_unused(opts, side.bundle)
         sides.append(side)
     doc, extra = cmp.build(*sides)
     renders = {"-o": cmp.render_html, "--md": cmp.render_markdown,
@@ -502,6 +566,9 @@ def scan(
     finally:
         if client is not None:
             client.close()
+    if not result.rows:
+        raise UsageError(f"{archive}: no job folder found (no folder below it holds a log this tool reads), give the "
+                         "folder that holds one folder per job, or name them with --depth or --job-pattern")
     _print_scan_table(result, output)
     failed = result.failed
     hit = any(_row_reaches(r, fail_on) for r in result.rows)
