@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 
 from forensics import __version__
@@ -21,12 +22,57 @@ from forensics.options import Options, check_columns, check_zone
 from forensics.report.write import STDOUT, Target, target, write_text
 from forensics.units import parse_size
 
+_CLICK_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT"}
+
+
+def _click_type(p, ctx) -> str | None:
+    if getattr(p, "is_flag", False) or getattr(p, "count", False) or p.metavar == "":
+        return None
+    if p.metavar is not None and p.param_type_name == "option":
+        return p.metavar
+    t = p.display_type(ctx).strip("<>")
+    t = t[5:-1] if t.startswith("list[") else t
+    return f"[{t}]" if "|" in t else _CLICK_WORDS.get(t, t.upper())
+
+
+def _tidy_help(params: list) -> list:
+    """The help reads the same on every typer the floors allow: newer ones (0.28+) print a Python type per
+    parameter (`<list[str]>`, `<bool>` on plain flags) and `{paths}...` in the usage line; older ones print
+    click's TEXT and PATHS..., which the newer ones are given here too (a flag gets no type)."""
+    for p in params:
+        if not hasattr(p, "display_type_rich"):   # an older typer: click's words already
+            continue
+        p.display_type_rich = lambda ctx, p=p: _click_type(p, ctx)
+        if p.param_type_name == "argument":
+            name = p.metavar or p.name.upper() + ("..." if p.nargs != 1 else "")
+            p.get_usage_pieces = lambda ctx, name=name, req=p.required: [name if req else f"[{name}]"]
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def get_params(self, ctx):
+        return _tidy_help(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx):
+        return _tidy_help(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     no_args_is_help=True,
     rich_markup_mode="rich",   # (so no `[...]` in help texts: rich would read it as a style tag)
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Forensics of GPU memory leaks: read a job's logs, find where memory began to grow and why, "
     "write one self-contained HTML incident report.",
+    epilog="Examples:\n\n"
+    "  gpu-forensics report job-1234/ -o report.html --md -   # one job's logs in, one report out\n\n"
+    "  gpu-forensics sniff job-1234/   # which parser takes each file, and why\n\n"
+    "  gpu-forensics scan /archive/jobs -o scan-out   # a report per job and an index\n\n"
+    "  gpu-forensics compare before/ after/   # did the fix work?\n\n"
+    "  gpu-forensics record -o run-1 -- python train.py   # run a job with the loggers beside it\n\n"
+    "Each command's --help has more examples.",
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -260,7 +306,7 @@ def _examples(*lines: str) -> str:
     return "Examples:\n\n" + "\n\n".join(f"  {line}" for line in lines)
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics report job-1234/ -o report.html --md -",
     "gpu-forensics report nvidia-smi.csv kern.log train.log --tz Europe/Berlin --json summary.json",
     "gpu-forensics report job-1234/ -o '' --json - --fail-on leak   # a CI gate: exit 1 on a leak or OOM",
@@ -320,7 +366,7 @@ def report(
     raise typer.Exit(EXIT_FINDINGS if should_fail(analysis, fail_on) else EXIT_OK)
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics sniff job-1234/",
     "gpu-forensics sniff kern.log.2.gz | cut -f2   # just the parser names",
 ) + "\n\nOutput: one tab-separated line per file: path, parser (- for none), the reason. "
@@ -358,7 +404,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         print(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}")
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics timeline job-1234/ -o aligned.parquet",
     "gpu-forensics timeline nvidia-smi.csv dmesg.txt --boot-time 2026-11-30T01:02:03Z -o aligned.csv",
 ) + "\n\nA .csv name writes NAME.samples.csv and NAME.events.csv beside it. "
@@ -401,7 +447,7 @@ def timeline(
         say.info(f"wrote {p}")
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics compare job-1234/ job-1240/ -o compare.html --md -",
     "gpu-forensics compare before/ after/ -o '' --json - --fail-on leak   # a CI gate on the fixed run",
 ) + "\n\nOutcome (JSON `outcome`): fixed, regressed, still_leaking or no_leak. Exit codes: 0 done, and no "
@@ -451,7 +497,7 @@ def compare(
     raise typer.Exit(EXIT_FINDINGS if should_fail(sides[1].analysis, fail_on) else EXIT_OK)
 
 
-@app.command(context_settings={"allow_interspersed_args": False}, epilog=_examples(
+@app.command(cls=_Command, context_settings={"allow_interspersed_args": False}, epilog=_examples(
     "gpu-forensics record -o run-1 -- python train.py --epochs 3",
     "gpu-forensics record --interval 0.5 -- torchrun --nproc-per-node 8 train.py",
 ) + "\n\nWrites stdout.log, stderr.log, nvidia-smi.csv, compute-apps.csv, kernel.log (where readable), job.json "
@@ -496,7 +542,7 @@ class Engine(str, Enum):
     dask = "dask"
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics scan /archive/jobs -o scan-out",
     "gpu-forensics scan /archive/jobs -o scan-out --reports warning --fail-on leak -j 8",
     "gpu-forensics scan /shared/jobs -o /shared/scan-out --engine dask --scheduler tcp://head:8786",
