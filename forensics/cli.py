@@ -103,10 +103,13 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 class FailOn(str, Enum):
+    """How bad a result must be (forensics.report.verdict.reaches); `--fail-on` and `scan --reports` share it."""
+    never = "never"
     leak = "leak"
     oom = "oom"
+    critical = "critical"
+    warning = "warning"
     any = "any"
-    never = "never"
 
 
 def _parse_time(value: str | None, flag: str) -> datetime | None:
@@ -187,9 +190,9 @@ def warn_unused(opts: Options, bundle) -> None:
 
 
 def should_fail(analysis, fail_on: FailOn) -> bool:
-    from forensics.report.verdict import fails
+    from forensics.report.verdict import reaches
 
-    return fails(fail_on.value, analysis.verdict, [f.kind for f in analysis.findings],
+    return reaches(fail_on.value, analysis.verdict, [f.kind for f in analysis.findings],
                  [f.severity for f in analysis.findings])
 
 
@@ -309,7 +312,7 @@ def _examples(*lines: str) -> str:
 @app.command(cls=_Command, epilog=_examples(
     "gpu-forensics report job-1234/ -o report.html --md -",
     "gpu-forensics report nvidia-smi.csv kern.log train.log --tz Europe/Berlin --json summary.json",
-    "gpu-forensics report job-1234/ -o '' --json - --fail-on leak   # a CI gate: exit 1 on a leak or OOM",
+    "gpu-forensics report job-1234/ -o '' --json - --fail-on leak   # a CI gate: exit 1 on a leak",
 ) + "\n\n" + _EXIT_CODES)
 def report(
     paths: Annotated[list[str], typer.Argument(help="Log files or folders (read recursively).")],
@@ -324,7 +327,7 @@ def report(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the result reaches this level: never; leak (a leak); oom (an OOM); critical or warning (a finding that severe or worse); any (any finding).")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -462,7 +465,7 @@ def compare(
     tz: TzOption = None,
     boot_time: BootTimeOption = None,
     year: YearOption = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the AFTER run's findings reach this level.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the AFTER run reaches this level (as for report --fail-on).")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -530,11 +533,15 @@ def record(
 
 
 class Reports(str, Enum):
+    """`all`, `none`, or the jobs that reach a --fail-on level (`info`: the old spelling of `any`)."""
     all = "all"
+    none = "none"
+    leak = "leak"
+    oom = "oom"
     critical = "critical"
     warning = "warning"
+    any = "any"
     info = "info"
-    none = "none"
 
 
 class Engine(str, Enum):
@@ -555,13 +562,13 @@ def scan(
                                                    help="Parallel worker processes (default: the cores this process may use).")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", help="Jobs are the folders exactly this deep below ARCHIVE.")] = None,
     job_pattern: Annotated[Optional[str], typer.Option("--job-pattern", help="Regex on folder names that marks a job folder.")] = None,
-    reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or those with findings at or above a severity.")] = Reports.all,
+    reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or the jobs that reach this --fail-on level.")] = Reports.all,
     tz: TzOption = None,
     year: YearOption = None,
     boot_time: BootTimeOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job reaches this level (as for report --fail-on).")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     engine: Annotated[Engine, typer.Option("--engine", help="local processes, or dask (optional extra) for a cluster.")] = Engine.local,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Dask scheduler address (needs --engine dask; default: a local cluster).")] = None,
@@ -638,10 +645,10 @@ def _dask_client(scheduler: str | None, workers: int):
 
 
 def _row_reaches(row: dict, fail_on: FailOn) -> bool:
-    from forensics.report.verdict import fails
+    from forensics.report.verdict import reaches
 
     # a job's worst severity stands for its findings' severities
-    return row.get("status") == "ok" and fails(fail_on.value, row.get("verdict"), row.get("kinds") or (),
+    return row.get("status") == "ok" and reaches(fail_on.value, row.get("verdict"), row.get("kinds") or (),
                                                [row.get("severity")])
 
 

@@ -179,12 +179,10 @@ def fingerprint(job: Path, options_key: str = "") -> str:
 
 # -- one job (runs in a worker process) -----------------------------------------------------------
 
-def _want_report(reports: str, severity: str | None) -> bool:
-    if reports == "all":
-        return True
-    if reports == "none" or severity is None:
-        return False
-    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[reports]
+def _want_report(reports: str, row: dict) -> bool:
+    from forensics.report.verdict import reaches
+
+    return reports == "all" or reaches(reports, row.get("verdict"), row.get("kinds") or (), [row.get("severity")])
 
 
 def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str | None,
@@ -211,7 +209,7 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
                 f"{job}: nothing to analyze, no file in the job was recognized as a log, "
                 f"run `gpu-forensics sniff {job}` to see what each file was taken for"]
             row["error"] = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
-        if _want_report(reports, row["severity"]) and row["status"] == "ok":
+        if _want_report(reports, row) and row["status"] == "ok":
             ctx = rep.build_context(bundle, analysis, opts)
             outputs.replace_file(job_dir / "report.html", rep.render_html(ctx))
             row["report"] = f"jobs/{jid}/report.html"
