@@ -17,3 +17,12 @@ try:
     __version__ = _version("gpu-forensics")
 except PackageNotFoundError:  # running from a checkout without install
     __version__ = "0.0.0+local"
+
+
+def __getattr__(name: str):
+    # the API loads polars and the detectors only when used: `gpu-forensics --version` stays quick
+    if name in ("analyze", "Result"):
+        from forensics import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'forensics' has no attribute {name!r}")
