@@ -434,7 +434,10 @@ def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> st
             # (not "run sniff": sniff would only repeat the reason this line already gives)
             if blank else "it was skipped; `gpu-forensics sniff PATH` shows what each parser looked for, and the "
             "README's \"Adding a log format\" says how to teach the tool a new one")
-    info.problems.append(str(InputError(src.path, "empty file" if blank else "not recognized", why, todo)))
+    from forensics.record import is_own_output
+
+    if not is_own_output(src.path):   # the job's own output, as `record` captured it: not a log to report
+        info.problems.append(str(InputError(src.path, "empty file" if blank else "not recognized", why, todo)))
     return label
 
 
