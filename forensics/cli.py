@@ -242,7 +242,12 @@ def grouped_problems(problems: list[str], paths: list[str], shown: int = 3) -> l
 
 
 def _print_summary(bundle, analysis) -> None:
-    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {analysis.verdict_reason or ''}", markup=True)
+    from rich.markup import escape
+
+    from forensics.report.formatting import verdict_words
+
+    say.info(f"verdict: [bold]{verdict_words(analysis.verdict)}[/bold] — {escape(analysis.verdict_reason or '')}",
+             markup=True)
     for f in analysis.findings[:20]:
         say.info(f"  {f.severity:8} {f.kind:17} {f.summary}")
     if len(analysis.findings) > 20:
@@ -496,7 +501,9 @@ def compare(
             say.info(f"compare: {output}")
     from rich.markup import escape
 
-    say.info(f"outcome: [bold]{doc['outcome']}[/bold] — {escape(doc['outcome_reason'])}", markup=True)
+    from forensics.report.formatting import verdict_words
+
+    say.info(f"outcome: [bold]{verdict_words(doc['outcome'])}[/bold] — {escape(doc['outcome_reason'])}", markup=True)
     raise typer.Exit(EXIT_FINDINGS if should_fail(sides[1].analysis, fail_on) else EXIT_OK)
 
 
@@ -665,9 +672,11 @@ def _print_scan_table(result, output: str) -> None:
                     f"({result.analyzed} analyzed, {result.reused} unchanged and reused)")
     t.add_column("verdict")
     t.add_column("jobs", justify="right")
+    from forensics.report.formatting import verdict_words
+
     for k in ("leak", "cache_growth", "inconclusive", "no_leak", "failed"):
         if counts.get(k):
-            t.add_row(k, str(counts[k]))
+            t.add_row(verdict_words(k), str(counts[k]))
     if say.level != say.QUIET:
         err.print(t)
     for r in result.rows:

@@ -17,6 +17,7 @@ import os
 import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -39,7 +40,7 @@ VERDICT_RANK = {"leak": 4, "cache_growth": 2, "inconclusive": 1, "no_leak": 0}
 SUMMARY_SCHEMA = {
     "job": pl.String, "path": pl.String, "status": pl.String, "verdict": pl.String,
     "severity": pl.String, "severity_rank": pl.Int64, "worst_finding": pl.String,
-    "onset": pl.String, "rate_bytes_per_hour": pl.Float64, "peak_bytes": pl.Int64,
+    "onset": pl.String, "rate_bytes_per_hour": pl.Float64, "rate_span_seconds": pl.Float64, "peak_bytes": pl.Int64,
     "oom_kills": pl.Int64, "gpu_ooms": pl.Int64, "xids": pl.Int64, "findings": pl.Int64,
     "inputs": pl.Int64, "input_errors": pl.Int64, "skipped_lines": pl.Int64, "error": pl.String,
     "report": pl.String, "fingerprint": pl.String, "seconds": pl.Float64,
@@ -242,6 +243,7 @@ def _row_from_summary(summary: dict) -> dict:
         "worst_finding": worst["summary"] if worst else None,
         "onset": (lead.get("start") or (f"index {lead['start_index']}" if lead.get("start_index") is not None else None)) if lead else None,
         "rate_bytes_per_hour": lead.get("rate_bytes_per_hour") if lead else None,
+        "rate_span_seconds": _span_seconds(lead) if lead else None,   # picks the rate's unit, as the report does
         "oom_kills": kinds.count("oom_kill"),
         "gpu_ooms": kinds.count("gpu_oom"),
         "xids": kinds.count("xid"),
@@ -251,6 +253,14 @@ def _row_from_summary(summary: dict) -> dict:
         "input_errors": sum(1 for i in summary["inputs"] if i.get("error")),
         "skipped_lines": sum(i.get("skipped") or 0 for i in summary["inputs"]),
     }
+
+
+def _span_seconds(finding: dict) -> float | None:
+    try:
+        a, b = (datetime.fromisoformat(str(finding[k]).replace("Z", "+00:00")) for k in ("start", "end"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (b - a).total_seconds()
 
 
 def _peak_bytes(bundle) -> int | None:
@@ -523,19 +533,22 @@ def _spark_svg(values: list[float], w: int = 120, h: int = 24) -> str:
 def render_index(rows: list[dict]) -> str:
     from markupsafe import Markup
 
+    from forensics.report.formatting import instant, rate_text, verdict_words
     from forensics.units import human
 
     view = []
     for r in rows:
         v = dict(r)
         v["spark_svg"] = Markup(_spark_svg(r.get("sparkline") or []))
-        v["rate_text"] = (human(r["rate_bytes_per_hour"]) + "/h") if r.get("rate_bytes_per_hour") else ""
+        v["rate_text"] = rate_text(r["rate_bytes_per_hour"], r.get("rate_span_seconds")) if r.get("rate_bytes_per_hour") else ""
         v["peak_text"] = human(r["peak_bytes"]) if r.get("peak_bytes") else ""
+        v["onset_text"] = instant(r["onset"]) if r.get("onset") else ""
+        v["verdict_text"] = verdict_words(r["verdict"]) if r.get("verdict") else "—"
         view.append(v)
     counts: dict[str, int] = {}
     for r in rows:
-        key = r.get("verdict") if r.get("status") == "ok" else "failed"
-        counts[key or "failed"] = counts.get(key or "failed", 0) + 1
+        key = verdict_words(r.get("verdict") if r.get("status") == "ok" else "failed")
+        counts[key] = counts.get(key, 0) + 1
     from forensics.report.html import environment
 
     return environment().get_template("scan_index.html.j2").render(
