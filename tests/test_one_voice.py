@@ -81,3 +81,16 @@ def test_nothing_drawn_over_the_lines_and_the_onset_has_its_own_colour():
 
     assert onset not in {c.lower() for c in (*FALLBACK_COLORS, *SERIES_COLORS.values())}
     assert re.search(r"\.onset line \{ stroke: var\(--onset\)", css)
+
+
+def test_a_twin_dmesg_dump_counts_each_oom_killer_invocation_once():
+    """dmesg -T (whole seconds) holds two invocations in one second; dmesg --time-format iso the same
+    two: two invocations, not three (each finer copy joins its own coarse twin)."""
+    import polars as pl
+
+    import forensics
+    from test_compare import BEFORE
+
+    result = forensics.analyze(BEFORE.parent / "host_oom_pin_memory", tz="UTC")
+    invoked = result.events.filter(pl.col("kind") == "oom_invoked")
+    assert invoked.height == 2, invoked.select("source", "line")
