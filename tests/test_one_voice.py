@@ -6,7 +6,6 @@ import re
 from forensics import compare as cmp
 from forensics import report
 from forensics.detect.analyze import analyze
-from forensics.options import Options
 from forensics.report.formatting import instant, rate_text, verdict_words
 from forensics.scan import SUMMARY_SCHEMA, render_index
 from test_compare import AFTER, BEFORE, compared
