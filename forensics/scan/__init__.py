@@ -53,7 +53,7 @@ class ScanConfig:
     out_dir: Path
     depth: int | None = None              # jobs are the folders exactly this deep below the archive
     job_pattern: str | None = None        # regex on the folder name that marks a job
-    reports: str = "all"                  # "all" | "critical" | "warning" | "info" | "none": per-job HTML for these
+    reports: str = "all"                  # "all", "none" or a --fail-on level (report.verdict.reaches): per-job HTML for these
     workers: int = field(default_factory=lambda: usable_cpus())
     opts: Options = field(default_factory=Options)
     force: bool = False
