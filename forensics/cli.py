@@ -16,11 +16,11 @@ import typer
 import typer.core
 from rich.console import Console
 
-from forensics import __version__
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone
 from forensics.report.write import STDOUT, Target, target, write_text
 from forensics.units import parse_size
+from forensics.version import __version__
 
 _CLICK_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT"}
 

@@ -27,7 +27,6 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-import forensics
 from forensics import pipeline
 from forensics import report as rep
 from forensics.detect.callpaths import sanitizer_groups
@@ -38,6 +37,7 @@ from forensics.report.markdown import md_text
 from forensics.detect.findings import iso
 from forensics.options import Options
 from forensics.units import human, rate_text
+from forensics.version import __version__
 
 OUTCOMES = ("fixed", "regressed", "still_leaking", "no_leak")
 MAX_ROWS = 16          # series rows in the table
@@ -350,7 +350,7 @@ def build(before: Side, after: Side) -> tuple[dict, dict]:
     rows = _rows(before, after)
     sites = _site_rows(before, after)
     doc = {
-        "tool": "gpu-forensics", "version": forensics.__version__, "document": "compare",
+        "tool": "gpu-forensics", "version": __version__, "document": "compare",
         "outcome": kind, "outcome_reason": _outcome_reason(kind, sb, sa, rb, ra),
         "leak_rate_before": rb, "leak_rate_after": ra,
         "events": {"before": _counts(sb), "after": _counts(sa)},

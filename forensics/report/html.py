@@ -15,11 +15,11 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-import forensics
 from forensics.report.events import EVENT_STYLE
 from forensics.report.formatting import Clock
 from forensics.report.svg import svg_model
 from forensics.units import human
+from forensics.version import __version__
 
 
 def template_dirs() -> list[Path]:

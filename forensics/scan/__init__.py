@@ -24,7 +24,6 @@ from typing import Callable, Iterable, Iterator
 
 import polars as pl
 
-from forensics import __version__
 from forensics.report import write as outputs
 from forensics import parsers
 from forensics.errors import InputError, UsageError
@@ -32,6 +31,7 @@ from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options
 from forensics.io.sources import SKIP_SUFFIXES, Source
 from forensics.frames import rows_where
+from forensics.version import __version__
 
 STATE_NAME = "scan-state.json"
 SUMMARY_NAME = "summary.json"
