@@ -24,7 +24,7 @@ from forensics.version import __version__
 
 def template_dirs() -> list[Path]:
     """Where the templates are: inside the installed package first, then the checkout's templates/."""
-    pkg = Path(forensics.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent.parent   # the package folder (forensics/)
     dirs = [pkg / "templates", pkg.parent / "templates"]
     return [d for d in dirs if d.is_dir()]
 
