@@ -1,7 +1,6 @@
 """gpu-forensics: forensics of GPU memory leaks from the logs a job leaves behind."""
 import os as _os
 import sys as _sys
-from importlib.metadata import PackageNotFoundError, version as _version
 
 if "polars" not in _sys.modules:
     # polars' allocator (jemalloc, configured from this variable when polars is imported) gives freed
@@ -13,10 +12,13 @@ if "polars" not in _sys.modules:
     _theirs = _os.environ.get("_RJEM_MALLOC_CONF")
     _os.environ["_RJEM_MALLOC_CONF"] = _mine + ("," + _theirs if _theirs else "")
 
-try:
-    __version__ = _version("gpu-forensics")
-except PackageNotFoundError:  # running from a checkout without install
-    __version__ = "0.0.0+local"
+from forensics.version import __version__  # noqa: E402,F401  (after the allocator setting above)
 
-# where people report a log the tool misreads (also in pyproject.toml's project URLs)
-ISSUES_URL = "https://github.com/gpu-forensics/gpu-forensics/issues"
+
+def __getattr__(name: str):
+    # the API loads polars and the detectors only when used: `gpu-forensics --version` stays quick
+    if name in ("analyze", "Result"):
+        from forensics import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'forensics' has no attribute {name!r}")

@@ -5,6 +5,7 @@ Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or ab
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from datetime import datetime, timezone
@@ -13,20 +14,66 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 
-from forensics import __version__
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone
 from forensics.report.write import STDOUT, Target, target, write_text
 from forensics.units import parse_size
+from forensics.version import __version__
+
+_CLICK_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT"}
+
+
+def _click_type(p, ctx) -> str | None:
+    if getattr(p, "is_flag", False) or getattr(p, "count", False) or p.metavar == "":
+        return None
+    if p.metavar is not None and p.param_type_name == "option":
+        return p.metavar
+    t = p.display_type(ctx).strip("<>")
+    t = t[5:-1] if t.startswith("list[") else t
+    return f"[{t}]" if "|" in t else _CLICK_WORDS.get(t, t.upper())
+
+
+def _tidy_help(params: list) -> list:
+    """The help reads the same on every typer the floors allow: newer ones (0.28+) print a Python type per
+    parameter (`<list[str]>`, `<bool>` on plain flags) and `{paths}...` in the usage line; older ones print
+    click's TEXT and PATHS..., which the newer ones are given here too (a flag gets no type)."""
+    for p in params:
+        if not hasattr(p, "display_type_rich"):   # an older typer: click's words already
+            continue
+        p.display_type_rich = lambda ctx, p=p: _click_type(p, ctx)
+        if p.param_type_name == "argument":
+            name = p.metavar or p.name.upper() + ("..." if p.nargs != 1 else "")
+            p.get_usage_pieces = lambda ctx, name=name, req=p.required: [name if req else f"[{name}]"]
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def get_params(self, ctx):
+        return _tidy_help(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx):
+        return _tidy_help(super().get_params(ctx))
+
 
 app = typer.Typer(
+    cls=_Group,
     no_args_is_help=True,
     rich_markup_mode="rich",   # (so no `[...]` in help texts: rich would read it as a style tag)
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Forensics of GPU memory leaks: read a job's logs, find where memory began to grow and why, "
     "write one self-contained HTML incident report.",
+    epilog="Examples:\n\n"
+    "  gpu-forensics report job-1234/ -o report.html --md -   # one job's logs in, one report out\n\n"
+    "  gpu-forensics sniff job-1234/   # which parser takes each file, and why\n\n"
+    "  gpu-forensics scan /archive/jobs -o scan-out   # a report per job and an index\n\n"
+    "  gpu-forensics compare before/ after/   # did the fix work?\n\n"
+    "  gpu-forensics record -o run-1 -- python train.py   # run a job with the loggers beside it\n\n"
+    "Each command's --help has more examples.",
 )
 # C0/C1 control characters but tab and newline: from log text or a file name they would drive the
 # terminal (set its title, clear the screen); shown as \xNN instead
@@ -73,10 +120,13 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 class FailOn(str, Enum):
+    """How bad a result must be (forensics.report.verdict.reaches); `--fail-on` and `scan --reports` share it."""
+    never = "never"
     leak = "leak"
     oom = "oom"
+    critical = "critical"
+    warning = "warning"
     any = "any"
-    never = "never"
 
 
 def _parse_time(value: str | None, flag: str) -> datetime | None:
@@ -148,10 +198,28 @@ def check_tz_patterns(opts: Options, bundle) -> None:
                              f"the inputs (e.g. --tz 'kern.log={zone}'); `gpu-forensics sniff PATH` lists them")
 
 
-def should_fail(analysis, fail_on: FailOn) -> bool:
-    from forensics.report.verdict import fails
+def warn_unused(opts: Options, bundle) -> None:
+    """An option that no input needed is likely aimed at a file that was not passed, or misread: say so
+    (one line each) instead of ignoring it without a word."""
+    read = [i for i in bundle.inputs if i.format and not i.error]
+    clocks = {i.clock for i in read}
+    unused = []
+    if opts.boot_time is not None and "uptime" not in clocks:
+        unused.append(("--boot-time", "no input has seconds-since-boot stamps (dmesg without -T)"))
+    if opts.year is not None and "wall-yearless" not in clocks:
+        unused.append(("--year", "no input has syslog stamps without a year"))
+    if opts.interval is not None and "none" not in clocks:
+        unused.append(("--interval", "every input has its own clock"))
+    if opts.columns is not None and not any("--columns" in n for i in read for n in i.notes):
+        unused.append(("--columns", "no input is an nvidia-smi CSV without a header"))
+    for flag, why in unused:
+        say.info(f"warning: {flag}: not used, {why}; `gpu-forensics sniff PATH` shows what each file was taken for")
 
-    return fails(fail_on.value, analysis.verdict, [f.kind for f in analysis.findings],
+
+def should_fail(analysis, fail_on: FailOn) -> bool:
+    from forensics.report.verdict import reaches
+
+    return reaches(fail_on.value, analysis.verdict, [f.kind for f in analysis.findings],
                  [f.severity for f in analysis.findings])
 
 
@@ -173,15 +241,41 @@ def _print_problems(bundle) -> None:
             if i.error:
                 err.print(i.error, markup=False)
         return
-    for msg in bundle.problems:
+    for msg in grouped_problems(bundle.problems, [i.path for i in bundle.inputs]):
         err.print(msg, markup=False)
+
+
+def grouped_problems(problems: list[str], paths: list[str], shown: int = 3) -> list[str]:
+    """One line per cause: messages that differ only in the file they name (twelve empty stderr.log files)
+    become one counted line naming the first few, so the causes that differ stand out."""
+    causes: dict[str, list[str]] = {}
+    for msg in problems:
+        where = next((p for p in sorted(paths, key=len, reverse=True) if msg.startswith(f"{p}:")), None)
+        if where is None:
+            causes.setdefault(msg, [])
+            continue
+        rest = msg[len(where) + 1:]
+        line, _, tail = rest.partition(": ")
+        if line.isdigit():   # path:line: the line number is part of the place, not of the cause
+            where, rest = f"{where}:{line}", tail
+        causes.setdefault(rest.lstrip(), []).append(where)
+    out = []
+    for cause, wheres in causes.items():
+        if len(wheres) <= 1:
+            out.append(f"{wheres[0]}: {cause}" if wheres else cause)
+            continue
+        names = ", ".join(wheres[:shown]) + (f", … ({len(wheres) - shown} more)" if len(wheres) > shown else "")
+        out.append(f"{len(wheres)} files: {cause} ({names})")
+    return out
 
 
 def _print_summary(bundle, analysis) -> None:
     from rich.markup import escape
 
-    # the reason quotes log values (series labels, process names, paths): never read as markup
-    say.info(f"verdict: [bold]{analysis.verdict}[/bold] — {escape(analysis.verdict_reason or '')}", markup=True)
+    from forensics.report.formatting import verdict_words
+
+    say.info(f"verdict: [bold]{verdict_words(analysis.verdict)}[/bold] — {escape(analysis.verdict_reason or '')}",
+             markup=True)
     for f in analysis.findings[:20]:
         say.info(f"  {f.severity:8} {f.kind:17} {f.summary}")
     if len(analysis.findings) > 20:
@@ -191,6 +285,18 @@ def _print_summary(bundle, analysis) -> None:
     failed = sum(1 for i in bundle.inputs if i.error)
     say.info(f"inputs: {read} read, {skipped_files} not recognized, {failed} unreadable; "
              f"{sum(i.skipped for i in bundle.inputs)} lines skipped")
+
+
+def _suggest_scan(paths: list[str]) -> None:
+    """A folder of job folders read as one job merges unrelated runs into one verdict: say so."""
+    from forensics.scan import find_jobs
+
+    for p in paths:
+        if Path(p).is_dir():
+            jobs = find_jobs(Path(p))
+            if len(jobs) > 1:
+                say.info(f"warning: {p}: holds {len(jobs)} job folders, read here as one job (one verdict for all); "
+                         f"`gpu-forensics scan {p}` writes a report per job and an index")
 
 
 def _output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
@@ -262,10 +368,10 @@ def _examples(*lines: str) -> str:
     return "Examples:\n\n" + "\n\n".join(f"  {line}" for line in lines)
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics report job-1234/ -o report.html --md -",
     "gpu-forensics report nvidia-smi.csv kern.log train.log --tz Europe/Berlin --json summary.json",
-    "gpu-forensics report job-1234/ -o '' --json - --fail-on leak   # a CI gate: exit 1 on a leak or OOM",
+    "gpu-forensics report job-1234/ -o '' --json - --fail-on leak   # a CI gate: exit 1 on a leak",
 ) + "\n\n" + _EXIT_CODES)
 def report(
     paths: Annotated[list[str], typer.Argument(help="Log files or folders (read recursively).")],
@@ -282,7 +388,7 @@ def report(
     max_snapshot_size: MaxSnapshotOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when findings reach this level.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the result reaches this level: never; leak (a leak); oom (an OOM); critical or warning (a finding that severe or worse); any (any finding).")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -310,6 +416,8 @@ def report(
                   "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
         raise typer.Exit(EXIT_USAGE)
     check_tz_patterns(opts, bundle)
+    warn_unused(opts, bundle)
+    _suggest_scan(paths)
     t0 = time.perf_counter()
     ctx = rep.build_context(bundle, analysis, opts)
     renders = {"-o": rep.render_html, "--md": rep.render_markdown,
@@ -323,7 +431,7 @@ def report(
     raise typer.Exit(EXIT_FINDINGS if should_fail(analysis, fail_on) else EXIT_OK)
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics sniff job-1234/",
     "gpu-forensics sniff kern.log.2.gz | cut -f2   # just the parser names",
 ) + "\n\nOutput: one tab-separated line per file: path, parser (- for none), the reason. "
@@ -337,7 +445,12 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
 
     if sys.stdout is None:   # started with stdout closed (>&-): the listing would be lost
         raise UsageError("sniff: cannot write the listing, stdout is closed, run it without closing stdout")
+    for p in paths:
+        if not os.path.lexists(p):
+            raise UsageError(f"{p}: no such file or folder, check the path")
     found = discover(paths)
+    if not (found.files or found.ignored or found.problems):
+        raise UsageError(f"{', '.join(paths)}: no files in it, nothing to sniff, give the folder or files of a job's logs")
     # tab-separated lines on stdout, so the output can be cut/awk'ed (rich would expand tabs)
     for e in found.problems:
         print(printable(f"{e.path}\t-\t{e}"))
@@ -375,7 +488,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
         print(printable(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}"))
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics timeline job-1234/ -o aligned.parquet",
     "gpu-forensics timeline nvidia-smi.csv dmesg.txt --boot-time 2026-11-30T01:02:03Z -o aligned.csv",
 ) + "\n\nA .csv name writes NAME.samples.csv and NAME.events.csv beside it. "
@@ -414,6 +527,7 @@ def timeline(
                   "`gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
         raise typer.Exit(EXIT_USAGE)
     check_tz_patterns(opts, bundle)
+    warn_unused(opts, bundle)
     t0 = time.perf_counter()
     written = tl.write_aligned(bundle, output)
     say.stage("write", time.perf_counter() - t0, ", ".join(written))
@@ -421,7 +535,7 @@ def timeline(
         say.info(f"wrote {p}")
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics compare job-1234/ job-1240/ -o compare.html --md -",
     "gpu-forensics compare before/ after/ -o '' --json - --fail-on leak   # a CI gate on the fixed run",
 ) + "\n\nOutcome (JSON `outcome`): fixed, regressed, still_leaking or no_leak. Exit codes: 0 done, and no "
@@ -436,7 +550,7 @@ def compare(
     tz: TzOption = None,
     boot_time: BootTimeOption = None,
     year: YearOption = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the AFTER run's findings reach this level.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the AFTER run reaches this level (as for report --fail-on).")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -456,6 +570,7 @@ def compare(
                       "log folder or files; `gpu-forensics sniff PATH` shows what each file was taken for", markup=False)
             raise typer.Exit(EXIT_USAGE)
         check_tz_patterns(opts, side.bundle)
+        warn_unused(opts, side.bundle)
         sides.append(side)
     doc, extra = cmp.build(*sides)
     renders = {"-o": cmp.render_html, "--md": cmp.render_markdown,
@@ -466,11 +581,13 @@ def compare(
             say.info(f"compare: {output}")
     from rich.markup import escape
 
-    say.info(f"outcome: [bold]{doc['outcome']}[/bold] — {escape(doc['outcome_reason'])}", markup=True)
+    from forensics.report.formatting import verdict_words
+
+    say.info(f"outcome: [bold]{verdict_words(doc['outcome'])}[/bold] — {escape(doc['outcome_reason'])}", markup=True)
     raise typer.Exit(EXIT_FINDINGS if should_fail(sides[1].analysis, fail_on) else EXIT_OK)
 
 
-@app.command(context_settings={"allow_interspersed_args": False}, epilog=_examples(
+@app.command(cls=_Command, context_settings={"allow_interspersed_args": False}, epilog=_examples(
     "gpu-forensics record -o run-1 -- python train.py --epochs 3",
     "gpu-forensics record --interval 0.5 -- torchrun --nproc-per-node 8 train.py",
 ) + "\n\nWrites stdout.log, stderr.log, nvidia-smi.csv, compute-apps.csv, kernel.log (where readable), job.json "
@@ -503,11 +620,15 @@ def record(
 
 
 class Reports(str, Enum):
+    """`all`, `none`, or the jobs that reach a --fail-on level (`info`: the old spelling of `any`)."""
     all = "all"
+    none = "none"
+    leak = "leak"
+    oom = "oom"
     critical = "critical"
     warning = "warning"
+    any = "any"
     info = "info"
-    none = "none"
 
 
 class Engine(str, Enum):
@@ -515,7 +636,7 @@ class Engine(str, Enum):
     dask = "dask"
 
 
-@app.command(epilog=_examples(
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics scan /archive/jobs -o scan-out",
     "gpu-forensics scan /archive/jobs -o scan-out --reports warning --fail-on leak -j 8",
     "gpu-forensics scan /shared/jobs -o /shared/scan-out --engine dask --scheduler tcp://head:8786",
@@ -528,7 +649,7 @@ def scan(
                                                    help="Parallel worker processes (default: the cores this process may use).")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", help="Jobs are the folders exactly this deep below ARCHIVE.")] = None,
     job_pattern: Annotated[Optional[str], typer.Option("--job-pattern", help="Regex on folder names that marks a job folder.")] = None,
-    reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or those with findings at or above a severity.")] = Reports.all,
+    reports: Annotated[Reports, typer.Option("--reports", help="Write a per-job HTML report for all jobs, none, or the jobs that reach this --fail-on level.")] = Reports.all,
     tz: TzOption = None,
     year: YearOption = None,
     boot_time: BootTimeOption = None,
@@ -536,7 +657,7 @@ def scan(
     max_snapshot_size: MaxSnapshotOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job's findings reach this level.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job reaches this level (as for report --fail-on).")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo the jobs that failed last time (a rerun keeps their failed row otherwise).")] = False,
     max_worker_memory: Annotated[Optional[str], typer.Option(
@@ -606,6 +727,9 @@ def scan(
     finally:
         if client is not None:
             client.close()
+    if not result.rows:
+        raise UsageError(f"{archive}: no job folder found (no folder below it holds a log this tool reads), give the "
+                         "folder that holds one folder per job, or name them with --depth or --job-pattern")
     _print_scan_table(result, output)
     failed = result.failed
     hit = any(_row_reaches(r, fail_on) for r in result.rows)
@@ -629,10 +753,10 @@ def _dask_client(scheduler: str | None, workers: int):
 
 
 def _row_reaches(row: dict, fail_on: FailOn) -> bool:
-    from forensics.report.verdict import fails
+    from forensics.report.verdict import reaches
 
     # a job's worst severity stands for its findings' severities
-    return row.get("status") == "ok" and fails(fail_on.value, row.get("verdict"), row.get("kinds") or (),
+    return row.get("status") == "ok" and reaches(fail_on.value, row.get("verdict"), row.get("kinds") or (),
                                                [row.get("severity")])
 
 
@@ -649,9 +773,11 @@ def _print_scan_table(result, output: str) -> None:
                     f"({result.analyzed} analyzed, {result.reused} unchanged and reused)")
     t.add_column("verdict")
     t.add_column("jobs", justify="right")
+    from forensics.report.formatting import verdict_words
+
     for k in ("leak", "cache_growth", "inconclusive", "no_leak", "failed"):
         if counts.get(k):
-            t.add_row(k, str(counts[k]))
+            t.add_row(verdict_words(k), str(counts[k]))
     if say.level != say.QUIET:
         err.print(t)
     for r in result.rows:

@@ -27,16 +27,17 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-import forensics
 from forensics import pipeline
 from forensics import report as rep
 from forensics.detect.callpaths import sanitizer_groups
 from forensics.frames import rows_where
+from forensics.report.formatting import instant, verdict_words
 from forensics.report.html import environment, script_json
 from forensics.report.markdown import md_text
 from forensics.detect.findings import iso
 from forensics.options import Options
 from forensics.units import human, rate_text
+from forensics.version import __version__
 
 OUTCOMES = ("fixed", "regressed", "still_leaking", "no_leak")
 MAX_ROWS = 16          # series rows in the table
@@ -98,7 +99,9 @@ def _rate_words(rate: dict | None) -> str:
 def _onset_words(rate: dict | None) -> str:
     if not rate:
         return "—"
-    return str(rate["start"] or (f"sample/step {rate['start_index']}" if rate["start_index"] is not None else "—"))
+    if rate["start"]:
+        return instant(rate["start"])
+    return f"sample/step {rate['start_index']}" if rate["start_index"] is not None else "—"
 
 
 def _leak_words(summary: dict, rate: dict | None) -> str:
@@ -108,15 +111,15 @@ def _leak_words(summary: dict, rate: dict | None) -> str:
 
 def _outcome_reason(kind: str, before: dict, after: dict, rb: dict | None, ra: dict | None) -> str:
     if kind == "fixed":
-        text = f"The leak before ({_leak_words(before, rb)}) is gone after: verdict {after['verdict']}."
+        text = f"The leak before ({_leak_words(before, rb)}) is gone after: verdict {verdict_words(after['verdict'])}."
     elif kind == "regressed":
-        text = f"No leak before (verdict {before['verdict']}); after, a leak: {_leak_words(after, ra)}."
+        text = f"No leak before (verdict {verdict_words(before['verdict'])}); after, a leak: {_leak_words(after, ra)}."
     elif kind == "still_leaking":
         text = f"Still leaking: {_leak_words(before, rb)} before; {_leak_words(after, ra)} after."
         if rb and ra and rb["bytes_per_hour"] and ra["bytes_per_hour"]:
             text += f" The rate is {ra['bytes_per_hour'] / rb['bytes_per_hour']:.0%} of what it was."
     else:
-        text = f"No leak on either side (verdicts {before['verdict']} and {after['verdict']})."
+        text = f"No leak on either side (verdicts {verdict_words(before['verdict'])} and {verdict_words(after['verdict'])})."
     if after["verdict"] == "inconclusive":
         text += " The after run is inconclusive: it holds too little data to rule a leak out, record it longer."
     return text
@@ -347,7 +350,7 @@ def build(before: Side, after: Side) -> tuple[dict, dict]:
     rows = _rows(before, after)
     sites = _site_rows(before, after)
     doc = {
-        "tool": "gpu-forensics", "version": forensics.__version__, "document": "compare",
+        "tool": "gpu-forensics", "version": __version__, "document": "compare",
         "outcome": kind, "outcome_reason": _outcome_reason(kind, sb, sa, rb, ra),
         "leak_rate_before": rb, "leak_rate_after": ra,
         "events": {"before": _counts(sb), "after": _counts(sa)},
@@ -370,7 +373,7 @@ def _rate_cell(facts: dict | None) -> str:
     if not facts:
         return "—"
     if facts["rate_bytes_per_hour"] is None:
-        return facts["classification"].replace("_", " ")
+        return verdict_words(facts["classification"])
     text = rate_text(facts["rate_bytes_per_hour"], 60.0) or ""
     if facts["rate_bytes_per_step"] is not None:
         text += f" ({human(facts['rate_bytes_per_step'])}/step)"
@@ -385,7 +388,7 @@ def _view_rows(doc: dict) -> list[dict]:
         for s in ("before", "after"):
             f = r[s]
             cells[s] = {"rate": _rate_cell(f), "peak": human(f["peak_bytes"]) if f else "—",
-                        "onset": str(f["onset"]) if f and f["onset"] is not None and f["pattern"] else "—",
+                        "onset": instant(f["onset"]) if f and f["onset"] is not None and f["pattern"] else "—",
                         "pid": f["pid"] if f else None}
         out.append({"name": f"GPU {r['gpu']} {r['series']}" + (f" [{who}]" if who else ""), "file": r["file"], **cells})
     return out
@@ -395,12 +398,12 @@ def _view(doc: dict, extra: dict) -> dict:
     sides = {}
     for s in ("before", "after"):
         summ = doc[s]
-        sides[s] = {"verdict": summ["verdict"], "reason": summ.get("verdict_reason") or "",
+        sides[s] = {"verdict": verdict_words(summ["verdict"]), "reason": summ.get("verdict_reason") or "",
                     "rate": _rate_words(doc[f"leak_rate_{s}"]), "events": doc["events"][s],
                     "paths": extra["paths"][s],
                     "inputs": sum(1 for i in summ["inputs"] if i["format"]),
                     "unread": sum(1 for i in summ["inputs"] if not i["format"])}
-    return {"doc": doc, "sides": sides, "rows": _view_rows(doc), "charts": extra["charts"],
+    return {"doc": doc, "outcome_text": verdict_words(doc["outcome"]), "sides": sides, "rows": _view_rows(doc), "charts": extra["charts"],
             "sites": doc["leak_sites"][:MAX_SITES], "sites_omitted": max(0, len(doc["leak_sites"]) - MAX_SITES)}
 
 
@@ -421,7 +424,7 @@ def _embedded(doc: dict) -> dict:
 def render_markdown(doc: dict, extra: dict) -> str:
     v = _view(doc, extra)
     t = md_text
-    lines = [f"### gpu-forensics compare: **{doc['outcome'].replace('_', ' ')}**", "", t(doc["outcome_reason"]), "",
+    lines = [f"### gpu-forensics compare: **{verdict_words(doc['outcome'])}**", "", t(doc["outcome_reason"]), "",
              "| | before | after |", "| --- | --- | --- |"]
     sb, sa = v["sides"]["before"], v["sides"]["after"]
     lines.append(f"| verdict | {t(sb['verdict'])} | {t(sa['verdict'])} |")

@@ -10,7 +10,6 @@ from typing import Callable
 
 import polars as pl
 
-from forensics import ISSUES_URL
 from forensics.io import archives, lines
 from forensics import parsers
 from forensics.errors import InputError
@@ -437,9 +436,12 @@ def _not_read(src: Source, info: InputInfo, reason: str, skipped: Skipped) -> st
     skipped.add(label, None, n)
     todo = ("check that the job really wrote this log (a killed job may not flush it); the rest is analyzed"
             # (not "run sniff": sniff would only repeat the reason this line already gives)
-            if blank else "if it is a log this tool should read, report it with the file at "
-            f"{ISSUES_URL}; it was skipped")
-    info.problems.append(str(InputError(src.path, "empty file" if blank else "not recognized", why, todo)))
+            if blank else "it was skipped; `gpu-forensics sniff PATH` shows what each parser looked for, and the "
+            "README's \"Adding a log format\" says how to teach the tool a new one")
+    from forensics.record import is_own_output
+
+    if not is_own_output(src.path):   # the job's own output, as `record` captured it: not a log to report
+        info.problems.append(str(InputError(src.path, "empty file" if blank else "not recognized", why, todo)))
     return label
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -182,8 +183,8 @@ class _Process:
         if self.thread:
             self.thread.join()
         self.fh.close()
-        if early not in (None, 0):
-            return f"{self.name} stopped during the run with exit status {early}"
+        if early is not None:   # a logger that follows the run never ends on its own, even with status 0
+            return f"{self.name} stopped during the run with exit status {early}, its log ends early"
         return None
 
 
@@ -219,6 +220,31 @@ class _Ticker:
         if self.failures:
             return f"{self.name} failed {len(self.failures)} times (last exit status {self.failures[-1]})"
         return None
+
+
+_HAS_STAMP = re.compile(rb"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d")
+
+
+def _stamp(raw: bytes, now: datetime) -> bytes:
+    """A line of the command's output with its arrival time in front (in brackets: a bare RFC 3339 stamp
+    before `RuntimeError: ...` would read as a syslog line), so the step-log readers place the job's own
+    prints on the clock; a line that carries its own time (forensics.markers) keeps it alone."""
+    if _HAS_STAMP.match(raw):
+        return raw
+    return f"[{now.strftime('%Y-%m-%dT%H:%M:%S.')}{now.microsecond // 1000:03d}Z] ".encode() + raw
+
+
+def _pump_stamped(pipe, fh) -> None:
+    for raw in pipe:
+        fh.write(_stamp(raw, _now()))
+        fh.flush()
+
+
+def is_own_output(path: str) -> bool:
+    """The command's stdout.log / stderr.log in a folder `record` wrote (its job.json beside them): the
+    job's own output, which need not hold anything a parser reads."""
+    p = Path(path)
+    return p.name in ("stdout.log", "stderr.log") and (p.parent / "job.json").is_file()
 
 
 def _iso_line_time(line: str) -> datetime | None:
@@ -333,11 +359,18 @@ def record(out_dir: str, command: list[str], interval: float, say: Callable[[str
             with open(out / "stdout.log", "ab") as so, open(out / "stderr.log", "ab") as se:
                 # the terminal stays the recorder's: the command's process group is not the foreground one
                 stdin = subprocess.DEVNULL if sys.stdin is None or sys.stdin.isatty() else None
-                child = subprocess.Popen([exe, *command[1:]], stdout=so, stderr=se, stdin=stdin, process_group=0)
+                child = subprocess.Popen([exe, *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         stdin=stdin, process_group=0)
+                pumps = [threading.Thread(target=_pump_stamped, args=(pipe, fh), daemon=True)
+                         for pipe, fh in ((child.stdout, so), (child.stderr, se))]
+                for t in pumps:
+                    t.start()
                 job.pid = child.pid
                 replace_file(out / "job.json", job.json())
                 say(f"recording pid {child.pid} into {out}/ (every {interval:g} s)")
                 job.returncode = child.wait()
+                for t in pumps:   # the last lines still in the pipes
+                    t.join()
                 job.end = _now()
             wake.clear()
             wake.wait(LEAD_INTERVALS * interval)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ for i in range(1, 13):
     print(marker_line("train", (1000 + 64 * i) << 20, 4096 << 20, step=i, device=0), flush=True)
     time.sleep(0.05)
 print("done", file=sys.stderr)
+print("step 13 [train] allocated: 1900.00 MB, cached: 4096.00 MB", flush=True)   # a print without a clock
 sys.exit(3)
 """
 
@@ -68,7 +70,10 @@ def test_record_writes_every_log_and_returns_the_exit_code(tmp_path):
     assert r.returncode == 3, r.stderr
     assert "Traceback" not in r.stderr
     assert not _survivors(tmp_path)
-    assert (out / "stderr.log").read_text() == "done\n"
+    # every captured line carries its arrival time; a marker keeps its own
+    assert re.fullmatch(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\] done\n", (out / "stderr.log").read_text())
+    # record's own output is never reported as a file the tool does not recognize
+    assert "stderr.log" not in r.stderr and "stdout.log" not in r.stderr, r.stderr
     assert (out / "report.html").is_file()
     job = json.loads((out / "job.json").read_text())
     assert job["exit_code"] == 3 and job["signal"] is None and job["command"][0] == sys.executable
@@ -87,7 +92,9 @@ def test_record_writes_every_log_and_returns_the_exit_code(tmp_path):
     assert formats["stdout.log"] == "step-markers"
     assert formats["kernel.log"] is not None
     steps = bundle.samples.filter(bundle.samples["series"] == "allocated")["step"].to_list()
-    assert steps == list(range(1, 13))
+    assert steps == list(range(1, 14))
+    allocated = bundle.samples.filter(bundle.samples["series"] == "allocated")
+    assert allocated["time"].null_count() == 0   # step 13, printed without a time, placed by its arrival
     used = bundle.samples.filter(bundle.samples["series"] == "memory.used")
     assert used.height >= 3 and used["time"].null_count() == 0
 
@@ -170,3 +177,13 @@ def test_usage_errors_before_anything_runs(tmp_path, case):
     else:
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not list((tmp_path / "pids").iterdir())
+
+
+def test_a_logger_that_dies_is_reported(tmp_path):
+    out = tmp_path / "run"
+    env = _env(tmp_path)
+    env["FAKE_DMESG_DIES"] = "1"
+    r = _record(out, env, sys.executable, "-c", "import time; time.sleep(1.5)")
+    assert r.returncode == 0, r.stderr
+    failed = json.loads((out / "job.json").read_text())["loggers_failed"]
+    assert len(failed) == 1 and "stopped during the run" in failed[0], failed

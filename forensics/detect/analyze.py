@@ -112,7 +112,9 @@ def analyze(bundle, opts=None) -> Analysis:
     detect_events.link(findings)
     name_leak_sites(findings)
     findings.extend(distributed.distributed_findings(events, findings, ranks))
+    # most severe first, then by kind, then the bigger first (a 20 MiB leak before a 1 MiB one)
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
+                                 -(f.growth_bytes or f.bytes or 0),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
     verdict, reason = _verdict(series, parts, findings, events.height)
     return Analysis(verdict=verdict, verdict_reason=reason, findings=findings,

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timezone
 
-import forensics
 from forensics.detect.findings import SEVERITY_RANK, iso
 from forensics.report.charts import build_charts, zoom_panels
 from forensics.report.formatting import Clock, clip, lookup
@@ -18,6 +17,7 @@ from forensics.report.sections import (allocations_ctx, events_ctx, finding_ctx,
                                        oom_kills_ctx, sanitizer_ctx, xids_ctx)
 from forensics.report.summary import embedded_summary
 from forensics.report.verdict import verdict_ctx
+from forensics.version import __version__
 
 
 def build_context(bundle, analysis, opts) -> dict:
@@ -68,7 +68,7 @@ def build_context(bundle, analysis, opts) -> dict:
                                            f"were found ({i.skipped} lines skipped)", 400))
     ctx = {
         "tool": "gpu-forensics",
-        "version": forensics.__version__,
+        "version": __version__,
         "generated_at": iso(now.replace(microsecond=0)),
         "title": f"GPU memory report: {verdict['label']}" if not empty else "GPU memory report: nothing readable",
         "zone": {"name": clock.name, "is_utc": clock.is_utc, "from_user": bool(getattr(opts, "tz_from_user", False)),

@@ -1,4 +1,5 @@
-"""Values as people read them: clipped log text, plain data, natural order, durations, instants in a zone."""
+"""Values as people read them, for every output (HTML, Markdown, the scan index, compare, the terminal):
+clipped log text, plain data, natural order, durations, rates, instants in a zone, verdict words."""
 from __future__ import annotations
 
 import math
@@ -9,7 +10,30 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from forensics.detect.findings import iso
 from forensics.report.limits import MAX_TEXT
-from forensics.units import human
+from forensics.units import human, rate_text  # noqa: F401  (rate_text: the one unit rule for rates, here for every output)
+
+# the words a person reads for the verdict and outcome keys of the JSON summary
+VERDICT_WORDS = {"leak": "leak", "no_leak": "no leak", "cache_growth": "cache growth", "inconclusive": "inconclusive",
+                 "failed": "failed", "fixed": "fixed", "regressed": "regressed", "still_leaking": "still leaking"}
+
+
+def verdict_words(key: str | None) -> str:
+    return VERDICT_WORDS.get(key or "", (key or "—").replace("_", " "))
+
+
+def instant(value, zone: str = "UTC") -> str:
+    """An ISO time (or datetime) as `2026-11-30 04:44:42 UTC`; anything else (an index) as it is."""
+    if value is None:
+        return "—"
+    t = value
+    if isinstance(value, str):
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if not isinstance(t, datetime):
+        return str(value)
+    return Clock(zone).when(t)["local"]
 
 
 def lookup(obj, *names, default=None):

@@ -13,18 +13,18 @@ import re
 from pathlib import Path
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
-import forensics
 from forensics.report.events import EVENT_STYLE
 from forensics.report.formatting import Clock
 from forensics.report.svg import svg_model
 from forensics.units import human
+from forensics.version import __version__
 
 
 def template_dirs() -> list[Path]:
     """Where the templates are: inside the installed package first, then the checkout's templates/."""
-    pkg = Path(forensics.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent.parent   # the package folder (forensics/)
     dirs = [pkg / "templates", pkg.parent / "templates"]
     return [d for d in dirs if d.is_dir()]
 
@@ -74,7 +74,18 @@ def _new_env(bytecode_cache: jinja2.BytecodeCache | None) -> jinja2.Environment:
     env.filters["num"] = lambda n: "—" if n is None else f"{n:,}"
     env.filters["count"] = _count
     env.filters["path"] = _path_breaks
+    env.filters["prose"] = _prose
     return env
+
+
+def _prose(text) -> Markup:
+    """The tool's own sentences (likely causes, checks): a `code` span as <code>, the rest escaped; an odd
+    backtick leaves all of it plain text (as the Markdown's md_prose does)."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:
+        return Markup(escape(text))
+    return Markup("".join(escape(p) if i % 2 == 0 else Markup("<code>") + escape(p) + Markup("</code>")
+                          for i, p in enumerate(parts)))
 
 
 def script_json(data) -> str:

@@ -29,6 +29,11 @@ _BYTES_KEY = re.compile(r"bytes|rss|total_vm|pgtables|^(requested|total|free|all
                         r"_(in_use|used|free|reserved|allocated|unallocated|capacity|limit|size)$")
 
 
+# what a finding's `bytes` is, by kind: a bare "Bytes" tells the reader nothing
+BYTES_LABEL = {"leak": "Peak", "cache_growth": "Peak", "cache_warmup": "Peak", "gpu_oom": "Tried to allocate", "oom_kill": "Resident memory (RSS) when killed",
+               "sanitizer_leak": "Never freed", "allocation_leak": "Still allocated",
+               "allocation_footprint": "Allocated in all", "residual_process": "Still held"}
+
 def _detail_value(key: str, v, clock: Clock) -> str | int | None:
     """One extra fact for people; nested records (the detector's per-series list) are left to the
     JSON summary, and empty values are not shown."""
@@ -144,7 +149,7 @@ def finding_ctx(f, clock: Clock) -> dict:
     if f.growth_bytes is not None:
         facts.append(["Growth", human(f.growth_bytes)])
     if f.bytes is not None:
-        facts.append(["Bytes", human(f.bytes)])
+        facts.append([BYTES_LABEL.get(f.kind, "Size"), human(f.bytes)])
     if RAN_OUT.get((f.detail or {}).get("ran_out")):
         at = clock.when(f.exhaust_at)
         facts.append(["Memory", f"ran out ({RAN_OUT[f.detail['ran_out']]})" + (f" — {at['local']}" if at else "")])

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-import forensics
 from forensics.detect.findings import SEVERITY_RANK, summary_json
 from forensics.report.formatting import clip, lookup, plain
 from forensics.report.limits import EMBED_EVIDENCE, EMBED_FINDINGS, EMBED_INPUTS
+from forensics.version import __version__
 
 
 def embedded_summary(bundle, analysis) -> dict:
@@ -30,7 +30,7 @@ def embedded_summary(bundle, analysis) -> dict:
 def summary(bundle, analysis) -> dict:
     """The JSON summary, exactly as docs/design.md fixes it (forensics/report/summary.schema.json)."""
     return plain(summary_json(
-        forensics.__version__,
+        __version__,
         lookup(analysis, "verdict", default="inconclusive") or "inconclusive",
         bundle.inputs,
         list(lookup(analysis, "findings", default=None) or []),

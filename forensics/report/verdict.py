@@ -167,15 +167,23 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
 
 
 
-def fails(fail_on: str, verdict: str | None, kinds, severities) -> bool:
-    """`--fail-on`, for `report` and each job of `scan` alike: does a result with this verdict and these
-    findings' kinds and severities reach the level? `oom`: an OOM kill or a CUDA OOM; `leak`: a leak
-    verdict or finding, or an OOM; `any`: a warning or critical finding."""
+# The one vocabulary of "how bad", for `--fail-on` (exit 1) and `scan --reports` (write the job's report)
+# alike: a level is reached by what it names. `info` is the old spelling of `any`, `none` of `never`.
+LEVELS = ("never", "leak", "oom", "critical", "warning", "any")
+_ALIASES = {"info": "any", "none": "never"}
+
+
+def reaches(level: str, verdict: str | None, kinds, severities) -> bool:
+    """Does a result with this verdict and these findings' kinds and severities reach `level`? `leak`: a
+    leak verdict or finding (an OOM alone is not a leak: that is `oom`); `oom`: an OOM kill or a CUDA OOM;
+    `critical`, `warning`: a finding of that severity or worse; `any`: any finding, info included."""
+    level = _ALIASES.get(level, level)
     kinds = set(kinds)
-    if fail_on == "never":
+    if level == "never":
         return False
-    if fail_on == "oom":
+    if level == "leak":
+        return verdict == "leak" or "leak" in kinds
+    if level == "oom":
         return bool(kinds & {"oom_kill", "gpu_oom"})
-    if fail_on == "leak":
-        return verdict == "leak" or bool(kinds & {"leak", "oom_kill", "gpu_oom"})
-    return any(s in ("warning", "critical") for s in severities)
+    floor = SEVERITY_RANK["info" if level == "any" else level]
+    return any(SEVERITY_RANK.get(s or "", 0) >= floor for s in severities)

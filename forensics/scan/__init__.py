@@ -17,13 +17,13 @@ import os
 import re
 import time
 import itertools
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import polars as pl
 
-from forensics import __version__
 from forensics.report import write as outputs
 from forensics import parsers
 from forensics.errors import InputError, UsageError
@@ -32,6 +32,7 @@ from forensics.options import Options
 from forensics.io import archives
 from forensics.io.sources import SKIP_SUFFIXES, Source, discover
 from forensics.frames import csv_safe, rows_where
+from forensics.version import __version__
 
 STATE_NAME = "scan-state.json"
 SUMMARY_NAME = "summary.json"
@@ -40,7 +41,7 @@ VERDICT_RANK = {"leak": 4, "cache_growth": 2, "inconclusive": 1, "no_leak": 0}
 SUMMARY_SCHEMA = {
     "job": pl.String, "path": pl.String, "status": pl.String, "verdict": pl.String,
     "severity": pl.String, "severity_rank": pl.Int64, "worst_finding": pl.String,
-    "onset": pl.String, "rate_bytes_per_hour": pl.Float64, "peak_bytes": pl.Int64,
+    "onset": pl.String, "rate_bytes_per_hour": pl.Float64, "rate_span_seconds": pl.Float64, "peak_bytes": pl.Int64,
     "oom_kills": pl.Int64, "gpu_ooms": pl.Int64, "xids": pl.Int64, "findings": pl.Int64,
     "inputs": pl.Int64, "input_errors": pl.Int64, "skipped_lines": pl.Int64, "error": pl.String,
     "report": pl.String, "fingerprint": pl.String, "seconds": pl.Float64,
@@ -53,7 +54,7 @@ class ScanConfig:
     out_dir: Path
     depth: int | None = None              # jobs are the folders exactly this deep below the archive
     job_pattern: str | None = None        # regex on the folder name that marks a job
-    reports: str = "all"                  # "all" | "critical" | "warning" | "info" | "none": per-job HTML for these
+    reports: str = "all"                  # "all", "none" or a --fail-on level (report.verdict.reaches): per-job HTML for these
     workers: int = field(default_factory=lambda: usable_cpus())
     opts: Options = field(default_factory=Options)
     force: bool = False
@@ -197,12 +198,10 @@ def _hash_file(h, p: Path, rel: str) -> None:
 
 # -- one job (runs in a worker process) -----------------------------------------------------------
 
-def _want_report(reports: str, severity: str | None) -> bool:
-    if reports == "all":
-        return True
-    if reports == "none" or severity is None:
-        return False
-    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[reports]
+def _want_report(reports: str, row: dict) -> bool:
+    from forensics.report.verdict import reaches
+
+    return reports == "all" or reaches(reports, row.get("verdict"), row.get("kinds") or (), [row.get("severity")])
 
 
 def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, fp: str | None,
@@ -229,7 +228,7 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
                 f"{job}: nothing to analyze, no file in the job was recognized as a log, "
                 f"run `gpu-forensics sniff {job}` to see what each file was taken for"]
             row["error"] = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
-        if _want_report(reports, row["severity"]) and row["status"] == "ok":
+        if _want_report(reports, row) and row["status"] == "ok":
             ctx = rep.build_context(bundle, analysis, opts)
             outputs.replace_file(job_dir / "report.html", rep.render_html(ctx))
             row["report"] = f"jobs/{jid}/report.html"
@@ -262,6 +261,7 @@ def _row_from_summary(summary: dict) -> dict:
         "worst_finding": worst["summary"] if worst else None,
         "onset": (lead.get("start") or (f"index {lead['start_index']}" if lead.get("start_index") is not None else None)) if lead else None,
         "rate_bytes_per_hour": lead.get("rate_bytes_per_hour") if lead else None,
+        "rate_span_seconds": _span_seconds(lead) if lead else None,   # picks the rate's unit, as the report does
         "oom_kills": kinds.count("oom_kill"),
         "gpu_ooms": kinds.count("gpu_oom"),
         "xids": kinds.count("xid"),
@@ -271,6 +271,14 @@ def _row_from_summary(summary: dict) -> dict:
         "input_errors": sum(1 for i in summary["inputs"] if i.get("error")),
         "skipped_lines": sum(i.get("skipped") or 0 for i in summary["inputs"]),
     }
+
+
+def _span_seconds(finding: dict) -> float | None:
+    try:
+        a, b = (datetime.fromisoformat(str(finding[k]).replace("Z", "+00:00")) for k in ("start", "end"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (b - a).total_seconds()
 
 
 def _peak_bytes(bundle) -> int | None:
@@ -696,19 +704,22 @@ def _spark_svg(values: list[float], w: int = 120, h: int = 24) -> str:
 def render_index(rows: list[dict]) -> str:
     from markupsafe import Markup
 
+    from forensics.report.formatting import instant, rate_text, verdict_words
     from forensics.units import human
 
     view = []
     for r in rows:
         v = dict(r)
         v["spark_svg"] = Markup(_spark_svg(r.get("sparkline") or []))
-        v["rate_text"] = (human(r["rate_bytes_per_hour"]) + "/h") if r.get("rate_bytes_per_hour") else ""
+        v["rate_text"] = rate_text(r["rate_bytes_per_hour"], r.get("rate_span_seconds")) if r.get("rate_bytes_per_hour") else ""
         v["peak_text"] = human(r["peak_bytes"]) if r.get("peak_bytes") else ""
+        v["onset_text"] = instant(r["onset"]) if r.get("onset") else ""
+        v["verdict_text"] = verdict_words(r["verdict"]) if r.get("verdict") else "—"
         view.append(v)
     counts: dict[str, int] = {}
     for r in rows:
-        key = r.get("verdict") if r.get("status") == "ok" else "failed"
-        counts[key or "failed"] = counts.get(key or "failed", 0) + 1
+        key = verdict_words(r.get("verdict") if r.get("status") == "ok" else "failed")
+        counts[key] = counts.get(key, 0) + 1
     from forensics.report.html import environment
 
     return environment().get_template("scan_index.html.j2").render(

@@ -29,14 +29,19 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
     rows = kernel.sort(["kind", "pid", "bytes", "_us"]).to_dicts()
     drop, twins = set(), {}
     groups: list[list[dict]] = []
+    open_: list[list[dict]] = []   # the groups of this kind, pid and bytes a later copy may still join
     for r in rows:
-        g = groups[-1] if groups else None
-        if (g and (r["kind"], r["pid"], r["bytes"]) == (g[0]["kind"], g[0]["pid"], g[0]["bytes"])
-                and r["_us"] - g[0]["_us"] <= TWIN_WINDOW_S * 1e6
-                and r["source"] not in {x["source"] for x in g}):
-            g.append(r)
+        key = (r["kind"], r["pid"], r["bytes"])
+        open_ = [g for g in open_ if (g[0]["kind"], g[0]["pid"], g[0]["bytes"]) == key
+                 and r["_us"] - g[0]["_us"] <= TWIN_WINDOW_S * 1e6]
+        # the copy joins the nearest group that lacks its file (the earliest on a tie): two events in
+        # one second of `dmesg -T` are two groups, and each finer copy finds its own, not just the last
+        fits = [g for g in open_ if r["source"] not in {x["source"] for x in g}]
+        if fits:
+            min(fits, key=lambda g: abs(r["_us"] - g[0]["_us"])).append(r)
         else:
             groups.append([r])
+            open_.append(groups[-1])
     for g in groups:
         if len(g) < 2:
             continue
