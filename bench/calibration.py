@@ -44,7 +44,7 @@ def main() -> int:
                 else:
                     key = f"{an.verdict} (no confidence printed)"
                 rows.setdefault(key, []).append(an.verdict == expected)
-    print(f"| verdict as printed | views | right | share right |\n| --- | --- | --- | --- |")
+    print("| verdict as printed | views | right | share right |\n| --- | --- | --- | --- |")
     for key in sorted(rows):
         ok = rows[key]
         print(f"| {key} | {len(ok)} | {sum(ok)} | {sum(ok) / len(ok):.0%} |")

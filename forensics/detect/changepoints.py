@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forensics.detect import robust
-from forensics.detect.thresholds import EVENT_SIGMAS, JUMP_SIGMAS, MAX_BUCKETS, MIN_POINTS, MIN_SEGMENT, PENALTY_PER_CHANGE
+from forensics.detect.thresholds import MIN_SEGMENT, PENALTY_PER_CHANGE
 
 
 @dataclass

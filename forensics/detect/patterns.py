@@ -14,8 +14,8 @@ import numpy as np
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FIRST_STEP_RATIO, FLOOR_RISE_SHARE, JUMP_SIGMAS,
-                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS, LEAK_Z, MAX_BUCKETS,
-                                         MIN_POINTS, MIN_SEGMENT, NEW_HIGH_SHARE, OSCILLATION_MIN_FRACTION,
+                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
+                                         MIN_POINTS, MIN_SEGMENT, NEW_HIGH_SHARE,
                                          PENALTY_PER_CHANGE, RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RAW_STAIRS_MAX,
                                          SIMILAR_SLOPE, STAIR_FLAT_SHARE, STAIR_TAIL_FACTOR, STEP_HEIGHT_RATIO,
                                          TAIL_QUIET_FRACTION, TOOTH_RANGE_SHARE)

@@ -16,7 +16,6 @@ are counted as skipped by section.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 
 import polars as pl
 

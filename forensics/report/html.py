@@ -19,7 +19,6 @@ from forensics.report.events import EVENT_STYLE
 from forensics.report.formatting import Clock
 from forensics.report.svg import svg_model
 from forensics.units import human
-from forensics.version import __version__
 
 
 def template_dirs() -> list[Path]:

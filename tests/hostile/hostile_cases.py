@@ -868,7 +868,6 @@ def scan_cases(out: Path) -> None:
     # S02: a symlink DAG: 40 levels, each with two links to the next level: 2^40 paths, 40 folders
     g = d / "dag_archive" / "job1"
     w(g / "nvidia-smi.csv", leak_csv(120))
-    levels = [g / "L0"]
     for i in range(40):
         (g / f"L{i}").mkdir(parents=True, exist_ok=True)
     for i in range(39):

@@ -7,7 +7,6 @@ import struct
 from datetime import datetime, timezone
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import REALWORLD
 
@@ -18,7 +17,7 @@ from forensics.options import Options
 from forensics import parsers
 from forensics.parsers.metrics import tensorboard
 
-from tb_events import T0, sample_scalars, write_scalars
+from tb_events import T0, write_scalars
 
 SAMPLE = REALWORLD / "tensorboard-events" / "events.out.tfevents.1767607200.sample"
 MIB, GIB = 1 << 20, 1 << 30
