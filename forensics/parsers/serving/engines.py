@@ -30,9 +30,9 @@ from datetime import datetime
 import polars as pl
 
 from forensics import clock
-from forensics.frames import owned, rows_where
 from forensics.io.lines import read_whole
-from forensics.model import Parsed, Skipped, events_frame, samples_frame
+from forensics.parsers.hint_reader import PROVENANCE, HintReader
+from forensics.model import Parsed, events_frame, samples_frame
 
 NAME = "serving-engine-log"
 GIB = 1 << 30
@@ -75,7 +75,6 @@ SCAN_BLOCK_LITERALS = ("model weights take", "vllm instance can use", "total_gpu
                        "kv cache usage", "kv cache is allocated", "token usage", "leak detected!",
                        "available_size=")
 
-_PROVENANCE = r"^\s*#\s*source:"
 _SNIFF = re.compile(SCAN_HINT)
 
 
@@ -86,29 +85,11 @@ def sniff(head: list[str]) -> str | None:
     return None
 
 
-class Reader:
-    """Keeps the lines SCAN_HINT matches, batch by batch; reads them at the end."""
+class Reader(HintReader):
+    other_reason = "not a memory line of the engine"
 
     def __init__(self, src, opts):
-        self.src, self.opts = src, opts
-        self.kept: list[pl.DataFrame] = []
-        self.skipped = Skipped()
-
-    def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        t = pl.col("text")
-        note = batch.select(t.str.contains(_PROVENANCE))["text"]
-        hit = batch.select(t.str.contains(SCAN_PREFILTER) & t.str.contains(SCAN_HINT) & ~note)["text"]
-        self.kept.append(owned(rows_where(batch.select("line", "text"), hit)))
-        self.skipped.add_lines("not a log line (provenance)", rows_where(batch, note)["line"])
-        other = rows_where(batch, ~hit & ~note & (t.str.strip_chars() != ""))
-        self.skipped.add_lines("not a memory line of the engine", other["line"])
-
-    def finish(self) -> Parsed:
-        kept = [k for k in self.kept if k.height]
-        lines = pl.concat(kept) if kept else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
-        out = read(lines, self.src, self.opts)
-        out.skipped.merge(self.skipped)
-        return out
+        super().__init__(src, opts, SCAN_PREFILTER, SCAN_HINT, read)
 
 
 def parse(src, opts) -> Parsed:
@@ -136,7 +117,7 @@ def read(lines: pl.DataFrame, src, opts) -> Parsed:
     out = Parsed(clock="none")
     rows: list[dict] = []          # each a line's record: kind ("profile", "usage", "leak", "size"), ...
     for line_no, text in lines.sort("line").select("line", "text").iter_rows():
-        if not text or re.match(_PROVENANCE, text):
+        if not text or re.match(PROVENANCE, text):
             continue
         rec = _record(text)
         if rec is None:

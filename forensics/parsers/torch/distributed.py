@@ -37,9 +37,9 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 
 from forensics import clock
-from forensics.frames import owned, rows_where
 from forensics.io.lines import read_whole
-from forensics.model import Parsed, Skipped, events_frame
+from forensics.parsers.hint_reader import PROVENANCE, HintReader
+from forensics.model import Parsed, events_frame
 from forensics.parsers import ranks
 
 NAME = "torch-distributed"
@@ -92,7 +92,6 @@ SCAN_BLOCK_LITERALS = ("rank", "atchdog", "nccl", "distbackenderror", "gloo/", "
                        "exitcode  : ", "error_file: ", "traceback : ")
 
 # the first line of a snippet pasted with where it came from (tests/samples)
-_PROVENANCE = r"^\s*#\s*source:"
 # what the head of a launcher's or collective's own log shows
 _SNIFF = re.compile(r"torch/distributed/(?:run|elastic/)|torch\.distributed\.elastic|ProcessGroupNCCL\.cpp|"
                     r"Watchdog caught collective operation timeout|ChildFailedError|Root Cause \(first observed failure\)|"
@@ -107,29 +106,12 @@ def sniff(head: list[str]) -> str | None:
     return None
 
 
-class Reader:
-    """Keeps the lines SCAN_HINT matches, batch by batch; reads them at the end."""
+class Reader(HintReader):
+    note_reason = "not a log line (provenance, separator, shell prompt)"
+    other_reason = "not a line about the distributed job"
 
     def __init__(self, src, opts):
-        self.src, self.opts = src, opts
-        self.kept: list[pl.DataFrame] = []
-        self.skipped = Skipped()
-
-    def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        t = pl.col("text")
-        note = batch.select(t.str.contains(_PROVENANCE))["text"]
-        hit = batch.select(t.str.contains(SCAN_PREFILTER) & t.str.contains(SCAN_HINT) & ~note)["text"]
-        self.kept.append(owned(rows_where(batch.select("line", "text"), hit)))
-        self.skipped.add_lines("not a log line (provenance, separator, shell prompt)", rows_where(batch, note)["line"])
-        other = rows_where(batch, ~hit & ~note & (t.str.strip_chars() != ""))
-        self.skipped.add_lines("not a line about the distributed job", other["line"])
-
-    def finish(self) -> Parsed:
-        kept = [k for k in self.kept if k.height]
-        lines = pl.concat(kept) if kept else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
-        out = read(lines, self.src, self.opts)
-        out.skipped.merge(self.skipped)
-        return out
+        super().__init__(src, opts, SCAN_PREFILTER, SCAN_HINT, read)
 
 
 def parse(src, opts) -> Parsed:
@@ -158,7 +140,7 @@ def read(lines: pl.DataFrame, src, opts) -> Parsed:
     section = None
     for line_no, raw in lines.sort("line").select("line", "text").iter_rows():
         text = raw or ""
-        if re.match(_PROVENANCE, text):
+        if re.match(PROVENANCE, text):
             continue
         if _SECTION.search(text):
             section = "root" if "Root Cause" in text else "other"

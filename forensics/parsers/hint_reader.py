@@ -1,0 +1,42 @@
+"""The reader of a format whose lines are picked out by its scan hint (the same lines its free-text scan
+reads inside other logs): torch/distributed, jobs/kills, serving/engines. Format-free: each format gives its
+prefilter, hint and `read(lines, src, opts)`."""
+from __future__ import annotations
+
+import polars as pl
+
+from forensics.frames import owned, rows_where
+from forensics.model import Parsed, Skipped
+
+# line 1 of a sample says where it came from
+PROVENANCE = r"^\s*#\s*source:"
+
+
+class HintReader:
+    """Keeps the lines the hint matches, batch by batch, and reads them at the end; a provenance line and
+    every other non-blank line are counted as skipped, with the subclass's reasons."""
+
+    note_reason = "not a log line (provenance)"
+    other_reason = "not a line of this format"
+
+    def __init__(self, src, opts, prefilter: str, hint: str, read):
+        self.src, self.opts = src, opts
+        self.prefilter, self.hint, self.read = prefilter, hint, read
+        self.kept: list[pl.DataFrame] = []
+        self.skipped = Skipped()
+
+    def feed(self, batch: pl.DataFrame, raw=None) -> None:
+        t = pl.col("text")
+        note = batch.select(t.str.contains(PROVENANCE))["text"]
+        hit = batch.select(t.str.contains(self.prefilter) & t.str.contains(self.hint) & ~note)["text"]
+        self.kept.append(owned(rows_where(batch.select("line", "text"), hit)))
+        self.skipped.add_lines(self.note_reason, rows_where(batch, note)["line"])
+        other = rows_where(batch, ~hit & ~note & (t.str.strip_chars() != ""))
+        self.skipped.add_lines(self.other_reason, other["line"])
+
+    def finish(self) -> Parsed:
+        kept = [k for k in self.kept if k.height]
+        lines = pl.concat(kept) if kept else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+        out = self.read(lines, self.src, self.opts)
+        out.skipped.merge(self.skipped)
+        return out
