@@ -106,6 +106,18 @@ def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     assert got["max_memory.used"]["time"].is_not_null().all()
 
 
+def test_a_fractional_epoch_counts_no_step(tmp_path):
+    # HF Trainer's log dicts carry `epoch: 0.00016`: a counter is a whole number, so these lines keep their
+    # order (no counter: the sample index) instead of all being step 0 (which left a leak "inconclusive":
+    # every sample at one index)
+    f = tmp_path / "train.log"
+    f.write_text("".join(f"{{'loss': '10.42', 'epoch': '{0.00016 * (i + 1):.5f}', "
+                         f"'memory_allocated (GB)': '{0.3 + 0.1 * i:.2f}'}}\n" for i in range(6)))
+    _, p = parse_file(f, expect="step-markers")
+    steps = p.samples.filter(p.samples["series"] == "allocated")["step"].to_list()
+    assert steps == [None] * 6
+
+
 def test_a_yearless_clock_takes_the_year_as_syslog_does(tmp_path):
     f = tmp_path / "monitor.log"
     f.write_text("".join(f"12-31 23:59:5{i} gpu0 used: {1000 + i} MiB\n" for i in range(2))

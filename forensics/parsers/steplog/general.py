@@ -497,8 +497,13 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
         return nums.list.get(pl.col(idx).fill_null(0), null_on_oob=True).str.replace_all(",", "", literal=True) \
             .cast(pl.Float64, strict=False).pipe(lambda e: pl.when(pl.col(idx).is_not_null()).then(e))
 
-    step = num("step_idx").cast(pl.Int64, strict=False)
-    epoch, spe = num("epoch_idx").cast(pl.Int64, strict=False), num("spe_idx").cast(pl.Int64, strict=False)
+    def whole(idx: str) -> pl.Expr:
+        """A counter is a whole number: HF Trainer's fractional `epoch` (0.00016) counts nothing."""
+        x = num(idx)
+        return pl.when(x == x.floor()).then(x).cast(pl.Int64, strict=False)
+
+    step = whole("step_idx")
+    epoch, spe = whole("epoch_idx"), whole("spe_idx")
     # `Epoch [e/E], Step [s/S]`: the step restarts every epoch; (e-1)*S + s counts on
     step = pl.when(epoch.is_not_null() & spe.is_not_null()).then((epoch - 1) * spe + step).otherwise(step)
     rank, local = ranks.words(pl.col("text"))
