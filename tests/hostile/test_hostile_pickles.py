@@ -2,6 +2,9 @@
 before they are hashed, at once, with the byte they are at."""
 from __future__ import annotations
 
+import gzip
+import struct
+
 import pytest
 
 from hostile_cases import pint, s8, snap_wrap
@@ -63,3 +66,19 @@ def test_a_memo_reference_bomb_is_refused_as_it_is_walked(tmp_path):
     seg = {"device": 0, "address": 0, "total_size": 1 << 20, "blocks": [blk] * 2000}
     with pytest.raises(InputError, match="the same lists referred to again and again"):
         _read(tmp_path, pickle.dumps({"segments": [seg] * 2000, "device_traces": []}, protocol=4))
+
+
+@pytest.mark.parametrize("claim", [
+    b"\x8d" + struct.pack("<Q", 1 << 60),        # BINUNICODE8 claiming 2^60 bytes
+    b"\x8b" + struct.pack("<i", 2**31 - 1),      # LONG4 claiming 2^31-1 bytes
+])
+def test_a_length_claimed_in_a_compressed_snapshot_is_refused_before_it_is_read(tmp_path, claim):
+    """D-P5: the claimed length was asked of the decompressor at once, which gathered everything up to
+    it (6 GB of zeros after the claim: 6.2 GB of memory), past --max-snapshot-size."""
+    p = tmp_path / "snapshot.pickle.gz"
+    head = snap_wrap()[:-2]   # the dict left open: the claim is one of its values
+    p.write_bytes(gzip.compress(head + s8("allocator_settings") + claim + b"\x00" * (80 << 20), mtime=0))
+    with pytest.raises(InputError) as e:
+        snapshot.parse(Source.open(p, str(p)), Options(tz="UTC", max_snapshot_bytes=64 << 20))
+    msg = str(e.value)
+    assert "snapshot too big" in msg and "claims" in msg and "--max-snapshot-size" in msg

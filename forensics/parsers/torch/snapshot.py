@@ -88,7 +88,13 @@ def parse(src: Source, opts: Options) -> Parsed:
     except Malformed as e:
         raise InputError(src.path, "cannot read the snapshot", f"{e.what} at byte {e.offset}",
                          "re-copy the file from where it was written (a copy cut short ends this way)")
-    except TooBig:
+    except TooBig as e:
+        if e.claim is not None:
+            raise InputError(src.path, "snapshot too big",
+                             f"an argument at byte {e.offset} claims {human(e.claim)}, past the {human(limit)} "
+                             "read (--max-snapshot-size)",
+                             "re-copy the file if it is damaged; pass a larger --max-snapshot-size if it really "
+                             "holds that much")
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
                          f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
                          "and 1.5 GiB of memory per GiB of snapshot)")
