@@ -82,3 +82,41 @@ def test_a_length_claimed_in_a_compressed_snapshot_is_refused_before_it_is_read(
         snapshot.parse(Source.open(p, str(p)), Options(tz="UTC", max_snapshot_bytes=64 << 20))
     msg = str(e.value)
     assert "snapshot too big" in msg and "claims" in msg and "--max-snapshot-size" in msg
+
+
+def _traces_listed_again(times: int, entries: int) -> bytes:
+    """One trace listed `times` times in device_traces: pickle's memo writes it once."""
+    import pickle
+
+    from hostile_cases import valid_snapshot
+
+    snap = valid_snapshot(entries)
+    snap["device_traces"] = snap["device_traces"] * times
+    return pickle.dumps(snap, protocol=4)
+
+
+def test_a_trace_listed_again_and_again_is_refused_as_it_is_walked(tmp_path):
+    """D-P4: a 20,000-entry trace listed 3,000 times (2.7 MB) took more than 12 GB."""
+    with pytest.raises(InputError, match="the same lists referred to again and again"):
+        _read(tmp_path, _traces_listed_again(2000, 300))
+
+
+def test_the_objects_budget_names_its_option(tmp_path):
+    p = tmp_path / "snapshot.pickle"
+    p.write_bytes(_traces_listed_again(1, 3000))
+    opts = Options(tz="UTC", max_snapshot_objects=1000)
+    with pytest.raises(InputError) as e:
+        snapshot.parse(Source.open(p, str(p)), opts)
+    assert "more than 1,000 trace entries and blocks (--max-snapshot-objects)" in str(e.value)
+    assert "pass --max-snapshot-objects 4000" in str(e.value)
+    opts.max_snapshot_objects = 1 << 20
+    assert snapshot.parse(Source.open(p, str(p)), opts).samples.height > 0
+
+
+def test_max_snapshot_objects_is_an_option():
+    from forensics.cli import build_options
+    from forensics.errors import UsageError
+
+    assert build_options(None, None, None, None, max_snapshot_objects=7).max_snapshot_objects == 7
+    with pytest.raises(UsageError, match="--max-snapshot-objects 0: give a count from 1 up"):
+        build_options(None, None, None, None, max_snapshot_objects=0)
