@@ -504,7 +504,7 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
         if archives.kind_of(real.name):
             _read_archive(bundle, archives.Archive(real, shown, opts.archive_max_members, opts.archive_max_bytes), read)
         else:
-            read(shown, lambda: Source.open(real, shown))
+            read(shown, lambda: _open(real, shown, opts))
     if sample_parts:
         bundle.samples = pl.concat(sample_parts, how="vertical")
     if event_parts:
@@ -530,3 +530,9 @@ def _failed(bundle: Bundle, shown: str, msg: str) -> None:
 
 
 _WS = re.compile(r"\s+")
+
+
+def _open(real, shown: str, opts: Options) -> Source:
+    src = Source.open(real, shown)
+    src.max_decompressed = opts.max_decompressed_bytes
+    return src

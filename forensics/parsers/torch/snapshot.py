@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from forensics.errors import InputError
-from forensics.io.sources import Source
+from forensics.io.sources import Source, TooMuchDecompressed
 from forensics.model import Parsed, Skipped, events_frame, samples_frame
 from forensics.options import Options
 from forensics.parsers.torch import snapshot_trace as T
@@ -98,6 +98,8 @@ def parse(src: Source, opts: Options) -> Parsed:
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
                          f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
                          "and 1.5 GiB of memory per GiB of snapshot)")
+    except TooMuchDecompressed as e:
+        raise src.cut_error(e, 0) from None
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
         raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
                          "re-copy the file from where it was written")
