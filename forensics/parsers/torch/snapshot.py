@@ -91,8 +91,8 @@ def parse(src: Source, opts: Options) -> Parsed:
     except TooBig as e:
         if e.claim is not None:
             raise InputError(src.path, "snapshot too big",
-                             f"an argument at byte {e.offset} claims {human(e.claim)}, past the {human(limit)} "
-                             "read (--max-snapshot-size)",
+                             f"an argument at byte {e.offset} claims {e.claim:,} bytes, more than the "
+                             f"{human(limit)} read (--max-snapshot-size) holds",
                              "re-copy the file if it is damaged; pass a larger --max-snapshot-size if it really "
                              "holds that much")
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
