@@ -79,10 +79,10 @@ class Options:
     # what is read of one .tar/.zip archive (--archive-max-members, --archive-max-size): a few
     # kilobytes of archive can claim terabytes or millions of members
     archive_max_members: int = 10_000
+    archive_max_bytes: int = 64 << 30
     # the most bytes a compressed file (.gz, .xz, .bz2, .zst) is read to after decompression
     # (--max-decompressed): a few MB of gzip can hold terabytes of zeros
     max_decompressed_bytes: int = 64 << 30
-    archive_max_bytes: int = 64 << 30
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""
