@@ -120,3 +120,20 @@ def test_max_snapshot_objects_is_an_option():
     assert build_options(None, None, None, None, max_snapshot_objects=7).max_snapshot_objects == 7
     with pytest.raises(UsageError, match="--max-snapshot-objects 0: give a count from 1 up"):
         build_options(None, None, None, None, max_snapshot_objects=0)
+
+
+@pytest.mark.parametrize("where", ["block", "segment"])
+def test_sizes_past_64_bits_are_refused_in_one_line(tmp_path, where):
+    """D-P7: a block or segment size past 2^63 was an internal error (OverflowError) in the replay."""
+    import pickle
+
+    from hostile_cases import valid_snapshot
+
+    snap = valid_snapshot(30)
+    seg = snap["segments"][0]
+    if where == "block":
+        seg["blocks"][0]["size"] = 1 << 63
+    else:
+        seg["total_size"] = 1 << 63
+    with pytest.raises(InputError, match="more than any device holds"):
+        _read(tmp_path, pickle.dumps(snap, protocol=4))

@@ -136,6 +136,7 @@ class _MemoBomb(Exception):
         self.what, self.records = what, records
 
 
+_MAX_DEVICE_BYTES = 1 << 62
 # bytes a block takes at least in a real snapshot's pickle (a dict of size, state, address, ...)
 _BYTES_PER_BLOCK = 16
 
@@ -231,6 +232,10 @@ def _results(src: Source, top, reader: TraceReader, max_records: int) -> Parsed:
         n = cols["action"].size
         dev_blocks = blocks.get(d, [])
         alloc_end = sum(b.size for b in dev_blocks if b.state == "active_allocated")
+        # the replay counts bytes in 64-bit integers; no device holds anywhere near 2^62 bytes
+        if max(alloc_end, reserved.get(d, 0)) >= _MAX_DEVICE_BYTES:
+            raise _not_snapshot(path, f"the segments of device {d} add up to 2^62 bytes or more (4 EiB), more "
+                                      "than any device holds")
         if n:
             s, e, device_notes, timed = _device(d, cols, record, dev_blocks, alloc_end, reserved.get(d, 0),
                                                 reader.paths, multi, _optimizer_steps(top, d))
