@@ -144,8 +144,18 @@ def _parse_time(value: str | None, flag: str) -> datetime | None:
 def build_options(tz: list[str] | None, year: int | None, boot_time: str | None, start: str | None,
                   end: str | None = None, interval: float | None = None, columns: str | None = None,
                   max_snapshot: str | None = None, archive_max_size: str | None = None,
-                  archive_max_members: int | None = None) -> Options:
+                  archive_max_members: int | None = None, max_snapshot_objects: int | None = None,
+                  max_decompressed: str | None = None) -> Options:
     opts = Options()
+    if max_decompressed is not None:
+        size = parse_size(max_decompressed)
+        if size is None or size <= 0:
+            raise UsageError(f"--max-decompressed {max_decompressed}: not a size, give e.g. 200GiB")
+        opts.max_decompressed_bytes = size
+    if max_snapshot_objects is not None:
+        if max_snapshot_objects < 1:
+            raise UsageError(f"--max-snapshot-objects {max_snapshot_objects}: give a count from 1 up")
+        opts.max_snapshot_objects = max_snapshot_objects
     if archive_max_size is not None:
         size = parse_size(archive_max_size)
         if size is None or size <= 0:
@@ -351,6 +361,12 @@ ColumnsOption = Annotated[Optional[str], typer.Option(
 MaxSnapshotOption = Annotated[Optional[str], typer.Option(
     "--max-snapshot-size", help="Read PyTorch memory snapshots up to this size (decompressed), e.g. 8GiB; default 2GiB "
                                 "(about 30 s and 1.5 GiB of memory per GiB).")]
+MaxSnapshotObjectsOption = Annotated[Optional[int], typer.Option(
+    "--max-snapshot-objects", help="Walk at most this many trace entries and blocks of a PyTorch memory snapshot (a "
+                                   "list its pickle refers to again counts again); default 50000000.")]
+MaxDecompressedOption = Annotated[Optional[str], typer.Option(
+    "--max-decompressed", help="Read each compressed file (.gz, .xz, .bz2, .zst) up to this many bytes after "
+                               "decompression, e.g. 200GiB; default 64GiB.")]
 ArchiveMaxSizeOption = Annotated[Optional[str], typer.Option(
     "--archive-max-size", help="Read at most this many bytes (members' sizes) of each .tar/.zip archive, e.g. 200GiB; "
                                "default 64GiB.")]
@@ -386,6 +402,8 @@ def report(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    max_snapshot_objects: MaxSnapshotObjectsOption = None,
+    max_decompressed: MaxDecompressedOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the result reaches this level: never; leak (a leak); oom (an OOM); critical or warning (a finding that severe or worse); any (any finding).")] = FailOn.never,
@@ -400,7 +418,7 @@ def report(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
-                         archive_max_members)
+                         archive_max_members, max_snapshot_objects, max_decompressed)
     outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
     prog, cb = _progress()
     if prog:
@@ -504,6 +522,8 @@ def timeline(
     interval: IntervalOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    max_snapshot_objects: MaxSnapshotObjectsOption = None,
+    max_decompressed: MaxDecompressedOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
     quiet: QuietOption = False,
@@ -517,7 +537,7 @@ def timeline(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
-                         archive_max_members)
+                         archive_max_members, max_snapshot_objects, max_decompressed)
     # a bad name, a missing folder or an input as output fails before the work
     _refuse_clashes(tl.aligned_targets(output), paths)
     bundle = pipeline.load(paths, opts, stage=say.stage)
@@ -655,6 +675,8 @@ def scan(
     boot_time: BootTimeOption = None,
     columns: ColumnsOption = None,
     max_snapshot_size: MaxSnapshotOption = None,
+    max_snapshot_objects: MaxSnapshotObjectsOption = None,
+    max_decompressed: MaxDecompressedOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job reaches this level (as for report --fail-on).")] = FailOn.never,
@@ -690,7 +712,8 @@ def scan(
     if scheduler and engine is not Engine.dask:
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
     opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size,
-                         archive_max_size=archive_max_size, archive_max_members=archive_max_members)
+                         archive_max_size=archive_max_size, archive_max_members=archive_max_members,
+                         max_snapshot_objects=max_snapshot_objects, max_decompressed=max_decompressed)
     n_workers = workers or sc.usable_cpus()
     if max_worker_memory is None:
         worker_bytes = sc.default_worker_bytes(n_workers)

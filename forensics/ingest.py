@@ -502,9 +502,10 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
 
     for real, shown in found.files:
         if archives.kind_of(real.name):
-            _read_archive(bundle, archives.Archive(real, shown, opts.archive_max_members, opts.archive_max_bytes), read)
+            _read_archive(bundle, archives.Archive(real, shown, opts.archive_max_members, opts.archive_max_bytes), read,
+                          opts)
         else:
-            read(shown, lambda: Source.open(real, shown))
+            read(shown, lambda: _open(real, shown, opts))
     if sample_parts:
         bundle.samples = pl.concat(sample_parts, how="vertical")
     if event_parts:
@@ -512,10 +513,11 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
     return bundle
 
 
-def _read_archive(bundle: Bundle, arch: "archives.Archive", read: Callable) -> None:
+def _read_archive(bundle: Bundle, arch: "archives.Archive", read: Callable, opts: Options) -> None:
     """Each member of an archive read as a file of a folder would be (io/archives.py)."""
     try:
         for src in arch.sources():
+            src.max_decompressed = opts.max_decompressed_bytes
             read(src.path, lambda s=src: s)
     except InputError as e:
         arch.problems.append(e)
@@ -530,3 +532,9 @@ def _failed(bundle: Bundle, shown: str, msg: str) -> None:
 
 
 _WS = re.compile(r"\s+")
+
+
+def _open(real, shown: str, opts: Options) -> Source:
+    src = Source.open(real, shown)
+    src.max_decompressed = opts.max_decompressed_bytes
+    return src

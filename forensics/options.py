@@ -72,10 +72,17 @@ class Options:
     # the most (decompressed) bytes a file claimed by its bytes (a memory snapshot) is read to
     # (--max-snapshot-size): reading costs about 30 s and 1.5 GiB of memory per GiB
     max_snapshot_bytes: int = 2 << 30
+    # the most trace entries and blocks a snapshot is walked to, counted as they are walked, a list
+    # referred to again through the pickle's memo counted again (--max-snapshot-objects): a few MB of
+    # memo references can list billions of them; a real 2 GiB snapshot holds far fewer
+    max_snapshot_objects: int = 50_000_000
     # what is read of one .tar/.zip archive (--archive-max-members, --archive-max-size): a few
     # kilobytes of archive can claim terabytes or millions of members
     archive_max_members: int = 10_000
     archive_max_bytes: int = 64 << 30
+    # the most bytes a compressed file (.gz, .xz, .bz2, .zst) is read to after decompression
+    # (--max-decompressed): a few MB of gzip can hold terabytes of zeros
+    max_decompressed_bytes: int = 64 << 30
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""

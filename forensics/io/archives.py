@@ -57,7 +57,7 @@ class MemberSource(Source):
         self.compression = compression_of_bytes(magic)
 
     def _stream(self):
-        return decompressed(self._opener(), self.compression)
+        return decompressed(self._opener(), self.compression, self.max_decompressed)
 
     def plain_file(self) -> Path | None:
         return None

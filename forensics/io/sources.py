@@ -29,6 +29,7 @@ from forensics.io import wrappers
 from forensics.io.lines import CUT_AT_END, LINE_TOO_LONG, MAX_LINE_CHARS, cleaned_batches, read_frame
 from forensics.errors import InputError, os_error, permission_error
 from forensics.model import Skipped
+from forensics.units import human
 
 HEAD_LINES = 200
 # Blank lines do not count towards HEAD_LINES (a log may start with hundreds of them), up to this many
@@ -83,17 +84,27 @@ def compression_of_bytes(magic: bytes) -> str | None:
     return None
 
 
+class TooMuchDecompressed(OSError):
+    """A compressed file gave more than its budget of decompressed bytes (--max-decompressed)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"more than {limit} bytes after decompression")
+        self.limit = limit
+
+
 class _Decompressed:
     """The decompressed bytes of a gzip/xz/bz2/zstd file, streamed with bounded memory.
 
     Unlike gzip.open, a stream cut short first yields everything that can be decompressed, then raises
-    EOFError; concatenated members (gzip -c a >> b, zstd frames) are read one after another."""
+    EOFError; concatenated members (gzip -c a >> b, zstd frames) are read one after another. Past
+    `limit` bytes out it raises TooMuchDecompressed: a few MB of gzip can hold terabytes."""
 
     _RAW = 64 << 10
     _OUT = 4 << 20
 
-    def __init__(self, fh, kind: str):
-        self._fh, self.kind = fh, kind
+    def __init__(self, fh, kind: str, limit: int | None = None):
+        self._fh, self.kind, self._limit = fh, kind, limit
+        self._out = 0
         self._in = b""
         self._obj = self._new()
         self._error: Exception | None = None
@@ -154,6 +165,15 @@ class _Decompressed:
                 break
             if not out:
                 break
+            self._out += len(out)
+            over = self._out - self._limit if self._limit is not None else 0
+            if over > 0:   # the bytes up to the limit are given, then the error
+                if over < len(out):
+                    parts.append(out[:len(out) - over])
+                if not parts:
+                    raise TooMuchDecompressed(self._limit)
+                self._error = TooMuchDecompressed(self._limit)
+                break
             parts.append(out)
             n += len(out)
             if size <= 0 or n >= size:
@@ -194,16 +214,17 @@ class _Decompressed:
         self.close()
 
 
-def open_stream(path: Path, compression: str | None):
+def open_stream(path: Path, compression: str | None, limit: int | None = None):
     """A binary stream of the decompressed content (streamed, never fully in memory here). Its
     `read()` returns the next piece; a truncated compressed stream raises EOFError after its data."""
-    return decompressed(open(path, "rb"), compression)
+    return decompressed(open(path, "rb"), compression, limit)
 
 
-def decompressed(fh, compression: str | None):
-    """`fh` (a binary stream: a file, an archive member) read through its decompressor, if any."""
+def decompressed(fh, compression: str | None, limit: int | None = None):
+    """`fh` (a binary stream: a file, an archive member) read through its decompressor, if any, up to
+    `limit` decompressed bytes."""
     if compression in ("gzip", "xz", "bz2", "zstd"):
-        return _Decompressed(fh, compression)
+        return _Decompressed(fh, compression, limit)
     return fh
 
 
@@ -274,6 +295,7 @@ class Source:
     mtime: float
     compression: str | None = None
     wrapper: wrappers.Wrapper | None = None
+    max_decompressed: int | None = None   # bytes read of a compressed file (--max-decompressed)
     _head: list[str] | None = field(default=None, repr=False)
     _first: bytes | None = field(default=None, repr=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
@@ -311,7 +333,7 @@ class Source:
 
     def _stream(self):
         try:
-            return open_stream(self.real_path, self.compression)
+            return open_stream(self.real_path, self.compression, self.max_decompressed)
         except PermissionError:
             raise permission_error(self.path)
         except OSError as e:
@@ -482,6 +504,12 @@ class Source:
 
     def cut_error(self, cut: BaseException, n_lines: int) -> InputError:
         kind = f"{self.compression} stream" if self.compression else "file"
+        if isinstance(cut, TooMuchDecompressed):
+            read = f"; the {n_lines} lines before were read, the rest was not" if n_lines else ""
+            return InputError(self.path, f"{kind} too big", f"it decompresses to more than {human(cut.limit)} "
+                              f"(--max-decompressed){read}",
+                              f"pass --max-decompressed {human(4 * cut.limit).replace(' ', '')} to read on",
+                              line=n_lines + 1)
         why = "it is truncated" if isinstance(cut, EOFError) else "it is corrupt"
         detail = " ".join(str(cut).split())[:160]
         if n_lines:

@@ -2,6 +2,9 @@
 before they are hashed, at once, with the byte they are at."""
 from __future__ import annotations
 
+import gzip
+import struct
+
 import pytest
 
 from hostile_cases import pint, s8, snap_wrap
@@ -63,3 +66,74 @@ def test_a_memo_reference_bomb_is_refused_as_it_is_walked(tmp_path):
     seg = {"device": 0, "address": 0, "total_size": 1 << 20, "blocks": [blk] * 2000}
     with pytest.raises(InputError, match="the same lists referred to again and again"):
         _read(tmp_path, pickle.dumps({"segments": [seg] * 2000, "device_traces": []}, protocol=4))
+
+
+@pytest.mark.parametrize("claim", [
+    b"\x8d" + struct.pack("<Q", 1 << 60),        # BINUNICODE8 claiming 2^60 bytes
+    b"\x8b" + struct.pack("<i", 2**31 - 1),      # LONG4 claiming 2^31-1 bytes
+])
+def test_a_length_claimed_in_a_compressed_snapshot_is_refused_before_it_is_read(tmp_path, claim):
+    """D-P5: the claimed length was asked of the decompressor at once, which gathered everything up to
+    it (6 GB of zeros after the claim: 6.2 GB of memory), past --max-snapshot-size."""
+    p = tmp_path / "snapshot.pickle.gz"
+    head = snap_wrap()[:-2]   # the dict left open: the claim is one of its values
+    p.write_bytes(gzip.compress(head + s8("allocator_settings") + claim + b"\x00" * (80 << 20), mtime=0))
+    with pytest.raises(InputError) as e:
+        snapshot.parse(Source.open(p, str(p)), Options(tz="UTC", max_snapshot_bytes=64 << 20))
+    msg = str(e.value)
+    assert "snapshot too big" in msg and "claims" in msg and "--max-snapshot-size" in msg
+
+
+def _traces_listed_again(times: int, entries: int) -> bytes:
+    """One trace listed `times` times in device_traces: pickle's memo writes it once."""
+    import pickle
+
+    from hostile_cases import valid_snapshot
+
+    snap = valid_snapshot(entries)
+    snap["device_traces"] = snap["device_traces"] * times
+    return pickle.dumps(snap, protocol=4)
+
+
+def test_a_trace_listed_again_and_again_is_refused_as_it_is_walked(tmp_path):
+    """D-P4: a 20,000-entry trace listed 3,000 times (2.7 MB) took more than 12 GB."""
+    with pytest.raises(InputError, match="the same lists referred to again and again"):
+        _read(tmp_path, _traces_listed_again(2000, 300))
+
+
+def test_the_objects_budget_names_its_option(tmp_path):
+    p = tmp_path / "snapshot.pickle"
+    p.write_bytes(_traces_listed_again(1, 3000))
+    opts = Options(tz="UTC", max_snapshot_objects=1000)
+    with pytest.raises(InputError) as e:
+        snapshot.parse(Source.open(p, str(p)), opts)
+    assert "more than 1,000 trace entries and blocks (--max-snapshot-objects)" in str(e.value)
+    assert "pass --max-snapshot-objects 4000" in str(e.value)
+    opts.max_snapshot_objects = 1 << 20
+    assert snapshot.parse(Source.open(p, str(p)), opts).samples.height > 0
+
+
+def test_max_snapshot_objects_is_an_option():
+    from forensics.cli import build_options
+    from forensics.errors import UsageError
+
+    assert build_options(None, None, None, None, max_snapshot_objects=7).max_snapshot_objects == 7
+    with pytest.raises(UsageError, match="--max-snapshot-objects 0: give a count from 1 up"):
+        build_options(None, None, None, None, max_snapshot_objects=0)
+
+
+@pytest.mark.parametrize("where", ["block", "segment"])
+def test_sizes_past_64_bits_are_refused_in_one_line(tmp_path, where):
+    """D-P7: a block or segment size past 2^63 was an internal error (OverflowError) in the replay."""
+    import pickle
+
+    from hostile_cases import valid_snapshot
+
+    snap = valid_snapshot(30)
+    seg = snap["segments"][0]
+    if where == "block":
+        seg["blocks"][0]["size"] = 1 << 63
+    else:
+        seg["total_size"] = 1 << 63
+    with pytest.raises(InputError, match="more than any device holds"):
+        _read(tmp_path, pickle.dumps(snap, protocol=4))

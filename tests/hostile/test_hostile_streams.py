@@ -57,3 +57,37 @@ def test_zstd_rle_blocks_inflate_in_bounded_pieces(tmp_path):
         while piece := d.read(0):
             sizes.append(len(piece))
     assert sum(sizes) == 1 << 30 and max(sizes[1:]) <= 16 << 20
+
+
+def test_a_compressed_log_is_read_up_to_max_decompressed(tmp_path):
+    """A few MB of gzip can hold terabytes: past --max-decompressed the rest is not read, and the
+    message names the option; the lines before are analyzed."""
+    from hostile_cases import leak_csv
+
+    from forensics.cli import build_options
+    from forensics.ingest import load
+
+    text = leak_csv(2000)
+    p = tmp_path / "nvidia-smi.csv.gz"
+    p.write_bytes(gzip.compress(text.encode(), mtime=0))
+    limit = len(text) // 4
+    bundle = load([str(p)], build_options(["UTC"], None, None, None, max_decompressed=str(limit)))
+    msg = " ".join(bundle.problems)
+    assert "gzip stream too big" in msg and "(--max-decompressed)" in msg and "pass --max-decompressed" in msg
+    assert 0 < bundle.samples.height < 2000
+    assert not load([str(p)], build_options(["UTC"], None, None, None)).problems
+
+
+@pytest.mark.parametrize("limit", [1000, 4 << 20])   # within a piece, at a piece's end
+def test_the_decompressed_budget_gives_the_bytes_up_to_it_then_the_error(tmp_path, limit):
+    from forensics.io.sources import TooMuchDecompressed
+
+    p = tmp_path / "a.gz"
+    p.write_bytes(gzip.compress(b"x" * (12 << 20), mtime=0))
+    got = b""
+    with open(p, "rb") as fh:
+        d = _Decompressed(fh, "gzip", limit)
+        with pytest.raises(TooMuchDecompressed):
+            while piece := d.read(1 << 20):
+                got += piece
+    assert got == b"x" * limit

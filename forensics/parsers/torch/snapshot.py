@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from forensics.errors import InputError
-from forensics.io.sources import Source
+from forensics.io.sources import Source, TooMuchDecompressed
 from forensics.model import Parsed, Skipped, events_frame, samples_frame
 from forensics.options import Options
 from forensics.parsers.torch import snapshot_trace as T
@@ -88,19 +88,35 @@ def parse(src: Source, opts: Options) -> Parsed:
     except Malformed as e:
         raise InputError(src.path, "cannot read the snapshot", f"{e.what} at byte {e.offset}",
                          "re-copy the file from where it was written (a copy cut short ends this way)")
-    except TooBig:
+    except TooBig as e:
+        if e.claim is not None:
+            raise InputError(src.path, "snapshot too big",
+                             f"an argument at byte {e.offset} claims {e.claim:,} bytes, more than the "
+                             f"{human(limit)} read (--max-snapshot-size) holds",
+                             "re-copy the file if it is damaged; pass a larger --max-snapshot-size if it really "
+                             "holds that much")
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
                          f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
                          "and 1.5 GiB of memory per GiB of snapshot)")
+    except TooMuchDecompressed as e:
+        raise src.cut_error(e, 0) from None
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
         raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
                          "re-copy the file from where it was written")
+    by_bytes = max(1, unpickler.offset) // _BYTES_PER_BLOCK
     try:
-        return _results(src, top, reader, max(1, unpickler.offset) // _BYTES_PER_BLOCK)
+        return _results(src, top, reader, min(by_bytes, opts.max_snapshot_objects))
     except _MemoBomb as e:
+        if e.records > opts.max_snapshot_objects:
+            n = opts.max_snapshot_objects
+            raise InputError(src.path, "snapshot too big",
+                             f"it lists more than {n:,} trace entries and blocks (--max-snapshot-objects)",
+                             f"pass --max-snapshot-objects {4 * n} to read it (memory grows by about 40 bytes "
+                             "per entry)")
         raise InputError(src.path, "not a PyTorch memory snapshot",
-                         f"its segments list {e.blocks} or more blocks in {unpickler.offset} bytes, more than one "
-                         f"per {_BYTES_PER_BLOCK} bytes: the same lists referred to again and again, which "
+                         f"it lists {e.records} or more trace entries and blocks (counted up to its {e.what}) in "
+                         f"{unpickler.offset} bytes, more than one per {_BYTES_PER_BLOCK} bytes: the same lists "
+                         "referred to again and again, which "
                          "torch.cuda.memory._snapshot() never writes",
                          "pass the file torch.cuda.memory._dump_snapshot() wrote; it was not read further")
 
@@ -113,12 +129,14 @@ def _iso_us(us: int) -> str:
 
 
 class _MemoBomb(Exception):
-    """More blocks than the snapshot's bytes could hold: its memo refers to the same lists again and again."""
+    """More records (trace entries, then blocks) than the budget: past what the snapshot's bytes could
+    hold, its memo refers to the same lists again and again; else past --max-snapshot-objects."""
 
-    def __init__(self, blocks: int):
-        self.blocks = blocks
+    def __init__(self, what: str, records: int):
+        self.what, self.records = what, records
 
 
+_MAX_DEVICE_BYTES = 1 << 62
 # bytes a block takes at least in a real snapshot's pickle (a dict of size, state, address, ...)
 _BYTES_PER_BLOCK = 16
 
@@ -148,7 +166,7 @@ def _blocks(segments: list, paths: T.Paths, first_record: int,
             continue
         max_blocks -= len(seg_blocks)
         if max_blocks < 0:
-            raise _MemoBomb(record - first_record + len(seg_blocks))
+            raise _MemoBomb("segments", record - 1 + len(seg_blocks))
         for b in seg_blocks:
             if type(b) is not dict:
                 bad.append("block that is not a dict")
@@ -177,7 +195,7 @@ def _blocks(segments: list, paths: T.Paths, first_record: int,
     return blocks, reserved, layout, bad
 
 
-def _results(src: Source, top, reader: TraceReader, max_blocks: int) -> Parsed:
+def _results(src: Source, top, reader: TraceReader, max_records: int) -> Parsed:
     path = src.path
     if isinstance(top, list):
         top = {"segments": top}
@@ -190,6 +208,9 @@ def _results(src: Source, top, reader: TraceReader, max_blocks: int) -> Parsed:
     first = 1
     for d, lst in enumerate(traces_obj):
         known = reader.traces.get(id(lst)) if type(lst) is list else None
+        # counted before its columns are copied: the same trace listed again is copied again
+        if known is not None and first - 1 + len(known[1]) > max_records:
+            raise _MemoBomb("device_traces", first - 1 + len(known[1]))
         cols = known[1].arrays() if known is not None else T.Columns().arrays()
         if known is not None and id(known[1]) in reader.skipped:
             skipped.add_lines(NOT_ENTRY, [first + i for i in reader.skipped[id(known[1])]])
@@ -197,7 +218,7 @@ def _results(src: Source, top, reader: TraceReader, max_blocks: int) -> Parsed:
         first += cols["action"].size
     n_entries = first - 1
     segments = top.get("segments") if isinstance(top.get("segments"), list) else []
-    blocks, reserved, layout, bad_records = _blocks(segments, reader.paths, n_entries + 1, max_blocks)
+    blocks, reserved, layout, bad_records = _blocks(segments, reader.paths, n_entries + 1, max_records - n_entries)
     out = Parsed()
     for why in bad_records:
         skipped.add(why)
@@ -211,6 +232,10 @@ def _results(src: Source, top, reader: TraceReader, max_blocks: int) -> Parsed:
         n = cols["action"].size
         dev_blocks = blocks.get(d, [])
         alloc_end = sum(b.size for b in dev_blocks if b.state == "active_allocated")
+        # the replay counts bytes in 64-bit integers; no device holds anywhere near 2^62 bytes
+        if max(alloc_end, reserved.get(d, 0)) >= _MAX_DEVICE_BYTES:
+            raise _not_snapshot(path, f"the segments of device {d} add up to 2^62 bytes or more (4 EiB), more "
+                                      "than any device holds")
         if n:
             s, e, device_notes, timed = _device(d, cols, record, dev_blocks, alloc_end, reserved.get(d, 0),
                                                 reader.paths, multi, _optimizer_steps(top, d))

@@ -92,7 +92,10 @@ class Malformed(Exception):
 
 
 class TooBig(Exception):
-    """More than `limit` bytes."""
+    """More than `limit` bytes; `claim` is set when an argument's length alone claimed more than is left."""
+
+    def __init__(self, offset: int = 0, claim: int | None = None):
+        self.offset, self.claim = offset, claim
 
 
 class _HookFailed(Exception):
@@ -135,7 +138,7 @@ class PlainUnpickler:
             parts.append(piece)
             have += len(piece)
             if self.base + have > self.limit:
-                raise TooBig()
+                raise TooBig(self.base + have)
         # what a hostile stream could pile up from few bytes (DUP, MEMOIZE: 8 bytes each per byte read)
         if len(self.stack) > _MAX_STACK or len(self.memo) > self.limit // 16:
             raise Malformed(self.offset, "more on the stack or in the memo than a snapshot holds")
@@ -144,6 +147,10 @@ class PlainUnpickler:
 
     def _take(self, n: int) -> bytes:
         if self.pos + n > len(self.buf):
+            # a length read from the file is refused before anything is read for it: a decompressed
+            # stream has no end to stop at, and would be gathered whole up to the claim
+            if self.offset + n > self.limit:
+                raise TooBig(self.offset, n)
             self.refill(n)
             if n > len(self.buf):
                 raise Malformed(self.offset, "the pickle ends in the middle of an opcode (truncated)")
