@@ -73,3 +73,38 @@ def test_blank_lines_in_gzip_stay_in_bounded_memory(tmp_path):
     assert "its 268435456 lines are all blank" in out.stderr
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
     assert peak_mb < 1500, peak_mb
+
+
+XID = ("Nov 30 04:01:01 host kernel: [ 101.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, "
+       "GPU has fallen off the bus.\n")
+
+
+def test_a_kernel_log_full_of_xid_lines_keeps_a_bounded_number(tmp_path, monkeypatch):
+    """D-B3: every Xid line of a GPU that fell off the bus was kept (500 MB of them passed 12 GB)."""
+    from conftest import parse_file
+    from forensics.parsers.kernel import reader
+
+    monkeypatch.setattr(reader, "MAX_DRIVER_LINES", 300)
+    p = tmp_path / "kern.log"
+    p.write_text(XID * 5000)
+    _, parsed = parse_file(p, expect="nvrm-xid")
+    assert parsed.meta["decoded_lines"] < 300 + 2 * reader.EDGE + 2 * reader.CONTEXT
+    assert any(n.startswith("4700 NVRM driver lines after the first 300 were counted") for n in parsed.notes)
+    assert parsed.events.height
+
+
+@pytest.mark.hostile_heavy
+def test_xid_lines_in_gzip_stay_in_bounded_memory(tmp_path):
+    """D-B3 at a size: 200 MB of one Xid line in a .gz."""
+    import gzip
+    import resource
+    import subprocess
+    import sys
+
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "kern.log.gz").write_bytes(gzip.compress(XID.encode() * ((200 << 20) // len(XID)), 1))
+    out = subprocess.run([sys.executable, "-m", "forensics", "report", str(d), "-o", str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10 < 1500
