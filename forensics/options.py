@@ -76,6 +76,9 @@ class Options:
     # kilobytes of archive can claim terabytes or millions of members
     archive_max_members: int = 10_000
     archive_max_bytes: int = 64 << 30
+    # memory series analyzed per report (--max-series): detection costs time per series, and a
+    # Prometheus export can hold tens of thousands; past it, the series that grow most are kept
+    max_series: int = 5000
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""

@@ -108,3 +108,37 @@ def test_xid_lines_in_gzip_stay_in_bounded_memory(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10 < 1500
+
+
+def _prom(n: int, growers: set[int]) -> str:
+    import json
+
+    def values(g: int) -> list:
+        # MiB, as DCGM exports the framebuffer
+        return [[1764475200 + 15 * i, str(1000 + (i * 2000 if g in growers else 0))] for i in range(3)]
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "gpu": str(g)}, "values": values(g)} for g in range(n)]}})
+
+
+def test_series_past_the_budget_keep_the_biggest_growers(tmp_path):
+    """D-N2: 50,000 Prometheus series cost detection time per series without bound."""
+    from forensics import pipeline
+
+    (tmp_path / "prom.json").write_text(_prom(300, {7, 150, 299}))
+    bundle = pipeline.load([str(tmp_path)], Options(tz="UTC", max_series=3))
+    assert sorted(bundle.samples["gpu"].unique().to_list(), key=int) == ["7", "150", "299"]
+    assert [p for p in bundle.problems if "--max-series" in p] == [
+        "300 memory series, more than the limit of 3 (--max-series): the 3 that grow most were analyzed, the "
+        "other 297 (891 readings) were left out; pass --max-series 300 to analyze all"]
+    assert pipeline.load([str(tmp_path)], Options(tz="UTC")).samples.height == 900
+
+
+def test_the_series_budget_is_an_option(tmp_path):
+    from typer.testing import CliRunner
+
+    from forensics.cli import app
+
+    (tmp_path / "prom.json").write_text(_prom(20, {3}))
+    out = CliRunner().invoke(app, ["report", str(tmp_path), "-o", str(tmp_path / "r.html"), "--max-series", "2"])
+    assert out.exit_code == 0, out.output
+    assert "the 2 that grow most were analyzed" in out.output
