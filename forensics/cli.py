@@ -145,8 +145,12 @@ def build_options(tz: list[str] | None, year: int | None, boot_time: str | None,
                   end: str | None = None, interval: float | None = None, columns: str | None = None,
                   max_snapshot: str | None = None, archive_max_size: str | None = None,
                   archive_max_members: int | None = None, max_snapshot_objects: int | None = None,
-                  max_decompressed: str | None = None) -> Options:
+                  max_decompressed: str | None = None, max_series: int | None = None) -> Options:
     opts = Options()
+    if max_series is not None:
+        if max_series < 1:
+            raise UsageError(f"--max-series {max_series}: give a count from 1 up")
+        opts.max_series = max_series
     if max_decompressed is not None:
         size = parse_size(max_decompressed)
         if size is None or size <= 0:
@@ -372,6 +376,8 @@ ArchiveMaxSizeOption = Annotated[Optional[str], typer.Option(
                                "default 64GiB.")]
 ArchiveMaxMembersOption = Annotated[Optional[int], typer.Option(
     "--archive-max-members", help="Read at most this many files of each .tar/.zip archive; default 10000.")]
+MaxSeriesOption = Annotated[Optional[int], typer.Option(
+    "--max-series", help="Analyze at most this many memory series (the ones that grow most); default 5000.")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="Also print what each stage did and how long it took.")]
 
@@ -406,6 +412,7 @@ def report(
     max_decompressed: MaxDecompressedOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
+    max_series: MaxSeriesOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when the result reaches this level: never; leak (a leak); oom (an OOM); critical or warning (a finding that severe or worse); any (any finding).")] = FailOn.never,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -418,7 +425,7 @@ def report(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
-                         archive_max_members, max_snapshot_objects, max_decompressed)
+                         archive_max_members, max_snapshot_objects, max_decompressed, max_series)
     outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
     prog, cb = _progress()
     if prog:
@@ -526,6 +533,7 @@ def timeline(
     max_decompressed: MaxDecompressedOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
+    max_series: MaxSeriesOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -537,7 +545,7 @@ def timeline(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
-                         archive_max_members, max_snapshot_objects, max_decompressed)
+                         archive_max_members, max_snapshot_objects, max_decompressed, max_series)
     # a bad name, a missing folder or an input as output fails before the work
     _refuse_clashes(tl.aligned_targets(output), paths)
     bundle = pipeline.load(paths, opts, stage=say.stage)
@@ -679,6 +687,7 @@ def scan(
     max_decompressed: MaxDecompressedOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
+    max_series: MaxSeriesOption = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job reaches this level (as for report --fail-on).")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo the jobs that failed last time (a rerun keeps their failed row otherwise).")] = False,
@@ -713,7 +722,8 @@ def scan(
         raise UsageError(f"--scheduler {scheduler}: a Dask scheduler is used only by --engine dask, add it or drop --scheduler")
     opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size,
                          archive_max_size=archive_max_size, archive_max_members=archive_max_members,
-                         max_snapshot_objects=max_snapshot_objects, max_decompressed=max_decompressed)
+                         max_snapshot_objects=max_snapshot_objects, max_decompressed=max_decompressed,
+                         max_series=max_series)
     n_workers = workers or sc.usable_cpus()
     if max_worker_memory is None:
         worker_bytes = sc.default_worker_bytes(n_workers)

@@ -131,12 +131,20 @@ class Skipped:
                 ex.append(line)
 
     def add_lines(self, reason: str, lines: list[int] | pl.Series) -> None:
-        lines = list(lines)
-        if not lines:
+        # counted, not copied: a batch of millions of skipped lines keeps only its first few numbers
+        if not len(lines):
             return
         self.counts[reason] = self.counts.get(reason, 0) + len(lines)
         ex = self.examples.setdefault(reason, [])
-        ex.extend(lines[: max(0, 5 - len(ex))])
+        need = max(0, 5 - len(ex))
+        ex.extend(int(n) for n in lines[:need])
+
+    def add_count(self, reason: str, n: int, first: list[int]) -> None:
+        """n lines skipped for `reason`, of which `first` are the first few line numbers."""
+        if n:
+            self.counts[reason] = self.counts.get(reason, 0) + n
+            ex = self.examples.setdefault(reason, [])
+            ex.extend(first[: max(0, 5 - len(ex))])
 
     def merge(self, other: "Skipped") -> None:
         for reason, n in other.counts.items():

@@ -83,6 +83,9 @@ class Options:
     # the most bytes a compressed file (.gz, .xz, .bz2, .zst) is read to after decompression
     # (--max-decompressed): a few MB of gzip can hold terabytes of zeros
     max_decompressed_bytes: int = 64 << 30
+    # memory series analyzed per report (--max-series): detection costs time per series, and a
+    # Prometheus export can hold tens of thousands; past it, the series that grow most are kept
+    max_series: int = 5000
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""

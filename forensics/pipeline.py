@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import polars as pl
+
 from forensics import detect
 from forensics import ingest
 from forensics import timeline
@@ -31,11 +33,30 @@ def load(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = N
     # of one ring buffer (same instant once aligned). After alignment, so the copies could anchor clocks.
     bundle.events = timeline.merge_twin_events(oom.dedupe_events(bundle.events))
     bundle.samples = timeline.merge_twin_samples(oom.dedupe_samples(bundle.samples))
+    _series_budget(bundle, opts)
     if stage:
         clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)
         stage("align", time.perf_counter() - t1, f"{clocked} files on the clock, {bundle.samples.height:,} "
                                                  f"readings and {bundle.events.height:,} events after merging copies")
     return bundle
+
+
+SERIES_KEY = ["source", "host", "gpu", "pid", "series", "label"]
+
+
+def _series_budget(bundle, opts: Options) -> None:
+    """At most opts.max_series memory series go on to detection: those that grow most (highest minus
+    lowest reading); a problem line names the limit and the option that raises it."""
+    per = bundle.samples.group_by(SERIES_KEY).agg((pl.col("bytes").max() - pl.col("bytes").min()).alias("growth"))
+    if per.height <= opts.max_series:
+        return
+    keep = per.sort("growth", descending=True, nulls_last=True).head(opts.max_series).drop("growth")
+    before = bundle.samples.height
+    bundle.samples = bundle.samples.join(keep, on=SERIES_KEY, how="semi", nulls_equal=True, maintain_order="left")
+    bundle.problems.append(
+        f"{per.height} memory series, more than the limit of {opts.max_series} (--max-series): the {opts.max_series} "
+        f"that grow most were analyzed, the other {per.height - opts.max_series} ({before - bundle.samples.height} "
+        f"readings) were left out; pass --max-series {per.height} to analyze all")
 
 
 def run(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = None,

@@ -27,6 +27,9 @@ CUT_AT_END = "last line cut off where the stream ends"
 # Pieces handed to the CSV reader: big enough for its threads, small enough to bound memory.
 BATCH_BYTES = 64 << 20
 PIECE_CACHE = 256 << 20
+# A piece of short lines is read in parts of at most this many lines: a frame row costs tens of bytes
+# whatever the line's length, so 64 MB of blank lines would be a frame of gigabytes.
+MAX_BATCH_LINES = 1 << 22
 _BOM = codecs.BOM_UTF8
 
 
@@ -78,6 +81,25 @@ def parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl.
     if not buf.isascii():
         stats.decode_errors += int(df.select(pl.col("text").str.count_matches("\ufffd", literal=True).sum()).item() or 0)
     return df
+
+
+def _parsed(parse, buf: bytes, end: int, first_line: int, stats: ReadStats) -> Iterator:
+    """parse(buf, end, ...) in parts of at most about MAX_BATCH_LINES whole lines."""
+    n = buf.count(b"\n", 0, end)
+    if n <= MAX_BATCH_LINES:
+        yield parse(buf, end, first_line, stats)
+        return
+    step = max(1, end * MAX_BATCH_LINES // n)   # bytes that hold about MAX_BATCH_LINES lines
+    start = 0
+    while start < end:
+        stop = end if end - start <= step else buf.rfind(b"\n", start, start + step) + 1
+        if stop <= start:
+            stop = buf.find(b"\n", start + step, end) + 1 or end
+        piece = buf[start:stop]
+        df = parse(piece, len(piece), first_line, stats)
+        first_line += df.height
+        yield df
+        start = stop
 
 
 def _plain_chunks(src, size: int) -> Iterator[bytes]:
@@ -210,9 +232,9 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=par
         buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         end = buf.rfind(b"\n") + 1
         if end:
-            df = parse(buf, end, next_line, stats)
-            next_line += df.height
-            yield df
+            for df in _parsed(parse, buf, end, next_line, stats):
+                next_line += df.height
+                yield df
             if plain and end < len(buf):
                 back, pieces, size = len(buf) - end, [], 0
             else:
@@ -234,9 +256,9 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=par
         elif end < len(buf):
             stats.cut_partial = True   # the end of a cut stream: a partial line, never read as data
         if end:
-            df = parse(buf, end, next_line, stats)
-            next_line += df.height
-            yield df
+            for df in _parsed(parse, buf, end, next_line, stats):
+                next_line += df.height
+                yield df
     stats.lines = next_line - 1
 
 

@@ -571,6 +571,13 @@ class Source:
     def line_count(self) -> int:
         if self._frame is None and self.streamed_lines is not None:
             return self.streamed_lines   # streamed: counted on the way
+        if self._frame is None:
+            self.head()   # (sets the encoding)
+        if self._frame is None and self.encoding == "utf-8":
+            # counted batch by batch (a file of millions of blank lines, claimed by no parser, is never held)
+            for _ in self.iter_frames():
+                pass
+            return self.streamed_lines
         return self.frame().height
 
     @property

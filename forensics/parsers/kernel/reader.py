@@ -35,6 +35,10 @@ CONTEXT = 8             # lines kept before and after each hint line
 MAX_REPORT = 50_000     # an OOM report (with its task table) is never longer than this
 EDGE = 200              # first and last lines kept
 MONTH_MARKS = 1000      # at most this many month-change lines per batch
+# Driver lines kept (with their context): a GPU that fell off the bus repeats its Xid for as long as the
+# driver logs, so past this many the driver lines are counted, not kept (a note says so).
+MAX_DRIVER_LINES = 10_000
+_DRIVER = r"NVRM|fallen off the bus"
 
 _EMPTY = {"line": pl.Int64, "text": pl.String}
 
@@ -48,6 +52,8 @@ class KernelReader:
         self.report_open_at: int | None = None        # line of an `invoked oom-killer` whose report goes on
         self.prev_month: str | None = None
         self.lines = 0
+        self.driver_kept = 0
+        self.driver_unkept = 0
 
     def _ranges(self, hits: pl.DataFrame) -> list[tuple[int, int]]:
         """Line ranges to keep for these hint lines: each with its context, each OOM report whole."""
@@ -65,6 +71,14 @@ class KernelReader:
         """The line ranges to keep of the batch first..last with these hint lines."""
         self.lines = last
         ranges = [(0, EDGE), (0, self.after_until)]
+        driver = hits["text"].str.contains(_DRIVER)
+        n = int(driver.sum())
+        if n:
+            room = max(MAX_DRIVER_LINES - self.driver_kept, 0)
+            if n > room:
+                hits = hits.filter(~driver | (driver.cum_sum() <= room))
+                self.driver_unkept += n - room
+            self.driver_kept += min(n, room)
         if hits.height:
             ranges += self._ranges(hits)
             self.after_until = max(self.after_until, int(hits["line"][-1]) + CONTEXT)
@@ -153,5 +167,8 @@ class KernelReader:
             p.notes.append(f"of its {self.lines} lines, the {decoded} around OOM-killer reports, NVRM and boot "
                            "messages (and the first and last lines) were decoded in full; the others hold none "
                            "of those and were only counted")
+        if self.driver_unkept:
+            p.notes.append(f"{self.driver_unkept} NVRM driver lines after the first {MAX_DRIVER_LINES} were counted, "
+                           f"not read (at most {MAX_DRIVER_LINES} driver lines are kept per log)")
         p.meta["decoded_lines"] = decoded
         return p

@@ -505,15 +505,26 @@ def register_section(name: str, parse_lines) -> None:
     SECTION_READERS[name] = parse_lines
 
 
+def hands_on(head: list[str], own: str) -> bool:
+    """Whether the unusable lines that start with `head` (their first 200) go to another parser."""
+    fmt, _ = first_section(head)
+    return fmt is not None and fmt != own and fmt in SECTION_READERS
+
+
+def count_rest(skipped, rest: pl.DataFrame) -> None:
+    """Unusable lines (line, text, reason) counted as skipped, per reason."""
+    per_reason = rest.group_by("reason", maintain_order=True).agg(pl.col("line").head(5), pl.len())
+    for reason, first, n in per_reason.iter_rows():
+        skipped.add_count(reason, n, first)
+
+
 def parse_rest(rest: pl.DataFrame, path: str, opts, own: str) -> Parsed | None:
     """Lines the claiming parser could not use, read by the nvidia-smi parser whose format they are
     (a dmon log with a CSV section appended, a CSV with compute-apps rows pasted below). One level
     only: the other parser does not hand its own leftovers on again."""
-    if rest.height == 0:
+    if rest.height == 0 or not hands_on(rest["text"].head(200).to_list(), own):
         return None
     fmt, _ = first_section(rest["text"].head(200).to_list())
-    if fmt is None or fmt == own or fmt not in SECTION_READERS:
-        return None
     p = SECTION_READERS[fmt](rest.select("line", "text"), path, opts, nested=True)
     if p.records:
         p.notes.insert(0, f"{p.records} records of a {fmt} section were read from lines the {own} parser could not use")
@@ -526,8 +537,7 @@ def finish(p: Parsed, rest: pl.DataFrame, path: str, opts, own: str, nested: boo
     parser reads them; then merge what it found."""
     other = None if nested else parse_rest(rest, path, opts, own)
     if other is None:
-        for reason, lines in rest.group_by("reason", maintain_order=True).agg(pl.col("line")).iter_rows():
-            p.skipped.add_lines(reason, lines)
+        count_rest(p.skipped, rest)
         return p
     p.samples = pl.concat([p.samples, other.samples], how="vertical")
     p.events = pl.concat([p.events, other.events], how="vertical")

@@ -72,6 +72,10 @@ class Reader:
 
     def __init__(self, src: Source | None, opts: Options, path: str | None = None, nested: bool = False):
         self.src, self.opts, self.nested = src, opts, nested
+        # None until the first 200 unusable lines tell whether another parser reads them; when none does,
+        # they are counted as they come (kept, a log of millions of junk lines held them all)
+        self.rest_counted: bool | None = True if nested else None
+        self.rest_rows = 0
         self.path = src.path if src is not None else path
         self.zone = opts.tz_for(self.path)
         # start lines (headers, commands) by text: their map id, map (None: another section) and why
@@ -295,7 +299,7 @@ class Reader:
             self.errors.append(_own(errors).sort("line").join_asof(
                 before.rename({"time": "prev_time"}).sort("line"), on="line", strategy="backward"))
         if rest.height:
-            self.rest.append(_own(rest))
+            self._keep_rest(rest)
         if rows.height:
             self._take_rows(rows)
 
@@ -384,6 +388,19 @@ class Reader:
         return gpu.to_frame().join(lut, on="gpu", how="left", nulls_equal=True, maintain_order="left")["_gid"].to_numpy()
 
     # -- the end --------------------------------------------------------------------------------------
+
+    def _keep_rest(self, rest: pl.DataFrame) -> None:
+        self.rest.append(_own(rest))
+        self.rest_rows += rest.height
+        if self.rest_counted is None and self.rest_rows >= 200:
+            head = pl.concat(self.rest)["text"].head(200).to_list()
+            self.rest_counted = not C.hands_on(head, NAME)
+        if self.rest_counted:
+            # date lines may still give the rows their times (_time_from_date_lines): kept
+            kept = pl.concat(self.rest)
+            dates = kept["reason"] == "date line"
+            C.count_rest(self.skipped, kept.filter(~dates))
+            self.rest = [kept.filter(dates)] if dates.any() else []
 
     def finish(self) -> Parsed:
         if self.lead is not None:

@@ -1,0 +1,144 @@
+"""Memory bounded by what is kept, not by the input's size (issue 45 D-B2 D-B3 D-N2 D-L5): lines that are
+skipped are counted as they come; the heavy sizes are behind the hostile_heavy marker."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from hostile_cases import leak_csv
+
+from forensics.io import lines
+from forensics.io.sources import Source
+from forensics.options import Options
+from forensics.parsers.nvsmi import csvlog
+
+
+def _batch(first: int, texts: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"line": range(first, first + len(texts)), "text": texts},
+                        schema={"line": pl.Int64, "text": pl.String})
+
+
+def test_junk_lines_after_a_csv_are_counted_not_kept():
+    """D-B2: 120 good rows, then lines `x`: every skipped line was kept until the end (~45 bytes each)."""
+    reader = csvlog.Reader(None, Options(tz="UTC"), path="nvidia-smi.csv")
+    head = leak_csv(120).splitlines()
+    reader.feed(_batch(1, head))
+    first = len(head) + 1
+    for _ in range(20):
+        reader.feed(_batch(first, ["x"] * 10_000))
+        first += 10_000
+        assert sum(df.height for df in reader.rest) < 200
+    p = reader.finish()
+    assert p.samples.height >= 60
+    assert p.skipped.total == 200_000
+    assert next(iter(p.skipped.examples.values())) == list(range(len(head) + 1, len(head) + 6))
+
+
+def test_a_piece_of_many_short_lines_is_read_in_parts(tmp_path, monkeypatch):
+    """D-B2: a 64 MB piece of blank lines became one frame of 64 M rows (gigabytes)."""
+    monkeypatch.setattr(lines, "MAX_BATCH_LINES", 1000)
+    p = tmp_path / "train.log"
+    p.write_bytes(b"\n" * 10_500 + b"last")
+    src = Source.open(p, str(p))
+    heights, last = [], None
+    for df in lines.cleaned_batches(src):
+        heights.append(df.height)
+        last = df
+    assert sum(heights) == 10_501 and max(heights) <= 1100
+    assert last["line"][-1] == 10_501 and last["text"][-1] == "last"
+
+
+def test_a_blank_file_is_counted_without_holding_it(tmp_path, monkeypatch):
+    """D-B2: a file of blank lines (claimed by no parser) was read whole to count its lines."""
+    p = tmp_path / "train.log"
+    p.write_bytes(b"\n" * 50_000)
+    src = Source.open(p, str(p))
+    assert src.line_count == 50_000
+    assert not src.is_read
+
+
+@pytest.mark.hostile_heavy
+def test_blank_lines_in_gzip_stay_in_bounded_memory(tmp_path):
+    """D-B2 at a size: 256 MB of blank lines in a .gz (a 64 MB piece was one frame of 64 M rows)."""
+    import gzip
+    import resource
+    import subprocess
+    import sys
+
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "train.log.gz").write_bytes(gzip.compress(b"\n" * (256 << 20), 1))
+    out = subprocess.run([sys.executable, "-m", "forensics", "report", str(d), "-o", str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert "its 268435456 lines are all blank" in out.stderr
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
+    assert peak_mb < 1500, peak_mb
+
+
+XID = ("Nov 30 04:01:01 host kernel: [ 101.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, "
+       "GPU has fallen off the bus.\n")
+
+
+def test_a_kernel_log_full_of_xid_lines_keeps_a_bounded_number(tmp_path, monkeypatch):
+    """D-B3: every Xid line of a GPU that fell off the bus was kept (500 MB of them passed 12 GB)."""
+    from conftest import parse_file
+    from forensics.parsers.kernel import reader
+
+    monkeypatch.setattr(reader, "MAX_DRIVER_LINES", 300)
+    p = tmp_path / "kern.log"
+    p.write_text(XID * 5000)
+    _, parsed = parse_file(p, expect="nvrm-xid")
+    assert parsed.meta["decoded_lines"] < 300 + 2 * reader.EDGE + 2 * reader.CONTEXT
+    assert any(n.startswith("4700 NVRM driver lines after the first 300 were counted") for n in parsed.notes)
+    assert parsed.events.height
+
+
+@pytest.mark.hostile_heavy
+def test_xid_lines_in_gzip_stay_in_bounded_memory(tmp_path):
+    """D-B3 at a size: 200 MB of one Xid line in a .gz."""
+    import gzip
+    import resource
+    import subprocess
+    import sys
+
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "kern.log.gz").write_bytes(gzip.compress(XID.encode() * ((200 << 20) // len(XID)), 1))
+    out = subprocess.run([sys.executable, "-m", "forensics", "report", str(d), "-o", str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10 < 1500
+
+
+def _prom(n: int, growers: set[int]) -> str:
+    import json
+
+    def values(g: int) -> list:
+        # MiB, as DCGM exports the framebuffer
+        return [[1764475200 + 15 * i, str(1000 + (i * 2000 if g in growers else 0))] for i in range(3)]
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "gpu": str(g)}, "values": values(g)} for g in range(n)]}})
+
+
+def test_series_past_the_budget_keep_the_biggest_growers(tmp_path):
+    """D-N2: 50,000 Prometheus series cost detection time per series without bound."""
+    from forensics import pipeline
+
+    (tmp_path / "prom.json").write_text(_prom(300, {7, 150, 299}))
+    bundle = pipeline.load([str(tmp_path)], Options(tz="UTC", max_series=3))
+    assert sorted(bundle.samples["gpu"].unique().to_list(), key=int) == ["7", "150", "299"]
+    assert [p for p in bundle.problems if "--max-series" in p] == [
+        "300 memory series, more than the limit of 3 (--max-series): the 3 that grow most were analyzed, the "
+        "other 297 (891 readings) were left out; pass --max-series 300 to analyze all"]
+    assert pipeline.load([str(tmp_path)], Options(tz="UTC")).samples.height == 900
+
+
+def test_the_series_budget_is_an_option(tmp_path):
+    from typer.testing import CliRunner
+
+    from forensics.cli import app
+
+    (tmp_path / "prom.json").write_text(_prom(20, {3}))
+    out = CliRunner().invoke(app, ["report", str(tmp_path), "-o", str(tmp_path / "r.html"), "--max-series", "2"])
+    assert out.exit_code == 0, out.output
+    assert "the 2 that grow most were analyzed" in out.output
