@@ -151,10 +151,10 @@ def tortured(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     real_open = sources.open_stream
 
-    def open_stream(path, compression):
+    def open_stream(path, compression, limit=None):
         if Path(path).name == "secret.log":
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, compression)
+        return real_open(path, compression, limit)
 
     mp.setattr(sources, "open_stream", open_stream)
     mp.setattr(sys, "argv", ["gpu-forensics", "report", str(folder), "--json", "-", "-o", str(tmp / "out.html"), "--tz", "UTC"])
