@@ -147,35 +147,26 @@ def build_options(tz: list[str] | None, year: int | None, boot_time: str | None,
                   archive_max_members: int | None = None, max_snapshot_objects: int | None = None,
                   max_decompressed: str | None = None, max_series: int | None = None) -> Options:
     opts = Options()
-    if max_series is not None:
-        if max_series < 1:
-            raise UsageError(f"--max-series {max_series}: give a count from 1 up")
-        opts.max_series = max_series
-    if max_decompressed is not None:
-        size = parse_size(max_decompressed)
-        if size is None or size <= 0:
-            raise UsageError(f"--max-decompressed {max_decompressed}: not a size, give e.g. 200GiB")
-        opts.max_decompressed_bytes = size
-    if max_snapshot_objects is not None:
-        if max_snapshot_objects < 1:
-            raise UsageError(f"--max-snapshot-objects {max_snapshot_objects}: give a count from 1 up")
-        opts.max_snapshot_objects = max_snapshot_objects
-    if archive_max_size is not None:
-        size = parse_size(archive_max_size)
-        if size is None or size <= 0:
-            raise UsageError(f"--archive-max-size {archive_max_size}: not a size, give e.g. 200GiB")
-        opts.archive_max_bytes = size
-    if archive_max_members is not None:
-        if archive_max_members < 1:
-            raise UsageError(f"--archive-max-members {archive_max_members}: give a count from 1 up")
-        opts.archive_max_members = archive_max_members
+    # budgets: (flag, value given, Options field, a size or a count, the example a message gives)
+    budgets = [("--max-series", max_series, "max_series", False, None),
+               ("--max-decompressed", max_decompressed, "max_decompressed_bytes", True, "200GiB"),
+               ("--max-snapshot-objects", max_snapshot_objects, "max_snapshot_objects", False, None),
+               ("--archive-max-size", archive_max_size, "archive_max_bytes", True, "200GiB"),
+               ("--archive-max-members", archive_max_members, "archive_max_members", False, None),
+               ("--max-snapshot-size", max_snapshot, "max_snapshot_bytes", True, "8GiB or 500MiB")]
+    for flag, value, field, is_size, example in budgets:
+        if value is None:
+            continue
+        if is_size:
+            size = parse_size(value)
+            if size is None or size <= 0:
+                raise UsageError(f"{flag} {value}: not a size, give e.g. {example}")
+            value = size
+        elif value < 1:
+            raise UsageError(f"{flag} {value}: give a count from 1 up")
+        setattr(opts, field, value)
     if columns is not None:
         opts.columns = check_columns(columns)
-    if max_snapshot is not None:
-        size = parse_size(max_snapshot)
-        if size is None or size <= 0:
-            raise UsageError(f"--max-snapshot-size {max_snapshot}: not a size, give e.g. 8GiB or 500MiB")
-        opts.max_snapshot_bytes = size
     for item in tz or []:
         if "=" in item:
             pattern, zone = item.rsplit("=", 1)
