@@ -12,13 +12,9 @@ from forensics.detect.findings import iso
 from forensics.report.limits import MAX_TEXT
 from forensics.units import human, rate_text  # noqa: F401  (rate_text: the one unit rule for rates, here for every output)
 
-# the words a person reads for the verdict and outcome keys of the JSON summary
-VERDICT_WORDS = {"leak": "leak", "no_leak": "no leak", "cache_growth": "cache growth", "inconclusive": "inconclusive",
-                 "failed": "failed", "fixed": "fixed", "regressed": "regressed", "still_leaking": "still leaking"}
-
-
 def verdict_words(key: str | None) -> str:
-    return VERDICT_WORDS.get(key or "", (key or "—").replace("_", " "))
+    """The words a person reads for a verdict or outcome key of the JSON summary (`no_leak`: no leak)."""
+    return (key or "—").replace("_", " ")
 
 
 def instant(value, zone: str = "UTC") -> str:
