@@ -91,6 +91,14 @@ def test_a_memory_key_without_a_unit_is_counted_not_guessed():
     assert sk.total == 3 and "without a unit" in next(iter(sk.counts))
 
 
+def test_a_signed_memory_value_is_counted_not_read_as_its_magnitude():
+    # found by CI (2026-12-06): "-3 MB0" was read as 3 MB (the sign dropped)
+    sk = Skipped()
+    res = _read([f"step {i} reserved: -{i} MB0" for i in range(1, 4)] + ["a 1-3 GB range: allocated 5-2 GB"], sk)
+    assert res.samples.height == 0
+    assert sk.counts.get("negative memory value") == 3
+
+
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     # a made-up print whose lines follow the shapes: a loguru prefix, `Key: value,` pairs, a phase
     lines = [f"2026-12-01 10:00:0{i}.123 | INFO     | trainer:loop:88 - after optimizer step: it {i}, "

@@ -79,6 +79,8 @@ def _comes_from_line(value: int, text: str) -> bool:
 @example(lines=["allocated: 0", "nvidia-smi GPU-3 memory (MB): 12.5allocated"])
 # found by CI (2026-12-01): an Arabic-Indic digit after "1." (the line's number is the ASCII "1")
 @example(lines=["allocated: 0", "nvidia-smi GPU-3 memory (MB): 1.\u0661", "Free GPU ram: 1.\u0661"])
+# found by CI (2026-12-06): the general reader read 3 MB out of "-3 MB0" (the sign dropped)
+@example(lines=["reserved: 0 MB0", "reserved: -3 MB0"])
 def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     for module in (stepmem, deepspeed, megatron, hf_trainer):
         module.sniff(lines)

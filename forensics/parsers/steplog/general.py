@@ -159,6 +159,7 @@ YEARLESS = ("md", "md_slash", "glog", "syslog")
 
 # the same reason as the generic shapes' (generic.py), so one count tells all such lines
 UNITLESS = "memory value without a unit"
+NEGATIVE = "negative memory value"
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ class Plan:
     gpu_idx: int | None = None
     phase: str | None = None
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
+    negative: list[str] = field(default_factory=list)  # memory keys with a signed number (no size)
 
     def form(self) -> tuple:
         """What makes lines one form: their keys, units and clock; the phase is their label."""
@@ -292,12 +294,15 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             if not unit and tu:
                 unit = tu[1]
             prev_end = tu.end() if tu else nums[i + 1].end()
-        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40])
+        # `-3 MB` (a sign, not `1-3` or `fp-3`): a memory size is never below zero
+        signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
+        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed)
         i = total_idx + 1 if total_idx is not None else i + 1
     return plan
 
 
-def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: str = "", after: str = "") -> None:
+def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: str = "", after: str = "",
+         signed: bool = False) -> None:
     """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
     `seg` (since the previous number) as a reading, if its key is a memory key."""
     part = re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1]
@@ -331,6 +336,9 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
             plan.unread.append(key)
         return
     if factor is None:
+        return
+    if signed:
+        plan.negative.append(key)
         return
     if doc is not None:
         series = doc.series
@@ -427,7 +435,7 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     firsts = df.group_by("shape", "hdr", maintain_order=True).first()
     for shape, hdr, text in firsts.select("shape", "hdr", "text").iter_rows():
         plan = plan_line(text, headers[hdr] if hdr >= 0 else None)
-        if plan.readings or plan.unread:
+        if plan.readings or plan.unread or plan.negative:
             plans[(shape, hdr)] = plan
     if not plans:
         return empty
@@ -444,11 +452,13 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     lines_per_form = dict(df.group_by("form").agg(pl.col("line").n_unique()).iter_rows())
     for pid, p in enumerate(plan_list):
         one_off = p.readings and lines_per_form[form_ids[form_of[pid]]] < 2
-        if not (p.unread or one_off):
+        if not (p.unread or p.negative or one_off):
             continue
         lines = df.filter(pl.col("pid") == pid)["line"].unique(maintain_order=True)
         if p.unread:
             skipped.add_lines(UNITLESS, lines)
+        if p.negative:
+            skipped.add_lines(NEGATIVE, lines)
         if one_off:
             skipped.add_lines("a memory line whose form does not recur in the file: a one-off sentence "
                               "makes no series", lines)
