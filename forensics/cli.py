@@ -18,7 +18,7 @@ import typer.core
 from rich.console import Console
 
 from forensics.errors import ForensicsError, UsageError
-from forensics.options import Options, check_columns, check_zone
+from forensics.options import Options, check_columns, check_zone, unused_flags
 from forensics.report.write import STDOUT, Target, target, write_text
 from forensics.units import parse_size
 from forensics.version import __version__
@@ -204,20 +204,8 @@ def check_tz_patterns(opts: Options, bundle) -> None:
 
 
 def warn_unused(opts: Options, bundle) -> None:
-    """An option that no input needed is likely aimed at a file that was not passed, or misread: say so
-    (one line each) instead of ignoring it without a word."""
-    read = [i for i in bundle.inputs if i.format and not i.error]
-    clocks = {i.clock for i in read}
-    unused = []
-    if opts.boot_time is not None and "uptime" not in clocks:
-        unused.append(("--boot-time", "no input has seconds-since-boot stamps (dmesg without -T)"))
-    if opts.year is not None and "wall-yearless" not in clocks:
-        unused.append(("--year", "no input has syslog stamps without a year"))
-    if opts.interval is not None and "none" not in clocks:
-        unused.append(("--interval", "every input has its own clock"))
-    if opts.columns is not None and not any("--columns" in n for i in read for n in i.notes):
-        unused.append(("--columns", "no input is an nvidia-smi CSV without a header"))
-    for flag, why in unused:
+    """Say (one line each) which options no input needed, instead of ignoring them without a word."""
+    for flag, why in unused_flags(opts, bundle.inputs):
         say.info(f"warning: {flag}: not used, {why}; `gpu-forensics sniff PATH` shows what each file was taken for")
 
 
@@ -639,7 +627,7 @@ def record(
 
 
 class Reports(str, Enum):
-    """`all`, `none`, or the jobs that reach a --fail-on level (`info`: the old spelling of `any`)."""
+    """`all`, `none`, or the jobs that reach a --fail-on level."""
     all = "all"
     none = "none"
     leak = "leak"
@@ -647,7 +635,6 @@ class Reports(str, Enum):
     critical = "critical"
     warning = "warning"
     any = "any"
-    info = "info"
 
 
 class Engine(str, Enum):
@@ -755,6 +742,13 @@ def scan(
         raise UsageError(f"{archive}: no job folder found (no folder below it holds a log this tool reads), give the "
                          "folder that holds one folder per job, or name them with --depth or --job-pattern")
     _print_scan_table(result, output)
+    # an option is unused when no job needed it (a job analyzed before this was recorded tells nothing)
+    unused = [r.get("unused_options") for r in result.rows]
+    if unused and all(u is not None for u in unused):
+        for flag, why in unused_flags(opts, []):
+            if all(flag in u for u in unused):
+                say.info(f"warning: {flag}: not used by any job, {why}; `gpu-forensics sniff JOB` shows what "
+                         "each file was taken for")
     failed = result.failed
     hit = any(_row_reaches(r, fail_on) for r in result.rows)
     raise typer.Exit(EXIT_FINDINGS if (hit or failed) else EXIT_OK)

@@ -94,3 +94,21 @@ class Options:
             if fnmatch.fnmatch(base, pattern) or fnmatch.fnmatch(path, pattern) or path.endswith("/" + pattern):
                 return zone
         return self.tz
+
+
+def unused_flags(opts: Options, inputs) -> list[tuple[str, str]]:
+    """The clock and column options given that none of `inputs` (a bundle's) needed, each with why: such
+    an option is likely aimed at a file that was not passed, or misread."""
+    read = [i for i in inputs if i.format and not i.error]
+    clocks = {i.clock for i in read}
+    unused = []
+    if opts.boot_time is not None and "uptime" not in clocks:
+        unused.append(("--boot-time", "no input has seconds-since-boot stamps (dmesg without -T)"))
+    if opts.year is not None and "wall-yearless" not in clocks:
+        unused.append(("--year", "no input has syslog stamps without a year"))
+    if opts.interval is not None and "none" not in clocks:
+        unused.append(("--interval", "every input has its own clock"))
+    if opts.columns is not None and not any("--columns" in n for i in read for n in i.notes):
+        unused.append(("--columns", "no input is an nvidia-smi CSV without a header"))
+    return unused
+

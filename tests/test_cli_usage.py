@@ -40,6 +40,27 @@ def test_unused_options_are_warned_about(tmp_path):
         assert len(lines) == 1, r.stderr
 
 
+def test_scan_warns_about_options_no_job_used(tmp_path):
+    # neither job has a clock without a year; --boot-time not given is not warned about
+    arch = tmp_path / "arch"
+    arch.mkdir()
+    for name in ("leak_linear", "healthy_warmup"):
+        (arch / name).symlink_to(SAMPLES / name)
+    r = _cli("scan", str(arch), "-o", str(tmp_path / "out"), "--tz", "UTC", "--year", "2020", "--reports", "none",
+             "-j", "1")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: --year: not used by any job")]
+    assert len(lines) == 1, r.stderr
+    assert "--boot-time" not in r.stderr
+
+
+def test_scan_reports_takes_the_fail_on_words_only():
+    r = _cli("scan", "--help")
+    assert "info" not in r.stdout.split("--reports", 1)[1].split("--tz", 1)[0]
+    r = _cli("scan", "x", "--reports", "info")
+    assert r.returncode == 2 and "info" in r.stderr
+
+
 def test_report_of_a_folder_of_jobs_suggests_scan(tmp_path):
     for name in ("leak_linear", "healthy_warmup"):
         (tmp_path / name).symlink_to(SAMPLES / name)

@@ -168,9 +168,9 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
 
 
 # The one vocabulary of "how bad", for `--fail-on` (exit 1) and `scan --reports` (write the job's report)
-# alike: a level is reached by what it names. `info` is the old spelling of `any`, `none` of `never`.
+# alike: a level is reached by what it names (`scan --reports none` is `never`).
 LEVELS = ("never", "leak", "oom", "critical", "warning", "any")
-_ALIASES = {"info": "any", "none": "never"}
+_ALIASES = {"none": "never"}
 
 
 def reaches(level: str, verdict: str | None, kinds, severities) -> bool:

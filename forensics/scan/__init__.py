@@ -28,7 +28,7 @@ from forensics.report import write as outputs
 from forensics import parsers
 from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
-from forensics.options import Options
+from forensics.options import Options, unused_flags
 from forensics.io import archives
 from forensics.io.sources import SKIP_SUFFIXES, Source, discover
 from forensics.frames import csv_safe, rows_where
@@ -222,6 +222,7 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
         summary = rep.summary(bundle, analysis)
         row.update(_row_from_summary(summary))
         row["peak_bytes"] = _peak_bytes(bundle)
+        row["unused_options"] = [flag for flag, _ in unused_flags(opts, bundle.inputs)]   # (not a column)
         row["status"] = "ok" if any(i.format for i in bundle.inputs) else "failed"
         if row["status"] == "failed":
             reasons = [i.error for i in bundle.inputs if i.error] or [
