@@ -76,6 +76,16 @@ def test_growth_to_the_end_of_a_short_job_is_never_no_leak():
     assert an.series[0].classification != "warmup_plateau"
 
 
+def test_a_short_job_that_rose_only_at_its_last_readings_is_never_no_leak():
+    # 5 s sampling of a job that trained flat, then kept every step's activations until its OOM
+    # (heldout/linear_late_oom's gpu-mem-5s.csv): too few rising readings for a leak, but it rose by
+    # 45 % at the last one, so "grew, then stayed level" would be false
+    y = np.array([0.55, 8.56, 8.56, 8.75, 12.66]) * GiB
+    an = run(frame(y, dt=5.0))
+    assert an.verdict == "inconclusive"
+    assert "at the last reading" in an.series[0].reason
+
+
 def test_a_short_job_that_levelled_is_a_warmup():
     y = np.array([0.6, 8, 14, 18, 21, 23, 24.5, 24.5, 24.5, 24.5]) * GiB
     an = run(frame(y))

@@ -272,12 +272,6 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         fit.reason = (f"memory fell by {human(fall)} and then rose to the end ({few}: too few to tell a "
                       "leak from a cycle; log memory more often, e.g. nvidia-smi -l 1)")
         return fit
-    if slowing and float(d[-1]) > LEAK_MIN_FRACTION * level:
-        # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet
-        fit.classification = "too_short"
-        fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading, ever more slowly ({few}: "
-                      "too few to tell a warm-up that had not settled from a leak)")
-        return fit
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         sl = run / np.maximum(np.diff(xs), 1e-12)
@@ -302,6 +296,13 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
             fit.classification = "linear_growth"
             fit.reason = f"memory grows at every reading to the end and does not fall back ({few}: a thin trend)"
             return fit
+    if r and float(d[-1]) > LEAK_MIN_FRACTION * level:
+        # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet
+        fit.classification = "too_short"
+        how = ", ever more slowly" if slowing else ""
+        fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading{how} ({few}: "
+                      "too few to tell a warm-up that had not settled from a leak)")
+        return fit
     if slowing:
         fit.classification, fit.reason = "warmup_plateau", f"memory grows ever more slowly ({few}: a warm-up settling)"
     elif fit.persistent_growth >= LEAK_MIN_FRACTION * level:
