@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forensics.detect import analyze  # noqa: E402
-from forensics.detect.thresholds import F1_TARGET  # noqa: E402
+from forensics.detect.thresholds import F1_TARGET, IDLE_BAND, SHORT_MIN  # noqa: E402
 from forensics.model import Bundle  # noqa: E402
 from forensics.model import events_frame, samples_frame  # noqa: E402
 
@@ -852,7 +852,9 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     - caching-allocator growth: only the step log (allocated vs reserved) tells it from a leak;
     - host memory (a kernel OOM kill, GPU flat): the device views show the GPU flat (no_leak); the step
       log's GPU counts are not the incident's evidence;
-    - otherwise (GPU memory growth, or a healthy run): every memory view shows it."""
+    - otherwise (GPU memory growth, or a healthy run): every memory view shows it;
+    and whatever the incident (`run_recording`): a view with fewer readings of the job holding memory
+    than the tool needs to see a trend (SHORT_MIN) holds too little of it: it must say `inconclusive`."""
     if view == "all":
         return rec.expected, ""
     kinds = set(rec.findings)
@@ -894,6 +896,30 @@ def _lifetime_of(rec: Recording, t: datetime) -> float | None:
     return (rec.jobs[0][1] - rec.jobs[0][0]).total_seconds() if rec.jobs else None
 
 
+def readings_in_jobs(samples: pl.DataFrame, jobs: list[tuple[datetime, datetime]]) -> int | None:
+    """The most readings one series holds inside the jobs' lifetimes while the job held memory (above the
+    series' idle floor, as detection's lifetimes see it), or None when that cannot be told (no lifetimes
+    known, or a file without a clock: its readings cannot be placed in a lifetime)."""
+    if not jobs or "time" not in samples.columns or samples["time"].null_count():
+        return None
+    key = ["source", "series", "gpu", "pid"]
+    lo, hi = pl.col("bytes").min().over(key), pl.col("bytes").max().over(key)
+    held = samples.filter((pl.col("bytes") > lo + IDLE_BAND * (hi - lo)) | (hi == lo))
+    inside = pl.any_horizontal([pl.col("time").is_between(a, b) for a, b in jobs])
+    counts = held.filter(inside).group_by(key).len()
+    return int(counts["len"].max() or 0) if counts.height else 0
+
+
+def expectation_seen(rec: Recording, view: str, samples: pl.DataFrame) -> tuple[str | None, str]:
+    """`view_expectation`, given what the view's files hold: fewer readings of the job than a trend
+    needs (SHORT_MIN) is `inconclusive`."""
+    exp, why = view_expectation(rec, view)
+    seen = readings_in_jobs(samples, rec.jobs)
+    if view != "all" and exp is not None and seen is not None and seen < SHORT_MIN:
+        return "inconclusive", f"only {seen} readings of the job: too few to see a trend"
+    return exp, why
+
+
 def run_recording(rec: Recording) -> list[ViewResult]:
     from forensics import pipeline
     from forensics.options import Options
@@ -905,8 +931,9 @@ def run_recording(rec: Recording) -> list[ViewResult]:
         if view in files:
             t = time.perf_counter()
             try:
-                _, an = pipeline.run(files[view], Options(tz=rec.tz, tz_from_user=True))
+                bundle, an = pipeline.run(files[view], Options(tz=rec.tz, tz_from_user=True))
                 r.got = an.verdict
+                r.expected, r.why = expectation_seen(rec, view, bundle.samples)
                 leaks = [f for f in an.findings if f.kind == "leak" and f.start is not None]
                 if rec.onset is not None and leaks:
                     f = min(leaks, key=lambda f: abs((f.start - rec.onset).total_seconds()))
@@ -963,6 +990,8 @@ def print_recordings(results: list[tuple[Recording, list[ViewResult]]]) -> tuple
                 notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: n/a ({r.why}; it says {r.got})")
             elif r.ok is False:
                 notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: expected {r.expected}, got {r.got}")
+            elif r.why and r.got is not None:
+                notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: {r.expected} ({r.why}; it says {r.got})")
     print(f"{right}/{len(results)} recordings right in every view that holds the evidence")
     onsets = [r for _, vs in results for r in vs if r.onset_err is not None]
     if onsets:
