@@ -34,6 +34,8 @@ HELDOUT2_FAILED = {
     "ppdet_single_8726.txt": "not claimed (bare byte counts under `max_mem_reserved`, not a torch.cuda name), so not counted as skipped",
     "tinygrad_llama_13803.txt": "not claimed: the unit stands before its key (`642.43 GB used`) and the step is a bare leading number",
 }
+HELDOUT3_DIR = HERE.parent / "heldout" / "general-reader-3"
+HELDOUT3 = json.loads((HELDOUT3_DIR / "expected.json").read_text())
 HELDOUT_FAILED = {
     "tf_memory_info_73457.txt": "nothing read (right) but the file is claimed by no parser, so its unit-less lines are not counted",
 }
@@ -68,6 +70,11 @@ def test_heldout2_style(name):
     if name in HELDOUT2_FAILED:
         pytest.xfail(HELDOUT2_FAILED[name])
     assert matches(_parse_claimed(HELDOUT2_DIR / name), HELDOUT2[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(k for k in HELDOUT3 if not k.startswith("_")))
+def test_heldout3_style(name):
+    assert matches(_parse_claimed(HELDOUT3_DIR / name), HELDOUT3[name]) == []
 
 
 def _read(lines: list[str], skipped: Skipped | None = None):
