@@ -1,7 +1,7 @@
 """The general reader of memory lines (forensics/parsers/steplog/general.py): the real and
 constructed print styles of tests/samples/step-markers/style_*.txt against their expectations
 (general_styles.json), the held-out sets (tests/heldout/general-reader/, tune data since 7e7902e, and
-tests/heldout/general-reader-2/, each run once, results in docs/benchmarks.md), and its properties."""
+tests/heldout/general-reader-2/ and -3/, each run once, results in docs/benchmarks.md), and its properties."""
 from __future__ import annotations
 
 import json
@@ -36,6 +36,12 @@ HELDOUT2_FAILED = {
 }
 HELDOUT3_DIR = HERE.parent / "heldout" / "general-reader-3"
 HELDOUT3 = json.loads((HELDOUT3_DIR / "expected.json").read_text())
+# Held-out set 3, run once at 6a6c821 (docs/benchmarks.md): what the reader got wrong, never tuned on.
+HELDOUT3_FAILED = {
+    "allennlp_gpu_memory_mb_2254.txt": "not claimed: no parser recognizes its first lines (a metrics table row `gpu_0_memory_MB | 533.000 | N/A`, `GPU 0 memory usage MB: 549`)",
+    "lbann_gpu_memory_usage_372.txt": "the device total after `used out of` is read as memory.used, not the used bytes before it",
+    "yolox_gpu_mem_host_mem_789.txt": "not claimed: `Mb`/`Gb` are not read as size units",
+}
 HELDOUT_FAILED = {
     "tf_memory_info_73457.txt": "nothing read (right) but the file is claimed by no parser, so its unit-less lines are not counted",
 }
@@ -74,6 +80,8 @@ def test_heldout2_style(name):
 
 @pytest.mark.parametrize("name", sorted(k for k in HELDOUT3 if not k.startswith("_")))
 def test_heldout3_style(name):
+    if name in HELDOUT3_FAILED:
+        pytest.xfail(HELDOUT3_FAILED[name])
     assert matches(_parse_claimed(HELDOUT3_DIR / name), HELDOUT3[name]) == []
 
 
