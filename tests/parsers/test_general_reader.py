@@ -114,6 +114,32 @@ def test_a_signed_memory_value_is_counted_not_read_as_its_magnitude():
     assert sk.counts.get("negative memory value") == 3
 
 
+def test_two_keys_over_two_values_are_two_readings():
+    # `Allocated / Reserved: A / R` (min-max-gpt, held-out 2) is two readings, not a value and its capacity
+    res = _read([f"step {i} Allocated / Reserved: {4000 + i}.5MB / 23816.00MB" for i in range(3)])
+    got = {s: g for (s,), g in res.samples.group_by("series")}
+    assert sorted(got) == ["allocated", "reserved"]
+    assert got["allocated"]["bytes"].to_list() == [round((4000 + i + 0.5) * (1 << 20)) for i in range(3)]
+    assert got["reserved"]["bytes"].to_list() == [23816 << 20] * 3
+    assert res.samples["total_bytes"].is_null().all()
+
+
+def test_a_count_of_allocator_calls_is_no_memory_value():
+    # llama-recipes prints `Cuda Malloc retires : 0` beside its memory lines: a count, not a size to skip
+    sk = Skipped()
+    res = _read([f"step {i} cudaMalloc retries: {i}" for i in range(3)] + ["Cuda Malloc retires : 0"] * 2, sk)
+    assert res.samples.height == 0 and sk.total == 0
+
+
+def test_a_key_that_is_the_device_alone_needs_a_size_unit():
+    # `start: GPU: 6.761GB` is the device's memory; `GPU: 0` names a device, no memory and nothing unread
+    sk = Skipped()
+    res = _read([f"phase {i}: GPU: {6 + i}.5GB CPU: 5.8GB" for i in range(2)] + [f"GPU: {i}" for i in range(2)], sk)
+    assert res.samples["series"].to_list() == ["memory.used"] * 2
+    assert res.samples["bytes"].to_list() == [round(6.5 * (1 << 30)), round(7.5 * (1 << 30))]
+    assert sk.total == 0
+
+
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     # a made-up print whose lines follow the shapes: a loguru prefix, `Key: value,` pairs, a phase
     lines = [f"2026-12-01 10:00:0{i}.123 | INFO     | trainer:loop:88 - after optimizer step: it {i}, "

@@ -35,13 +35,14 @@ NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 _NUM_RE = re.compile(NUM)
 
 # Lines worth a look hold one of these (any case): a literal search, no regex.
-MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage"]
+MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage", "gpu"]
 
 _UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
                  "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
                  "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-# a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`); `%` marks a share, not a size
-_VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[kmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
+# a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`, YOLOX's `6736Mb`: no training
+# log prints bits); `%` marks a share, not a size
+_VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[KMGTkmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
 _KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[Bb]ytes|B)[\)\]]")
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*")
 # the key right before a number: the last words of the text since the previous number
@@ -51,23 +52,31 @@ _KEY_AT_END = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*(?:[ \t]*\([^()]*\))?$")
 # another parser's business, not a print of the training loop
 _ALIGNED = re.compile(r"[A-Za-z)][ \t]{2,}:[ \t]*$")
 
-# What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading.
+# What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading;
+# `cudaMalloc retries`, `Cuda Malloc retires : 0` count calls of the allocator, not bytes.
 _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|time|speed|throughput|num|count"
-                       r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec")
+                       r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec"
+                       r"|malloc|retr")
+# (a key that is the device alone, `GPU: 7.9GB`, names its memory: DEVICE_KEY)
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
-                   r"|capacity|max[ _]?mem|gpu[ _]?mem")
+                   r"|capacity|max[ _]?mem|gpu[ _]?mem|^gpu$")
+# A key that names only the device is its memory when a size unit says so (`start: GPU: 6.761GB CPU: …`);
+# without one it is the device's index or count (`GPU: 0`), neither memory nor a line to count as unread.
+DEVICE_KEY = re.compile(r"(?i)gpu")
 
 @dataclass(frozen=True)
 class Documented:
     """A print whose meaning only its framework's source gives (docs/formats.md §4.4.1 cites each):
     the key as printed (lowercased), the text since the previous number (`before`, whole) and the text
     right after the value and its unit (`after`, a prefix; '' for any), the unit of a bare number
-    (None: the value must carry its own), and the series it is."""
+    (None: the value must carry its own), the series it is, and the unit exactly as the print writes
+    it where that tells the print apart (None: any)."""
     before: re.Pattern
     after: re.Pattern
     factor: int | None
     series: str
     source: str
+    unit: str | None = None
 
 
 _ANY = re.compile(r"(?s).*")
@@ -84,6 +93,14 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
         Documented(re.compile(r", \"memory\": "), _ANY, 1 << 20, "max_allocated",
                    "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
     ),
+    # YOLOX core/trainer.py: f"mem: {gpu_mem_usage():.0f}Mb" and Swin Transformer main.py: f'mem {memory_used:.0f}MB'
+    # (tab-separated), both torch.cuda.max_memory_allocated() / (1024 * 1024); told apart from other `mem`
+    # prints by the unit as their format strings spell it
+    "mem": (Documented(re.compile(r", mem: "), _ANY, None, "max_allocated",
+                       "YOLOX `mem: NMb` is gpu_mem_usage(), torch.cuda.max_memory_allocated() in MB "
+                       "(yolox/utils/metric.py)", "Mb"),
+            Documented(re.compile(r"\)?\tmem "), _ANY, None, "max_allocated",
+                       "Swin Transformer `mem NMB` is torch.cuda.max_memory_allocated() in MB (main.py)", "MB")),
     # detectron2 utils/events.py CommonMetricPrinter: "max_mem: {:.0f}M" of torch.cuda.max_memory_allocated() / 1024 / 1024
     "max_mem": (Documented(re.compile(r"[ \t]*max_mem: "), _ANY, 1 << 20, "max_allocated",
                            "detectron2 `max_mem: NM` is max_memory_allocated in MiB (detectron2/utils/events.py)"),),
@@ -108,10 +125,12 @@ TORCH_API = {"memory_allocated": "allocated", "max_memory_allocated": "max_alloc
              "memory_cached": "reserved", "max_memory_cached": "max_reserved"}
 
 
-def documented(key: str, seg: str, after: str, has_unit: bool) -> Documented | None:
-    """The documented print that `key` after `seg`, followed by `after`, is, if any."""
+def documented(key: str, seg: str, after: str, unit: str) -> Documented | None:
+    """The documented print that `key` after `seg`, with `unit` as written ('' for none), followed by
+    `after`, is, if any."""
     for d in DOCUMENTED.get(key.lower(), ()):
-        if d.before.fullmatch(seg) and d.after.match(after) and (has_unit or d.factor is not None):
+        if (d.before.fullmatch(seg) and d.after.match(after) and (unit or d.factor is not None)
+                and d.unit in (None, unit)):
             return d
     return None
 
@@ -286,25 +305,28 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         unit = u[1] if u else ""
         if u:
             prev_end = u.end()
-        total_idx = None
+        total_idx, total_unit = None, unit
         slash = re.match(r"[ \t]*/[ \t]*", body[prev_end:])
         if slash and i + 1 < len(nums) and nums[i + 1].start() == prev_end + slash.end():
             total_idx = i + 1
             tu = _VALUE_UNIT.match(body, nums[i + 1].end())
+            if tu:
+                total_unit = tu[1]
             if not unit and tu:
                 unit = tu[1]
             prev_end = tu.end() if tu else nums[i + 1].end()
         # `-3 MB` (a sign, not `1-3` or `fp-3`): a memory size is never below zero
         signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
-        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed)
+        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
         i = total_idx + 1 if total_idx is not None else i + 1
     return plan
 
 
 def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: str = "", after: str = "",
-         signed: bool = False) -> None:
+         signed: bool = False, total_unit: str = "") -> None:
     """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
-    `seg` (since the previous number) as a reading, if its key is a memory key."""
+    `seg` (since the previous number) as a reading, if its key is a memory key. `total_idx`: the
+    number after a `/` (`total_unit` its unit)."""
     part = re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1]
     if _ALIGNED.search(part):
         return
@@ -313,14 +335,22 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if not key_m or unit == "%":
         return
     key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
+    # `Max CUDA memory allocated was 21 GB`: the verb is no part of the key
+    key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
     key = " ".join(key.split()[-4:]).strip(" .-/")
     if not key:
         return
+    pair = [k.strip() for k in key.split("/")]
+    if total_idx is not None and len(pair) == 2 and all(series_of(_key_unit(k)[0]) for k in pair):
+        # `Allocated / Reserved: 4162.88MB / 23816.00MB`: one reading per key, not a value and its capacity
+        _add(plan, pair[0], i, unit, None, value, after, signed)
+        _add(plan, pair[1], total_idx, total_unit, None, "", after)
+        return
     bare, key_factor = _key_unit(key)
     series = series_of(bare)
-    if series is None:
+    if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
-    doc = documented(key, seg, after, bool(unit))
+    doc = documented(key, seg, after, unit)
     source = doc.source if doc else None
     if unit:
         factor = _UNIT_FACTORS.get(unit.lower())
@@ -373,7 +403,7 @@ def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) ->
         if factor is None:
             plan.unread.append(name)
             continue
-        doc = documented(name, "", "", bool(unit))
+        doc = documented(name, "", "", unit)
         plan.readings.append(Reading(i, doc.series if doc else series, factor, name, unit, None,
                                      doc.source if doc else None))
 
