@@ -29,7 +29,9 @@ HELDOUT2_FAILED = {
     "detectron_caffe2_json_247.txt": "not claimed (one unit-less `\"mem\": 6407` in a pretty-printed record), so not counted as skipped",
     "llama2_accessory_metric_logger_48.txt": "not claimed: `max mem: N` has no unit and the DeiT/MAE MetricLogger's MiB is not among the documented prints",
     "maxtext_memstats_2232.txt": "not claimed: `Using (GB) 44.6 / 95.74` holds no memory word",
-    "min_max_gpt_block_5.txt": "claimed by deepspeed-memory; `Allocated / Reserved: A / R` read as reserved=A with total R (the generic KV shape), not one-off",
+    # as run: `Allocated / Reserved: A / R` read as reserved=A with total R; that is fixed (tuned on after its
+    # run, test_stepmem.py::test_two_keys_over_two_values_are_two_readings), the rest still fails:
+    "min_max_gpt_block_5.txt": "claimed by deepspeed-memory, whose shapes have no recurrence rule: the paste's one record makes one-reading series (and host.used) instead of none",
     "optimum_habana_dict_89.txt": "the generic shapes read the one dict line (they have no recurrence rule): allocated and max_allocated, labelled `epoch 0.09`",
     "ppdet_single_8726.txt": "not claimed (bare byte counts under `max_mem_reserved`, not a torch.cuda name), so not counted as skipped",
     "tinygrad_llama_13803.txt": "not claimed: the unit stands before its key (`642.43 GB used`) and the step is a bare leading number",
@@ -40,7 +42,9 @@ HELDOUT3 = json.loads((HELDOUT3_DIR / "expected.json").read_text())
 HELDOUT3_FAILED = {
     "allennlp_gpu_memory_mb_2254.txt": "not claimed: no parser recognizes its first lines (a metrics table row `gpu_0_memory_MB | 533.000 | N/A`, `GPU 0 memory usage MB: 549`)",
     "lbann_gpu_memory_usage_372.txt": "the device total after `used out of` is read as memory.used, not the used bytes before it",
-    "yolox_gpu_mem_host_mem_789.txt": "not claimed: `Mb`/`Gb` are not read as size units",
+    # as run: not claimed (`Mb`/`Gb` were no units); the unit rule made for the tune style yolox_mem_mb_782 gets it
+    # claimed, and it still fails:
+    "yolox_gpu_mem_host_mem_789.txt": "`gpu mem: NMb` (max_memory_allocated) and the host's `mem: NGb` are both read as memory.used",
 }
 HELDOUT_FAILED = {
     "tf_memory_info_73457.txt": "nothing read (right) but the file is claimed by no parser, so its unit-less lines are not counted",
