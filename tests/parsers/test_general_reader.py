@@ -145,6 +145,16 @@ def test_a_key_that_is_the_device_alone_needs_a_size_unit():
     assert sk.total == 0
 
 
+def test_two_keys_of_one_figure_on_a_line_are_two_series():
+    # Liger's EfficiencyCallback: the step's peak and the run's peak are both max_allocated, each a series
+    res = _read([f"{{'step_peak_memory_allocated_MB': {100 + i}.5, 'total_peak_memory_allocated_MB': 200.5}}"
+                 for i in range(3)])
+    got = {lb: g["bytes"].to_list() for (lb,), g in res.samples.group_by("label")}
+    assert got == {"step_peak_memory_allocated_MB": [round((100 + i + 0.5) * (1 << 20)) for i in range(3)],
+                   "total_peak_memory_allocated_MB": [round(200.5 * (1 << 20))] * 3}
+    assert set(res.samples["series"]) == {"max_allocated"}
+
+
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     # a made-up print whose lines follow the shapes: a loguru prefix, `Key: value,` pairs, a phase
     lines = [f"2026-12-01 10:00:0{i}.123 | INFO     | trainer:loop:88 - after optimizer step: it {i}, "

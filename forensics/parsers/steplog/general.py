@@ -22,7 +22,8 @@ The phase goes into the samples' `label` (each label is a series of its own).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -191,6 +192,7 @@ class Reading:
     unit: str           # as written ('' for a unit from the key or a documented one)
     total_idx: int | None = None
     source: str | None = None   # the framework source that gives its meaning (Documented, TORCH_API)
+    label: str | None = None    # its key, where another key of its line names the same figure
 
 
 @dataclass
@@ -275,7 +277,9 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         if b and b.start() <= c.start() < b.end():
             continue
         if word == "epoch":
-            plan.epoch_idx = i
+            # HF Trainer's `'epoch': 1.5` (also `1.0`) is the share of the data seen, not a counter
+            if "." not in nums[i][0]:
+                plan.epoch_idx = i
         elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
             # a global counter's `/N` is the run's last step, not the epoch's length
             plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith("global") or c[2] else j
@@ -293,7 +297,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             plan.phase = f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}"
     if header is not None:
         _plan_row(plan, body, nums, used, header)
-        return plan
+        return _twins(plan)
     prev_end = start
     i = first
     while i < len(nums):
@@ -320,6 +324,14 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
         _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
         i = total_idx + 1 if total_idx is not None else i + 1
+    return _twins(plan)
+
+
+def _twins(plan: Plan) -> Plan:
+    """Keys of one line that name the same figure (Liger's `step_peak_memory_allocated_MB` and
+    `total_peak_memory_allocated_MB`) are a series each: each reading is labelled with its key."""
+    counts = Counter(r.series for r in plan.readings)
+    plan.readings = [replace(r, label=r.key) if counts[r.series] > 1 else r for r in plan.readings]
     return plan
 
 
@@ -528,10 +540,10 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
                             schema={"pid": pl.Int64, "step_idx": pl.Int64, "epoch_idx": pl.Int64,
                                     "spe_idx": pl.Int64, "gpu_idx": pl.Int64, "label": pl.String,
                                     "layout": pl.String}, orient="row")
-    readings = pl.DataFrame([(pid, k, r.idx, r.series, r.factor, r.total_idx)
+    readings = pl.DataFrame([(pid, k, r.idx, r.series, r.factor, r.total_idx, r.label)
                              for pid in good for k, r in enumerate(plans[pid].readings)],
                             schema={"pid": pl.Int64, "k": pl.Int64, "idx": pl.Int64, "series": pl.String,
-                                    "factor": pl.Int64, "total_idx": pl.Int64}, orient="row")
+                                    "factor": pl.Int64, "total_idx": pl.Int64, "rlabel": pl.String}, orient="row")
     nums = pl.col("nums")
 
     def num(idx: str) -> pl.Expr:
@@ -558,6 +570,8 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
     r = lines.join(readings, on="pid", how="inner").with_columns(
         (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
         (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
+        pl.when(pl.col("rlabel").is_null()).then(pl.col("label"))
+        .otherwise(pl.concat_str("label", "rlabel", separator=", ", ignore_nulls=True)).alias("label"),
     )
     # a `total` key is the capacity of the other readings on its line, not a series
     totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))
