@@ -155,6 +155,15 @@ def test_two_keys_of_one_figure_on_a_line_are_two_series():
     assert set(res.samples["series"]) == {"max_allocated"}
 
 
+def test_a_memory_tag_makes_a_sized_key_memory():
+    # `[MEM] … current=6.19GB`: under a memory tag a size is memory though its key names none; untagged
+    # it is not (`current=` alone could be anything), nor is a key that names something else
+    lines = [f"[MEM] step {i} after rollout: current={6 + i}.5GB  tokens_seen=4.5G" for i in range(2)]
+    res = _read(lines + [f"step {i} current={6 + i}.5GB" for i in range(2)])
+    assert res.samples["series"].to_list() == ["memory.used"] * 2
+    assert res.samples["line"].to_list() == [1, 2]
+
+
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     # a made-up print whose lines follow the shapes: a loguru prefix, `Key: value,` pairs, a phase
     lines = [f"2026-12-01 10:00:0{i}.123 | INFO     | trainer:loop:88 - after optimizer step: it {i}, "

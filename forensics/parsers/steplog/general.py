@@ -64,6 +64,9 @@ _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem
 # A key that names only the device is its memory when a size unit says so (`start: GPU: 6.761GB CPU: …`);
 # without one it is the device's index or count (`GPU: 0`), neither memory nor a line to count as unread.
 DEVICE_KEY = re.compile(r"(?i)gpu")
+# A line tagged as a memory print (`[MEM] after init: current=6.19GB  peak_since_reset=6.19GB`): a size
+# under any key that names nothing else is memory (memory.used, the key not saying which)
+MEMORY_TAG = re.compile(r"(?i)\[(?:mem|memory|vram|(?:gpu|cuda)[ _-]?mem(?:ory)?)\]")
 
 @dataclass(frozen=True)
 class Documented:
@@ -207,6 +210,7 @@ class Plan:
     phase: str | None = None
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
     negative: list[str] = field(default_factory=list)  # memory keys with a signed number (no size)
+    memory_tag: bool = False   # the line is tagged as a memory print (MEMORY_TAG)
 
     def form(self) -> tuple:
         """What makes lines one form: their keys, units and clock; the phase is their label."""
@@ -256,6 +260,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     is a row of."""
     plan = Plan()
     plan.layout, start = _layout(body)
+    plan.memory_tag = bool(MEMORY_TAG.search(body, start))
     nums = list(_NUM_RE.finditer(body))
     first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
     at = {m.start(): i for i, m in enumerate(nums)}
@@ -361,6 +366,8 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
         return
     bare, key_factor = _key_unit(key)
     series = series_of(bare)
+    if series is None and plan.memory_tag and unit and not _NOT_SIZE.search(bare.lower()):
+        series = "memory.used"
     if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
     doc = documented(key, seg, after, unit)
