@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REALWORLD, parse_file
-from general_summary import matches
+from general_summary import matches, summarize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +55,9 @@ HELDOUT_FAILED = {
 def test_style_sample_reads_as_expected(name):
     _, p = parse_file(REALWORLD / "step-markers" / name, expect="step-markers")
     assert matches(p, STYLES[name]) == []
+    # and no series beside the expected ones
+    want = STYLES[name]["series"]
+    assert set(summarize(p)) == {k if "@" in k or "label" not in v else f"{k}@{v['label']}" for k, v in want.items()}
     # (`skipped`: the one-off lines a paste holds, counted, not read)
     assert p.skipped.total == STYLES[name].get("skipped", 0)
 

@@ -355,6 +355,10 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
     # `Max CUDA memory allocated was 21 GB`: the verb is no part of the key
     key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
+    # a key about something else (`CPU Total Peak Memory consumed during the train (max)`) stays so when
+    # only its last words are kept
+    if _NOT_SIZE.search(key.lower().replace("-", " ").replace("_", " ")):
+        return
     key = " ".join(key.split()[-4:]).strip(" .-/")
     if not key:
         return
