@@ -149,7 +149,8 @@ _BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})
                               rf"[ \t]*\[[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\]")
 # a phase: `before forward`, `after optimizer step`, `after model load`, `while training` (one or two
 # words after it)
-_PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
+_PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
+                    r"([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
