@@ -33,6 +33,9 @@ def matches(parsed, want: dict) -> list[str]:
                 diffs.append(f"{key}.{f}: got {g[f]}, expected {exp[f]}")
         if want.get("timed") and not g["timed"]:
             diffs.append(f"{key}: readings without a clock")
+    for name in want.get("absent", []):
+        if any(k.split("@")[0] == name for k in got):
+            diffs.append(f"{name}: read, but the file holds no such figure")
     if "skipped_min" in want and parsed.skipped.total < want["skipped_min"]:
         diffs.append(f"skipped {parsed.skipped.total} lines, expected at least {want['skipped_min']}")
     return diffs

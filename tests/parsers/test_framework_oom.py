@@ -56,6 +56,7 @@ EXPECTED = [
     ("ggml_oom_01.txt", 5, "ggml", "0", 151851674624, {"allocator": "CUDA0", "error": "cudaMalloc"}),
     ("ggml_oom_02.txt", 3, "ggml", "1", 10345253120, {"allocator": "CUDA1"}),
     ("ggml_oom_03.txt", 7, "ggml", "0", 292926534144, {"allocator": "CUDA0"}),
+    ("ggml_oom_04.txt", 6, "ggml", "4", 150995968, {"allocator": "CUDA4", "error": "cudaMalloc"}),
     ("cupy_oom_01.txt", 2, "cupy", None, 1073741824,
      {"in_use": 12373894656, "exception": "cupy.cuda.memory.OutOfMemoryError"}),
     ("cupy_oom_02.txt", 2, "cupy", None, 25600000, {"in_use": 3635267072}),

@@ -1,7 +1,7 @@
 """The general reader of memory lines (forensics/parsers/steplog/general.py): the real and
 constructed print styles of tests/samples/step-markers/style_*.txt against their expectations
 (general_styles.json), the held-out sets (tests/heldout/general-reader/, tune data since 7e7902e, and
-tests/heldout/general-reader-2/, each run once, results in docs/benchmarks.md), and its properties."""
+tests/heldout/general-reader-2/ and -3/, each run once, results in docs/benchmarks.md), and its properties."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REALWORLD, parse_file
-from general_summary import matches
+from general_summary import matches, summarize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,10 +29,22 @@ HELDOUT2_FAILED = {
     "detectron_caffe2_json_247.txt": "not claimed (one unit-less `\"mem\": 6407` in a pretty-printed record), so not counted as skipped",
     "llama2_accessory_metric_logger_48.txt": "not claimed: `max mem: N` has no unit and the DeiT/MAE MetricLogger's MiB is not among the documented prints",
     "maxtext_memstats_2232.txt": "not claimed: `Using (GB) 44.6 / 95.74` holds no memory word",
-    "min_max_gpt_block_5.txt": "claimed by deepspeed-memory; `Allocated / Reserved: A / R` read as reserved=A with total R (the generic KV shape), not one-off",
+    # as run: `Allocated / Reserved: A / R` read as reserved=A with total R; that is fixed (tuned on after its
+    # run, test_stepmem.py::test_two_keys_over_two_values_are_two_readings), the rest still fails:
+    "min_max_gpt_block_5.txt": "claimed by deepspeed-memory, whose shapes have no recurrence rule: the paste's one record makes one-reading series (and host.used) instead of none",
     "optimum_habana_dict_89.txt": "the generic shapes read the one dict line (they have no recurrence rule): allocated and max_allocated, labelled `epoch 0.09`",
     "ppdet_single_8726.txt": "not claimed (bare byte counts under `max_mem_reserved`, not a torch.cuda name), so not counted as skipped",
     "tinygrad_llama_13803.txt": "not claimed: the unit stands before its key (`642.43 GB used`) and the step is a bare leading number",
+}
+HELDOUT3_DIR = HERE.parent / "heldout" / "general-reader-3"
+HELDOUT3 = json.loads((HELDOUT3_DIR / "expected.json").read_text())
+# Held-out set 3, run once at 6a6c821 (docs/benchmarks.md): what the reader got wrong, never tuned on.
+HELDOUT3_FAILED = {
+    "allennlp_gpu_memory_mb_2254.txt": "not claimed: no parser recognizes its first lines (a metrics table row `gpu_0_memory_MB | 533.000 | N/A`, `GPU 0 memory usage MB: 549`)",
+    "lbann_gpu_memory_usage_372.txt": "the device total after `used out of` is read as memory.used, not the used bytes before it",
+    # as run: not claimed (`Mb`/`Gb` were no units); the unit rule made for the tune style yolox_mem_mb_782 gets it
+    # claimed, and it still fails:
+    "yolox_gpu_mem_host_mem_789.txt": "`gpu mem: NMb` (max_memory_allocated) and the host's `mem: NGb` are both read as memory.used",
 }
 HELDOUT_FAILED = {
     "tf_memory_info_73457.txt": "nothing read (right) but the file is claimed by no parser, so its unit-less lines are not counted",
@@ -43,7 +55,11 @@ HELDOUT_FAILED = {
 def test_style_sample_reads_as_expected(name):
     _, p = parse_file(REALWORLD / "step-markers" / name, expect="step-markers")
     assert matches(p, STYLES[name]) == []
-    assert p.skipped.total == 0
+    # and no series beside the expected ones
+    want = STYLES[name]["series"]
+    assert set(summarize(p)) == {k if "@" in k or "label" not in v else f"{k}@{v['label']}" for k, v in want.items()}
+    # (`skipped`: the one-off lines a paste holds, counted, not read)
+    assert p.skipped.total == STYLES[name].get("skipped", 0)
 
 
 def _parse_claimed(path: Path):
@@ -68,6 +84,13 @@ def test_heldout2_style(name):
     if name in HELDOUT2_FAILED:
         pytest.xfail(HELDOUT2_FAILED[name])
     assert matches(_parse_claimed(HELDOUT2_DIR / name), HELDOUT2[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(k for k in HELDOUT3 if not k.startswith("_")))
+def test_heldout3_style(name):
+    if name in HELDOUT3_FAILED:
+        pytest.xfail(HELDOUT3_FAILED[name])
+    assert matches(_parse_claimed(HELDOUT3_DIR / name), HELDOUT3[name]) == []
 
 
 def _read(lines: list[str], skipped: Skipped | None = None):
@@ -97,6 +120,51 @@ def test_a_signed_memory_value_is_counted_not_read_as_its_magnitude():
     res = _read([f"step {i} reserved: -{i} MB0" for i in range(1, 4)] + ["a 1-3 GB range: allocated 5-2 GB"], sk)
     assert res.samples.height == 0
     assert sk.counts.get("negative memory value") == 3
+
+
+def test_two_keys_over_two_values_are_two_readings():
+    # `Allocated / Reserved: A / R` (min-max-gpt, held-out 2) is two readings, not a value and its capacity
+    res = _read([f"step {i} Allocated / Reserved: {4000 + i}.5MB / 23816.00MB" for i in range(3)])
+    got = {s: g for (s,), g in res.samples.group_by("series")}
+    assert sorted(got) == ["allocated", "reserved"]
+    assert got["allocated"]["bytes"].to_list() == [round((4000 + i + 0.5) * (1 << 20)) for i in range(3)]
+    assert got["reserved"]["bytes"].to_list() == [23816 << 20] * 3
+    assert res.samples["total_bytes"].is_null().all()
+
+
+def test_a_count_of_allocator_calls_is_no_memory_value():
+    # llama-recipes prints `Cuda Malloc retires : 0` beside its memory lines: a count, not a size to skip
+    sk = Skipped()
+    res = _read([f"step {i} cudaMalloc retries: {i}" for i in range(3)] + ["Cuda Malloc retires : 0"] * 2, sk)
+    assert res.samples.height == 0 and sk.total == 0
+
+
+def test_a_key_that_is_the_device_alone_needs_a_size_unit():
+    # `start: GPU: 6.761GB` is the device's memory; `GPU: 0` names a device, no memory and nothing unread
+    sk = Skipped()
+    res = _read([f"phase {i}: GPU: {6 + i}.5GB CPU: 5.8GB" for i in range(2)] + [f"GPU: {i}" for i in range(2)], sk)
+    assert res.samples["series"].to_list() == ["memory.used"] * 2
+    assert res.samples["bytes"].to_list() == [round(6.5 * (1 << 30)), round(7.5 * (1 << 30))]
+    assert sk.total == 0
+
+
+def test_two_keys_of_one_figure_on_a_line_are_two_series():
+    # Liger's EfficiencyCallback: the step's peak and the run's peak are both max_allocated, each a series
+    res = _read([f"{{'step_peak_memory_allocated_MB': {100 + i}.5, 'total_peak_memory_allocated_MB': 200.5}}"
+                 for i in range(3)])
+    got = {lb: g["bytes"].to_list() for (lb,), g in res.samples.group_by("label")}
+    assert got == {"step_peak_memory_allocated_MB": [round((100 + i + 0.5) * (1 << 20)) for i in range(3)],
+                   "total_peak_memory_allocated_MB": [round(200.5 * (1 << 20))] * 3}
+    assert set(res.samples["series"]) == {"max_allocated"}
+
+
+def test_a_memory_tag_makes_a_sized_key_memory():
+    # `[MEM] … current=6.19GB`: under a memory tag a size is memory though its key names none; untagged
+    # it is not (`current=` alone could be anything), nor is a key that names something else
+    lines = [f"[MEM] step {i} after rollout: current={6 + i}.5GB  tokens_seen=4.5G" for i in range(2)]
+    res = _read(lines + [f"step {i} current={6 + i}.5GB" for i in range(2)])
+    assert res.samples["series"].to_list() == ["memory.used"] * 2
+    assert res.samples["line"].to_list() == [1, 2]
 
 
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):

@@ -218,6 +218,20 @@ def test_near_misses_are_counted_not_guessed(tmp_path):
     assert p.skipped.examples["unknown memory key"] == [6]
 
 
+def test_two_keys_over_two_values_are_two_readings(tmp_path):
+    # min-max-gpt's memory_profile_utils (held-out 2, min_max_gpt_block_5.txt): `Allocated / Reserved: A / R`
+    # was read as reserved = A with a capacity of R
+    p = parse_text(tmp_path, "".join(f"[step {i}] Allocated / Reserved: {4162.88 + i:.2f}MB / 23816.00MB\n"
+                                     f"[step {i}] Max Allocated / Max Reserved: 18706.66MB / 23816.00MB\n"
+                                     for i in range(3)))
+    assert series(p, "allocated")["bytes"].to_list() == [mib(4162.88 + i) for i in range(3)]
+    assert series(p, "reserved")["bytes"].to_list() == [mib(23816.0)] * 3
+    assert series(p, "max_allocated")["bytes"].to_list() == [mib(18706.66)] * 3
+    assert series(p, "max_reserved")["bytes"].to_list() == [mib(23816.0)] * 3
+    assert p.samples["total_bytes"].is_null().all()
+    assert p.samples["step"].to_list() == [i for i in range(3) for _ in range(4)]
+
+
 def test_unit_from_the_line_header(tmp_path):
     p = parse_text(tmp_path, "rank 3 step 5 memory (GB) | allocated: 1.5 | reserved: 2\n")
     assert series(p, "allocated")["bytes"].to_list() == [gib(1.5)]

@@ -563,6 +563,7 @@ def test_worker_tag_found_as_the_regex_finds_it_in_linear_time():
     ("torch_oom_hip_01.txt", "3.31 GiB", "0", "128.00 GiB", None),
     ("torch_oom_hip_02.txt", "2.00 MiB", "0", "255.98 GiB", "1.05 GiB"),
     ("torch_oom_hip_03.txt", "12.95 GiB", "0", "127.00 GiB", None),
+    ("torch_oom_hip_04.txt", "16.00 GiB", "0", "15.24 GiB", None),
 ])
 def test_rocm_hip_out_of_memory(name, requested, gpu, total, allowed):
     ev, _ = one(realworld(name))

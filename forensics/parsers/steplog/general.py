@@ -22,7 +22,8 @@ The phase goes into the samples' `label` (each label is a series of its own).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -35,13 +36,14 @@ NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 _NUM_RE = re.compile(NUM)
 
 # Lines worth a look hold one of these (any case): a literal search, no regex.
-MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage"]
+MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage", "gpu"]
 
 _UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
                  "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
                  "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-# a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`); `%` marks a share, not a size
-_VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[kmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
+# a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`, YOLOX's `6736Mb`: no training
+# log prints bits); `%` marks a share, not a size
+_VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[KMGTkmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
 _KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[Bb]ytes|B)[\)\]]")
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*")
 # the key right before a number: the last words of the text since the previous number
@@ -51,23 +53,34 @@ _KEY_AT_END = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*(?:[ \t]*\([^()]*\))?$")
 # another parser's business, not a print of the training loop
 _ALIGNED = re.compile(r"[A-Za-z)][ \t]{2,}:[ \t]*$")
 
-# What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading.
+# What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading;
+# `cudaMalloc retries`, `Cuda Malloc retires : 0` count calls of the allocator, not bytes.
 _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|time|speed|throughput|num|count"
-                       r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec")
+                       r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec"
+                       r"|malloc|retr")
+# (a key that is the device alone, `GPU: 7.9GB`, names its memory: DEVICE_KEY)
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
-                   r"|capacity|max[ _]?mem|gpu[ _]?mem")
+                   r"|capacity|max[ _]?mem|gpu[ _]?mem|^gpu$")
+# A key that names only the device is its memory when a size unit says so (`start: GPU: 6.761GB CPU: …`);
+# without one it is the device's index or count (`GPU: 0`), neither memory nor a line to count as unread.
+DEVICE_KEY = re.compile(r"(?i)gpu")
+# A line tagged as a memory print (`[MEM] after init: current=6.19GB  peak_since_reset=6.19GB`): a size
+# under any key that names nothing else is memory (memory.used, the key not saying which)
+MEMORY_TAG = re.compile(r"(?i)\[(?:mem|memory|vram|(?:gpu|cuda)[ _-]?mem(?:ory)?)\]")
 
 @dataclass(frozen=True)
 class Documented:
     """A print whose meaning only its framework's source gives (docs/formats.md §4.4.1 cites each):
     the key as printed (lowercased), the text since the previous number (`before`, whole) and the text
     right after the value and its unit (`after`, a prefix; '' for any), the unit of a bare number
-    (None: the value must carry its own), and the series it is."""
+    (None: the value must carry its own), the series it is, and the unit exactly as the print writes
+    it where that tells the print apart (None: any)."""
     before: re.Pattern
     after: re.Pattern
     factor: int | None
     series: str
     source: str
+    unit: str | None = None
 
 
 _ANY = re.compile(r"(?s).*")
@@ -84,6 +97,14 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
         Documented(re.compile(r", \"memory\": "), _ANY, 1 << 20, "max_allocated",
                    "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
     ),
+    # YOLOX core/trainer.py: f"mem: {gpu_mem_usage():.0f}Mb" and Swin Transformer main.py: f'mem {memory_used:.0f}MB'
+    # (tab-separated), both torch.cuda.max_memory_allocated() / (1024 * 1024); told apart from other `mem`
+    # prints by the unit as their format strings spell it
+    "mem": (Documented(re.compile(r", mem: "), _ANY, None, "max_allocated",
+                       "YOLOX `mem: NMb` is gpu_mem_usage(), torch.cuda.max_memory_allocated() in MB "
+                       "(yolox/utils/metric.py)", "Mb"),
+            Documented(re.compile(r"\)?\tmem "), _ANY, None, "max_allocated",
+                       "Swin Transformer `mem NMB` is torch.cuda.max_memory_allocated() in MB (main.py)", "MB")),
     # detectron2 utils/events.py CommonMetricPrinter: "max_mem: {:.0f}M" of torch.cuda.max_memory_allocated() / 1024 / 1024
     "max_mem": (Documented(re.compile(r"[ \t]*max_mem: "), _ANY, 1 << 20, "max_allocated",
                            "detectron2 `max_mem: NM` is max_memory_allocated in MiB (detectron2/utils/events.py)"),),
@@ -108,10 +129,12 @@ TORCH_API = {"memory_allocated": "allocated", "max_memory_allocated": "max_alloc
              "memory_cached": "reserved", "max_memory_cached": "max_reserved"}
 
 
-def documented(key: str, seg: str, after: str, has_unit: bool) -> Documented | None:
-    """The documented print that `key` after `seg`, followed by `after`, is, if any."""
+def documented(key: str, seg: str, after: str, unit: str) -> Documented | None:
+    """The documented print that `key` after `seg`, with `unit` as written ('' for none), followed by
+    `after`, is, if any."""
     for d in DOCUMENTED.get(key.lower(), ()):
-        if d.before.fullmatch(seg) and d.after.match(after) and (has_unit or d.factor is not None):
+        if (d.before.fullmatch(seg) and d.after.match(after) and (unit or d.factor is not None)
+                and d.unit in (None, unit)):
             return d
     return None
 
@@ -124,8 +147,10 @@ _COUNTER = re.compile(
 # iteration within it out of the epoch's length
 _BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})(?:[ \t]*/[ \t]*{NUM})?[ \t]*\]"
                               rf"[ \t]*\[[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\]")
-# a phase: `before forward`, `after optimizer step`, `after model load` (one or two words after it)
-_PHASE = re.compile(r"(?i)\b(before|after|start of|end of)[ \t]+(?:the[ \t]+)?([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
+# a phase: `before forward`, `after optimizer step`, `after model load`, `while training` (one or two
+# words after it)
+_PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
+                    r"([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
@@ -171,6 +196,7 @@ class Reading:
     unit: str           # as written ('' for a unit from the key or a documented one)
     total_idx: int | None = None
     source: str | None = None   # the framework source that gives its meaning (Documented, TORCH_API)
+    label: str | None = None    # its key, where another key of its line names the same figure
 
 
 @dataclass
@@ -185,6 +211,7 @@ class Plan:
     phase: str | None = None
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
     negative: list[str] = field(default_factory=list)  # memory keys with a signed number (no size)
+    memory_tag: bool = False   # the line is tagged as a memory print (MEMORY_TAG)
 
     def form(self) -> tuple:
         """What makes lines one form: their keys, units and clock; the phase is their label."""
@@ -234,6 +261,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     is a row of."""
     plan = Plan()
     plan.layout, start = _layout(body)
+    plan.memory_tag = bool(MEMORY_TAG.search(body, start))
     nums = list(_NUM_RE.finditer(body))
     first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
     at = {m.start(): i for i, m in enumerate(nums)}
@@ -255,7 +283,9 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         if b and b.start() <= c.start() < b.end():
             continue
         if word == "epoch":
-            plan.epoch_idx = i
+            # HF Trainer's `'epoch': 1.5` (also `1.0`) is the share of the data seen, not a counter
+            if "." not in nums[i][0]:
+                plan.epoch_idx = i
         elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
             # a global counter's `/N` is the run's last step, not the epoch's length
             plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith("global") or c[2] else j
@@ -273,7 +303,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             plan.phase = f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}"
     if header is not None:
         _plan_row(plan, body, nums, used, header)
-        return plan
+        return _twins(plan)
     prev_end = start
     i = first
     while i < len(nums):
@@ -286,25 +316,36 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         unit = u[1] if u else ""
         if u:
             prev_end = u.end()
-        total_idx = None
+        total_idx, total_unit = None, unit
         slash = re.match(r"[ \t]*/[ \t]*", body[prev_end:])
         if slash and i + 1 < len(nums) and nums[i + 1].start() == prev_end + slash.end():
             total_idx = i + 1
             tu = _VALUE_UNIT.match(body, nums[i + 1].end())
+            if tu:
+                total_unit = tu[1]
             if not unit and tu:
                 unit = tu[1]
             prev_end = tu.end() if tu else nums[i + 1].end()
         # `-3 MB` (a sign, not `1-3` or `fp-3`): a memory size is never below zero
         signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
-        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed)
+        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
         i = total_idx + 1 if total_idx is not None else i + 1
+    return _twins(plan)
+
+
+def _twins(plan: Plan) -> Plan:
+    """Keys of one line that name the same figure (Liger's `step_peak_memory_allocated_MB` and
+    `total_peak_memory_allocated_MB`) are a series each: each reading is labelled with its key."""
+    counts = Counter(r.series for r in plan.readings)
+    plan.readings = [replace(r, label=r.key) if counts[r.series] > 1 else r for r in plan.readings]
     return plan
 
 
 def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: str = "", after: str = "",
-         signed: bool = False) -> None:
+         signed: bool = False, total_unit: str = "") -> None:
     """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
-    `seg` (since the previous number) as a reading, if its key is a memory key."""
+    `seg` (since the previous number) as a reading, if its key is a memory key. `total_idx`: the
+    number after a `/` (`total_unit` its unit)."""
     part = re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1]
     if _ALIGNED.search(part):
         return
@@ -313,14 +354,28 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if not key_m or unit == "%":
         return
     key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
+    # `Max CUDA memory allocated was 21 GB`: the verb is no part of the key
+    key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
+    # a key about something else (`CPU Total Peak Memory consumed during the train (max)`) stays so when
+    # only its last words are kept
+    if _NOT_SIZE.search(key.lower().replace("-", " ").replace("_", " ")):
+        return
     key = " ".join(key.split()[-4:]).strip(" .-/")
     if not key:
         return
+    pair = [k.strip() for k in key.split("/")]
+    if total_idx is not None and len(pair) == 2 and all(series_of(_key_unit(k)[0]) for k in pair):
+        # `Allocated / Reserved: 4162.88MB / 23816.00MB`: one reading per key, not a value and its capacity
+        _add(plan, pair[0], i, unit, None, value, after, signed)
+        _add(plan, pair[1], total_idx, total_unit, None, "", after)
+        return
     bare, key_factor = _key_unit(key)
     series = series_of(bare)
-    if series is None:
+    if series is None and plan.memory_tag and unit and not _NOT_SIZE.search(bare.lower()):
+        series = "memory.used"
+    if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
-    doc = documented(key, seg, after, bool(unit))
+    doc = documented(key, seg, after, unit)
     source = doc.source if doc else None
     if unit:
         factor = _UNIT_FACTORS.get(unit.lower())
@@ -373,7 +428,7 @@ def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) ->
         if factor is None:
             plan.unread.append(name)
             continue
-        doc = documented(name, "", "", bool(unit))
+        doc = documented(name, "", "", unit)
         plan.readings.append(Reading(i, doc.series if doc else series, factor, name, unit, None,
                                      doc.source if doc else None))
 
@@ -497,10 +552,10 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
                             schema={"pid": pl.Int64, "step_idx": pl.Int64, "epoch_idx": pl.Int64,
                                     "spe_idx": pl.Int64, "gpu_idx": pl.Int64, "label": pl.String,
                                     "layout": pl.String}, orient="row")
-    readings = pl.DataFrame([(pid, k, r.idx, r.series, r.factor, r.total_idx)
+    readings = pl.DataFrame([(pid, k, r.idx, r.series, r.factor, r.total_idx, r.label)
                              for pid in good for k, r in enumerate(plans[pid].readings)],
                             schema={"pid": pl.Int64, "k": pl.Int64, "idx": pl.Int64, "series": pl.String,
-                                    "factor": pl.Int64, "total_idx": pl.Int64}, orient="row")
+                                    "factor": pl.Int64, "total_idx": pl.Int64, "rlabel": pl.String}, orient="row")
     nums = pl.col("nums")
 
     def num(idx: str) -> pl.Expr:
@@ -527,6 +582,8 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
     r = lines.join(readings, on="pid", how="inner").with_columns(
         (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
         (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
+        pl.when(pl.col("rlabel").is_null()).then(pl.col("label"))
+        .otherwise(pl.concat_str("label", "rlabel", separator=", ", ignore_nulls=True)).alias("label"),
     )
     # a `total` key is the capacity of the other readings on its line, not a series
     totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))

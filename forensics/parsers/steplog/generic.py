@@ -74,6 +74,10 @@ TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})
 # print, with or without ':'/'=', and always a unit (which keeps prose out)
 MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?[ \t]*(?P<num>{NUM})[ \t]*"
             rf"(?P<unit>{UNIT})\b")
+# `Allocated / Reserved: 4162.88MB / 23816.00MB`: two keys and two values, one reading each (KV alone
+# would take the second key with the first value, and the second value as its capacity)
+KEY_PAIR = (rf"\b(?P<k1>{_KEY})[ \t]*/[ \t]*(?P<k2>{_KEY})[ \t]*[:=][ \t]*(?P<n1>{NUM})[ \t]*(?P<u1>{UNIT})?"
+            rf"[ \t]*/[ \t]*(?P<n2>{NUM})[ \t]*(?P<u2>{UNIT})?")
 _HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
 # a piece's header unit (`memory (MB)`): the unit of its readings that carry none
 _PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit")
@@ -185,6 +189,8 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     body = strip_line_time(pl.col("text"), has_us_clock(df["text"])).str.replace_all("\r", "\n", literal=True)
     if df["text"].str.contains("[Rank ", literal=True).any():   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
+    if df["text"].str.contains("/", literal=True).any():   # (KEY_PAIR needs a `/`)
+        body = body.str.replace_all(KEY_PAIR, "${k1}: ${n1}${u1}, ${k2}: ${n2}${u2}")
     split = body.str.split("\n")
     return (df.with_columns(split.alias("piece_text"))
             .explode("piece_text")
