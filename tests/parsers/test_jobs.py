@@ -108,6 +108,11 @@ CONTAINERS = {
     "describe_crashloop_oomkilled.txt": [(5, "oom_kill", utc("2020-09-15T06:45:38"), 137, "OOMKilled")],
     "describe_137_reason_error.txt": [(6, "job_killed", utc("2023-11-13T02:50:55"), 137, "Error")],
     "describe_exit_code_2.txt": [],
+    "describe_operator_oomkilled_137.txt": [(5, "oom_kill", None, 137, "OOMKilled")],
+    "describe_gpu_operator_crashloop_oomkilled.txt": [(7, "oom_kill", None, None, "OOMKilled")],
+    # OOMKilled true with ExitCode 0: the flag, not the exit code, says the cgroup's OOM killer fired
+    "docker_inspect_json_state_oomkilled.txt": [
+        (3, "oom_kill", datetime(2016, 6, 13, 13, 33, 43, 929282, tzinfo=timezone.utc), 0, None)],
     "docker_inspect_137.json.txt": [(20, "job_killed", datetime(2023, 5, 8, 8, 5, 5, 514785, tzinfo=timezone.utc), 137, None)],
     "docker_inspect_state_137.txt": [(10, "job_killed", datetime(2020, 7, 31, 22, 28, 17, 557863, tzinfo=timezone.utc), 137, None)],
 }
@@ -121,8 +126,10 @@ def test_container_states_read_with_their_facts(name):
         == CONTAINERS[name]
     for r in rows:
         # a 137 without OOMKilled is a SIGKILL whose cause was not recorded, never an OOM
-        assert r["detail"]["signal"] == "SIGKILL"
+        assert r["detail"].get("signal") == ("SIGKILL" if r["detail"].get("exit_code") == 137 else None)
         assert r["detail"]["cause_recorded"] is (r["kind"] == "oom_kill")
+        assert (r["detail"].get("scope"), r["detail"].get("ran_out")) == (
+            ("memcg", "host") if r["kind"] == "oom_kill" else (None, None))
 
 
 def test_describe_names_pod_and_container_and_restarts(tmp_path):
@@ -211,6 +218,39 @@ def test_sacct_out_of_memory_cut_to_width_is_an_oom_kill_with_maxrss(tmp_path):
         (6, "job_killed", None, "Slurm job 4243")]
     assert rows[1]["time"] == utc("2024-05-01T10:00:05") and rows[1]["detail"]["scope"] == "memcg"
     assert rows[2]["detail"]["reason"] == "timeout" and rows[2]["detail"]["cause_recorded"] is True
+
+
+# real sacct tables of OOM-killed jobs (tests/samples/slurm-sacct/): (line, process, MaxRSS) of each oom_kill
+SACCT_OOM = {
+    # the 12-wide JobID column cuts `.batch` to `.bat+`: read as the batch step it is
+    "sacct_out_of_memory_batch_step.txt": [(5, "Slurm job 3764934", None), (6, "Slurm step 3764934.batch", None)],
+    # the job FAILED 1:0 (no signal: not a kill), its srun step ran out of memory
+    "sacct_out_of_memory_srun_step.txt": [(8, "Slurm step 3851291.0", None)],
+    "sacct_out_of_memory_mpi_step.txt": [(8, "Slurm step 3881361.0", None)],
+    "sacct_out_of_memory_maxrss.txt": [(5, "Slurm job 1012", None), (6, "Slurm step 1012.batch", 1380 * 1024)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SACCT_OOM))
+def test_sacct_real_out_of_memory_tables(name):
+    _, p = parse_file(realworld(name), Options(tz="UTC"), expect="slurm-sacct")
+    rows = events(p)
+    assert [(r["line"], r["process"], r["bytes"]) for r in rows] == SACCT_OOM[name]
+    text = realworld(name).read_text().splitlines()
+    for r in rows:
+        assert r["kind"] == "oom_kill" and (r["detail"]["scope"], r["detail"]["ran_out"]) == ("memcg", "host")
+        assert "OUT_OF_ME+" in text[r["line"] - 1]
+    # the command line pasted above the table is counted, not read
+    assert p.skipped.counts == {"a line before the table's header": 1}
+
+
+def test_sacct_real_oom_ends_the_job_in_the_report(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "sacct.txt").write_text(realworld("sacct_out_of_memory_srun_step.txt").read_text())
+    bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
+    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 8
 
 
 def test_sacct_sniff_needs_its_header():
