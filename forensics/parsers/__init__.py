@@ -40,7 +40,9 @@ from types import ModuleType
 # Specific before generic. The order is tested: every sample is claimed by its own parser and by
 # no earlier one.
 _ORDER: list[str] = [
-    "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
+    "nvsmi.query",
+    "metrics.nvitop",  # nvitop -1: nvidia-smi's table redrawn under its own banner; before the table's reader
+    "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
     "bugreport",  # nvidia-bug-report.log: a bundle of sections, each handed to its format's reader
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
