@@ -27,8 +27,8 @@ from forensics.model import Parsed, samples_frame
 
 NAME = "nvitop"
 
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-_SIZE = r"[0-9]+(?:\.[0-9]+)?(?:B|KiB|MiB|GiB|TiB)"
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50}
+_SIZE = r"[0-9]+(?:\.[0-9]+)?(?:B|KiB|MiB|GiB|TiB|PiB)"
 _BANNER = re.compile(r"^\s*[│|]\s*(?:NVITOP [0-9]|NVIDIA-SMI [0-9])")
 _WHEN = re.compile(r"^\s*(?P<when>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
                    r" [ 0-3]?[0-9] [0-2][0-9]:[0-5][0-9]:[0-6][0-9] [0-9]{4})\s*$")
@@ -47,7 +47,7 @@ _TIME = re.compile(r"^(?:[0-9]+(?:-[0-9]{2})?(?::[0-9]{2}){1,2}|N/A)$")
 
 
 def _bytes(text: str) -> int | None:
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(B|KiB|MiB|GiB|TiB)", text)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(B|KiB|MiB|GiB|TiB|PiB)", text)
     return round(float(m[1]) * _UNITS[m[2]]) if m else None
 
 
