@@ -51,6 +51,7 @@ _ORDER: list[str] = [
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
+    "jobs.seff",  # Slurm's seff summary: State OUT_OF_MEMORY, memory used of the request
     "metrics.tensorboard",  # claims by its bytes (sniff_bytes): TensorBoard event files
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "serving.engines",  # vLLM's and SGLang's memory profile, KV-cache usage and leak check; in any log from its scan

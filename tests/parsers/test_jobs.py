@@ -258,3 +258,45 @@ def test_sacct_sniff_needs_its_header():
     assert sacct.sniff(["JobID|State", "1|COMPLETED"])
     assert sacct.sniff(["JobID State", "----- -----", "1 COMPLETED"])
     assert sacct.sniff(["the job state was", "-----"]) is None
+
+
+# -- slurm-seff ----------------------------------------------------------------------------------------
+
+def test_seff_out_of_memory_kept_as_comments_under_a_job_script():
+    _, p = parse_file(realworld("seff_out_of_memory_in_job_script.txt"), Options(tz="UTC"), expect="slurm-seff")
+    (r,) = events(p)
+    assert (r["line"], r["kind"], r["process"], r["time"]) == (19, "oom_kill", "Slurm job 35582785", None)
+    assert r["bytes"] == round(47.64 * (1 << 30))
+    assert r["detail"] == {"reporter": "slurm", "job": "35582785", "state": "OUT_OF_MEMORY", "exit_code": 0,
+                           "requested_bytes": 40 << 30, "cluster": "openmind7", "scope": "memcg", "ran_out": "host"}
+    assert p.notes == ["seff: job 35582785 used 47.64 GiB of host memory of the 40.00 GiB it asked for "
+                       "(OUT_OF_MEMORY, line 25)"]
+    # the batch script above the summary is counted, not read
+    assert p.skipped.counts == {"not a line of seff's summary": 11}
+
+
+@pytest.mark.parametrize("name, note", [
+    ("seff_completed_per_node_request.txt",
+     "seff: job 3765959 used 24.04 GiB of host memory of the 40.00 GiB it asked for (COMPLETED, line 11)"),
+    ("seff_two_nodes_estimated.txt",
+     "seff: job 64626 used 137.64 MiB of host memory of the 7.84 GiB it asked for (COMPLETED, line 12)"),
+])
+def test_seff_completed_jobs_say_their_memory_and_kill_nothing(name, note):
+    _, p = parse_file(realworld(name), Options(tz="UTC"), expect="slurm-seff")
+    assert p.events.height == 0 and p.notes == [note]
+
+
+def test_seff_oom_ends_the_job_in_the_report(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "run.sh").write_text(realworld("seff_out_of_memory_in_job_script.txt").read_text())
+    bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
+    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 19
+
+
+def test_seff_sniff_needs_job_state_and_efficiency():
+    from forensics.parsers.jobs import seff
+    assert seff.sniff(["Job ID: 1", "State: COMPLETED (exit code 0)", "Memory Utilized: 1.00 GB"])
+    assert seff.sniff(["Job ID: 1", "State: RUNNING"]) is None
+    assert seff.sniff(["State: OUT_OF_MEMORY", "Memory Utilized: 1 GB"]) is None
