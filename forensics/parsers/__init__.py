@@ -40,15 +40,14 @@ from types import ModuleType
 # Specific before generic. The order is tested: every sample is claimed by its own parser and by
 # no earlier one.
 _ORDER: list[str] = [
-    "nvsmi.query",
-    "metrics.nvitop",  # nvitop -1: nvidia-smi's table redrawn under its own banner; before the table's reader
-    "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
+    "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
     "bugreport",  # nvidia-bug-report.log: a bundle of sections, each handed to its format's reader
     "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
     "sanitizer.xml_report", "sanitizer.text",
     "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
+    "metrics.nvitop",  # nvitop -1: nvidia-smi's table redrawn under its own banner, with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
     "jobs.seff",  # Slurm's seff summary: State OUT_OF_MEMORY, memory used of the request

@@ -24,8 +24,6 @@ GENERIC_OVERLAPS = {
     ("step-markers", "serving-engine-log"): "the general reader's sniff finds vLLM's recurring profile sentences; "
                                             "serving-engine-log, earlier in the order, claims and reads them",
     ("step-markers", "pytorch-memory-stats"): "a printed memory_stats() dict holds memory keys the general reader knows; memory-stats, earlier, reads it whole",
-    ("nvidia-smi-table", "nvitop"): "nvitop's ASCII mode (-U) draws nvidia-smi's table with | and +; nvitop, earlier, "
-                                    "claims it by its NVITOP banner",
     ("job-kill-records", "serving-engine-log"): "a server's log ends with the shell's line saying its process was killed",
 }
 
