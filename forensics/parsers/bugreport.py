@@ -15,6 +15,7 @@ are counted as skipped by section.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from datetime import datetime, timezone
@@ -110,7 +111,9 @@ def _kernel_reader(src, opts: Options, date: str | None) -> tuple[KernelReader, 
         noon = datetime(year, month, mday, 12, tzinfo=timezone.utc).timestamp()
     except ValueError:
         return KernelReader(src, dataclasses.replace(opts, year=year)), True
-    return KernelReader(dataclasses.replace(src, mtime=noon), dataclasses.replace(opts, year_from_mtime=True)), True
+    dated = copy.copy(src)   # (an archive member's Source is no plain dataclass: copied, not replaced)
+    dated.mtime = noon
+    return KernelReader(dated, dataclasses.replace(opts, year_from_mtime=True)), True
 
 
 def _date_note(header: pl.DataFrame, kernel: Parsed, p: Parsed) -> None:

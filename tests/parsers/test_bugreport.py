@@ -128,3 +128,15 @@ def test_2015_report_its_older_section_titles():
     # provenance line, the `-q -u` report (6 lines) and nvidia-debugdump's (2)
     assert p.skipped.counts[bugreport.UNREAD] == 9
     assert p.meta["year_from"].startswith("syslog year from the report's Date (Mon Dec 21 01:42:03 MST 2015)")
+
+
+def test_a_report_inside_a_job_bundle_archive_is_dated_by_its_date(tmp_path):
+    import tarfile
+    bundle_path = tmp_path / "job.tar.gz"
+    with tarfile.open(bundle_path, "w:gz") as tar:
+        tar.add(REALWORLD / "nvidia-bug-report" / "nvidia-bug-report_03.txt", arcname="job/nvidia-bug-report.log")
+    bundle, _ = pipeline.run([str(bundle_path)], UTC)
+    (info,) = bundle.inputs
+    assert info.format == "nvidia-bug-report" and not info.error
+    xids = bundle.events.filter(bundle.events["kind"] == "xid")["time"].drop_nulls()
+    assert xids.len() and set(xids.dt.year()) == {2019}
