@@ -39,7 +39,7 @@ _HEADING = re.compile(r"^\s*[│|]\s*(?:GPU\s+Name|Fan\s+Temp|GPU\s+Fan\s+Temp|G
 _MEM_CELL = re.compile(rf"^(?P<used>{_SIZE})\s*/\s*(?P<total>{_SIZE})$")
 _INDEX = re.compile(r"^(?P<idx>[0-9]{1,3})\s")   # a fan speed (`28%`) or `N/A` starts the full layout's second row
 _PROC = re.compile(rf"^\s*[│|]\s*(?P<gpu>[0-9]{{1,3}})\s+(?P<pid>[0-9]{{1,10}})\s+(?:(?:C\+G|[CGX])\s+)?(?P<user>\S+)\s+"
-                   rf"(?P<mem>{_SIZE}|N/A|WDDM:N/A)\s+(?P<rest>.*?)\s*[│|]?\s*$")
+                   rf"(?P<mem>{_SIZE}|N/A|WDDM:N/A)\s+(?P<rest>.*)$")
 _HOST_MEM = re.compile(rf"^\s*\[\s*MEM:.*?USED:\s*(?P<used>{_SIZE})\s*\]")
 _HOST_LINE = re.compile(r"^\s*\[\s*(?:CPU|MEM|SWP):")
 # the process row's TIME column, the last before the command (`5:39`, `1:02:03`, `2-03:04:05`, `N/A`)
@@ -53,7 +53,7 @@ def _bytes(text: str) -> int | None:
 
 def _command(rest: str) -> str | None:
     """The COMMAND column of a process row: what follows its TIME column."""
-    tokens = rest.split()
+    tokens = rest.rstrip().rstrip("│|").split()
     at = [i for i, t in enumerate(tokens[:-1]) if _TIME.match(t)]
     return " ".join(tokens[at[-1] + 1:]) if at else None
 
