@@ -82,3 +82,11 @@ def test_repeated_snapshots_are_numbered_and_timed(tmp_path):
 ])
 def test_sniff_claims_only_nvitop(head):
     assert nvitop.sniff(head) is None
+
+
+def test_a_paste_cut_in_its_second_gpu_reads_the_first():
+    # the full layout's second row starts with the fan speed (`28%`), not a GPU index
+    text, p = _read("nvitop_once_docker_1080ti.txt")
+    assert _rows(p, "memory.used") == [("0", None, 2650 * MIB, 11264 * MIB, None)]
+    assert p.samples["time"][0] == datetime(2023, 6, 20, 18, 35, 7, tzinfo=timezone.utc)
+    assert p.skipped.counts == {"not a line of nvitop's tables": 1}   # the docker command line
