@@ -206,3 +206,57 @@ def test_a_cache_warmup_note_quotes_the_level_it_names():
     (f,) = [f for f in an.findings if f.kind == "cache_warmup"]
     assert "stayed level at about 2.50 GiB" in f.summary and "released" in f.summary
     assert "2.50 GiB" in f.evidence[-1].text
+
+
+# ---- a serving engine's KV cache (issue 41): a pool that fills is a cache, not a leak -------------
+
+KV_CAP = round(8.11 * GiB)
+
+
+def _vllm_log(path, percents):
+    """vLLM V1's start-up size lines and its stats line every 10 s (the shapes of tests/samples/serving-engine-log/)."""
+    lines = ["INFO 03-01 10:00:00 [gpu_worker.py:227] Available KV cache memory: 8.11 GiB",
+             "INFO 03-01 10:00:00 [kv_cache_utils.py:634] GPU KV cache size: 59,040 tokens"]
+    for i, p in enumerate(percents):
+        m, s = divmod(10 + 10 * i, 60)
+        lines.append(f"INFO 03-01 {10 + m // 60:02d}:{m % 60:02d}:{s:02d} [loggers.py:116] Engine 000: Avg prompt "
+                     "throughput: 1.0 tokens/s, Avg generation throughput: 40.0 tokens/s, Running: 12 reqs, Waiting: "
+                     f"3 reqs, GPU KV cache usage: {p:.1f}%, Prefix cache hit rate: 0.0%")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_kv_cache_that_fills_and_stays_full_is_a_busy_engine_not_a_leak(tmp_path):
+    from forensics import pipeline
+    from forensics.options import Options
+    log = _vllm_log(tmp_path / "vllm.log", [min(100.0, 2.5 * i) for i in range(80)])
+    bundle, an = pipeline.run([str(log)], Options(tz="UTC", year=2025))
+    kv = bundle.samples.filter(pl.col("series") == "kv_cache.used")
+    assert kv.height == 80 and kv["bytes"].max() == KV_CAP and set(kv["total_bytes"]) == {KV_CAP}
+    assert an.verdict == "no_leak" and not leaks(an)
+    assert "fills to 100 % of its 8.11 GiB and stays full to the end" in an.verdict_reason
+    assert "not a leak" in an.verdict_reason and "80 readings" in an.verdict_reason
+    # what it cannot see is said: the rest of the engine's GPU memory
+    assert "outside the cache" in an.verdict_reason and "nvidia-smi" in an.verdict_reason
+
+
+def test_a_kv_cache_beside_a_flat_gpu_is_said_after_the_gpu_verdict():
+    n = 200
+    flat = frame(np.full(n, 70 * GiB) + rng(3).normal(0, 8 * MiB, n), dt=10.0)
+    kv = frame(np.linspace(0.05, 0.4, n) * KV_CAP, dt=10.0, series="kv_cache.used", gpu=None, source="vllm.log",
+               cap=KV_CAP)
+    an = run(flat, kv)
+    assert an.verdict == "no_leak" and not leaks(an)
+    assert an.verdict_reason.startswith("1 GPU memory series show no growth that persists")
+    assert "The KV cache (kv_cache.used of vllm.log, 200 readings) rises to 40% of its 8.11 GiB" in an.verdict_reason
+
+
+def test_kv_cache_usage_without_the_cache_size_is_said_as_skipped():
+    # the real vLLM stats lines of vllm-project/vllm#12314: a fraction of a cache whose size the excerpt lacks
+    from conftest import realworld
+    from forensics import pipeline
+    from forensics.options import Options
+    _, an = pipeline.run([str(realworld("vllm_metrics_kv_usage.txt"))], Options(tz="UTC", year=2025))
+    assert an.verdict == "inconclusive"
+    assert an.verdict_reason.endswith("Skipped: 6 lines, KV cache usage as a fraction, the cache's size not in the "
+                                      "log: not read.")

@@ -15,7 +15,7 @@ from forensics.detect import jobs
 from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
-from forensics.detect.measure import HOST_SERIES, Series, SeriesResult, measure_series, series_frames
+from forensics.detect.measure import HOST_SERIES, POOL_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.ranks import RankMap
 from forensics.units import human
 
@@ -32,7 +32,43 @@ class Analysis:
     series: list[SeriesResult] = field(default_factory=list)
 
 
-def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int) -> tuple[str, str]:
+FULL = 0.99   # a pool this share of its size in use is full (usage is printed to 0.1 %)
+
+
+def _pool_words(pools: list[Series]) -> str:
+    """One sentence on a serving engine's KV cache: how full it got, and that filling is no leak."""
+    measured = [s for s in pools if s.result.classification != "too_short" and s.y.size]
+    if not measured:
+        return ""
+    s = max(measured, key=lambda p: (p.result.capacity or 0, p.result.n))
+    cap, peak, last = s.result.capacity, float(s.y.max()), float(s.y[-1])
+    if cap:
+        how = (f"fills to 100 % of its {human(cap)}" if peak >= FULL * cap
+               else f"rises to {peak / cap:.0%} of its {human(cap)}")
+        how += (" and stays full to the end" if last >= FULL * cap
+                else f", {last / cap:.0%} at the end" if peak >= FULL * cap else "")
+    else:
+        how = f"reaches {human(int(peak))}"
+    return (f"The KV cache ({s.result.series} of {s.result.source}, {s.result.n} readings) {how}: a serving engine "
+            "reserves it at start-up and fills it with its requests' tokens, so a full cache is a busy engine, "
+            "not a leak.")
+
+
+def _unread(inputs) -> str:
+    """What the inputs held that was counted and not read, when nothing was read: the largest reason."""
+    reasons: dict[str, int] = {}
+    for i in inputs:
+        for r, n in (i.skip_reasons or {}).items():
+            if r != "blank line":
+                reasons[r] = reasons.get(r, 0) + n
+    if not reasons:
+        return ""
+    r, n = max(reasons.items(), key=lambda kv: kv[1])
+    return f" Skipped: {n} line{'s' if n > 1 else ''}, {r}."
+
+
+def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int,
+             inputs=()) -> tuple[str, str]:
     """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
     leaks = [f for f in findings if f.kind == "leak" and f.series not in HOST_SERIES]
     if leaks:
@@ -61,6 +97,12 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
               and s.result.classification != "too_short"]
     host = [f for f in findings if f.kind == "leak" and f.series in HOST_SERIES]
     host_txt = " Host memory does grow (see the host-memory finding)." if host else ""
+    pool_txt = _pool_words([s for s in series if s.result.series in POOL_SERIES])
+    short_gpu = [p for p in parts if p.fit.classification == "too_short"
+                 and p.result.series not in POOL_SERIES and p.result.series not in HOST_SERIES]
+    if pool_txt and not usable and not short_gpu:
+        return "no_leak", (pool_txt + " The GPU memory outside the cache (weights, activations, the engine's own) "
+                           "has no readings over time in these inputs: add nvidia-smi readings to judge it." + host_txt)
     if usable:
         classes = sorted({p.fit.classification.replace("_", " ") for s in usable for p in s.parts
                           if p.fit.classification != "too_short"})
@@ -76,7 +118,7 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
                     + (" (host memory grew: see the host-memory finding)." if host else "."))
             host_txt = ""
         return "no_leak", (f"{len(usable)} GPU memory series show no growth that persists "
-                           f"({', '.join(classes)}).{host_txt}{tail}")
+                           f"({', '.join(classes)}).{host_txt}{tail}" + (f" {pool_txt}" if pool_txt else ""))
     expected = [f for f in findings if f.kind == "sanitizer_leak"]
     if expected:
         return "no_leak", ("compute-sanitizer's unfreed allocations are the caching allocator's own "
@@ -85,11 +127,11 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     if short:
         best = max(short, key=lambda s: s.result.n)
         return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
-                                f"{best.result.source}) {best.fit.reason}.{host_txt}")
+                                f"{best.result.source}) {best.fit.reason}.{host_txt}" + (f" {pool_txt}" if pool_txt else ""))
     if n_events:
         return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "
                                 "cannot be measured." + host_txt)
-    return "inconclusive", "No memory readings and no events were found in the inputs."
+    return "inconclusive", "No memory readings and no events were found in the inputs." + _unread(inputs)
 
 
 def analyze(bundle, opts=None) -> Analysis:
@@ -116,6 +158,6 @@ def analyze(bundle, opts=None) -> Analysis:
     findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), KIND_ORDER.get(f.kind, 99),
                                  -(f.growth_bytes or f.bytes or 0),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
-    verdict, reason = _verdict(series, parts, findings, events.height)
+    verdict, reason = _verdict(series, parts, findings, events.height, bundle.inputs)
     return Analysis(verdict=verdict, verdict_reason=reason, findings=findings,
                     series=[s.result for s in series])

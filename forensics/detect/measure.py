@@ -25,6 +25,10 @@ FRAMEWORK_SERIES = ("allocated", "reserved")
 DEVICE_SERIES = ("memory.used", "process.used")
 # host memory, never a GPU's: a process's resident set (host.rss) and the host's used memory (host.used)
 HOST_SERIES = ("host.rss", "host.used")
+# a serving engine's KV cache: a pool of GPU memory reserved at start-up and filled with its requests'
+# tokens; how full it is says how busy the engine is, never that memory leaks (the engine's own pool
+# check, a kv_cache_leak event, is what says that)
+POOL_SERIES = ("kv_cache.used",)
 
 
 @dataclass

@@ -47,8 +47,10 @@ _ORDER: list[str] = [
     "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
+    "metrics.nvitop",  # nvitop -1: nvidia-smi's table redrawn under its own banner, with its processes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
+    "jobs.seff",  # Slurm's seff summary: State OUT_OF_MEMORY, memory used of the request
     "metrics.tensorboard",  # claims by its bytes (sniff_bytes): TensorBoard event files
     "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
     "serving.engines",  # vLLM's and SGLang's memory profile, KV-cache usage and leak check; in any log from its scan

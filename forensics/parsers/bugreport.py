@@ -15,7 +15,10 @@ are counted as skipped by section.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
+from datetime import datetime, timezone
 
 import polars as pl
 
@@ -32,11 +35,21 @@ COVERS = ("kernel-log", "nvrm-xid", "nvidia-smi-q", "nvidia-smi-table")
 _START = "Start of NVIDIA bug report log file"
 _SEPARATOR = r"^_{20,}\s*$"
 _NVSMI_TITLE = r"nvidia-smi\s+(?:--query|-q)\b"
-_UNITS = "--unit"   # `--query --unit`: the S-class units' report, no GPU memory in it
-_KERNEL_TITLES = ("dmesg:", "Scanning kernel log files for NVIDIA kernel messages:")
+# the script writes `--query` and `--query --unit` (`-q`, `-q -u` before) one after the other with no
+# separator between them: a command line at the start of a line opens a section of its own
+_NVSMI_COMMAND = r"^(?:\S*/)?nvidia-smi\s+(?:--query|-q)\b"
+_UNITS = r"\s(?:--unit|-u)\b"   # the S-class units' report, no GPU memory in it
+# the kernel messages section's title changed with the script's versions
+_KERNEL_TITLES = ("dmesg:", "Scanning kernel log files for NVIDIA kernel messages:",
+                  "Scanning kernel log files for NVRM messages:")
 _MEMINFO_TITLE = "*** /proc/meminfo"
 _MEMINFO_RE = r"^(?<key>[A-Za-z_()0-9]+):\s+(?<kib>[0-9]+) kB\s*$"
 _DATE_RE = re.compile(r"^Date:\s*(?P<date>.+?)\s*$")
+# the parts of `date`'s output in any locale that date the report: a year, and an English or CJK month and day
+_YEAR_RE = re.compile(r"(?<![0-9])(?:19[89][0-9]|20[0-9]{2})(?![0-9])")   # `2019年` has no word boundary
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_EN_DAY_RE = re.compile(r"\b(?P<mon>" + "|".join(_MONTHS) + r")[a-z]*\.?\s+(?P<day>[0-9]{1,2})\b", re.IGNORECASE)
+_CJK_DAY_RE = re.compile(r"(?P<mon>[0-9]{1,2})月\s*(?P<day>[0-9]{1,2})日")
 UNREAD = "section of the bug report that holds no memory readings, not read"
 
 
@@ -49,7 +62,8 @@ def sniff(head: list[str]) -> str | None:
 
 def _sections(df: pl.DataFrame) -> pl.DataFrame:
     """line, text, sec (section number), title (the section's first non-blank line)."""
-    df = df.with_columns(pl.col("text").str.contains(_SEPARATOR).cum_sum().alias("sec"))
+    t = pl.col("text")
+    df = df.with_columns((t.str.contains(_SEPARATOR) | t.str.contains(_NVSMI_COMMAND)).cum_sum().alias("sec"))
     body = df.filter(~pl.col("text").str.contains(_SEPARATOR))
     titles = (body.filter(pl.col("text").str.strip_chars() != "").group_by("sec")
               .agg(pl.col("text").first().str.strip_chars().alias("title")))
@@ -67,6 +81,39 @@ def _meminfo(lines: pl.DataFrame, p: Parsed) -> None:
     if total and avail is not None:
         p.notes.append(f"host memory when the report was made (/proc/meminfo): {human(total - avail)} in use of "
                        f"{human(total)} ({human(avail)} available)")
+
+
+def _report_day(date: str) -> tuple[int, int | None, int | None] | None:
+    """(year, month, day) of the report's `Date:` line; month and day None where the locale's month
+    name is not read (the year alone is then known)."""
+    years = _YEAR_RE.findall(date)
+    if not years:
+        return None
+    year = int(years[-1])
+    if m := _EN_DAY_RE.search(date):
+        return year, _MONTHS.index(m["mon"][:3].lower()) + 1, int(m["day"])
+    if m := _CJK_DAY_RE.search(date):
+        return year, int(m["mon"]), int(m["day"])
+    return year, None, None
+
+
+def _kernel_reader(src, opts: Options, date: str | None) -> tuple[KernelReader, bool]:
+    """The kernel reader for the report's kernel lines. Their syslog stamps have no year: the report's
+    date, not the file's (a copy's) mtime, is when they were written, so it dates them unless --year
+    was given. Also whether it did."""
+    day = _report_day(date) if date and opts.year is None else None
+    if day is None:
+        return KernelReader(src, opts), False
+    year, month, mday = day
+    if month is None:   # the year alone: the year of the last kernel line
+        return KernelReader(src, dataclasses.replace(opts, year=year)), True
+    try:
+        noon = datetime(year, month, mday, 12, tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return KernelReader(src, dataclasses.replace(opts, year=year)), True
+    dated = copy.copy(src)   # (an archive member's Source is no plain dataclass: copied, not replaced)
+    dated.mtime = noon
+    return KernelReader(dated, dataclasses.replace(opts, year_from_mtime=True)), True
 
 
 def _date_note(header: pl.DataFrame, kernel: Parsed, p: Parsed) -> None:
@@ -96,7 +143,7 @@ def parse(src, opts: Options) -> Parsed:
 
     nvsmi_secs = sec.filter((pl.col("title").str.contains(_NVSMI_TITLE)
                              | pl.col("text").str.contains(r"^=+NVSMI LOG=+\s*$|<nvidia_smi_log>"))
-                            & ~pl.col("title").str.contains(_UNITS, literal=True))["sec"].unique()
+                            & ~pl.col("title").str.contains(_UNITS))["sec"].unique()
     for s in nvsmi_secs.sort().to_list():
         lines = sec.filter(pl.col("sec") == s).select("line", "text")
         fmt, _ = nvsmi.first_section(lines["text"].head(200).to_list())
@@ -108,9 +155,15 @@ def parse(src, opts: Options) -> Parsed:
                               & ~pl.col("text").str.strip_chars().is_in(list(_KERNEL_TITLES)))
     kernel = Parsed()
     if kernel_lines.height:
-        reader = KernelReader(src, opts)
+        header = sec.filter(pl.col("sec") == first_sec)["text"].to_list() if first_sec is not None else []
+        date = next((m.group("date") for t in header if (m := _DATE_RE.match(t))), None)
+        reader, dated = _kernel_reader(src, opts, date)
         reader.feed(kernel_lines.select("line", "text"))
         kernel = reader.finish()
+        if dated and "year_from" in kernel.meta:
+            # said as what it is: the report's date, not a file time or --year
+            kernel.meta["year_from"] = re.sub(r"^syslog year from [^:]*", f"syslog year from the report's Date ({date})",
+                                              kernel.meta["year_from"])
         parts.append(kernel)
         read_secs.update(kernel_lines["sec"].unique().to_list())
 

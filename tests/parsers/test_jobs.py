@@ -108,6 +108,11 @@ CONTAINERS = {
     "describe_crashloop_oomkilled.txt": [(5, "oom_kill", utc("2020-09-15T06:45:38"), 137, "OOMKilled")],
     "describe_137_reason_error.txt": [(6, "job_killed", utc("2023-11-13T02:50:55"), 137, "Error")],
     "describe_exit_code_2.txt": [],
+    "describe_operator_oomkilled_137.txt": [(5, "oom_kill", None, 137, "OOMKilled")],
+    "describe_gpu_operator_crashloop_oomkilled.txt": [(7, "oom_kill", None, None, "OOMKilled")],
+    # OOMKilled true with ExitCode 0: the flag, not the exit code, says the cgroup's OOM killer fired
+    "docker_inspect_json_state_oomkilled.txt": [
+        (3, "oom_kill", datetime(2016, 6, 13, 13, 33, 43, 929282, tzinfo=timezone.utc), 0, None)],
     "docker_inspect_137.json.txt": [(20, "job_killed", datetime(2023, 5, 8, 8, 5, 5, 514785, tzinfo=timezone.utc), 137, None)],
     "docker_inspect_state_137.txt": [(10, "job_killed", datetime(2020, 7, 31, 22, 28, 17, 557863, tzinfo=timezone.utc), 137, None)],
 }
@@ -121,8 +126,10 @@ def test_container_states_read_with_their_facts(name):
         == CONTAINERS[name]
     for r in rows:
         # a 137 without OOMKilled is a SIGKILL whose cause was not recorded, never an OOM
-        assert r["detail"]["signal"] == "SIGKILL"
+        assert r["detail"].get("signal") == ("SIGKILL" if r["detail"].get("exit_code") == 137 else None)
         assert r["detail"]["cause_recorded"] is (r["kind"] == "oom_kill")
+        assert (r["detail"].get("scope"), r["detail"].get("ran_out")) == (
+            ("memcg", "host") if r["kind"] == "oom_kill" else (None, None))
 
 
 def test_describe_names_pod_and_container_and_restarts(tmp_path):
@@ -213,8 +220,83 @@ def test_sacct_out_of_memory_cut_to_width_is_an_oom_kill_with_maxrss(tmp_path):
     assert rows[2]["detail"]["reason"] == "timeout" and rows[2]["detail"]["cause_recorded"] is True
 
 
+# real sacct tables of OOM-killed jobs (tests/samples/slurm-sacct/): (line, process, MaxRSS) of each oom_kill
+SACCT_OOM = {
+    # the 12-wide JobID column cuts `.batch` to `.bat+`: read as the batch step it is
+    "sacct_out_of_memory_batch_step.txt": [(5, "Slurm job 3764934", None), (6, "Slurm step 3764934.batch", None)],
+    # the job FAILED 1:0 (no signal: not a kill), its srun step ran out of memory
+    "sacct_out_of_memory_srun_step.txt": [(8, "Slurm step 3851291.0", None)],
+    "sacct_out_of_memory_mpi_step.txt": [(8, "Slurm step 3881361.0", None)],
+    "sacct_out_of_memory_maxrss.txt": [(5, "Slurm job 1012", None), (6, "Slurm step 1012.batch", 1380 * 1024)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SACCT_OOM))
+def test_sacct_real_out_of_memory_tables(name):
+    _, p = parse_file(realworld(name), Options(tz="UTC"), expect="slurm-sacct")
+    rows = events(p)
+    assert [(r["line"], r["process"], r["bytes"]) for r in rows] == SACCT_OOM[name]
+    text = realworld(name).read_text().splitlines()
+    for r in rows:
+        assert r["kind"] == "oom_kill" and (r["detail"]["scope"], r["detail"]["ran_out"]) == ("memcg", "host")
+        assert "OUT_OF_ME+" in text[r["line"] - 1]
+    # the command line pasted above the table is counted, not read
+    assert p.skipped.counts == {"a line before the table's header": 1}
+
+
+def test_sacct_real_oom_ends_the_job_in_the_report(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "sacct.txt").write_text(realworld("sacct_out_of_memory_srun_step.txt").read_text())
+    bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
+    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 8
+
+
 def test_sacct_sniff_needs_its_header():
     from forensics.parsers.jobs import sacct
     assert sacct.sniff(["JobID|State", "1|COMPLETED"])
     assert sacct.sniff(["JobID State", "----- -----", "1 COMPLETED"])
     assert sacct.sniff(["the job state was", "-----"]) is None
+
+
+# -- slurm-seff ----------------------------------------------------------------------------------------
+
+def test_seff_out_of_memory_kept_as_comments_under_a_job_script():
+    _, p = parse_file(realworld("seff_out_of_memory_in_job_script.txt"), Options(tz="UTC"), expect="slurm-seff")
+    (r,) = events(p)
+    assert (r["line"], r["kind"], r["process"], r["time"]) == (19, "oom_kill", "Slurm job 35582785", None)
+    assert r["bytes"] == round(47.64 * (1 << 30))
+    assert r["detail"] == {"reporter": "slurm", "job": "35582785", "state": "OUT_OF_MEMORY", "exit_code": 0,
+                           "requested_bytes": 40 << 30, "cluster": "openmind7", "scope": "memcg", "ran_out": "host"}
+    assert p.notes == ["seff: job 35582785 used 47.64 GiB of host memory of the 40.00 GiB it asked for "
+                       "(OUT_OF_MEMORY, line 25)"]
+    # the batch script above the summary is counted, not read
+    assert p.skipped.counts == {"not a line of seff's summary": 11}
+
+
+@pytest.mark.parametrize("name, note", [
+    ("seff_completed_per_node_request.txt",
+     "seff: job 3765959 used 24.04 GiB of host memory of the 40.00 GiB it asked for (COMPLETED, line 11)"),
+    ("seff_two_nodes_estimated.txt",
+     "seff: job 64626 used 137.64 MiB of host memory of the 7.84 GiB it asked for (COMPLETED, line 12)"),
+])
+def test_seff_completed_jobs_say_their_memory_and_kill_nothing(name, note):
+    _, p = parse_file(realworld(name), Options(tz="UTC"), expect="slurm-seff")
+    assert p.events.height == 0 and p.notes == [note]
+
+
+def test_seff_oom_ends_the_job_in_the_report(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "run.sh").write_text(realworld("seff_out_of_memory_in_job_script.txt").read_text())
+    bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
+    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 19
+
+
+def test_seff_sniff_needs_job_state_and_efficiency():
+    from forensics.parsers.jobs import seff
+    assert seff.sniff(["Job ID: 1", "State: COMPLETED (exit code 0)", "Memory Utilized: 1.00 GB"])
+    assert seff.sniff(["Job ID: 1", "State: RUNNING"]) is None
+    assert seff.sniff(["State: OUT_OF_MEMORY", "Memory Utilized: 1 GB"]) is None

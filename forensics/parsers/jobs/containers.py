@@ -32,6 +32,8 @@ _FIELD = re.compile(r"^(?P<indent>\s*)(?P<k>[A-Za-z][\w .-]*?):(?:\s+(?P<v>.*?))
 _JSON_FIELD = re.compile(r'^\s*"(?P<k>[A-Za-z]+)"\s*:\s*(?P<v>"(?:[^"\\]|\\.)*"|true|false|-?[0-9]+)\s*,?\s*$')
 # a JSON document's structure (brackets, a key opening an object or list): no field, nothing to count
 _JSON_STRUCTURE = re.compile(r'^\s*(?:"[^"]*"\s*:\s*)?[\[\]{}]*,?\s*$')
+# `docker inspect -f '{{json .State}}'` (or `{{json .}}`): the whole object on one line
+_ONE_LINE = re.compile(r"^\s*[\[{]")
 _SIGNALS = {9: "SIGKILL", 15: "SIGTERM", 6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 2: "SIGINT", 1: "SIGHUP"}
 
 
@@ -44,6 +46,8 @@ def sniff(head: list[str]) -> str | None:
     inspect = {m.group(0).split('"')[1] for ln in text if (m := _INSPECT_MARK.search(ln))}
     if {"OOMKilled", "ExitCode"} <= inspect:
         return "docker inspect (a container's State)"
+    if any(_ONE_LINE.match(ln) and '"OOMKilled":' in ln and '"ExitCode":' in ln for ln in text):
+        return "docker inspect (a container's State as one line of JSON)"
     return None
 
 
@@ -84,6 +88,24 @@ def _event(rec: dict, pod: str | None, ns: str | None) -> dict | None:
             "line": line, "text": text, "detail": json.dumps({k: v for k, v in d.items() if v is not None})}
 
 
+def _one_line_states(text: str) -> list[dict] | None:
+    """The container states of a one-line JSON document (a State object, an inspect object or a list
+    of them), with the container's name where the object has it; None when it is not JSON."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    states = []
+    for obj in doc if isinstance(doc, list) else [doc]:
+        if not isinstance(obj, dict):
+            continue
+        state = obj if "OOMKilled" in obj else obj.get("State")
+        if isinstance(state, dict) and "OOMKilled" in state:
+            name = obj.get("Name")
+            states.append({**state, "_name": name.lstrip("/") if isinstance(name, str) and name.strip("/") else None})
+    return states
+
+
 def parse(src, opts) -> Parsed:
     out = Parsed(clock="wall")
     frame = src.frame()
@@ -104,6 +126,19 @@ def parse(src, opts) -> Parsed:
     for line_no, text in frame.select("line", "text").iter_rows():
         text = text or ""
         if text.lstrip().startswith("# source:") or _JSON_STRUCTURE.match(text):
+            continue
+        if _ONE_LINE.match(text) and '"OOMKilled"' in text:
+            states = _one_line_states(text.strip())
+            if states is None:
+                out.skipped.add("a line of JSON that does not parse (cut or wrapped?)", line_no)
+            for st in states or []:
+                close()
+                code = st.get("ExitCode")
+                rec = {"reporter": "docker", "container": st["_name"] or container, "oom": st["OOMKilled"] is True,
+                       "exit_code": code if isinstance(code, int) else None, "code_at": (line_no, text),
+                       "reason_at": (line_no, text) if st["OOMKilled"] is True else None,
+                       "started": st.get("StartedAt"), "finished": st.get("FinishedAt")}
+                close()
             continue
         j = _JSON_FIELD.match(text)
         f = None if j else _FIELD.match(text)

@@ -27,6 +27,7 @@ NAME = "slurm-sacct"
 _RULE = re.compile(r"^\s*-{3,}(?: +-{3,})*\s*$")
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGTP]?)$")
 _SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+_NAMED_STEPS = ("batch", "extern", "interactive")
 _KILLED = ("CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "DEADLINE")
 _SIGNALS = {9: "SIGKILL", 15: "SIGTERM", 6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 10: "SIGUSR1", 12: "SIGUSR2",
             1: "SIGHUP", 2: "SIGINT"}
@@ -79,6 +80,16 @@ def _rows(frame: pl.DataFrame, p: Parsed) -> list[tuple[int, dict, str]]:
     return out
 
 
+def _step(step: str) -> str:
+    """A step name as Slurm names it: the 12-wide JobID column cuts `3764934.batch` to `3764934.bat+`
+    and `40400241.extern` to `40400241.ex+`; the named steps are told apart by their first letters."""
+    if step.endswith("+"):
+        named = [s for s in _NAMED_STEPS if s.startswith(step[:-1])]
+        if len(named) == 1:
+            return named[0]
+    return step
+
+
 def _bytes(cell: str | None) -> int | None:
     m = _SIZE.match((cell or "").strip())
     return round(float(m[1]) * _SCALE[m[2]]) if m else None
@@ -92,6 +103,8 @@ def parse(src, opts) -> Parsed:
     for line, r, text in rows:
         jobid = r.get("jobid", "")
         job, _, step = jobid.partition(".")
+        step = _step(step)
+        jobid = f"{job}.{step}" if step else job
         state = (r.get("state") or "").split(" ")[0].rstrip("+")
         code, _, sig = (r.get("exitcode") or "").partition(":")
         sig_n = int(sig) if sig.isdigit() else 0

@@ -96,7 +96,8 @@ _UUID = r"GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
 XID_RE = (r"NVRM: Xid \((?:PCI:)?(?:(?P<bus>" + _BUS + r")(?:\.[0-9])?|(?P<bus_short>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}))"
           r"(?:\s+GPU-I:\s*(?P<gi>[0-9]{1,9}))?(?:\s+GPU-CI:\s*(?P<ci>[0-9]{1,9}))?\):\s*(?P<code>[0-9]{1,9})\b"
           r"(?:,\s*(?P<rest>.*))?$")
-_PID_NAME = r"^pid=(?P<pid>'<unknown>'|<unknown>|[0-9]{1,10}),\s*name=(?P<name>[^,]*)(?:,\s*(?P<text>.*))?$"
+# drivers before about 440 write the pid alone: `13, pid=10635, Graphics SM Warp Exception ...`
+_PID_NAME = r"^pid=(?P<pid>'<unknown>'|<unknown>|[0-9]{1,10})(?:,\s*name=(?P<name>[^,]*))?(?:,\s*(?P<text>.*))?$"
 GPU_AT_RE = r"NVRM: GPU at PCI:(?P<bus>" + _BUS + r"): (?P<uuid>" + _UUID + r")"
 FALLEN_MULTI_RE = r"NVRM: The NVIDIA GPU (?P<bus>" + _BUS + r")(?:\.[0-9])?\b.*fallen off the bus"
 FALLEN_SHORT_RE = r"NVRM: GPU (?P<bus>" + _BUS + r")(?:\.[0-9])?: GPU has fallen off the bus"

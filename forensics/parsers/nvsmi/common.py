@@ -329,6 +329,8 @@ def time_after_previous_row(errors: pl.DataFrame, rows: pl.DataFrame) -> tuple[p
 DMON_HEADER_RE = re.compile(r"^\s*#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\S")
 DMON_UNITS_RE = re.compile(r"^\s*#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
 _TABLE_RE = re.compile(r"^\s*\|\s*(?:NVIDIA-SMI\s+[0-9]|GPU\s+Name\s|Processes:|MIG devices:|GPU\s+GI\s+CI\s+MIG\b)")
+# nvitop's own banner: nvitop -1 --ascii redraws this table with the same | and + (parsers/metrics/nvitop.py)
+_OTHER_TOOL_RE = re.compile(r"^\s*[|│]\s*NVITOP\s+[0-9]")
 _TABLE_ROW = re.compile(f"(?:{TABLE_MEM_ROW_RE})|(?:{TABLE_PROC_ROW_RE})")
 _QUERY_RE = re.compile(r"^\s*(?:=+NVSMI LOG=+\s*$|<nvidia_smi_log>|<!DOCTYPE nvidia_smi_log|Timestamp\s+: [A-Z][a-z]{2} )")
 _PROMPT = re.compile(PROMPT_RE)
@@ -404,7 +406,9 @@ def query_list(line: str, kind: str) -> list[str] | None:
 
 def line_class(line: str) -> str:
     """One head line -> query | table | table-row | dmon | gpu-header | apps-header | gpu-row | apps-row |
-    gpu-prompt | apps-prompt | error | junk | unknown."""
+    gpu-prompt | apps-prompt | error | junk | other-tool | unknown."""
+    if _OTHER_TOOL_RE.match(line):
+        return "other-tool"
     if _QUERY_RE.match(line):
         return "query"
     if _TABLE_RE.match(line):
@@ -465,6 +469,8 @@ def first_section(head: list[str]) -> tuple[str | None, str]:
             names = query_list(line, kind)
             prompt = (kind, names) if names else None
             continue
+        if c == "other-tool":
+            return None, ""
         if c in _SECTION_OF:
             return _SECTION_OF[c], f"{_WHY[c]} at line {i + 1}"
         if prompt and c in ("unknown", "junk") and ", " in line:

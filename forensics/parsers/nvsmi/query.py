@@ -107,7 +107,9 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         pl.col("val").filter(pl.col("key") == "Process ID").first().alias("pid"),
         pl.col("val").filter(pl.col("key").is_in(["Name", "Process Name"])).first().alias("pname"),
         pl.col("val").filter(pl.col("key") == "Used GPU Memory").first().alias("used"),
-        pl.col("line").filter(pl.col("key") == "Process ID").first().alias("line"),
+        # the evidence of the bytes is the line that holds them (the pid's line when it has none)
+        pl.coalesce(pl.col("line").filter(pl.col("key") == "Used GPU Memory").first(),
+                    pl.col("line").filter(pl.col("key") == "Process ID").first()).alias("line"),
     ).filter(pl.col("pid").str.contains(r"^[0-9]{1,10}$"))
     procs = procs.join(gpus.select("gpu_line", "snap", "gpu"), on="gpu_line") \
         .join(stamps, on="snap", how="left", maintain_order="left")
