@@ -330,9 +330,14 @@ def _draw_arrays(s: Series) -> tuple[np.ndarray, np.ndarray, datetime | None]:
     x, y = (s.sec if s.sec is not None else s.x), s.y
     if x.size > DRAW_POINTS:
         from tsdownsample import MinMaxLTTBDownsampler
-        xs = x if np.all(np.diff(x) >= 0) else np.sort(x)
-        idx = MinMaxLTTBDownsampler().downsample(xs, y, n_out=DRAW_POINTS)
-        x, y = xs[idx], y[idx]
+        if not np.all(np.diff(x) >= 0):
+            order = np.argsort(x, kind="stable")
+            x, y = x[order], y[order]
+        # binned by x where x spreads; by position where readings share an x (tsdownsample's x bins
+        # fail on an x without range: it panics)
+        spread = np.all(np.diff(x) > 0)
+        idx = MinMaxLTTBDownsampler().downsample(*((x, y) if spread else (y,)), n_out=DRAW_POINTS)
+        x, y = x[idx], y[idx]
     return x, y, (s.t0 if s.sec is not None else None)
 
 

@@ -44,3 +44,22 @@ def test_hidden_files_are_listed_not_silently_left_out(tmp_path):
     assert [s for _, s in found.files] == [str(tmp_path / "visible.log")]
     hidden = sorted(shown for shown, why in found.ignored if why.startswith("hidden"))
     assert hidden == [str(tmp_path / ".logs"), str(tmp_path / ".nvidia-smi.csv")]
+
+
+def test_a_series_whose_readings_all_share_one_step_is_drawn():
+    """Found by `bench/fuzz.py --hostile bombs` (gz_members_8MiB_x2): 335,544 readings of `[step 1]` made
+    the chart's thinning (tsdownsample, bins over x) panic: an x without range has no bins."""
+    from forensics import report as rep
+    from forensics.detect import analyze
+    from forensics.model import Bundle, samples_frame
+    import polars as pl
+
+    n = 20_000   # (at 5,000 readings it did not panic)
+    df = samples_frame(pl.DataFrame({
+        "seq": range(n), "line": range(1, n + 1), "source": ["train.log"] * n, "series": ["allocated"] * n,
+        "bytes": [1 << 20] * n, "step": [1] * n}))
+    an = analyze(Bundle(samples=df))
+    (s,) = an.series
+    assert 0 < len(s.points) <= 2000
+    assert s.points[0][0] == 1
+    rep.render_html(rep.build_context(Bundle(samples=df), an, None))
