@@ -89,6 +89,36 @@ def test_staircase_leak():
     assert an.series[0].classification == "staircase"
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("noise_mib", [0, 4, 30])
+def test_staircase_of_two_readings_per_stair(seed, noise_mib):
+    # coarse logging: +512 MiB every 20 steps, memory printed every 10 steps, so every other change is
+    # a stair's jump and the next one is level (the breakpoints are known: steps 40, 60, ...)
+    r = rng(100 + seed)
+    steps = np.arange(0, 300, 10)
+    first, period, h = 40, 20, 512 * MiB
+    level = np.where(steps >= first, (steps - first) // period + 1, 0)
+    y = 6 * GiB + level * h + r.normal(0, noise_mib * MiB, steps.size)
+    an = run(frame(y, dt=5.0, series="allocated", gpu=None, source="train.log", steps=[int(s) for s in steps]))
+    (f,) = leaks(an)
+    assert an.series[0].classification == "staircase" and f.pattern == "step"
+    assert first - 10 <= f.detail["start_step"] <= first
+    assert f.rate_bytes_per_step == pytest.approx(h / period, rel=0.05)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ramp_read_at_uneven_intervals_is_no_staircase(seed):
+    # readings 0.2 s and 1.8 s apart by turns: every other change is small, yet memory rises at one rate
+    r = rng(200 + seed)
+    dt = np.where(np.arange(59) % 2 == 0, 0.2, 1.8)
+    t = np.concatenate([[0.0], np.cumsum(dt)])
+    y = 4 * GiB + t * 50 * MiB + r.normal(0, MiB, t.size)
+    frames = [frame([v], t_start=float(ti)) for v, ti in zip(y, t)]
+    an = run(*frames)
+    (f,) = leaks(an)
+    assert an.series[0].classification == "linear_growth" and f.pattern == "linear"
+
+
 def test_oom_drop_to_zero_after_ramp_is_a_leak():
     r = rng(3)
     n, onset_i = 3000, 600

@@ -17,7 +17,7 @@ from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FIRST_STEP_
                                          LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
                                          MIN_POINTS, MIN_SEGMENT, NEW_HIGH_SHARE,
                                          PENALTY_PER_CHANGE, RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RAW_STAIRS_MAX,
-                                         SIMILAR_SLOPE, STAIR_FLAT_SHARE, STAIR_TAIL_FACTOR, STEP_HEIGHT_RATIO,
+                                         SIMILAR_SLOPE, STAIR_FLAT_SHARE, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STEP_HEIGHT_RATIO,
                                          TAIL_QUIET_FRACTION, TOOTH_RANGE_SHARE)
 
 
@@ -356,6 +356,16 @@ def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     if x.size < MIN_POINTS or x.size > RAW_STAIRS_MAX:
         return None
     d = np.diff(y)
+    leak = _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b)
+    if leak is None:
+        # jumps every other reading inflate a noise read on all the changes: read it between the jumps
+        quiet = robust.level_noise(d)
+        if quiet < sigma:
+            leak = _raw_stair(x, y, d, quiet, quantum, level, leak_min, sigma_b)
+    return leak
+
+
+def _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     thr = max(JUMP_SIGMAS * sigma, LEAK_MIN_QUANTA * quantum, LEAK_MIN_FRACTION * level)
     up = d > thr
     if up.sum() < 2:
@@ -371,8 +381,19 @@ def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     # ... but a rise over more readings than that is a ramp (the first one may be the start-up)
     if len(groups) < 2 or any(g.size > 2 for g in groups[1:]):
         return None
-    runs = np.diff([g[0] for g in groups])
-    if float(robust.median(runs)) < 3:   # a jump at nearly every reading: growth spread evenly, a ramp
+    # ... when it is one stair caught mid-way, whose smaller part is at most half a stair: two whole
+    # stairs back to back are growth at nearly every reading (a leak every step, read a little faster
+    # than the steps come), a ramp
+    single = [float(d[g[0]]) for g in groups[1:] if g.size == 1]
+    smaller = [float(d[g].min()) for g in groups[1:] if g.size == 2]
+    if single and smaller and max(smaller) > STAIR_SPLIT_SHARE * float(robust.median(single)):
+        return None
+    # level between the jumps per unit of x too, not only per reading: a ramp read at uneven intervals
+    # (short, long, short, ...) rises little over each short one, yet at the jumps' own rate. Two
+    # readings a stair (coarse logging) are a staircase when the stair between its jumps holds level.
+    dx = np.diff(x)
+    jumps_x, quiet_x = float(dx[up].sum()), float(dx[quiet].sum())
+    if quiet_x <= 0 or float(np.abs(d[quiet]).sum()) * jumps_x > STAIR_FLAT_SHARE * rise * quiet_x:
         return None
     events = [(float(x[g[0]]), float(x[g[-1] + 1]), float(y[g[-1] + 1] - y[g[0]]), "jump", -1) for g in groups]
     duration = float(x[-1] - x[0])

@@ -61,6 +61,24 @@ def _trend_diffs(x: np.ndarray, y: np.ndarray, cap: int = 1_000_000) -> np.ndarr
     return dy - slope * dx
 
 
+def level_noise(d: np.ndarray) -> float:
+    """The noise of the changes between jumps: the changes split into the two groups that are each
+    tightest (the smallest summed squared deviation), and the one-sample noise of the lower group. A
+    staircase of two readings a stair jumps at every other reading, so a noise estimate taken over all
+    first differences counts its jumps as half of the noise."""
+    if d.size < 4:
+        return mad_sigma(d)
+    ds = np.sort(d - median(d))
+    n = ds.size
+    k = np.arange(2, n - 1)                      # the lower group's size: at least two in each
+    c1, c2 = np.cumsum(ds), np.cumsum(ds * ds)
+    left = c2[k - 1] - c1[k - 1] ** 2 / k
+    right = (c2[-1] - c2[k - 1]) - (c1[-1] - c1[k - 1]) ** 2 / (n - k)
+    # the split leaves the jumps out of the lower group: its plain spread is the noise (a MAD of a
+    # dozen changes between stairs is too loose)
+    return float(np.std(ds[: int(k[np.argmin(left + right)])]) / math.sqrt(2.0))
+
+
 def quantum(d: np.ndarray, level: float) -> float:
     """The source's resolution (e.g. 1 MiB for nvidia-smi) when readings move on a lattice: many of
     them change, and every change is a multiple of the smallest one. 0 otherwise (a noise-free

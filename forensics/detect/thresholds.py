@@ -41,6 +41,7 @@ STAIR_TAIL_FACTOR = 1.5   # a staircase is still growing when its last step is t
 STEP_HEIGHT_RATIO = 4.0   # steps of one staircase differ in height by less than this factor
 FIRST_STEP_RATIO = 2.0    # a first step this unlike the later ones is the job's first epoch, not a stair
 STAIR_FLAT_SHARE = 0.2    # between stairs, drift and falls add up to less than this share of the rise
+STAIR_SPLIT_SHARE = 0.5   # a stair caught mid-way rises over two readings, the smaller part at most this share of a stair
 OSCILLATION_MIN_FRACTION = 0.02  # a fall counts towards a sawtooth when it exceeds this share of the level
 FLOOR_RISE_SHARE = 0.3    # a sawtooth leaks when its floor rose by this share of a tooth's depth
 TOOTH_RANGE_SHARE = 0.25  # a tooth read on the raw readings falls by at least this share of the range
