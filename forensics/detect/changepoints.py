@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forensics.detect import robust
-from forensics.detect.thresholds import MIN_SEGMENT, PENALTY_PER_CHANGE
+from forensics.detect.thresholds import MIN_SEGMENT, PENALTY_PER_CHANGE, ZERO_VARIANCE
 
 
 @dataclass
@@ -57,7 +57,7 @@ class LinearCost:
         vx = sxx - sx * sx / s1
         cxy = sxy - sx * sy / s1
         vy = syy - sy * sy / s1
-        sse = vy - (cxy * cxy / vx if vx > 1e-18 else 0.0)
+        sse = vy - (cxy * cxy / vx if vx > ZERO_VARIANCE else 0.0)
         return max(sse, 0.0) * self.scale
 
     def errors_from(self, start, ends):
@@ -78,7 +78,7 @@ class LinearCost:
             vx = sxx - sx * sx / s1
             cxy = sxy - sx * sy / s1
             vy = syy - sy * sy / s1
-            sse = vy - np.where(vx > 1e-18, cxy * cxy / vx, 0.0)
+            sse = vy - np.where(vx > ZERO_VARIANCE, cxy * cxy / vx, 0.0)
         return np.where(s1 <= 0, 0.0, np.maximum(sse, 0.0) * self.scale)
 
     def best_split(self, start: int, end: int) -> tuple[int | None, float]:

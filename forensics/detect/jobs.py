@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect.findings import Finding
+from forensics.detect.thresholds import JOB_EDGE_INTERVALS, JOB_EDGE_S
 from forensics.frames import rows_where
 from forensics.parsers.kernel import xid as xid_table
 
@@ -19,10 +20,7 @@ FATAL_KINDS = ("oom_kill", "gpu_oom")
 # what ended a job when no OOM and no fatal Xid did: a kill whose cause the record does not give
 KILL_KINDS = ("job_killed",)
 GROWTH_KINDS = ("leak", "cache_growth")
-# an event this close to the job's first or last reading is at its edge: a kill comes before the reading
-# that shows the memory released, up to a sampling interval later (two, for jitter), at least 10 s
-EDGE = timedelta(seconds=10)
-EDGE_INTERVALS = 2
+EDGE = timedelta(seconds=JOB_EDGE_S)
 
 
 @dataclass
@@ -37,7 +35,7 @@ def job_of(parts: list, findings: list[Finding]) -> Job | None:
     """The job's lifetime: the lead growth finding's, else the last job lifetime of the timed memory
     series (with those overlapping it); None when no memory series has a clock."""
     gaps = [float(np.median(np.diff(p.x))) for p in parts if p.axis == "time" and p.x.size > 1]
-    edge = max(EDGE, timedelta(seconds=EDGE_INTERVALS * max(gaps, default=0.0)))
+    edge = max(EDGE, timedelta(seconds=JOB_EDGE_INTERVALS * max(gaps, default=0.0)))
     growth = [f for f in findings if f.kind in GROWTH_KINDS and isinstance(f.lifetime_start, datetime)
               and isinstance(f.lifetime_end, datetime)]
     timed = [p.result for p in parts if p.result.series != "host.rss" and isinstance(p.result.first_x, datetime)

@@ -13,12 +13,15 @@ import numpy as np
 
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
-from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FIRST_STEP_RATIO, FLOOR_RISE_SHARE, JUMP_SIGMAS,
-                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
-                                         MIN_POINTS, MIN_SEGMENT, NEW_HIGH_SHARE,
-                                         PENALTY_PER_CHANGE, RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RAW_STAIRS_MAX,
-                                         SIMILAR_SLOPE, STAIR_FLAT_SHARE, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STEP_HEIGHT_RATIO,
-                                         TAIL_QUIET_FRACTION, TOOTH_RANGE_SHARE)
+from forensics.detect.thresholds import (CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
+                                         FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, JUMP_SIGMAS,
+                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS, MIN_POINTS,
+                                         MIN_SEGMENT, MIN_STAIRS, NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE,
+                                         RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX,
+                                         RECOVERY_SHARE, REFINE_MIN_POINTS, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
+                                         STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
+                                         STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
+                                         TOOTH_RANGE_SHARE, TOOTH_READINGS)
 
 
 @dataclass
@@ -55,10 +58,10 @@ def troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int],
     out, depths = [], []
     for i in sorted(falls):
         depth, lo = falls[i]
-        if float(yb[lo: i + 1].max()) - float(yb[i]) < 0.5 * fall_min:
+        if float(yb[lo: i + 1].max()) - float(yb[i]) < RECOVERY_SHARE * fall_min:
             continue
         # recovered: the curve comes back up by at least half of a fall afterwards
-        if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= 0.5 * fall_min:
+        if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= RECOVERY_SHARE * fall_min:
             out.append(i)
             depths.append(depth)
     return out, depths
@@ -70,15 +73,15 @@ def raw_teeth(y: np.ndarray, fall_min: float) -> int:
     bottom, still below where it fell from by half the fall (a glitch comes straight back), and that
     later recovers half the fall. Teeth of a sawtooth sampled too coarsely for change points (three
     readings a tooth at `nvidia-smi -l 1`) that the bucket fit smooths into a level."""
-    if y.size < 3:
+    if y.size < TOOTH_READINGS:
         return 0
     fall = max(fall_min, TOOTH_RANGE_SHARE * float(y.max() - y.min()))
     d = np.diff(y)
     i = np.nonzero(d[:-1] <= -fall)[0]          # falls from reading i to i + 1, with a reading after
     later = np.maximum.accumulate(y[::-1])[::-1]
     depth = y[i] - y[i + 1]
-    climbs = (y[i + 2] >= y[i + 1]) & (y[i] - y[i + 2] >= 0.5 * depth)
-    recovers = later[i + 2] - y[i + 1] >= 0.5 * depth
+    climbs = (y[i + 2] >= y[i + 1]) & (y[i] - y[i + 2] >= RECOVERY_SHARE * depth)
+    recovers = later[i + 2] - y[i + 1] >= RECOVERY_SHARE * depth
     return int(np.count_nonzero(climbs & recovers))
 
 
@@ -124,7 +127,7 @@ def find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> L
                 events.append((segs[k - 1].x1, s.x0, jump, "jump", k))
         rise = s.y1 - s.y0
         if rise >= event:
-            short = (s.i1 - s.i0) <= MIN_SEGMENT + 1 and (s.x1 - s.x0) <= 0.02 * duration
+            short = (s.i1 - s.i0) <= MIN_SEGMENT + 1 and (s.x1 - s.x0) <= SUDDEN_SHARE * duration
             events.append((s.x0, s.x1, rise, "jump" if short else "ramp", k))
     if not events:
         return None
@@ -169,7 +172,7 @@ def _merge_close(events: list[tuple], xb, duration) -> list[tuple]:
     for e in events[1:]:
         p = out[-1]
         if e[0] - p[1] <= near and (p[3] == "jump" or e[3] == "jump"):
-            kind = "ramp" if (e[1] - p[0]) > 0.05 * duration else "jump"
+            kind = "ramp" if (e[1] - p[0]) > STEP_SPAN_SHARE * duration else "jump"
             out[-1] = (p[0], e[1], p[2] + e[2], kind, e[4])
         else:
             out.append(e)
@@ -226,11 +229,11 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
         # discrete samples (a step log): the onset is the first sample that shows the growth
         gap = float(robust.median(np.diff(xb)))
-        after = np.nonzero(xb >= onset + 0.1 * gap)[0]
+        after = np.nonzero(xb >= onset + ONSET_SNAP * gap)[0]
         if after.size:
             onset = float(xb[after[0]])
     sel = xb >= onset
-    if sel.sum() < 3:
+    if sel.sum() < RATE_MIN_POINTS:
         sel = np.arange(xb.size) >= i0
     rate = robust.theil_sen(xb[sel], yb[sel])
     if rate <= 0:
@@ -250,7 +253,7 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
 def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     """True when a quadratic fits the ramp clearly better and its end slope is a small share of the
     mean slope: the curve of a warm-up approaching its plateau."""
-    if x.size < 8:
+    if x.size < CURVE_MIN_POINTS:
         return False
     u = (x - x[0]) / ((x[-1] - x[0]) or 1.0)
     A = np.column_stack([np.ones_like(u), u, u * u])
@@ -258,7 +261,7 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     sse_q = float(((A @ coef - y) ** 2).sum())
     b, a = robust.line_fit(u, y)
     sse_l = float(((a + b * u - y) ** 2).sum())
-    if (sse_l - sse_q) / (sigma_b ** 2) < PENALTY_PER_CHANGE * math.log(max(x.size, 3)):
+    if (sse_l - sse_q) / (sigma_b ** 2) < PENALTY_PER_CHANGE * math.log(x.size):
         return False
     mean_slope = coef[1] + coef[2]          # (y(1) - y(0)) of the quadratic
     end_slope = coef[1] + 2 * coef[2]
@@ -299,13 +302,13 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
     if edge is None:
         edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
-    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration)
-             and 0.5 * (e[0] + e[1]) > edge]
-    if len(steps) < 2:
+    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= STEP_SPAN_SHARE * duration)
+             and (e[0] + e[1]) / 2 > edge]
+    if len(steps) < MIN_STAIRS:
         return None
     # a small last rise (an unfinished tooth, a partial step) does not start the staircase
     h_all = float(robust.median([e[2] for e in steps]))
-    while len(steps) > 2 and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
+    while len(steps) > MIN_STAIRS and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
         steps = steps[:-1]
     xs = [0.5 * (e[0] + e[1]) for e in steps]
     hs = [e[2] for e in steps]
@@ -316,7 +319,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
         gap = xs[run[-1]] - xs[k]
         intervals = [xs[run[i]] - xs[run[i + 1]] for i in range(len(run) - 1)]
         typical = float(robust.median(intervals)) if intervals else gap
-        if intervals and gap > 2.0 * typical:
+        if intervals and gap > STAIR_GAP_RATIO * typical:
             break
         h_typ = float(robust.median([hs[i] for i in run]))
         if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
@@ -325,16 +328,16 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     run = sorted(run)
     # the first step up of a job is its first epoch's own allocation (optimizer state, first eval
     # buffers) unless it matches the stairs that follow
-    if len(run) >= 3:
+    if len(run) >= FIRST_STAIR_FROM:
         later = float(robust.median([hs[i] for i in run[1:]]))
         if not (later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO):
             run = run[1:]
-    if len(run) < 2:
+    if len(run) < MIN_STAIRS:
         return None
     sx = [xs[k] for k in run]
     sh = [hs[k] for k in run]
     interval = float(robust.median(np.diff(sx)))
-    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * interval + 0.01 * duration:
+    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * interval + STAIR_TAIL_SHARE * duration:
         return None
     growth = float(sum(sh))
     if growth < leak_min:
@@ -344,7 +347,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     pre = yb[xb < onset]
     start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
     z = growth / sigma_b
-    regular = 1.0 if len(run) >= 3 else 0.85
+    regular = 1.0 if len(run) >= FIRST_STAIR_FROM else 0.85
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
 
@@ -368,7 +371,7 @@ def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
 def _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     thr = max(JUMP_SIGMAS * sigma, LEAK_MIN_QUANTA * quantum, LEAK_MIN_FRACTION * level)
     up = d > thr
-    if up.sum() < 2:
+    if up.sum() < MIN_STAIRS:
         return None
     rise = float(d[up].sum())
     quiet = ~up
@@ -379,7 +382,7 @@ def _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b) -> Leak | None
     idx = np.nonzero(up)[0]
     groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1)
     # ... but a rise over more readings than that is a ramp (the first one may be the start-up)
-    if len(groups) < 2 or any(g.size > 2 for g in groups[1:]):
+    if len(groups) < MIN_STAIRS or any(g.size > 2 for g in groups[1:]):
         return None
     # ... when it is one stair caught mid-way, whose smaller part is at most half a stair: two whole
     # stairs back to back are growth at nearly every reading (a leak every step, read a little faster
@@ -406,7 +409,7 @@ def _refine_step(xb, yb, x_step, interval) -> float:
     """Where the first step happens: the split that best separates two levels near it."""
     lo, hi = x_step - 0.5 * interval, x_step + 0.5 * interval
     sel = np.nonzero((xb >= lo) & (xb <= hi))[0]
-    if sel.size < 4:
+    if sel.size < REFINE_MIN_POINTS:
         return x_step
     y = yb[sel]
     best, best_k = None, None
@@ -421,7 +424,7 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
     """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak. The floor
     must rise by a good share of a tooth's depth: a wandering floor is not growth."""
     tx, ty, depth, point_noise = floor
-    if tx.size < 3:
+    if tx.size < RATE_MIN_POINTS:
         return None
     # onset: a hinge on the troughs (floor level, then rising); the first trough means "from the start"
     best, onset, j_best = None, float(tx[0]), 0
@@ -430,7 +433,7 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
         A = np.column_stack([np.ones_like(tx), h])
         coef, *_ = np.linalg.lstsq(A, ty, rcond=None)
         sse = float(((A @ coef - ty) ** 2).sum())
-        if best is None or sse < best * 0.999:
+        if best is None or sse < best * HINGE_BETTER:
             best, onset, j_best = sse, float(tx[j]), j
     sel = tx >= onset
     rate = robust.theil_sen(tx[sel], ty[sel])
