@@ -13,7 +13,8 @@ from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
                                       leak_evidence, sample_evidence)
-from forensics.detect.thresholds import DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS, OOM_READINGS
+from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS,
+                                         OOM_PATH_CONF, OOM_READINGS)
 from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -503,7 +504,7 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
             continue
         f = Finding(kind="leak", severity="critical", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
                     host=r.host, pattern="step" if n_doubling >= DOUBLINGS_MIN else "linear",
-                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=0.5,
+                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=OOM_PATH_CONF,
                     start=s.to_x(float(s.x[0])), end=oom.start,
                     summary=(f"{path}: the job's memory grew until it ran out, the last of that growth "
                              "inside what the device shows (a leak, or a footprint too large for this GPU)."))

@@ -14,14 +14,15 @@ import numpy as np
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.thresholds import (CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
-                                         FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, JUMP_SIGMAS,
-                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS, MIN_POINTS,
-                                         MIN_SEGMENT, MIN_STAIRS, NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE,
-                                         RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX,
-                                         RECOVERY_SHARE, REFINE_MIN_POINTS, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
+                                         FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
+                                         JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
+                                         MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
+                                         NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE, RAMP_JOIN_SHARE,
+                                         RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX, RECOVERY_SHARE,
+                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
                                          STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
                                          STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
-                                         TOOTH_RANGE_SHARE, TOOTH_READINGS)
+                                         TOOTH_RANGE_SHARE, TOOTH_READINGS, TROUGH_WINDOW, TWO_STAIRS_CONF)
 
 
 @dataclass
@@ -90,7 +91,7 @@ def raw_floor(bx, by, edges, troughs, depths, sigma):
     their troughs wander): (x, y) near each trough, the typical tooth depth, and the noise of one
     floor reading (a median of w samples)."""
     t = np.asarray(troughs)
-    half = max(1, int(0.25 * robust.median(np.diff(t)))) if t.size > 1 else 1
+    half = max(1, int(TROUGH_WINDOW * robust.median(np.diff(t)))) if t.size > 1 else 1
     xs, ys, ws = [], [], []
     m = edges.size - 1
     for i in t:
@@ -167,7 +168,7 @@ def new_high(xb, f, leak: Leak) -> bool:
 def _merge_close(events: list[tuple], xb, duration) -> list[tuple]:
     """One step seen as a jump, a short steep segment and another jump (a step inside a bucket)
     becomes one event."""
-    near = max(3.0 * float(robust.median(np.diff(xb))), 0.005 * duration) if xb.size > 1 else 0.0
+    near = max(MERGE_INTERVALS * float(robust.median(np.diff(xb))), MERGE_SHARE * duration) if xb.size > 1 else 0.0
     out = [events[0]]
     for e in events[1:]:
         p = out[-1]
@@ -281,8 +282,8 @@ def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
     y = yb[lo_i:]
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
-    cands = np.linspace(span_lo, span_hi, 120)
-    # the 120 design matrices at once (each column as np.column_stack makes it), solved by one call
+    cands = np.linspace(span_lo, span_hi, HINGE_CANDIDATES)
+    # the design matrices at once (each column as np.column_stack makes it), solved by one call
     stack = np.empty((cands.size, x.size, 3))
     stack[:, :, 0] = 1.0
     stack[:, :, 1] = x - x[0]
@@ -347,7 +348,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     pre = yb[xb < onset]
     start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
     z = growth / sigma_b
-    regular = 1.0 if len(run) >= FIRST_STAIR_FROM else 0.85
+    regular = 1.0 if len(run) >= FIRST_STAIR_FROM else TWO_STAIRS_CONF
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
 
@@ -450,4 +451,4 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
         return None
     start_level = float(ty[sel][0])
     return Leak("linear", onset, float(tx[-1]), rate, growth, start_level, start_level + growth,
-                _confidence(z, LEAK_Z, 0.9), z=z)
+                _confidence(z, LEAK_Z, SAWTOOTH_CONF), z=z)

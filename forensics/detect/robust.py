@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 
-from forensics.detect.thresholds import (DECIMATE_ABOVE, MEDIAN_WINDOW, NOISE_CHUNKED_FROM, QUANTUM_MAX_FRACTION,
-                                         QUANTUM_MIN_CHANGES, QUANTUM_MIN_MOVING, QUANTUM_SAMPLE, QUANTUM_TOLERANCE,
+from forensics.detect.thresholds import (DECIMATE_ABOVE, MEDIAN_WINDOW, NOISE_CHUNKED_FROM, NOISE_CHUNKS,
+                                         NOISE_CHUNK_PERCENTILE, QUANTUM_MAX_FRACTION, QUANTUM_MIN_CHANGES,
+                                         QUANTUM_MIN_MOVING, QUANTUM_MULTIPLES, QUANTUM_SAMPLE, QUANTUM_TOLERANCE,
                                          SPIKE_MIN_FRACTION, SPIKE_SIGMAS)
 
 
@@ -92,7 +93,7 @@ def quantum(d: np.ndarray, level: float) -> float:
         return 0.0
     sub = nz if nz.size <= QUANTUM_SAMPLE else nz[:: nz.size // QUANTUM_SAMPLE + 1]
     # the smallest change may be a few resolution steps (a ramp moving 2 or 3 MiB a sample)
-    for k in range(1, 9):
+    for k in range(1, QUANTUM_MULTIPLES + 1):
         r = sub / (q / k)
         if float(np.abs(r - np.round(r)).max()) < QUANTUM_TOLERANCE:
             return q / k
@@ -106,8 +107,8 @@ def noise(x: np.ndarray, y: np.ndarray) -> float:
     d = _trend_diffs(x, y)
     sig = mad_sigma(d)
     if d.size >= NOISE_CHUNKED_FROM:
-        chunks = [mad_sigma(c) for c in np.array_split(d, 8)]
-        sig = max(sig, float(np.percentile(chunks, 75)))
+        chunks = [mad_sigma(c) for c in np.array_split(d, NOISE_CHUNKS)]
+        sig = max(sig, float(np.percentile(chunks, NOISE_CHUNK_PERCENTILE)))
     return sig
 
 

@@ -15,12 +15,13 @@ import numpy as np
 from forensics.detect import changepoints, patterns, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.patterns import Leak
-from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FLOOR_SHARE, FLOOR_SIGMAS, LEAD_IN_SHARE,
-                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS, MAX_BUCKETS, MIN_POINTS,
-                                         MIN_TEETH, OSCILLATION_MIN_FRACTION, RANGE_SAMPLE, RAW_STAIR_SHARE,
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
+                                         LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
+                                         LEVEL_RESOLUTION, MAX_BUCKETS, MIN_POINTS, MIN_TEETH,
+                                         OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE, RAW_STAIR_SHARE,
                                          RELEASE_DRAWDOWN, RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS,
-                                         RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX, SHORT_CONF_PER_READING, SHORT_MAX,
-                                         SHORT_MIN, SHORT_RUN, SHORT_SIMILAR, SUDDEN_SHARE, WIND_DOWN_KEPT,
+                                         RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX, SHORT_CONF_PER_READING,
+                                         SHORT_MAX, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR, SUDDEN_SHARE, WIND_DOWN_KEPT,
                                          WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
 from forensics.units import human
 
@@ -47,7 +48,7 @@ class SeriesFit:
 
 def _range(y: np.ndarray) -> tuple[float, float]:
     ys = y if y.size <= RANGE_SAMPLE else y[:: y.size // RANGE_SAMPLE + 1]
-    lo, hi = np.quantile(ys, [0.005, 0.995])
+    lo, hi = np.quantile(ys, [RANGE_QUANTILE, 1 - RANGE_QUANTILE])
     return float(lo), float(hi)
 
 
@@ -146,7 +147,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         # floor is not a release
         st = idle_lead_in(y[:rel], raw_sigma)
         lo, hi = _range(y)
-        floor = float(np.quantile(y[st:rel], 0.01)) if rel - st >= MIN_POINTS else float("inf")
+        floor = float(np.quantile(y[st:rel], FLOOR_QUANTILE)) if rel - st >= MIN_POINTS else float("inf")
         # ... unless it never fell before: then the one fall at the end is the release (reserved
         # memory handed back by empty_cache(), a job's memory freed at its end), not a tooth
         body = y[st:rel]
@@ -174,7 +175,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     xb, yb, edges = robust.buckets(bx, by, MAX_BUCKETS)
     per_bucket = max(1.0, bx.size / xb.size)
     sigma_b = max(robust.noise(xb, yb), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
-                  1e-6 * level, 1.0)
+                  LEVEL_RESOLUTION * level, 1.0)
     fit.noise, fit.bucket_noise, fit.level = sigma, sigma_b, level
     fit.peak = float(by.max())
     fit.end_x = float(bx[-1])
@@ -251,7 +252,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.level, fit.peak, fit.end_x = level, float(y.max()), float(x[-1])
     fit.noise = fit.bucket_noise = robust.mad_sigma(d) if d.size >= 2 else 0.0
     growth = float(y[-1] - y[0])
-    tiny = max(1e-6 * level, 1.0)
+    tiny = max(LEVEL_RESOLUTION * level, 1.0)
     rising = d > tiny
     # the rising stretch that reaches the last reading
     r = 0
