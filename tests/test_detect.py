@@ -119,6 +119,20 @@ def test_ramp_read_at_uneven_intervals_is_no_staircase(seed):
     assert an.series[0].classification == "linear_growth" and f.pattern == "linear"
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_onset_after_the_start_up_jump_a_few_readings_before_the_leak(seed):
+    # 1 s readings of a short job (the shape of tests/corpus/tune/leak_loggers_stopped's dmon.txt): the
+    # idle GPU, the CUDA context, the working set allocated at once, level, then +768 MiB a second from
+    # t = 9.67 s (4409 MiB at 9 s is a third of a second's growth); one fitted segment holds the jump and
+    # the leak
+    mib = [0] * 4 + [561] * 5 + [3887, 4153, 4153, 4409, 5177, 5945, 6713, 7481, 8249, 9017, 9785]
+    t = np.array([float(i) for i in range(-3, 14)] + [15.0, 16.0, 17.0])
+    y = np.array(mib, float) * MiB + rng(300 + seed).normal(0, 4 * MiB, len(mib))
+    an = run(*[frame([v], t_start=float(ti)) for v, ti in zip(y, t)])
+    (f,) = leaks(an)
+    assert f.pattern == "linear" and abs((f.start - T0).total_seconds() - 9.67) <= 1.5
+
+
 def test_oom_drop_to_zero_after_ramp_is_a_leak():
     r = rng(3)
     n, onset_i = 3000, 600

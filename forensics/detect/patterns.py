@@ -21,7 +21,7 @@ from forensics.detect.thresholds import (CURVE_MIN_POINTS, DECELERATION, EVENT_S
                                          RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX, RECOVERY_SHARE,
                                          REFINE_MIN_POINTS, SAWTOOTH_CONF, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
                                          STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
-                                         STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
+                                         STARTUP_JUMP_RATIO, STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
                                          TOOTH_RANGE_SHARE, TOOTH_READINGS, TROUGH_WINDOW, TWO_STAIRS_CONF)
 
 
@@ -227,6 +227,9 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
                 and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
             return None
     onset, start_level = _refine_onset(xb, yb, segs, first_k)
+    past = _past_startup_jump(xb, yb, onset, leak_min, sigma_b)
+    if past is not None:
+        onset, start_level = past
     if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
         # discrete samples (a step log): the onset is the first sample that shows the growth
         gap = float(robust.median(np.diff(xb)))
@@ -249,6 +252,33 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     if growth < leak_min or z < LEAK_Z:
         return None
     return Leak("linear", onset, end, rate, growth, start_level, end_level, _confidence(z, LEAK_Z), z=z)
+
+
+def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] | None:
+    """Where the steady rise begins, and its level, when the fitted ramp starts with the job's start-up:
+    level readings, one jump (the working set allocated at once, far above every other change), then
+    the leak a few readings later, too few for a segment of their own. A hinge (level, then the steady
+    rise) fitted on the readings after the jump; None when the ramp does not start that way."""
+    i0 = int(np.searchsorted(xb, onset))
+    d = np.diff(yb[i0:])
+    if d.size < MIN_STAIRS:
+        return None
+    j = int(np.argmax(d))
+    ax, ay = xb[i0 + j + 1:], yb[i0 + j + 1:]
+    if ax.size <= RATE_MIN_POINTS:
+        return None
+    others = np.abs(np.delete(d, j))
+    if (float(yb[i0 + j] - yb[i0]) >= leak_min      # it rose before the jump: no start-up there
+            or float(d[j]) < max(JUMP_SIGMAS * sigma_b, STARTUP_JUMP_RATIO * float(others.max()))):
+        return None
+    cands = np.linspace(float(ax[0]), float(ax[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
+    stack = np.empty((cands.size, ax.size, 2))
+    stack[:, :, 0] = 1.0
+    stack[:, :, 1] = np.maximum(0.0, ax[None, :] - cands[:, None])
+    coefs = robust.lstsq_each(stack, ay)
+    sse = [float(((A @ c - ay) ** 2).sum()) for A, c in zip(stack, coefs)]
+    k = int(np.argmin(sse))
+    return float(cands[k]), float(coefs[k][0])
 
 
 def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:

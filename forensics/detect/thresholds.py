@@ -67,6 +67,7 @@ STAIR_TAIL_SHARE = 0.01   # ... plus this share of the duration: a last stair wi
 STEP_SPAN_SHARE = 0.05    # a rise within this share of the duration is one stair; a longer one is a ramp
 SUDDEN_SHARE = 0.02       # a short segment within this share of the duration is sudden: a jump, a release, not a ramp
 RAW_STAIR_SHARE = 0.5     # a staircase read on the readings wins over a bucket ramp that grew less than twice its growth
+STARTUP_JUMP_RATIO = 3.0  # a ramp's first rise this many times its every other change is the start-up's working set, not the leak
 ONSET_SNAP = 0.1          # a discrete onset is the first sample this share of an interval past the fitted hinge
 RATE_MIN_POINTS = 3       # a leak's rate is fitted on at least this many points (two always fit a line)
 CURVE_MIN_POINTS = 8      # fewer buckets than this are not judged for a warm-up's curve (a quadratic needs more than a line)
