@@ -28,10 +28,6 @@ KNOWN = {
     ("two_procs_one_leaks_exit", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
     ("two_procs_one_leaks_exit", "dmon"): "a co-tenant's exit hides the leak in the device total",
     ("two_procs_leaky_oom", "dmon"): "a co-tenant's exit hides the leak in the device total",
-    # onsets beyond max(5 s, 2 %): a slow leak under noisy load, seen by the device as the caching
-    # allocator's irregular stairs (the staircase starts at the stairs after the last long pause)
-    ("slow_leak_noisy_sigkill", "smi_csv"): "onset 8 s late under noisy load",
-    ("slow_leak_noisy_sigkill", "dmon"): "onset 8 s late under noisy load",
     # 5 s noheader logs of short jobs: two or three readings per job
     ("linear_late_oom", "smi_l1"): "two rising readings at 5 s sampling are not a trend",
     ("hf_trainer_healthy_exit", "smi_l1"): "two readings of the job at 5 s sampling: inconclusive",

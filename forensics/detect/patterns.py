@@ -350,7 +350,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
         gap = xs[run[-1]] - xs[k]
         intervals = [xs[run[i]] - xs[run[i + 1]] for i in range(len(run) - 1)]
         typical = float(robust.median(intervals)) if intervals else gap
-        if intervals and gap > STAIR_GAP_RATIO * typical:
+        if len(intervals) >= MIN_STAIRS and gap > STAIR_GAP_RATIO * typical:
             break
         h_typ = float(robust.median([hs[i] for i in run]))
         if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
@@ -368,7 +368,9 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     sx = [xs[k] for k in run]
     sh = [hs[k] for k in run]
     interval = float(robust.median(np.diff(sx)))
-    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * interval + STAIR_TAIL_SHARE * duration:
+    # recent against the stairs' mean spacing: an allocator's stairs come unevenly (a few close, a pause)
+    spacing = (sx[-1] - sx[0]) / (len(sx) - 1)
+    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * max(interval, spacing) + STAIR_TAIL_SHARE * duration:
         return None
     growth = float(sum(sh))
     if growth < leak_min:
