@@ -100,3 +100,26 @@ def rate_text(per_hour: float | None, span_seconds: float | None = None) -> str 
     if span < 3 * 86400:
         return f"{human(per_hour)}/h"
     return f"{human(per_hour * 24.0)}/day"
+
+
+def seconds_text(seconds: float) -> str:
+    """A span for people: "4 s", "12 min", "3.5 h"."""
+    if seconds < 10:
+        return f"{seconds:.1f} s".replace(".0 s", " s")
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def elapsed_text(seconds: float) -> str:
+    """How long before: "40 s", "12 min", "5.2 h", "3.1 days"."""
+    h = seconds / 3600.0
+    if h < 1 / 60:
+        return f"{seconds:.0f} s"
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    if h < 48:
+        return f"{h:.1f} h"
+    return f"{h / 24:.1f} days"

@@ -28,12 +28,6 @@ KNOWN = {
     ("two_procs_one_leaks_exit", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
     ("two_procs_one_leaks_exit", "dmon"): "a co-tenant's exit hides the leak in the device total",
     ("two_procs_leaky_oom", "dmon"): "a co-tenant's exit hides the leak in the device total",
-    # onsets beyond max(5 s, 2 %): the start-up's working set and the leak only a few readings
-    # apart (one fitted segment holds both), and a slow leak under noisy load
-    ("leak_loggers_stopped", "dmon"): "onset at the start-up jump, 6 s early",
-    ("leak_loggers_stopped", "apps"): "onset at the start-up jump, 6 s early",
-    ("slow_leak_noisy_sigkill", "smi_csv"): "onset 8 s late under noisy load",
-    ("slow_leak_noisy_sigkill", "dmon"): "onset 8 s late under noisy load",
     # a 5 s noheader log of a short job: five readings, two of them rising to the end (inconclusive)
     ("linear_late_oom", "smi_l1"): "two rising readings at 5 s sampling are not a trend",
 }

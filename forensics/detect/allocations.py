@@ -23,12 +23,11 @@ import numpy as np
 import polars as pl
 
 from forensics.detect.findings import Evidence, Finding
+from forensics.detect.thresholds import SITE_MATCH, SITE_MIN_STEPS, SITE_QUARTERS
 from forensics.frames import rows_where
 from forensics.model import detail_dict
 from forensics.units import human, rate_text
 
-QUARTERS = 4
-MIN_STEPS = 4            # quarters of a trace of fewer steps than this are parts of a step or two
 FOOTPRINT_SITES = 12     # footprint sites named in its finding
 
 
@@ -86,8 +85,8 @@ def allocation_findings(events: pl.DataFrame, samples: pl.DataFrame) -> list[Fin
         trace = d.get("trace") if isinstance(d.get("trace"), dict) else {}
         hist = d.get("histogram") if isinstance(d.get("histogram"), list) else []
         counts = np.array([h[0] if isinstance(h, list) and h and isinstance(h[0], int) else 0 for h in hist])
-        quarters = ([int(q.sum()) for q in np.array_split(counts, QUARTERS)] if counts.size >= QUARTERS
-                    else [0] * QUARTERS)
+        quarters = ([int(q.sum()) for q in np.array_split(counts, SITE_QUARTERS)] if counts.size >= SITE_QUARTERS
+                    else [0] * SITE_QUARTERS)
         t0, t1 = _utc(trace.get("start")), _utc(trace.get("end"))
         steps, steps_from = trace.get("steps"), trace.get("steps_from")
         rhythm = isinstance(steps_from, str) and steps_from.startswith("the trace's own rhythm")
@@ -98,8 +97,8 @@ def allocation_findings(events: pl.DataFrame, samples: pl.DataFrame) -> list[Fin
         by_entries = d.get("entry_quarters") if isinstance(d.get("entry_quarters"), list) else []
         # steady on the trace's clock, or over its entries: a pause (data loading before the first step)
         # holds a quarter of the clock and no allocations
-        steady = all(q > 0 for q in quarters) or (len(by_entries) == QUARTERS and all(q > 0 for q in by_entries))
-        if steady and (steps is None or steps >= MIN_STEPS):
+        steady = all(q > 0 for q in quarters) or (len(by_entries) == SITE_QUARTERS and all(q > 0 for q in by_entries))
+        if steady and (steps is None or steps >= SITE_MIN_STEPS):
             out.append(_leak(row, d, trace, quarters, steps, steps_from, t0, t1))
         elif (d.get("live_bytes") or 0) > 0:
             footprint.setdefault((row["source"], trace.get("device")), []).append((row, d))
@@ -162,11 +161,6 @@ def _footprint(source: str, device, items: list[tuple[dict, dict]]) -> Finding:
     return f
 
 
-# a site's bytes per step within this share of a leak's own: the caching allocator rounds each block
-# up (512 B, 2 MiB segments), and a step log's rate is a median of noisy steps
-SITE_MATCH = 0.15
-
-
 def _close(a: float, b: float) -> bool:
     return a > 0 and b > 0 and abs(a - b) <= SITE_MATCH * max(a, b)
 
@@ -204,7 +198,7 @@ def name_leak_sites(findings: list[Finding]) -> None:
                 continue
             if f.kind == "allocation_leak" and f.rate_bytes_per_step and _close(f.rate_bytes_per_step, per):
                 cands.append((abs(f.rate_bytes_per_step - per), f, f.allocation["site"], f.rate_bytes_per_step))
-            elif f.kind == "sanitizer_leak" and (f.detail.get("count") or 0) >= MIN_STEPS and f.bytes:
+            elif f.kind == "sanitizer_leak" and (f.detail.get("count") or 0) >= SITE_MIN_STEPS and f.bytes:
                 each = f.bytes / f.detail["count"]
                 if _close(each, per):
                     cands.append((abs(each - per), f, f.detail.get("site") or "?", each))

@@ -2,12 +2,15 @@
 
 `analyze(bundle, opts)` is the stage interface. Series: measure.py (fits: series.py); leaks and
 cache growth per GPU: leaks.py; events, residual processes and slowdowns: events.py. The verdict is
-picked here. Thresholds and their reasons: docs/detection.md.
+picked here, once: the finding it speaks of, what ended the job and its tone with it (the report
+only formats them). Thresholds and their reasons: docs/detection.md.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+
+import polars as pl
 
 from forensics.detect import distributed
 from forensics.detect import events as detect_events
@@ -16,6 +19,7 @@ from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
 from forensics.detect.measure import HOST_SERIES, POOL_SERIES, Series, SeriesResult, measure_series, series_frames
+from forensics.detect.thresholds import POOL_FULL
 from forensics.ranks import RankMap
 from forensics.units import human
 
@@ -24,15 +28,61 @@ KIND_ORDER = {"leak": 0, "allocation_leak": 1, "gpu_oom": 2, "distributed_failur
               "cache_warmup": 9, "collective_error": 10, "allocation_footprint": 11, "kv_cache_leak": 8}
 
 
+VERDICT_TONES = {"leak": "critical", "cache_growth": "warning", "no_leak": "ok", "inconclusive": "neutral"}
+
+
 @dataclass
 class Analysis:
     verdict: str                     # leak | no_leak | cache_growth | inconclusive
     verdict_reason: str
     findings: list[Finding] = field(default_factory=list)
     series: list[SeriesResult] = field(default_factory=list)
+    top_finding: Finding | None = None   # the finding the verdict speaks of (the report's banner quotes it)
+    tone: str = "neutral"            # critical | warning | ok | neutral | empty: how the verdict is shown
+    ended_by: dict | None = None     # the job's own event that ended it (an events row, with `count`)
+    context_events: list[dict] = field(default_factory=list)   # other processes' such events (rows)
 
 
-FULL = 0.99   # a pool this share of its size in use is full (usage is printed to 0.1 %)
+def decided(verdict: str, verdict_reason: str, findings: list[Finding], series: list[SeriesResult],
+            events: pl.DataFrame, empty: bool = False) -> Analysis:
+    """The analysis with everything the verdict decides: the finding it speaks of, what ended the job,
+    and its tone: never green beside what ended the job; `empty` when there was nothing to read."""
+    ended, context = jobs.ended_by(events, findings)
+    tone = VERDICT_TONES.get(verdict, "neutral")
+    if empty:
+        tone = "empty"
+    elif ended is not None and tone == "ok":
+        tone = "warning"
+    return Analysis(verdict=verdict, verdict_reason=verdict_reason, findings=findings, series=series,
+                    top_finding=lead_finding(verdict, findings), tone=tone, ended_by=ended, context_events=context)
+
+
+def _leads(findings: list[Finding]) -> list[list[Finding]]:
+    """What makes a leak verdict, strongest evidence first, each list led by the finding it speaks of.
+    The verdict is about GPU memory: host-memory findings are reported, not judged here."""
+    leaks = sorted((f for f in findings if f.kind == "leak" and f.series not in HOST_SERIES),
+                   key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))
+    return [leaks, [f for f in findings if f.kind == "residual_process"],
+            [f for f in findings if f.kind == "allocation_leak"],
+            [f for f in findings if f.kind == "sanitizer_leak" and f.severity != "info"],
+            [f for f in findings if f.kind == "kv_cache_leak"]]
+
+
+def lead_finding(verdict: str, findings: list[Finding]) -> Finding | None:
+    """The finding a verdict speaks of: a leak verdict's lead, the cache growth; otherwise (no leak,
+    inconclusive) the growth finding, else the most severe one (what the report quotes beside it)."""
+    if verdict == "leak":
+        lead = next((group[0] for group in _leads(findings) if group), None)
+        if lead is not None:
+            return lead
+    if verdict == "cache_growth":
+        cache = [f for f in findings if f.kind == "cache_growth"]
+        if cache:
+            return cache[0]
+    ranked = sorted(findings, key=lambda f: ({"leak": 0, "cache_growth": 1}.get(f.kind, 2),
+                                             -SEVERITY_RANK.get(f.severity, 0), -(f.confidence or 0),
+                                             -(f.rate_bytes_per_hour or 0)))
+    return ranked[0] if ranked else None
 
 
 def _pool_words(pools: list[Series]) -> str:
@@ -43,10 +93,10 @@ def _pool_words(pools: list[Series]) -> str:
     s = max(measured, key=lambda p: (p.result.capacity or 0, p.result.n))
     cap, peak, last = s.result.capacity, float(s.y.max()), float(s.y[-1])
     if cap:
-        how = (f"fills to 100 % of its {human(cap)}" if peak >= FULL * cap
+        how = (f"fills to 100 % of its {human(cap)}" if peak >= POOL_FULL * cap
                else f"rises to {peak / cap:.0%} of its {human(cap)}")
-        how += (" and stays full to the end" if last >= FULL * cap
-                else f", {last / cap:.0%} at the end" if peak >= FULL * cap else "")
+        how += (" and stays full to the end" if last >= POOL_FULL * cap
+                else f", {last / cap:.0%} at the end" if peak >= POOL_FULL * cap else "")
     else:
         how = f"reaches {human(int(peak))}"
     return (f"The KV cache ({s.result.series} of {s.result.source}, {s.result.n} readings) {how}: a serving engine "
@@ -69,25 +119,19 @@ def _unread(inputs) -> str:
 
 def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int,
              inputs=()) -> tuple[str, str]:
-    """The verdict is about GPU memory: host-memory findings are reported, not judged here."""
-    leaks = [f for f in findings if f.kind == "leak" and f.series not in HOST_SERIES]
+    leaks, residual, kept, san, engine = _leads(findings)
     if leaks:
-        lead = sorted(leaks, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.growth_bytes or 0)))[0]
         more = f" ({len(leaks) - 1} more leak finding{'s' if len(leaks) > 2 else ''})" if len(leaks) > 1 else ""
-        return "leak", lead.summary[:-1] + more + "."
-    residual = [f for f in findings if f.kind == "residual_process"]
+        return "leak", leaks[0].summary[:-1] + more + "."
     if residual:
         return "leak", residual[0].summary[:-1] + ": GPU memory held by a process whose job is gone."
-    kept = [f for f in findings if f.kind == "allocation_leak"]
     if kept:
         more = f" ({len(kept) - 1} more call path{'s' if len(kept) > 2 else ''})" if len(kept) > 1 else ""
         return "leak", kept[0].summary[:-1] + more + "."
-    san = [f for f in findings if f.kind == "sanitizer_leak" and f.severity != "info"]
     if san:
         total = sum(f.bytes or 0 for f in san)
         return "leak", (f"compute-sanitizer reports allocations never freed at {len(san)} site"
                         f"{'s' if len(san) > 1 else ''} ({human(total)} in all).")
-    engine = [f for f in findings if f.kind == "kv_cache_leak"]
     if engine:
         return "leak", engine[0].summary
     cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
@@ -159,5 +203,5 @@ def analyze(bundle, opts=None) -> Analysis:
                                  -(f.growth_bytes or f.bytes or 0),
                                  f.start.timestamp() if isinstance(f.start, datetime) else float("inf")))
     verdict, reason = _verdict(series, parts, findings, events.height, bundle.inputs)
-    return Analysis(verdict=verdict, verdict_reason=reason, findings=findings,
-                    series=[s.result for s in series])
+    return decided(verdict, reason, findings, [s.result for s in series], events,
+                   empty=samples.is_empty() and events.is_empty())

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from forensics.detect import robust
-from forensics.detect.thresholds import MIN_SEGMENT, PENALTY_PER_CHANGE
+from forensics.detect.thresholds import (LEVEL_RESOLUTION, MIN_SEGMENT, PENALTY_PER_CHANGE, RAMP_OFFSET_INTERVALS,
+                                         ZERO_VARIANCE)
 
 
 @dataclass
@@ -57,7 +58,7 @@ class LinearCost:
         vx = sxx - sx * sx / s1
         cxy = sxy - sx * sy / s1
         vy = syy - sy * sy / s1
-        sse = vy - (cxy * cxy / vx if vx > 1e-18 else 0.0)
+        sse = vy - (cxy * cxy / vx if vx > ZERO_VARIANCE else 0.0)
         return max(sse, 0.0) * self.scale
 
     def errors_from(self, start, ends):
@@ -78,7 +79,7 @@ class LinearCost:
             vx = sxx - sx * sx / s1
             cxy = sxy - sx * sy / s1
             vy = syy - sy * sy / s1
-            sse = vy - np.where(vx > 1e-18, cxy * cxy / vx, 0.0)
+            sse = vy - np.where(vx > ZERO_VARIANCE, cxy * cxy / vx, 0.0)
         return np.where(s1 <= 0, 0.0, np.maximum(sse, 0.0) * self.scale)
 
     def best_split(self, start: int, end: int) -> tuple[int | None, float]:
@@ -123,7 +124,7 @@ def change_points(xb: np.ndarray, yb: np.ndarray, sigma: float) -> list[int]:
     yr = float(yb.max() - y0)
     if yr <= 0:
         return [n]
-    sigma = max(sigma, yr * 1e-6)   # keeps prefix sums numerically meaningful
+    sigma = max(sigma, yr * LEVEL_RESOLUTION)   # keeps prefix sums numerically meaningful
     cost = LinearCost((xb - xb[0]) / xr, (yb - y0) / yr, scale=(yr / sigma) ** 2)
     pen = PENALTY_PER_CHANGE * math.log(max(n, 3))
     bkps = binseg(cost, n, pen)
@@ -171,7 +172,7 @@ def ramp_offset(a: Segment, b: Segment, gap: float) -> float:
     sampling interval's growth (+512, +512, +256 MiB ...). Flat pieces (a staircase) get none."""
     slope = max(a.slope, b.slope, 0.0)
     # the span between the pieces too: seg_jump does not extend a short piece's own slope across it
-    return slope * ((b.x0 - a.x1) + 1.5 * gap)
+    return slope * ((b.x0 - a.x1) + RAMP_OFFSET_INTERVALS * gap)
 
 
 def fitted(xb: np.ndarray, segs: list[Segment]) -> np.ndarray:

@@ -43,6 +43,7 @@ ERROR_WORDS = {
     "watchdog_exception": "NCCL watchdog terminated", "backend_error": "DistBackendError",
 }
 EVIDENCE_MAX = 10
+SAID_MAX = 6       # what followed, as the sentence lists it (the evidence has every line)
 
 
 @dataclass
@@ -271,11 +272,11 @@ def _sequence_text(first: _Ev, steps: list[_Ev], own_too: list[_Ev], tied: list[
     then = [f"torchrun sent {e.d.get('signal')} to {_who(e, rmap, said)} ({e.where()})" if e.kind == "rank_signal"
             else f"{_who(e, rmap, said)}: {e.what()} ({e.where()})" for e in steps[1:]]
     if then:
-        text += "; then " + "; ".join(then[:6]) + (f"; and {len(then) - 6} more" if len(then) > 6 else "")
+        text += "; then " + "; ".join(then[:SAID_MAX]) + (f"; and {len(then) - SAID_MAX} more" if len(then) > SAID_MAX else "")
     untied = [e for e in own_too if e not in tied]
     if untied:
         text += ". Also failed on their own: " + "; ".join(f"{_who(e, rmap, said)}: {e.what()} ({e.where()})"
-                                                         for e in untied[:6])
+                                                         for e in untied[:SAID_MAX])
     if root is not None and root.rank == first.rank and first.kind != "rank_exit":
         text += (f". torchrun's summary {'names' if tied else 'agrees'}: root cause rank {root.rank} "
                  f"(exit code {root.d.get('exitcode')})" + (", to the second" if tied else ""))

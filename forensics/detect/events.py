@@ -10,8 +10,11 @@ import polars as pl
 from forensics.detect.callpaths import frame_label, sanitizer_groups
 from forensics.detect.findings import Evidence, Finding
 from forensics.detect.measure import HOST_SERIES, sample_evidence
+from forensics.detect.thresholds import (FRAGMENTATION_SHARE, JITTER_SHARE, KILL_AFTER_GROWTH_S,
+                                         KILL_AFTER_GROWTH_SHARE, RESIDUAL_INTERVALS, RESIDUAL_OVERLAP_SAMPLES,
+                                         SLOWDOWN_MIN_STEPS, SLOWDOWN_RATIO, SLOWDOWN_SHARE)
 from forensics.model import detail_dict
-from forensics.units import human
+from forensics.units import elapsed_text, human, seconds_text
 from forensics.frames import rows_where
 from forensics.parsers.kernel import xid as xid_table
 
@@ -20,8 +23,6 @@ EVIDENCE_MAX = 5
 INFERRED_FROM = {"oom_kill_summary": "oom-kill summary line", "kill_process_line": "Kill process line"}
 # who recorded an oom_kill read from a scheduler's or container runtime's record (parsers/jobs/)
 RECORDED_BY = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker"}
-SLOWDOWN_RATIO = 1.25     # late steps at least this much slower than early steps
-SLOWDOWN_MIN_STEPS = 12
 
 
 def _ev(row: dict) -> Evidence:
@@ -94,7 +95,7 @@ def _gpu_ooms(ooms: pl.DataFrame) -> list[tuple[Finding, int]]:
                     summary=_oom_sentence(gpu, d.get("rank"), row["bytes"], row["time"], row["n"], d),
                     evidence=[_ev(row)], detail={**d, "count": row["n"]})
         reserved, allocated = d.get("reserved"), d.get("allocated")
-        if reserved and allocated and reserved - allocated > 0.25 * reserved:
+        if reserved and allocated and reserved - allocated > FRAGMENTATION_SHARE * reserved:
             f.causes.append(f"{human(reserved - allocated)} was reserved by PyTorch but unallocated: "
                             "fragmentation of the caching allocator.")
             f.checks.append("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
@@ -309,9 +310,6 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
 # ----------------------------------------------------------------------------------------------
 # residual processes
 
-RESIDUAL_OVERLAP_SAMPLES = 2   # sampling intervals by which a worker's first row may miss its parent's last
-
-
 def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
     """A process that keeps GPU memory after the job's main process vanished or was killed."""
     procs = [s for s in series if s.result.series == "process.used" and s.result.pid is not None and s.x.size]
@@ -335,7 +333,7 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
         reported = set()
         for p in members:
             pp = pos[id(p)]
-            slack = 3 * _interval(pp)
+            slack = RESIDUAL_INTERVALS * _interval(pp)
             held = float(np.median(p.y[-3:]))
             if held <= 0:
                 continue
@@ -352,7 +350,7 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
                 # trainer that outlives a helper it started itself). A poll every interval can miss
                 # the overlap: a worker first seen up to two samples after q's last row still lived
                 # beside it.
-                if not vanished or pp[0] > q_end + RESIDUAL_OVERLAP_SAMPLES * _interval(qq) * 1.01 or pp[0] < qq[0] - slack:
+                if not vanished or pp[0] > q_end + RESIDUAL_OVERLAP_SAMPLES * _interval(qq) * (1 + JITTER_SHARE) or pp[0] < qq[0] - slack:
                     continue
                 if pp[-1] <= q_gone_at + slack:
                     continue
@@ -369,9 +367,10 @@ def residual_findings(series, events: pl.DataFrame) -> list[Finding]:
             kt = _kill_pos(kill)
             pp = pos[id(p)]
             held = float(np.median(p.y[-3:]))
-            if kt is not None and held > 0 and pp[-1] > kt + 3 * _interval(pp):
+            slack = RESIDUAL_INTERVALS * _interval(pp)
+            if kt is not None and held > 0 and pp[-1] > kt + slack:
                 reported.add(p.result.pid)
-                out.append(_residual(p, None, kill, held, pp, kt, timed, log_end, 3 * _interval(pp)))
+                out.append(_residual(p, None, kill, held, pp, kt, timed, log_end, slack))
     return out
 
 
@@ -401,7 +400,7 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
         "exited" if kill is not None else "disappeared")
     until_end = pp[-1] >= log_end - slack
     after = pp[-1] - gone_at
-    after_txt = fmt_seconds(after) if timed else f"{int(after)} samples"
+    after_txt = seconds_text(after) if timed else f"{int(after)} samples"
     f = Finding(kind="residual_process", severity="warning", gpu=r.gpu, pid=r.pid, series=r.series,
                 bytes=int(held), source=r.source, host=r.host, process=r.label,
                 summary=(f"pid {r.pid} still holds {human(held)} on GPU {r.gpu} "
@@ -427,17 +426,6 @@ def _residual(p, q, kill, held, pp, gone_at, timed, log_end, slack) -> Finding:
                 f"ps -o pid,ppid,cmd -p {r.pid}; kill the orphan, and join/terminate workers on exit "
                 "(use the 'spawn' start method and a finally: that stops them)."]
     return f
-
-
-def fmt_seconds(seconds: float) -> str:
-    """A span for people: "4 s", "12 min", "3.5 h"."""
-    if seconds < 10:
-        return f"{seconds:.1f} s".replace(".0 s", " s")
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -471,12 +459,12 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
             per_step = np.diff(t)
         if per_step.size < SLOWDOWN_MIN_STEPS or not np.all(np.isfinite(per_step)):
             continue
-        q = max(3, per_step.size // 4)
+        q = per_step.size // 4   # a quarter (SLOWDOWN_MIN_STEPS makes it three steps or more)
         early, late = float(np.median(per_step[:q])), float(np.median(per_step[-q:]))
         if early <= 0 or late < SLOWDOWN_RATIO * early:
             continue
         # steady trend, not one pause: most late steps are slower than most early ones
-        if np.mean(per_step[-q:] > early) < 0.75:
+        if np.mean(per_step[-q:] > early) < SLOWDOWN_SHARE:
             continue
         lk = ref.fit.leak
         f = Finding(kind="slowdown", severity="warning", gpu=ref.result.gpu, pid=ref.result.pid,
@@ -501,17 +489,6 @@ def slowdown_findings(series, samples: pl.DataFrame) -> list[Finding]:
 
 def _t(x):
     return x.timestamp() if isinstance(x, datetime) else None
-
-
-def _dur(seconds: float) -> str:
-    h = seconds / 3600.0
-    if h < 1 / 60:
-        return f"{seconds:.0f} s"
-    if h < 1:
-        return f"{h * 60:.0f} min"
-    if h < 48:
-        return f"{h:.1f} h"
-    return f"{h / 24:.1f} days"
 
 
 def _same_gpu(a: Finding, b: Finding) -> bool:
@@ -547,9 +524,9 @@ def link(findings: list[Finding]) -> None:
                     continue
                 end_t = _t(lk.end)
                 if o.kind == "oom_kill" and lk.pid is None and lk.series not in HOST_SERIES and end_t is not None \
-                        and abs(to - end_t) > max(300.0, 0.05 * (end_t - tl)):
+                        and abs(to - end_t) > max(KILL_AFTER_GROWTH_S, KILL_AFTER_GROWTH_SHARE * (end_t - tl)):
                     continue   # a kill long after the growth stopped is not its end
-                gap = _dur(to - tl)
+                gap = elapsed_text(to - tl)
                 o.related.append(f"The leak on {where} ({lk.series}) began {gap} before this {what}.")
                 lk.related.append(f"This leak led to the {what}{_when(o.start)}, {gap} after it began.")
             elif o.kind == "gpu_oom" and _only_leak(o, lk, leaks):

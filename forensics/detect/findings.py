@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 VERDICTS = ("leak", "no_leak", "cache_growth", "inconclusive")
+_INT64 = 2**63    # a whole float beyond int64 is no integer fact (JSON readers take int64)
 
 
 @dataclass
@@ -95,7 +96,7 @@ def _int(x):
     """An integer fact; a whole float (12.0) counts, anything else is unknown."""
     x = _num(x)
     if isinstance(x, float):
-        return int(x) if x.is_integer() and abs(x) < 2**63 else None
+        return int(x) if x.is_integer() and abs(x) < _INT64 else None
     return x
 
 

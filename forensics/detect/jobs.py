@@ -8,15 +8,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
+import polars as pl
 
 from forensics.detect.findings import Finding
+from forensics.detect.thresholds import JOB_EDGE_INTERVALS, JOB_EDGE_S
+from forensics.frames import rows_where
+from forensics.parsers.kernel import xid as xid_table
 
 EVENT_KINDS = ("oom_kill", "gpu_oom", "xid")
+FATAL_KINDS = ("oom_kill", "gpu_oom")
+# what ended a job when no OOM and no fatal Xid did: a kill whose cause the record does not give
+KILL_KINDS = ("job_killed",)
 GROWTH_KINDS = ("leak", "cache_growth")
-# an event this close to the job's first or last reading is at its edge: a kill comes before the reading
-# that shows the memory released, up to a sampling interval later (two, for jitter), at least 10 s
-EDGE = timedelta(seconds=10)
-EDGE_INTERVALS = 2
+EDGE = timedelta(seconds=JOB_EDGE_S)
 
 
 @dataclass
@@ -31,7 +35,7 @@ def job_of(parts: list, findings: list[Finding]) -> Job | None:
     """The job's lifetime: the lead growth finding's, else the last job lifetime of the timed memory
     series (with those overlapping it); None when no memory series has a clock."""
     gaps = [float(np.median(np.diff(p.x))) for p in parts if p.axis == "time" and p.x.size > 1]
-    edge = max(EDGE, timedelta(seconds=EDGE_INTERVALS * max(gaps, default=0.0)))
+    edge = max(EDGE, timedelta(seconds=JOB_EDGE_INTERVALS * max(gaps, default=0.0)))
     growth = [f for f in findings if f.kind in GROWTH_KINDS and isinstance(f.lifetime_start, datetime)
               and isinstance(f.lifetime_end, datetime)]
     timed = [p.result for p in parts if p.result.series != "host.rss" and isinstance(p.result.first_x, datetime)
@@ -66,3 +70,30 @@ def tie_events(findings: list[Finding], job: Job | None) -> None:
                 when = "before" if f.start < job.start else "after"
                 f.summary = f.summary[:-1] + f", {when} this job's lifetime: another process's, context, not what ended this job."
                 f.severity = "info"
+
+
+def xid_is_fatal(code) -> bool:
+    """After this Xid (as its event detail gives the code) the job on that GPU could not go on."""
+    try:
+        return xid_table.info(None if code is None else int(code)).fatal
+    except (TypeError, ValueError):
+        return False
+
+
+def ended_by(events: pl.DataFrame, findings: list[Finding]) -> tuple[dict | None, list[dict]]:
+    """What ended the job: the first of its own OOM kills or CUDA OOMs (else a fatal Xid, else a kill by
+    a signal), as its events row with `count`, how many such events of its own there were; and the other
+    processes' such events (`tie_events` said so: context, never the cause), each a row."""
+    others = {(e.path, e.line) for f in findings if f.job_event is False for e in f.evidence[:1]}
+    cand = rows_where(events, pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
+    if cand.is_empty():
+        xids = rows_where(events, pl.col("kind") == "xid")
+        # a few rows: the table's rule read per code (no code is a GPU fallen off the bus)
+        fatal = pl.Series([xid_is_fatal(c) for c in xids["detail"].str.json_path_match("$.code")], dtype=pl.Boolean)
+        cand = xids.filter(fatal).with_row_index("_i")
+    if cand.is_empty():
+        cand = rows_where(events, pl.col("kind").is_in(list(KILL_KINDS))).with_row_index("_i")
+    rows = [{k: v for k, v in e.items() if k != "_i"} for e in cand.sort(["time", "_i"], nulls_last=True).to_dicts()]
+    own = [e for e in rows if (e["source"], e["line"] or 0) not in others]
+    context = [e for e in rows if (e["source"], e["line"] or 0) in others]
+    return ({**own[0], "count": len(own)} if own else None), context

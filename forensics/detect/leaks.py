@@ -9,13 +9,13 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from forensics.detect.events import fmt_seconds
 from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
                                       leak_evidence, sample_evidence)
-from forensics.detect.thresholds import DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, OOM_READINGS
-from forensics.units import human, rate_text
+from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS,
+                                         OOM_PATH_CONF, OOM_READINGS)
+from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
 # series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
@@ -35,10 +35,10 @@ def _span_seconds(s: Series) -> float | None:
 def _stair_every(f: Finding) -> str:
     parts = []
     if f.stair_period_seconds is not None:
-        parts.append(fmt_seconds(f.stair_period_seconds))
+        parts.append(seconds_text(f.stair_period_seconds))
     if f.stair_period_steps is not None:
         n = f.stair_period_steps
-        parts.append(f"{n:.0f} steps" if n >= 1.5 else "step")
+        parts.append(f"{n:.0f} steps" if round(n) > 1 else "step")
     return " or ".join(parts)
 
 
@@ -216,7 +216,7 @@ def _lifetime_facts(f: Finding, s: Series, members: list[Series]) -> None:
         f.lifetime_ended = lt.ended
         f.detail["job"] = {"number": s.job_number, "of": s.job_count}
     lk = s.fit.leak
-    if lk.pattern == "step" and len(lk.steps) >= 2:
+    if lk.pattern == "step" and len(lk.steps) >= MIN_STAIRS:
         f.stairs = len(lk.steps)
         gaps = np.diff(lk.steps)
         period = float(np.median(gaps))
@@ -307,7 +307,7 @@ def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
     top = int(fit.peak)
     # the last reading at the level it stayed at is the evidence; lower readings after it are the
     # job's memory released (or freed as it ended), which the summary says
-    near = np.nonzero(reserved.y >= top - max(LEVEL_SHARE * top, 3 * fit.noise))[0]
+    near = np.nonzero(reserved.y >= top - max(LEVEL_SHARE * top, LEVEL_SIGMAS * fit.noise))[0]
     i_end = int(near[-1]) if near.size else reserved.x.size - 1
     released = ", until the job's memory was released" if i_end < reserved.x.size - 1 else ""
     f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source, host=r.host,
@@ -486,12 +486,12 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
             continue
         body = s.y[: i_end + 1]
         top = float(body.max())
-        i_top = int(np.argmax(body >= top - max(LEVEL_SHARE * top, 3 * s.fit.noise)))
+        i_top = int(np.argmax(body >= top - max(LEVEL_SHARE * top, LEVEL_SIGMAS * s.fit.noise)))
         held = oom.start.timestamp() - t[i_top]
         n_doubling = doublings(body)
         pool = " (an allocator pool that grows by doubling)" if n_doubling >= DOUBLINGS_MIN else ""
         path = (f"{_where(r.gpu, r.host)} ({r.series}) grew from {human(float(body[0]))} to {human(top)}{pool}, "
-                f"then held it for {fmt_seconds(held)} until the CUDA out-of-memory error")
+                f"then held it for {seconds_text(held)} until the CUDA out-of-memory error")
         # one rise to the working set, then the error: the footprint; a rise over several levels
         # before the cap: what the job needed grew
         footprint = len(_levels(body[s.nearest(s.fit.start_x or s.x[0]):])) <= 2
@@ -504,7 +504,7 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
             continue
         f = Finding(kind="leak", severity="critical", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
                     host=r.host, pattern="step" if n_doubling >= DOUBLINGS_MIN else "linear",
-                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=0.5,
+                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=OOM_PATH_CONF,
                     start=s.to_x(float(s.x[0])), end=oom.start,
                     summary=(f"{path}: the job's memory grew until it ran out, the last of that growth "
                              "inside what the device shows (a leak, or a footprint too large for this GPU)."))

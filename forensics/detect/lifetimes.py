@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forensics.detect.thresholds import IDLE_BAND, IDLE_CONFIRM, IDLE_NOISE, IDLE_SHARE, STEP_RESET
+from forensics.detect.thresholds import (IDLE_BAND, IDLE_CONFIRM, IDLE_NOISE, IDLE_SHARE, LIFETIME_MIN_READINGS,
+                                         STEP_RESET)
 
 
 @dataclass
@@ -43,7 +44,7 @@ def whole(n: int) -> list[Lifetime]:
 def device_lifetimes(y: np.ndarray) -> list[Lifetime]:
     """Runs of readings above the idle baseline (see the module's docstring)."""
     n = int(y.size)
-    if n < 3:
+    if n < LIFETIME_MIN_READINGS:
         return whole(n)
     lo = float(np.min(y))
     hi = float(np.max(y))

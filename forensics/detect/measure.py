@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect import lifetimes
-from forensics.detect.thresholds import MIN_POINTS
+from forensics.detect.thresholds import AXIS_MISSING_SHARE, MIN_POINTS
 from forensics.detect.findings import Evidence
 from forensics.detect.series import SeriesFit, analyze_xy
 from forensics.frames import rows_where
@@ -143,10 +143,10 @@ def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
     Untimed step logs stay in the file's order: a restarted job's step counter goes back, and that
     is where one lifetime ends (sorting by step would interleave the two jobs)."""
     n = df.height
-    if df["time"].null_count() <= 0.1 * n:
+    if df["time"].null_count() <= AXIS_MISSING_SHARE * n:
         return "time", _sorted_by(df, "time", ["seq", "line"])
     order = "seq" if df["seq"].null_count() == 0 else "line"
-    if df["step"].null_count() <= 0.1 * n:
+    if df["step"].null_count() <= AXIS_MISSING_SHARE * n:
         return "step", _sorted_by(df.filter(pl.col("step").is_not_null()), order, [])
     return "index", _sorted_by(df, order, [])
 

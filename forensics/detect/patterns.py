@@ -13,12 +13,16 @@ import numpy as np
 
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
-from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FIRST_STEP_RATIO, FLOOR_RISE_SHARE, JUMP_SIGMAS,
-                                         LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
-                                         MIN_POINTS, MIN_SEGMENT, NEW_HIGH_SHARE,
-                                         PENALTY_PER_CHANGE, RAMP_JOIN_SHARE, RAMP_TAIL_SHARE, RAW_STAIRS_MAX,
-                                         SIMILAR_SLOPE, STAIR_FLAT_SHARE, STAIR_TAIL_FACTOR, STEP_HEIGHT_RATIO,
-                                         TAIL_QUIET_FRACTION, TOOTH_RANGE_SHARE)
+from forensics.detect.thresholds import (CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
+                                         FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
+                                         JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
+                                         MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
+                                         NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE, RAMP_JOIN_SHARE,
+                                         RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX, RECOVERY_SHARE,
+                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
+                                         STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
+                                         STARTUP_JUMP_RATIO, STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
+                                         TOOTH_RANGE_SHARE, TOOTH_READINGS, TROUGH_WINDOW, TWO_STAIRS_CONF)
 
 
 @dataclass
@@ -55,10 +59,10 @@ def troughs(xb, yb, f, segs: list[Segment], fall_min: float) -> tuple[list[int],
     out, depths = [], []
     for i in sorted(falls):
         depth, lo = falls[i]
-        if float(yb[lo: i + 1].max()) - float(yb[i]) < 0.5 * fall_min:
+        if float(yb[lo: i + 1].max()) - float(yb[i]) < RECOVERY_SHARE * fall_min:
             continue
         # recovered: the curve comes back up by at least half of a fall afterwards
-        if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= 0.5 * fall_min:
+        if i + 1 < f.size and float(f[i + 1:].max()) - float(f[i]) >= RECOVERY_SHARE * fall_min:
             out.append(i)
             depths.append(depth)
     return out, depths
@@ -70,15 +74,15 @@ def raw_teeth(y: np.ndarray, fall_min: float) -> int:
     bottom, still below where it fell from by half the fall (a glitch comes straight back), and that
     later recovers half the fall. Teeth of a sawtooth sampled too coarsely for change points (three
     readings a tooth at `nvidia-smi -l 1`) that the bucket fit smooths into a level."""
-    if y.size < 3:
+    if y.size < TOOTH_READINGS:
         return 0
     fall = max(fall_min, TOOTH_RANGE_SHARE * float(y.max() - y.min()))
     d = np.diff(y)
     i = np.nonzero(d[:-1] <= -fall)[0]          # falls from reading i to i + 1, with a reading after
     later = np.maximum.accumulate(y[::-1])[::-1]
     depth = y[i] - y[i + 1]
-    climbs = (y[i + 2] >= y[i + 1]) & (y[i] - y[i + 2] >= 0.5 * depth)
-    recovers = later[i + 2] - y[i + 1] >= 0.5 * depth
+    climbs = (y[i + 2] >= y[i + 1]) & (y[i] - y[i + 2] >= RECOVERY_SHARE * depth)
+    recovers = later[i + 2] - y[i + 1] >= RECOVERY_SHARE * depth
     return int(np.count_nonzero(climbs & recovers))
 
 
@@ -87,7 +91,7 @@ def raw_floor(bx, by, edges, troughs, depths, sigma):
     their troughs wander): (x, y) near each trough, the typical tooth depth, and the noise of one
     floor reading (a median of w samples)."""
     t = np.asarray(troughs)
-    half = max(1, int(0.25 * robust.median(np.diff(t)))) if t.size > 1 else 1
+    half = max(1, int(TROUGH_WINDOW * robust.median(np.diff(t)))) if t.size > 1 else 1
     xs, ys, ws = [], [], []
     m = edges.size - 1
     for i in t:
@@ -124,7 +128,7 @@ def find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> L
                 events.append((segs[k - 1].x1, s.x0, jump, "jump", k))
         rise = s.y1 - s.y0
         if rise >= event:
-            short = (s.i1 - s.i0) <= MIN_SEGMENT + 1 and (s.x1 - s.x0) <= 0.02 * duration
+            short = (s.i1 - s.i0) <= MIN_SEGMENT + 1 and (s.x1 - s.x0) <= SUDDEN_SHARE * duration
             events.append((s.x0, s.x1, rise, "jump" if short else "ramp", k))
     if not events:
         return None
@@ -164,12 +168,12 @@ def new_high(xb, f, leak: Leak) -> bool:
 def _merge_close(events: list[tuple], xb, duration) -> list[tuple]:
     """One step seen as a jump, a short steep segment and another jump (a step inside a bucket)
     becomes one event."""
-    near = max(3.0 * float(robust.median(np.diff(xb))), 0.005 * duration) if xb.size > 1 else 0.0
+    near = max(MERGE_INTERVALS * float(robust.median(np.diff(xb))), MERGE_SHARE * duration) if xb.size > 1 else 0.0
     out = [events[0]]
     for e in events[1:]:
         p = out[-1]
         if e[0] - p[1] <= near and (p[3] == "jump" or e[3] == "jump"):
-            kind = "ramp" if (e[1] - p[0]) > 0.05 * duration else "jump"
+            kind = "ramp" if (e[1] - p[0]) > STEP_SPAN_SHARE * duration else "jump"
             out[-1] = (p[0], e[1], p[2] + e[2], kind, e[4])
         else:
             out.append(e)
@@ -223,14 +227,17 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
                 and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
             return None
     onset, start_level = _refine_onset(xb, yb, segs, first_k)
+    past = _past_startup_jump(xb, yb, onset, leak_min, sigma_b)
+    if past is not None:
+        onset, start_level = past
     if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
         # discrete samples (a step log): the onset is the first sample that shows the growth
         gap = float(robust.median(np.diff(xb)))
-        after = np.nonzero(xb >= onset + 0.1 * gap)[0]
+        after = np.nonzero(xb >= onset + ONSET_SNAP * gap)[0]
         if after.size:
             onset = float(xb[after[0]])
     sel = xb >= onset
-    if sel.sum() < 3:
+    if sel.sum() < RATE_MIN_POINTS:
         sel = np.arange(xb.size) >= i0
     rate = robust.theil_sen(xb[sel], yb[sel])
     if rate <= 0:
@@ -247,10 +254,37 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     return Leak("linear", onset, end, rate, growth, start_level, end_level, _confidence(z, LEAK_Z), z=z)
 
 
+def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] | None:
+    """Where the steady rise begins, and its level, when the fitted ramp starts with the job's start-up:
+    level readings, one jump (the working set allocated at once, far above every other change), then
+    the leak a few readings later, too few for a segment of their own. A hinge (level, then the steady
+    rise) fitted on the readings after the jump; None when the ramp does not start that way."""
+    i0 = int(np.searchsorted(xb, onset))
+    d = np.diff(yb[i0:])
+    if d.size < MIN_STAIRS:
+        return None
+    j = int(np.argmax(d))
+    ax, ay = xb[i0 + j + 1:], yb[i0 + j + 1:]
+    if ax.size <= RATE_MIN_POINTS:
+        return None
+    others = np.abs(np.delete(d, j))
+    if (float(yb[i0 + j] - yb[i0]) >= leak_min      # it rose before the jump: no start-up there
+            or float(d[j]) < max(JUMP_SIGMAS * sigma_b, STARTUP_JUMP_RATIO * float(others.max()))):
+        return None
+    cands = np.linspace(float(ax[0]), float(ax[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
+    stack = np.empty((cands.size, ax.size, 2))
+    stack[:, :, 0] = 1.0
+    stack[:, :, 1] = np.maximum(0.0, ax[None, :] - cands[:, None])
+    coefs = robust.lstsq_each(stack, ay)
+    sse = [float(((A @ c - ay) ** 2).sum()) for A, c in zip(stack, coefs)]
+    k = int(np.argmin(sse))
+    return float(cands[k]), float(coefs[k][0])
+
+
 def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     """True when a quadratic fits the ramp clearly better and its end slope is a small share of the
     mean slope: the curve of a warm-up approaching its plateau."""
-    if x.size < 8:
+    if x.size < CURVE_MIN_POINTS:
         return False
     u = (x - x[0]) / ((x[-1] - x[0]) or 1.0)
     A = np.column_stack([np.ones_like(u), u, u * u])
@@ -258,7 +292,7 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     sse_q = float(((A @ coef - y) ** 2).sum())
     b, a = robust.line_fit(u, y)
     sse_l = float(((a + b * u - y) ** 2).sum())
-    if (sse_l - sse_q) / (sigma_b ** 2) < PENALTY_PER_CHANGE * math.log(max(x.size, 3)):
+    if (sse_l - sse_q) / (sigma_b ** 2) < PENALTY_PER_CHANGE * math.log(x.size):
         return False
     mean_slope = coef[1] + coef[2]          # (y(1) - y(0)) of the quadratic
     end_slope = coef[1] + 2 * coef[2]
@@ -278,8 +312,8 @@ def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
     y = yb[lo_i:]
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
-    cands = np.linspace(span_lo, span_hi, 120)
-    # the 120 design matrices at once (each column as np.column_stack makes it), solved by one call
+    cands = np.linspace(span_lo, span_hi, HINGE_CANDIDATES)
+    # the design matrices at once (each column as np.column_stack makes it), solved by one call
     stack = np.empty((cands.size, x.size, 3))
     stack[:, :, 0] = 1.0
     stack[:, :, 1] = x - x[0]
@@ -299,13 +333,13 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
     if edge is None:
         edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
-    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= 0.05 * duration)
-             and 0.5 * (e[0] + e[1]) > edge]
-    if len(steps) < 2:
+    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= STEP_SPAN_SHARE * duration)
+             and (e[0] + e[1]) / 2 > edge]
+    if len(steps) < MIN_STAIRS:
         return None
     # a small last rise (an unfinished tooth, a partial step) does not start the staircase
     h_all = float(robust.median([e[2] for e in steps]))
-    while len(steps) > 2 and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
+    while len(steps) > MIN_STAIRS and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
         steps = steps[:-1]
     xs = [0.5 * (e[0] + e[1]) for e in steps]
     hs = [e[2] for e in steps]
@@ -316,7 +350,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
         gap = xs[run[-1]] - xs[k]
         intervals = [xs[run[i]] - xs[run[i + 1]] for i in range(len(run) - 1)]
         typical = float(robust.median(intervals)) if intervals else gap
-        if intervals and gap > 2.0 * typical:
+        if len(intervals) >= MIN_STAIRS and gap > STAIR_GAP_RATIO * typical:
             break
         h_typ = float(robust.median([hs[i] for i in run]))
         if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
@@ -325,16 +359,18 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     run = sorted(run)
     # the first step up of a job is its first epoch's own allocation (optimizer state, first eval
     # buffers) unless it matches the stairs that follow
-    if len(run) >= 3:
+    if len(run) >= FIRST_STAIR_FROM:
         later = float(robust.median([hs[i] for i in run[1:]]))
         if not (later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO):
             run = run[1:]
-    if len(run) < 2:
+    if len(run) < MIN_STAIRS:
         return None
     sx = [xs[k] for k in run]
     sh = [hs[k] for k in run]
     interval = float(robust.median(np.diff(sx)))
-    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * interval + 0.01 * duration:
+    # recent against the stairs' mean spacing: an allocator's stairs come unevenly (a few close, a pause)
+    spacing = (sx[-1] - sx[0]) / (len(sx) - 1)
+    if interval <= 0 or end_x - sx[-1] > STAIR_TAIL_FACTOR * max(interval, spacing) + STAIR_TAIL_SHARE * duration:
         return None
     growth = float(sum(sh))
     if growth < leak_min:
@@ -344,7 +380,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     pre = yb[xb < onset]
     start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
     z = growth / sigma_b
-    regular = 1.0 if len(run) >= 3 else 0.85
+    regular = 1.0 if len(run) >= FIRST_STAIR_FROM else TWO_STAIRS_CONF
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
 
@@ -356,9 +392,19 @@ def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     if x.size < MIN_POINTS or x.size > RAW_STAIRS_MAX:
         return None
     d = np.diff(y)
+    leak = _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b)
+    if leak is None:
+        # jumps every other reading inflate a noise read on all the changes: read it between the jumps
+        quiet = robust.level_noise(d)
+        if quiet < sigma:
+            leak = _raw_stair(x, y, d, quiet, quantum, level, leak_min, sigma_b)
+    return leak
+
+
+def _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     thr = max(JUMP_SIGMAS * sigma, LEAK_MIN_QUANTA * quantum, LEAK_MIN_FRACTION * level)
     up = d > thr
-    if up.sum() < 2:
+    if up.sum() < MIN_STAIRS:
         return None
     rise = float(d[up].sum())
     quiet = ~up
@@ -369,10 +415,21 @@ def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
     idx = np.nonzero(up)[0]
     groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1)
     # ... but a rise over more readings than that is a ramp (the first one may be the start-up)
-    if len(groups) < 2 or any(g.size > 2 for g in groups[1:]):
+    if len(groups) < MIN_STAIRS or any(g.size > 2 for g in groups[1:]):
         return None
-    runs = np.diff([g[0] for g in groups])
-    if float(robust.median(runs)) < 3:   # a jump at nearly every reading: growth spread evenly, a ramp
+    # ... when it is one stair caught mid-way, whose smaller part is at most half a stair: two whole
+    # stairs back to back are growth at nearly every reading (a leak every step, read a little faster
+    # than the steps come), a ramp
+    single = [float(d[g[0]]) for g in groups[1:] if g.size == 1]
+    smaller = [float(d[g].min()) for g in groups[1:] if g.size == 2]
+    if single and smaller and max(smaller) > STAIR_SPLIT_SHARE * float(robust.median(single)):
+        return None
+    # level between the jumps per unit of x too, not only per reading: a ramp read at uneven intervals
+    # (short, long, short, ...) rises little over each short one, yet at the jumps' own rate. Two
+    # readings a stair (coarse logging) are a staircase when the stair between its jumps holds level.
+    dx = np.diff(x)
+    jumps_x, quiet_x = float(dx[up].sum()), float(dx[quiet].sum())
+    if quiet_x <= 0 or float(np.abs(d[quiet]).sum()) * jumps_x > STAIR_FLAT_SHARE * rise * quiet_x:
         return None
     events = [(float(x[g[0]]), float(x[g[-1] + 1]), float(y[g[-1] + 1] - y[g[0]]), "jump", -1) for g in groups]
     duration = float(x[-1] - x[0])
@@ -385,7 +442,7 @@ def _refine_step(xb, yb, x_step, interval) -> float:
     """Where the first step happens: the split that best separates two levels near it."""
     lo, hi = x_step - 0.5 * interval, x_step + 0.5 * interval
     sel = np.nonzero((xb >= lo) & (xb <= hi))[0]
-    if sel.size < 4:
+    if sel.size < REFINE_MIN_POINTS:
         return x_step
     y = yb[sel]
     best, best_k = None, None
@@ -400,7 +457,7 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
     """A sawtooth whose floor keeps rising: the floor (bottom of each tooth) is the leak. The floor
     must rise by a good share of a tooth's depth: a wandering floor is not growth."""
     tx, ty, depth, point_noise = floor
-    if tx.size < 3:
+    if tx.size < RATE_MIN_POINTS:
         return None
     # onset: a hinge on the troughs (floor level, then rising); the first trough means "from the start"
     best, onset, j_best = None, float(tx[0]), 0
@@ -409,7 +466,7 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
         A = np.column_stack([np.ones_like(tx), h])
         coef, *_ = np.linalg.lstsq(A, ty, rcond=None)
         sse = float(((A @ coef - ty) ** 2).sum())
-        if best is None or sse < best * 0.999:
+        if best is None or sse < best * HINGE_BETTER:
             best, onset, j_best = sse, float(tx[j]), j
     sel = tx >= onset
     rate = robust.theil_sen(tx[sel], ty[sel])
@@ -426,4 +483,4 @@ def _sawtooth_leak(x_start, floor, leak_min) -> Leak | None:
         return None
     start_level = float(ty[sel][0])
     return Leak("linear", onset, float(tx[-1]), rate, growth, start_level, start_level + growth,
-                _confidence(z, LEAK_Z, 0.9), z=z)
+                _confidence(z, LEAK_Z, SAWTOOTH_CONF), z=z)

@@ -9,8 +9,10 @@ import math
 
 import numpy as np
 
-from forensics.detect.thresholds import (DECIMATE_ABOVE, QUANTUM_MAX_FRACTION, QUANTUM_MIN_MOVING, SPIKE_MIN_FRACTION,
-                                         SPIKE_SIGMAS)
+from forensics.detect.thresholds import (DECIMATE_ABOVE, MEDIAN_WINDOW, NOISE_CHUNKED_FROM, NOISE_CHUNKS,
+                                         NOISE_CHUNK_PERCENTILE, QUANTUM_MAX_FRACTION, QUANTUM_MIN_CHANGES,
+                                         QUANTUM_MIN_MOVING, QUANTUM_MULTIPLES, QUANTUM_SAMPLE, QUANTUM_TOLERANCE,
+                                         SPIKE_MIN_FRACTION, SPIKE_SIGMAS)
 
 
 def median(values) -> float:
@@ -61,21 +63,39 @@ def _trend_diffs(x: np.ndarray, y: np.ndarray, cap: int = 1_000_000) -> np.ndarr
     return dy - slope * dx
 
 
+def level_noise(d: np.ndarray) -> float:
+    """The noise of the changes between jumps: the changes split into the two groups that are each
+    tightest (the smallest summed squared deviation), and the one-sample noise of the lower group. A
+    staircase of two readings a stair jumps at every other reading, so a noise estimate taken over all
+    first differences counts its jumps as half of the noise."""
+    ds = np.sort(d - median(d))
+    n = ds.size
+    k = np.arange(2, n - 1)                      # the lower group's size: at least two in each
+    if k.size == 0:
+        return mad_sigma(d)
+    c1, c2 = np.cumsum(ds), np.cumsum(ds * ds)
+    left = c2[k - 1] - c1[k - 1] ** 2 / k
+    right = (c2[-1] - c2[k - 1]) - (c1[-1] - c1[k - 1]) ** 2 / (n - k)
+    # the split leaves the jumps out of the lower group: its plain spread is the noise (a MAD of a
+    # dozen changes between stairs is too loose)
+    return float(np.std(ds[: int(k[np.argmin(left + right)])]) / math.sqrt(2.0))
+
+
 def quantum(d: np.ndarray, level: float) -> float:
     """The source's resolution (e.g. 1 MiB for nvidia-smi) when readings move on a lattice: many of
     them change, and every change is a multiple of the smallest one. 0 otherwise (a noise-free
     staircase moves rarely, and its steps are not a resolution)."""
     nz = np.abs(d[d != 0])
-    if nz.size < max(3, QUANTUM_MIN_MOVING * d.size):
+    if nz.size < max(QUANTUM_MIN_CHANGES, QUANTUM_MIN_MOVING * d.size):
         return 0.0
     q = float(nz.min())
     if q > QUANTUM_MAX_FRACTION * level:   # that is a step of the signal, not a resolution
         return 0.0
-    sub = nz if nz.size <= 10_000 else nz[:: nz.size // 10_000 + 1]
+    sub = nz if nz.size <= QUANTUM_SAMPLE else nz[:: nz.size // QUANTUM_SAMPLE + 1]
     # the smallest change may be a few resolution steps (a ramp moving 2 or 3 MiB a sample)
-    for k in range(1, 9):
+    for k in range(1, QUANTUM_MULTIPLES + 1):
         r = sub / (q / k)
-        if float(np.abs(r - np.round(r)).max()) < 0.02:
+        if float(np.abs(r - np.round(r)).max()) < QUANTUM_TOLERANCE:
             return q / k
     return 0.0
 
@@ -86,9 +106,9 @@ def noise(x: np.ndarray, y: np.ndarray) -> float:
     part (an idle GPU) does not hide the noise of a busy one."""
     d = _trend_diffs(x, y)
     sig = mad_sigma(d)
-    if d.size >= 64:
-        chunks = [mad_sigma(c) for c in np.array_split(d, 8)]
-        sig = max(sig, float(np.percentile(chunks, 75)))
+    if d.size >= NOISE_CHUNKED_FROM:
+        chunks = [mad_sigma(c) for c in np.array_split(d, NOISE_CHUNKS)]
+        sig = max(sig, float(np.percentile(chunks, NOISE_CHUNK_PERCENTILE)))
     return sig
 
 
@@ -96,7 +116,7 @@ def _median5(y: np.ndarray) -> np.ndarray:
     """Running median of 5, vectorized with a min/max network: O(n), no sort. The series is padded at
     each end by continuing the trend of its first or last five samples (a robust line), so a ramp's
     ends stay as they are while a glitch in the first or last sample is still a glitch."""
-    if y.size < 5:
+    if y.size < MEDIAN_WINDOW:
         return y.copy()
 
     def pad(e: np.ndarray, side: int) -> np.ndarray:

@@ -15,11 +15,14 @@ import numpy as np
 from forensics.detect import changepoints, patterns, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.patterns import Leak
-from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
-                                         MAX_BUCKETS, MIN_POINTS, OSCILLATION_MIN_FRACTION, RELEASE_DRAWDOWN,
-                                         RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS, SHORT_CONF_BASE,
-                                         SHORT_CONF_MAX, SHORT_CONF_PER_READING, SHORT_MAX, SHORT_MIN, SHORT_RUN,
-                                         SHORT_SIMILAR, WIND_DOWN_KEPT, WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
+                                         LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
+                                         LEVEL_RESOLUTION, MAX_BUCKETS, MIN_POINTS, MIN_TEETH,
+                                         OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE, RAW_STAIR_SHARE,
+                                         RELEASE_DRAWDOWN, RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS,
+                                         RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX, SHORT_CONF_PER_READING,
+                                         SHORT_MAX, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR, SUDDEN_SHARE, WIND_DOWN_KEPT,
+                                         WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
 from forensics.units import human
 
 
@@ -44,8 +47,8 @@ class SeriesFit:
 
 
 def _range(y: np.ndarray) -> tuple[float, float]:
-    ys = y if y.size <= 200_000 else y[:: y.size // 200_000 + 1]
-    lo, hi = np.quantile(ys, [0.005, 0.995])
+    ys = y if y.size <= RANGE_SAMPLE else y[:: y.size // RANGE_SAMPLE + 1]
+    lo, hi = np.quantile(ys, [RANGE_QUANTILE, 1 - RANGE_QUANTILE])
     return float(lo), float(hi)
 
 
@@ -90,7 +93,7 @@ def wind_down(y: np.ndarray, sigma: float) -> int | None:
     growth = float(y[p]) - lo
     drawdown = float(np.max(np.maximum.accumulate(body) - body))
     if (float(y[p] - tail.max()) < max(RELEASE_NOISE_SIGMAS * sigma, WIND_DOWN_MIN_FALL * growth)
-            or np.any(np.diff(tail) > 3 * sigma)               # it rises again: not an end
+            or np.any(np.diff(tail) > RISE_SIGMAS * sigma)               # it rises again: not an end
             or float(tail.min()) - lo < WIND_DOWN_KEPT * growth  # fell back: a release, not a wind-down
             or drawdown > RELEASE_DRAWDOWN * growth):
         return None
@@ -115,7 +118,7 @@ def idle_lead_in(y: np.ndarray, sigma: float) -> int:
     before = float(robust.median(y[max(0, first - 3): first]))
     after = float(robust.median(y[first: first + 3]))
     if (after - before < max(RELEASE_DROP * rng, RELEASE_NOISE_SIGMAS * sigma)
-            or before > 0.1 * body_level):
+            or before > LEAD_IN_SHARE * body_level):
         return 0
     return first
 
@@ -144,12 +147,12 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         # floor is not a release
         st = idle_lead_in(y[:rel], raw_sigma)
         lo, hi = _range(y)
-        floor = float(np.quantile(y[st:rel], 0.01)) if rel - st >= MIN_POINTS else float("inf")
+        floor = float(np.quantile(y[st:rel], FLOOR_QUANTILE)) if rel - st >= MIN_POINTS else float("inf")
         # ... unless it never fell before: then the one fall at the end is the release (reserved
         # memory handed back by empty_cache(), a job's memory freed at its end), not a tooth
         body = y[st:rel]
         drawdown = float(np.max(np.maximum.accumulate(body) - body)) if body.size else 0.0
-        if (float(robust.median(y[rel: rel + 3])) > floor - max(5 * raw_sigma, 0.05 * (hi - lo))
+        if (float(robust.median(y[rel: rel + 3])) > floor - max(FLOOR_SIGMAS * raw_sigma, FLOOR_SHARE * (hi - lo))
                 and drawdown > RELEASE_DRAWDOWN * (hi - lo)):
             rel = None
     hi_end = rel if rel is not None else (wind_down(y, raw_sigma) or n)
@@ -172,7 +175,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     xb, yb, edges = robust.buckets(bx, by, MAX_BUCKETS)
     per_bucket = max(1.0, bx.size / xb.size)
     sigma_b = max(robust.noise(xb, yb), sigma / math.sqrt(per_bucket), quantum / math.sqrt(12.0),
-                  1e-6 * level, 1.0)
+                  LEVEL_RESOLUTION * level, 1.0)
     fit.noise, fit.bucket_noise, fit.level = sigma, sigma_b, level
     fit.peak = float(by.max())
     fit.end_x = float(bx[-1])
@@ -190,7 +193,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     # A sawtooth: repeated falls that are followed by recoveries. Growth is then judged on the floor.
     fall_min = max(event, OSCILLATION_MIN_FRACTION * level)
     troughs, depths = patterns.troughs(xb, yb, f, segs, fall_min)
-    fit.oscillating = len(troughs) >= 2
+    fit.oscillating = len(troughs) >= MIN_TEETH
     end_i = xb.size
     if fit.oscillating:
         end_i = troughs[-1] + 1   # the last tooth is unfinished: its rise says nothing yet
@@ -205,7 +208,7 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         # at the data's own resolution, growth in discrete jumps between flat runs is a staircase,
         # however the buckets smoothed it
         stair = patterns.raw_stair(bx, by, sigma, quantum, level, leak_min, sigma_b)
-        if stair is not None and (leak is None or stair.growth >= 0.5 * leak.growth):
+        if stair is not None and (leak is None or stair.growth >= RAW_STAIR_SHARE * leak.growth):
             leak = stair
     if leak is not None and floor is None and not patterns.new_high(xb, f, leak):
         leak = None
@@ -218,14 +221,14 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
 
     total_change = float(f[-1] - f[0])
     teeth = 0 if fit.oscillating else patterns.raw_teeth(y[start:hi_end], fall_min)
-    if fit.oscillating or teeth >= 2:
+    if fit.oscillating or teeth >= MIN_TEETH:
         fit.classification = "sawtooth"
         fit.reason = f"{max(len(troughs), teeth)} falls back to a steady floor"
     elif fit.persistent_growth >= leak_min:
         fit.classification = "warmup_plateau"
         fit.reason = "memory grew, then stayed level"
     elif total_change <= -leak_min:
-        sharp = any(s.kind == "decline" and (s.x1 - s.x0) <= 0.02 * duration for s in segs) or patterns.has_drop(segs, leak_min)
+        sharp = any(s.kind == "decline" and (s.x1 - s.x0) <= SUDDEN_SHARE * duration for s in segs) or patterns.has_drop(segs, leak_min)
         fit.classification = "release" if sharp else "decline"
         fit.reason = "memory was freed" if sharp else "memory declines"
     elif fit.release_x is not None:
@@ -249,7 +252,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.level, fit.peak, fit.end_x = level, float(y.max()), float(x[-1])
     fit.noise = fit.bucket_noise = robust.mad_sigma(d) if d.size >= 2 else 0.0
     growth = float(y[-1] - y[0])
-    tiny = max(1e-6 * level, 1.0)
+    tiny = max(LEVEL_RESOLUTION * level, 1.0)
     rising = d > tiny
     # the rising stretch that reaches the last reading
     r = 0

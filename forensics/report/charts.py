@@ -8,7 +8,8 @@ import polars as pl
 
 from forensics.detect.measure import HOST_SERIES, gpu_of_unnamed
 from forensics.frames import rows_where
-from forensics.report.events import EVENT_STYLE, FATAL_KINDS, event_label
+from forensics.detect.jobs import FATAL_KINDS
+from forensics.report.events import EVENT_STYLE, event_label
 from forensics.report.formatting import Clock, base_name, clip, epoch, lookup, natural, xround
 from forensics.report.limits import (MARKER_COLUMNS, MAX_GPU_CHARTS, MAX_MARKERS_PER_CHART, MAX_MARKERS_PROCESS,
                                      MAX_MARKERS_ZOOM, MAX_OTHER_CHARTS, MAX_PROCESS_CHARTS, MAX_SERIES_PER_CHART,

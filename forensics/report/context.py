@@ -27,7 +27,7 @@ def build_context(bundle, analysis, opts) -> dict:
     samples, events = bundle.samples, bundle.events
     empty = samples.is_empty() and events.is_empty()
     charts, omitted, raw = build_charts(bundle, analysis, clock)
-    verdict, primary = verdict_ctx(analysis, bundle, charts, clock, empty)
+    verdict, primary = verdict_ctx(analysis, charts, clock, empty)
     zooms = zoom_panels(primary, charts, raw, clock, analysis)
     findings = list(lookup(analysis, "findings", default=None) or [])
     order = sorted(range(len(findings)), key=lambda i: (-SEVERITY_RANK.get(findings[i].severity, 0), i))

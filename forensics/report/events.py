@@ -1,8 +1,7 @@
-"""Events as the report names them, and which of them end a job."""
+"""Events as the report names them (which of them end a job: detect/jobs.py)."""
 from __future__ import annotations
 
 from forensics.detect.events import oom_name
-from forensics.parsers.kernel import xid as xid_table
 from forensics.model import detail_dict
 from forensics.report.formatting import clip
 from forensics.units import human
@@ -40,9 +39,6 @@ COUNTER_MEANING = {
                    "was nearly full",
     "gpu_oom_counted": "an OutOfMemoryError was raised",
 }
-FATAL_KINDS = ("oom_kill", "gpu_oom")
-# what ended a job when no OOM and no fatal Xid did: a kill whose cause the record does not give
-KILL_KINDS = ("job_killed",)
 
 
 def event_label(e: dict) -> str:
@@ -81,11 +77,3 @@ def event_label(e: dict) -> str:
     if e.get("bytes") is not None and kind in ("gpu_oom",):
         label += f", tried to allocate {human(e['bytes'])}"
     return clip(label, 160)
-
-
-def xid_is_fatal(code) -> bool:
-    """After this Xid (as its event detail gives the code) the job on that GPU could not go on."""
-    try:
-        return xid_table.info(None if code is None else int(code)).fatal
-    except (TypeError, ValueError):
-        return False

@@ -9,7 +9,8 @@ import polars as pl
 
 from forensics.detect.callpaths import sanitizer_groups
 from forensics.frames import rows_where
-from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label, xid_is_fatal
+from forensics.detect.jobs import xid_is_fatal
+from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label
 from forensics.model import detail_dict
 from forensics.report.formatting import (Clock, base_name, clip, duration, growth_span, per_unit,
                                          plain)

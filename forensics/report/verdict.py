@@ -3,20 +3,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import polars as pl
-
 from forensics.detect.findings import SEVERITY_RANK
-from forensics.frames import rows_where
 from forensics.report.charts import finding_on_chart
-from forensics.report.events import FATAL_KINDS, KILL_KINDS, RAN_OUT, event_label, xid_is_fatal
+from forensics.report.events import RAN_OUT, event_label
 from forensics.report.formatting import Clock, clip, duration, epoch, growth_span, lookup, per_unit
 from forensics.units import human, rate_text
 
 VERDICT_LABELS = {
-    "leak": ("Memory leak", "critical"),
-    "cache_growth": ("Allocator cache growth, not a leak", "warning"),
-    "no_leak": ("No leak found", "ok"),
-    "inconclusive": ("Inconclusive", "neutral"),
+    "leak": "Memory leak",
+    "cache_growth": "Allocator cache growth, not a leak",
+    "no_leak": "No leak found",
+    "inconclusive": "Inconclusive",
 }
 
 
@@ -26,14 +23,6 @@ def _same_text(a: str | None, b: str | None) -> bool:
         return False
     a, b = a.strip().rstrip("."), b.strip().rstrip(".")
     return a in b or b in a
-
-
-def _top_finding(findings: list):
-    def score(f):
-        kind_rank = {"leak": 0, "cache_growth": 1}.get(f.kind, 2)
-        return (kind_rank, -SEVERITY_RANK.get(f.severity, 0), -(f.confidence or 0), -(f.rate_bytes_per_hour or 0))
-    ranked = sorted(findings, key=score)
-    return ranked[0] if ranked else None
 
 
 def _chart_for(f, charts: list) -> dict | None:
@@ -56,39 +45,17 @@ def _chart_for(f, charts: list) -> dict | None:
     return None
 
 
-def _fatal_event(events: pl.DataFrame, clock: Clock, findings: list) -> tuple[dict | None, list[dict]]:
-    """What ended the job: the first of its own OOM kills or CUDA OOMs (else a fatal Xid, else a kill by a
-    signal), with its evidence; and the other processes' such events beside it (detect/jobs.py: context,
-    never the cause)."""
-    others = {(e.path, e.line) for f in findings if getattr(f, "job_event", None) is False for e in f.evidence[:1]}
-    cand = rows_where(events, pl.col("kind").is_in(list(FATAL_KINDS))).with_row_index("_i")
-    if cand.is_empty():
-        xids = events.filter(pl.col("kind") == "xid")
-        # a few rows: the table's rule read per code (no code is a GPU fallen off the bus)
-        fatal = pl.Series([xid_is_fatal(c) for c in xids["detail"].str.json_path_match("$.code")], dtype=pl.Boolean)
-        cand = xids.filter(fatal).with_row_index("_i")
-    if cand.is_empty():
-        cand = rows_where(events, pl.col("kind").is_in(list(KILL_KINDS))).with_row_index("_i")
-    rows = cand.sort(["time", "_i"], nulls_last=True).to_dicts()
-    own = [e for e in rows if (e["source"], e["line"] or 0) not in others]
-    context = [_event_ctx(e, clock, 1) for e in rows if (e["source"], e["line"] or 0) in others]
-    return (_event_ctx(own[0], clock, len(own)) if own else None), context
-
-
 def _event_ctx(e: dict, clock: Clock, count: int) -> dict:
     return {"label": event_label(e), "when": clock.when(e["time"]), "x": epoch(e["time"]),
             "path": e["source"], "line": e["line"], "text": clip(e["text"]), "kind": e["kind"], "count": count}
 
 
-def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tuple[dict, dict | None]:
+def verdict_ctx(analysis, charts: list, clock: Clock, empty: bool) -> tuple[dict, dict | None]:
     code = lookup(analysis, "verdict", default="inconclusive") or "inconclusive"
-    label, tone = VERDICT_LABELS.get(code, (str(code), "neutral"))
-    findings = list(lookup(analysis, "findings", default=None) or [])
-    top = _top_finding(findings)
-    if top is not None and top.kind not in ("leak", "cache_growth"):
-        top_growth = None
-    else:
-        top_growth = top
+    label = VERDICT_LABELS.get(code, str(code))
+    top = lookup(analysis, "top_finding", default=None)
+    # the banner's numbers (onset, rate, exhaustion) are a growth finding's
+    top_growth = top if top is not None and top.kind in ("leak", "cache_growth") else None
     chart = _chart_for(top_growth, charts) or (charts[0] if charts else None)
     numbers = []
     primary = None
@@ -109,7 +76,9 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
             if chart["capacity"]:
                 sub = f"of {human(chart['capacity'])} ({main['peak'] / chart['capacity']:.0%}), {chart['title']}"
             numbers.append({"label": "Peak", "value": human(main["peak"]), "sub": sub})
-    fatal, context = _fatal_event(bundle.events, clock, findings)
+    ended = lookup(analysis, "ended_by", default=None)
+    fatal = _event_ctx(ended, clock, ended["count"]) if ended else None
+    context = [_event_ctx(e, clock, 1) for e in lookup(analysis, "context_events", default=None) or []]
     ran_out = RAN_OUT.get((top_growth.detail or {}).get("ran_out")) if top_growth is not None else None
     if ran_out is not None:
         at = clock.when(top_growth.exhaust_at)
@@ -156,10 +125,9 @@ def verdict_ctx(analysis, bundle, charts: list, clock: Clock, empty: bool) -> tu
                 end_x = epoch(top_growth.end)
         primary = {"chart_id": chart["id"], "onset_x": onset_x, "fatal": fatal is not None, "end_x": end_x}
     reason = lookup(analysis, "verdict_reason", default=None)
-    if fatal is not None and tone == "ok":
-        # never green beside what ended the job: say what did
-        label, tone = f"No GPU memory leak found; the job was ended by {fatal['label']}", "warning"
-    verdict = {"code": code, "label": label, "tone": "empty" if empty else tone,
+    if fatal is not None and code == "no_leak":
+        label = f"No GPU memory leak found; the job was ended by {fatal['label']}"
+    verdict = {"code": code, "label": label, "tone": lookup(analysis, "tone", default="neutral"),
                "reason": clip(reason, 800) if reason else None, "numbers": numbers,
                "top_finding": clip(top.summary, 600) if top is not None and not _same_text(top.summary, reason) else None,
                "fatal": fatal, "context_events": context}

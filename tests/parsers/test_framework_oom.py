@@ -16,8 +16,7 @@ from forensics import pipeline
 from forensics.options import Options
 from forensics.parsers.oom import frameworks
 from forensics.parsers.scanners import Scanners
-from forensics.report import verdict
-from forensics.report.formatting import Clock
+from forensics.report import build_context
 from forensics.io.sources import Source
 
 NAME = frameworks.NAME
@@ -140,7 +139,8 @@ def test_a_log_that_grew_until_it_ran_out_has_an_oom(tmp_path, tail, name):
     assert len(ooms_found) == 1 and ooms_found[0].bytes and ooms_found[0].summary.startswith(name)
     assert analysis.verdict == "leak"
     assert [f.detail.get("ran_out") for f in analysis.findings if f.kind == "leak"] == ["gpu_oom"]
-    fatal, _ = verdict._fatal_event(bundle.events, Clock("UTC"), analysis.findings)
+    assert analysis.ended_by is not None and analysis.tone == "critical"
+    fatal = build_context(bundle, analysis, Options(tz="UTC"))["verdict"]["fatal"]
     assert fatal is not None and fatal["label"].startswith(name)
 
 

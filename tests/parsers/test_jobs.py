@@ -14,7 +14,7 @@ from conftest import parse_file, realworld
 from forensics import pipeline
 from forensics.options import Options
 from forensics.parsers.jobs import containers, kills
-from forensics.report.verdict import _fatal_event
+from forensics.report import build_context
 
 
 def events(p) -> list[dict]:
@@ -163,8 +163,7 @@ def test_a_scheduler_oom_ends_the_job_in_the_report(tmp_path):
     job.mkdir()
     (job / "slurm-191.err").write_text(realworld("slurm_batch_shell_killed.txt").read_text())
     bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
-    clock = SimpleNamespace(when=lambda t: None)
-    fatal, _ = _fatal_event(bundle.events, clock, analysis.findings)
+    fatal = analysis.ended_by
     assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 3
 
 
@@ -173,7 +172,8 @@ def test_a_kill_without_oom_is_what_ended_the_job(tmp_path):
     job.mkdir()
     (job / "pod.txt").write_text(realworld("describe_137_reason_error.txt").read_text())
     bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
-    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    assert analysis.ended_by["kind"] == "job_killed"
+    fatal = build_context(bundle, analysis, Options(tz="UTC"))["verdict"]["fatal"]
     assert fatal["kind"] == "job_killed" and "cause not recorded" in fatal["label"]
 
 
