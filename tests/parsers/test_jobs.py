@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -249,7 +248,7 @@ def test_sacct_real_oom_ends_the_job_in_the_report(tmp_path):
     job.mkdir()
     (job / "sacct.txt").write_text(realworld("sacct_out_of_memory_srun_step.txt").read_text())
     bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
-    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    fatal = analysis.ended_by
     assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 8
 
 
@@ -291,7 +290,7 @@ def test_seff_oom_ends_the_job_in_the_report(tmp_path):
     job.mkdir()
     (job / "run.sh").write_text(realworld("seff_out_of_memory_in_job_script.txt").read_text())
     bundle, analysis = pipeline.run([str(job)], Options(tz="UTC"))
-    fatal, _ = _fatal_event(bundle.events, SimpleNamespace(when=lambda t: None), analysis.findings)
+    fatal = analysis.ended_by
     assert fatal is not None and fatal["kind"] == "oom_kill" and fatal["line"] == 19
 
 
