@@ -151,6 +151,28 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     ).drop("_d", "_t", "_f", "_z", "_us")
 
 
+# The year of a clock at the line start that carries one (TS_ISO, TS_US and general.py's layouts with a
+# year: `2026-11-30 `, `2026/11/30 `, `11/30/2026 `), behind an optional logger tag.
+_CLOCK_YEAR = (r"^[ \t]*(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*)?\[?(?:(?P<y1>[0-9]{4})[-/][0-9]{2}[-/][0-9]{2}[T ]"
+               r"[0-9]{2}:|[0-9]{2}/[0-9]{2}/(?P<y2>[0-9]{4})[ ,])")
+UNREADABLE_TIME = "unreadable timestamp"
+
+
+def drop_clocks_out_of_range(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFrame:
+    """`frame` (line, text) without the lines whose clock names a year outside 1970..2200, counted as
+    skipped as an nvidia-smi CSV counts them: clock.localize reads such a stamp as no time, and a
+    reading of it would be analyzed on its step as if the log had no clock, without a word."""
+    if not frame.height:
+        return frame
+    g = pl.col("text").str.extract_groups(_CLOCK_YEAR)
+    year = pl.coalesce(g.struct.field("y1"), g.struct.field("y2")).cast(pl.Int32, strict=False)
+    bad = rows_where(frame, year.is_not_null() & ~year.is_between(1970, 2200))["line"]
+    if not bad.len():
+        return frame
+    skipped.add_lines(UNREADABLE_TIME, bad)
+    return frame.filter(~pl.col("line").is_in(bad.implode()))
+
+
 def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
     """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock)."""
     text = text.str.replace(TS_ISO, "")
