@@ -61,6 +61,7 @@ class ScanConfig:
     fail_on: str = "never"
     retry_failed: bool = False            # redo the jobs that failed last time (else a rerun keeps their row)
     max_worker_bytes: int | None = None   # address space of each worker process (RLIMIT_AS); None: no limit
+    follow_links_out: bool = False        # read what links lead to outside the archive (else a note per link)
 
     def options_key(self) -> str:
         """Every option that shapes what a job's folder holds, for the rerun fingerprint: the Options
@@ -169,7 +170,7 @@ def job_id(archive: Path, job: Path) -> str:
     return safe
 
 
-def fingerprint(job: Path, options_key: str = "") -> str:
+def fingerprint(job: Path, options_key: str = "", opts: Options | None = None) -> str:
     """A fingerprint of every file the job's analysis reads (names and bytes: the files `discover`
     finds, through linked folders too), of the options that shape its results (`ScanConfig.options_key`)
     and of this tool's version: a rerun with any of them changed is redone."""
@@ -178,7 +179,7 @@ def fingerprint(job: Path, options_key: str = "") -> str:
     if job.is_file():   # a job bundle (.tar.gz, .zip): its bytes
         _hash_file(h, job, job.name)
         return h.hexdigest()
-    found = discover([str(job)])
+    found = discover([str(job)], within=opts.read_within if opts else None, skip=opts.never_read if opts else ())
     for p, shown in found.files:
         _hash_file(h, p, os.path.relpath(shown, job))
     for problem in found.problems:
@@ -212,7 +213,7 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
     from forensics import report as rep
 
     if fp is None:
-        fp = fingerprint(Path(job), options_key)
+        fp = fingerprint(Path(job), options_key, opts)
     started = time.perf_counter()
     job_dir = Path(out_dir) / "jobs" / jid
     row = {k: None for k in SUMMARY_SCHEMA}
@@ -411,6 +412,11 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     skipped_dirs: list[Path] = []
     jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs)
     out_resolved = cfg.out_dir.resolve()
+    # the scan's outputs are never a job's inputs (-o inside the archive), and an uploaded archive's
+    # links do not make a job read what lies outside it unless asked
+    cfg = dataclasses.replace(cfg, opts=dataclasses.replace(
+        cfg.opts, never_read=(str(out_resolved),),
+        read_within=None if cfg.follow_links_out else str(cfg.archive.resolve())))
     # compared by path parts: -o ar must not take arch/job1 for a folder inside ar
     jobs = [j for j in jobs if not j.resolve().is_relative_to(out_resolved)]
     ids = [job_id(cfg.archive, j) for j in jobs]
@@ -424,7 +430,7 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
             # starts at once instead of after hashing the whole archive here)
             todo.append((job, jid, None))
             continue
-        fp = fingerprint(job, key)
+        fp = fingerprint(job, key, cfg.opts)
         prev = state.get("row", {})
         # an ok row without `kinds` was written before --fail-on read them: redo it
         if state.get("fingerprint") == fp and ((prev.get("status") == "failed" and not cfg.retry_failed)
