@@ -11,11 +11,14 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 # What starts a block where the text starts a line or a list item: a heading (`# `), a list (`- `, `+ `,
 # `1. `, `1) `), a setext underline (`===`, `---`); `>` is already an entity, `*` and `_` escaped
 _MD_BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[-+](?=\s|$)|[-=]+\s*$|[0-9]{1,9}(?=[.)](?:\s|$)))")
-# What a linkifier (GFM autolinks, markdown-it's linkify) takes for a link: a scheme's `:` (`https:`,
-# `mailto:x`), `//`, and the dot of a domain (`www.`, `evil.com`, `train.py` under fuzzy links). A
-# backslash escape ends the text node (markdown-it's text_special, cmark's own node) that the linkifier
-# reads, so an escaped character splits the link candidate in two.
-_MD_LINKABLE = re.compile(r"(?<=[A-Za-z]):(?=\S)|/(?=/)|(?<=\w)\.(?=[A-Za-z])")
+# What a linkifier takes for a link: GFM autolinks (a scheme's `https://`, `www.`, an email) and
+# markdown-it's linkify with fuzzy links (a domain whose last label is a 2-letter country code or one of
+# linkify-it's default gTLDs: `evil.com`, `train.py`). A backslash escape ends the text node that the
+# linkifier reads (markdown-it's text_special, cmark's own node), so an escaped character splits the
+# candidate in two: the `:` of a scheme, the first `/` of `//`, the dot after `www` and before such a label.
+_TLDS = "[a-z]{2}|biz|com|edu|gov|net|org|pro|web|xxx|aero|asia|coop|info|museum|name|shop|xn--[a-z0-9-]+"
+_MD_LINKABLE = re.compile(rf"(?<=[a-z]):(?=//)|(?:(?<=mailto)|(?<=xmpp)):|/(?=/)|(?<=\bwww)\."
+                          rf"|(?<=\w)\.(?=(?:{_TLDS})(?![\w-]))", re.IGNORECASE)
 
 
 def md_text(text, *, starts_line: bool = True) -> str:
