@@ -50,7 +50,7 @@ def test_step_numbers_beyond_64_bits_leave_no_blank_rate(tmp_path):
     assert leak["rate_bytes_per_step"] is None and leak["rate_bytes_per_sample"] == 1 << 20
     texts = [res.stderr, (tmp_path / "c.md").read_text(), (tmp_path / "c.html").read_text(), doc["verdict_reason"],
              leak["summary"]]
-    assert "1.00 MiB/sample" in leak["summary"]
+    assert "1.00 MiB/sample" in leak["summary"] and "| Growth rate | 1.00 MiB/sample |" in texts[1]
     assert not [t for t in texts if "at  " in t or " at since" in t or "average )" in t]
 
 
