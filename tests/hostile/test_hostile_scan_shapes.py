@@ -110,3 +110,18 @@ def test_links_out_of_the_archive_are_not_followed_unless_asked(tmp_path):
     summary = json.loads((out / "jobs" / "job1" / "summary.json").read_text())
     assert sorted(os.path.basename(i["path"]) for i in summary["inputs"]) == [
         "inside.log", "nvidia-smi.csv", "passwd", "train.log"]
+
+
+def test_finding_jobs_does_not_follow_links_out_of_the_archive(tmp_path):
+    """D-S8: a folder link out of the archive was walked (its files sniffed) to find jobs."""
+    w(tmp_path / "outside" / "secret" / "nvidia-smi.csv", leak_csv(120))
+    arch = tmp_path / "arch"
+    w(arch / "job1" / "nvidia-smi.csv", leak_csv(120))
+    os.symlink("../outside/secret", arch / "elsewhere")
+    outside: list = []
+    assert [p.name for p in sc.find_jobs(arch, outside=outside)] == ["job1"]
+    assert outside == [(str(arch / "elsewhere"), str((tmp_path / "outside" / "secret").resolve()))]
+    assert [p.name for p in sc.find_jobs(arch)] == ["elsewhere", "job1"]
+    res = sc.run_scan(_cfg(arch, tmp_path / "s"))
+    assert [r["job"] for r in res.rows] == ["job1"]
+    assert len(res.not_jobs) == 1 and "a link out of the archive" in res.not_jobs[0]
