@@ -23,9 +23,11 @@ def test_a_step_log_clock_outside_1970_2200_is_counted_as_skipped(tmp_path, year
 def test_only_the_lines_with_a_bad_clock_are_skipped(tmp_path):
     p = tmp_path / "train.log"
     p.write_text(_steplog("2026", 50) + _steplog("2300", 10).replace("23:59:0", "23:59:5")
-                 + "11/30/9999 04:00:00 INFO [step 70] allocated: 10 MB\n")
+                 + "11/30/9999 04:00:00 INFO [step 70] allocated: 10 MB\n"
+                 + "2026-13-31 04:00:00,000 INFO [step 71] allocated: 10 MB\n"
+                 + "[titan] 2026/11/30 25:00:00 INFO [step 72] allocated: 10 MB\n")
     _, parsed = parse_file(p, expect="step-markers")
-    assert parsed.skipped.counts == {"unreadable timestamp": 11}
+    assert parsed.skipped.counts == {"unreadable timestamp": 13}
     assert parsed.samples.height == 50 and parsed.samples["time"].null_count() == 0
 
 
