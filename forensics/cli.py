@@ -669,6 +669,7 @@ def scan(
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when any job reaches this level (as for report --fail-on).")] = FailOn.never,
     force: Annotated[bool, typer.Option("--force", help="Redo every job, even those whose inputs and options did not change.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo the jobs that failed last time (a rerun keeps their failed row otherwise).")] = False,
+    follow_links_out: Annotated[bool, typer.Option("--follow-links-out", help="Follow symbolic links that lead outside ARCHIVE (by default they are not followed, not even to find jobs: each is named in its job's problems or the scan's notes).")] = False,
     max_worker_memory: Annotated[Optional[str], typer.Option(
         "--max-worker-memory", show_default=False,
         help="Address space each worker process may use, e.g. 8GiB; a job past it fails with that reason and "
@@ -711,7 +712,8 @@ def scan(
             raise UsageError(f"--max-worker-memory {max_worker_memory}: not a size of at least 256MiB, give e.g. 8GiB")
     cfg = sc.ScanConfig(archive=Path(archive), out_dir=Path(output), depth=depth, job_pattern=job_pattern,
                         reports=reports.value, workers=n_workers, opts=opts, force=force,
-                        fail_on=fail_on.value, retry_failed=retry_failed, max_worker_bytes=worker_bytes)
+                        fail_on=fail_on.value, retry_failed=retry_failed, max_worker_bytes=worker_bytes,
+                        follow_links_out=follow_links_out)
     client = _dask_client(scheduler, cfg.workers) if engine is Engine.dask else None
     try:
         if sys.stderr.isatty() and say.level != say.QUIET:

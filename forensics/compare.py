@@ -374,7 +374,7 @@ def _rate_cell(facts: dict | None) -> str:
         return "—"
     if facts["rate_bytes_per_hour"] is None:
         return verdict_words(facts["classification"])
-    text = rate_text(facts["rate_bytes_per_hour"], 60.0) or ""
+    text = rate_text(facts["rate_bytes_per_hour"], 60.0) or verdict_words(facts["classification"])
     if facts["rate_bytes_per_step"] is not None:
         text += f" ({human(facts['rate_bytes_per_step'])}/step)"
     return text

@@ -25,7 +25,7 @@ from forensics.model import (
     Skipped,
     conform,
 )
-from forensics.io.sources import CUT_AT_END, Source, discover
+from forensics.io.sources import CUT_AT_END, Source, discover, outside_note
 from forensics.parsers.scanners import Scanners
 from forensics.frames import rows_where
 
@@ -457,12 +457,13 @@ def _one_line(msg: str, limit: int = 1000) -> str:
 def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) -> Bundle:
     """Read everything under `paths` into one Bundle. No file can stop the others: an unreadable one
     becomes a one-line problem and an input row with `error`; a parser crash too (saying so)."""
-    found = discover(paths)
+    found = discover(paths, within=opts.read_within, skip=opts.never_read)
     bundle = Bundle()
     for err in found.problems:
         msg = _one_line(str(err))
         bundle.problems.append(msg)
         bundle.inputs.append(InputInfo(path=err.path, error=msg))
+    bundle.problems.extend(_one_line(outside_note(shown, target)) for shown, target in found.outside)
     sample_parts, event_parts = [], []
 
     def read(shown: str, open_src: Callable[[], Source]) -> None:

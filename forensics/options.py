@@ -86,6 +86,10 @@ class Options:
     # memory series analyzed per report (--max-series): detection costs time per series, and a
     # Prometheus export can hold tens of thousands; past it, the series that grow most are kept
     max_series: int = 5000
+    # scan: the archive (resolved) that links must not lead out of (None: links are followed, as for
+    # `report` of the user's own folder; scan --follow-links-out), and folders never read (its output)
+    read_within: str | None = None
+    never_read: tuple[str, ...] = ()
 
     def tz_for(self, path: str) -> str:
         """The zone of clocks without one in this file: a per-file override, else --tz."""

@@ -42,15 +42,22 @@ def _stair_every(f: Finding) -> str:
     return " or ".join(parts)
 
 
+# What a leak's words say where neither a clock, a step number nor the reading order gives a rate.
+NO_RATE = "no clock or step number gives it a rate"
+
+
 def _fmt_rate(rate_h: float | None, rate_step: float | None, span_seconds: float | None = None,
-              rate_sample: float | None = None) -> str:
-    parts = []
-    if rate_h is not None:
-        parts.append(rate_text(rate_h, span_seconds))
-    if rate_step is not None:
+              rate_sample: float | None = None) -> str | None:
+    def known(v: float | None) -> bool:
+        return v is not None and math.isfinite(v)
+
+    parts = [rate_text(rate_h, span_seconds)] if known(rate_h) else []
+    if known(rate_step):
         parts.append(f"{human(rate_step)}/step")
-    if not parts and rate_sample is not None:   # no clock and no step: per reading is all there is
+    if not parts and known(rate_sample):   # no clock and no step: per reading is all there is
         parts.append(f"{human(rate_sample)}/sample")
+    if not parts:   # e.g. readings all at one instant: the growth is known, a rate is not
+        return None
     return " (".join(parts) + (")" if len(parts) == 2 else "")
 
 
@@ -177,11 +184,12 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     span = _span_seconds(timed) if timed is not None else None
     rate_txt = _fmt_rate(rate_h, rate_step, span, f.detail.get("rate_bytes_per_sample"))
     if lk.pattern == "linear":
-        how = f"linearly at {rate_txt}"
+        how = f"linearly at {rate_txt}" if rate_txt else f"linearly ({NO_RATE})"
     else:
         every = _stair_every(f)
         how = (f"in {f.stairs or len(lk.steps)} stairs of about {human(lk.growth / max(len(lk.steps), 1))}"
-               + (f", one every {every}" if every else "") + f" (on average {rate_txt.replace(' (', ', ').rstrip(')')})")
+               + (f", one every {every}" if every else "")
+               + (f" (on average {rate_txt.replace(' (', ', ').rstrip(')')})" if rate_txt else f" ({NO_RATE})"))
     since = (f" since {f.start.strftime('%Y-%m-%d %H:%M:%S')} UTC" if f.start is not None
              else f" since {'step' if r.x_kind == 'step' else 'sample'} {f.start_index}")
     ending = {"release": ", and did not fall back until the job's memory was released",

@@ -636,12 +636,41 @@ class Discovered:
     files: list[tuple[Path, str]] = field(default_factory=list)   # (real path, shown path)
     problems: list[InputError] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)  # (shown path, why)
+    # links not followed because they lead out of `within` (discover): (shown path, where it leads)
+    outside: list[tuple[str, str]] = field(default_factory=list)
 
 
-def discover(paths: list[str]) -> Discovered:
+def outside_note(shown: str, target: str) -> str:
+    """The one line that says a link out of the archive was not followed, and how to read it."""
+    return (f"{shown}: not read, a link out of the archive (to {target}), which scan does not follow; "
+            "pass --follow-links-out to read it")
+
+
+def discover(paths: list[str], *, within: str | None = None, skip: tuple[str, ...] = ()) -> Discovered:
     """Files under the given paths, recursively, each once, in rotation-aware order per folder.
-    Link loops, broken links, pipes and unreadable folders become problems, not crashes or hangs."""
+    Link loops, broken links, pipes and unreadable folders become problems, not crashes or hangs.
+    `within` (a resolved folder): a link that leads out of it is not followed, it is listed in
+    `outside` (an uploaded archive must not make the tool read /etc/passwd or another user's files).
+    `skip` (resolved folders): never read, e.g. the scan's own output folder inside the archive."""
     out = Discovered()
+    fence = Path(within) if within else None
+    skipped_dirs = [Path(d) for d in skip]
+
+    def allowed(p: Path, shown: str, is_dir: bool, is_link: bool) -> bool:
+        """Whether `p` may be read: not a skipped folder, and (a link) not out of `within`. A plain
+        file is inside the folder it was found in, which was checked."""
+        if (fence is None and not skipped_dirs) or not (is_link or (is_dir and skipped_dirs)):
+            return True
+        real = Path(os.path.realpath(p))
+        if any(real.is_relative_to(d) for d in skipped_dirs):
+            out.ignored.append((shown, "the scan's own output folder, not read"))
+            return False
+        if fence is not None and is_link and not real.is_relative_to(fence):
+            out.outside.append((shown, str(real)))
+            out.ignored.append((shown, f"a link out of the archive (to {real}), not followed"))
+            return False
+        return True
+
     seen: set[tuple[int, int]] = set()
     # every folder is walked once: folder links that form a DAG (a, b -> the same next level, 40 deep)
     # would be walked 2^40 ways; its files are each read once anyway
@@ -712,8 +741,11 @@ def discover(paths: list[str]) -> Discovered:
             child, child_shown = Path(e.path), os.path.join(folder_shown, e.name)
             try:
                 is_dir = e.is_dir()
+                is_link = e.is_symlink()
             except OSError:
-                is_dir = False
+                is_dir = is_link = False
+            if not allowed(child, child_shown, is_dir, is_link):
+                continue
             if is_dir:
                 sub = entries_of(child, child_shown, ancestors)
                 if sub is not None:
@@ -726,6 +758,8 @@ def discover(paths: list[str]) -> Discovered:
         if not p.exists() and not p.is_symlink():
             out.problems.append(InputError(raw, "no such file or folder", "the path does not exist",
                                            "check the spelling, or quote paths with spaces"))
+        elif not allowed(p, raw, True, True):   # (a path given may itself lead anywhere)
+            continue
         elif p.is_dir():
             walk(p, raw.rstrip("/") or raw)
         else:

@@ -22,7 +22,9 @@ module's docstring says what a record is, and `Parsed.lines` how many there are.
 Optionally, for facts that turn up anywhere in free text (a CUDA OOM at the end of a training log,
 an Xid inside a syslog), a module also has `SCAN_HINT` (a regex a line must match to be worth a
 look), the literals every such line holds (`SCAN_PREFILTER`, `SCAN_BLOCK_LITERALS`, see scanners.py)
-and `scan(lines: pl.DataFrame, src, opts) -> Parsed`: events from the given lines.
+and `scan(lines: pl.DataFrame, src, opts) -> Parsed`: events from the given lines. A module whose every
+hint line is an event declares `SCAN_EVENT_LINES = True`: a scan keeps the first
+scanners.MAX_EVENT_LINES of them per file and counts the rest in a note.
 
 Sniffing goes from specific to generic: the first module whose `sniff_bytes` answers claims the file,
 else the first whose `sniff` does.

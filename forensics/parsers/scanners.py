@@ -18,6 +18,11 @@ from forensics import parsers
 from forensics.frames import owned, rows_where
 from forensics.model import Parsed
 
+# Hint lines kept per file by a scanner whose every hint line is an event (it declares
+# SCAN_EVENT_LINES = True): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
+# its message, for as long as it runs; past this many they are counted, not kept, and a note says so.
+MAX_EVENT_LINES = 10_000
+
 
 class Scanners:
     """The scanners not in `skip`, fed batch by batch; finish() gives their results."""
@@ -25,6 +30,9 @@ class Scanners:
     def __init__(self, skip: set[str]):
         self.mods = [m for m in parsers.SCANNERS if m.NAME not in skip]
         self.hits: dict[str, list[pl.DataFrame]] = {m.NAME: [] for m in self.mods}
+        self.capped = {m.NAME for m in self.mods if getattr(m, "SCAN_EVENT_LINES", False)}
+        self.kept = dict.fromkeys(self.capped, 0)
+        self.unkept = dict.fromkeys(self.capped, 0)
         self.prefilter = "|".join(f"(?:{m.SCAN_PREFILTER})" for m in self.mods)
         self.quick = "|".join(f"(?:{getattr(m, 'SCAN_QUICK', m.SCAN_PREFILTER)})" for m in self.mods)
         self.pipe_rows = any(getattr(m, "SCAN_PIPE_ROWS", False) for m in self.mods)
@@ -68,6 +76,12 @@ class Scanners:
             return
         for m in self.mods:
             h = rows_where(cand, pl.col("text").str.contains(m.SCAN_HINT))
+            if h.height and m.NAME in self.capped:
+                room = MAX_EVENT_LINES - self.kept[m.NAME]
+                if h.height > room:
+                    self.unkept[m.NAME] += h.height - room
+                    h = h.head(room)
+                self.kept[m.NAME] += h.height
             if h.height:
                 self.hits[m.NAME].append(owned(h))
 
@@ -78,4 +92,8 @@ class Scanners:
                 p = m.scan(pl.concat(self.hits[m.NAME]), src, opts)
                 if p is not None and p.records:
                     out.append(p)
+            if self.unkept.get(m.NAME):
+                src.problems.append(f"{src.path}: {self.unkept[m.NAME]} more {m.NAME} lines after the first "
+                                    f"{MAX_EVENT_LINES} were counted, not read (at most {MAX_EVENT_LINES} are kept "
+                                    "per file: counts of their events stop there)")
         return out

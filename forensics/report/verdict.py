@@ -67,8 +67,11 @@ def verdict_ctx(analysis, charts: list, clock: Clock, empty: bool) -> tuple[dict
             numbers.append({"label": "Onset", "value": f"step/sample {top_growth.start_index}", "sub": "no clock in this log"})
         rate = rate_text(top_growth.rate_bytes_per_hour, growth_span(top_growth))
         per_step = per_unit(top_growth.rate_bytes_per_step, "step")
-        if rate or per_step:
-            numbers.append({"label": "Growth rate", "value": rate or per_step, "sub": per_step if rate else None})
+        # no clock and no step number: per reading is what is known
+        per_sample = per_unit((top_growth.detail or {}).get("rate_bytes_per_sample"), "sample")
+        if rate or per_step or per_sample:
+            numbers.append({"label": "Growth rate", "value": rate or per_step or per_sample,
+                            "sub": per_step if rate else None})
     if chart is not None:
         main = max(chart["series"], key=lambda s: s["peak"] or 0) if chart["series"] else None
         if main is not None:

@@ -30,7 +30,7 @@ from forensics.errors import InputError, UsageError
 from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options, unused_flags
 from forensics.io import archives
-from forensics.io.sources import SKIP_SUFFIXES, Source, discover
+from forensics.io.sources import SKIP_SUFFIXES, Source, discover, outside_note
 from forensics.frames import csv_safe, rows_where
 from forensics.version import __version__
 
@@ -61,6 +61,7 @@ class ScanConfig:
     fail_on: str = "never"
     retry_failed: bool = False            # redo the jobs that failed last time (else a rerun keeps their row)
     max_worker_bytes: int | None = None   # address space of each worker process (RLIMIT_AS); None: no limit
+    follow_links_out: bool = False        # read what links lead to outside the archive (else a note per link)
 
     def options_key(self) -> str:
         """Every option that shapes what a job's folder holds, for the rerun fingerprint: the Options
@@ -87,7 +88,7 @@ def _is_log(path: Path) -> bool:
 
 
 def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None = None,
-              not_jobs: list[Path] | None = None) -> list[Path]:
+              not_jobs: list[Path] | None = None, outside: list[tuple[str, str]] | None = None) -> list[Path]:
     """The job folders under `archive`.
 
     Default: the top-most folders that directly hold a log (their subfolders belong to them); a folder
@@ -95,10 +96,13 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
     `not_jobs` (its subfolders are still searched); a `.tar.gz`/`.zip` bundle in a folder that is no job
     is a job of its own; the archive itself is a job only when it holds a log
     and no job folder below. `depth` picks folders at exactly that depth; `job_pattern` picks folders
-    whose name matches (top-most match wins): those are jobs whatever they hold."""
+    whose name matches (top-most match wins): those are jobs whatever they hold. With `outside` given,
+    links that lead out of the archive are not followed (not even to sniff a file): each is added to it
+    as (path, where it leads)."""
     if not archive.is_dir():
         raise UsageError(f"{archive}: not a folder, give the folder that holds one folder per job")
     rx = re.compile(job_pattern) if job_pattern else None
+    fence = archive.resolve()
     jobs: list[Path] = []
     seen: set[tuple[int, int]] = set()
 
@@ -117,6 +121,8 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
             if level > 0:
                 jobs.append(d)  # unreadable: still a job, so its failure is listed
             continue
+        if outside is not None:
+            entries = [e for e in entries if not _leads_out(e, fence, outside)]
         subdirs = [Path(e.path) for e in entries if _safe_is_dir(e) and not e.name.startswith(".")]
         files = [Path(e.path) for e in entries if not _safe_is_dir(e) and _is_log_name(e.name)]
         # a .tar.gz / .zip beside no other log is a job of its own (a job bundle); beside logs it is
@@ -142,11 +148,26 @@ def find_jobs(archive: Path, depth: int | None = None, job_pattern: str | None =
         stack.extend((s, level + 1) for s in reversed(subdirs))
     if not jobs and depth is None and rx is None:
         try:
-            if any(e.is_file() and _is_log_name(e.name) and _is_log(Path(e.path)) for e in os.scandir(archive)):
+            if any(e.is_file() and _is_log_name(e.name) and not (outside is not None and _leads_out(e, fence, []))
+                   and _is_log(Path(e.path)) for e in os.scandir(archive)):
                 jobs.append(archive)
         except OSError:
             pass
     return jobs
+
+
+def _leads_out(e: os.DirEntry, fence: Path, outside: list[tuple[str, str]]) -> bool:
+    """Whether `e` is a link that leads out of `fence` (then added to `outside`)."""
+    try:
+        if not e.is_symlink():
+            return False
+    except OSError:
+        return False
+    real = Path(os.path.realpath(e.path))
+    if real.is_relative_to(fence):
+        return False
+    outside.append((e.path, str(real)))
+    return True
 
 
 def _safe_is_dir(e: os.DirEntry) -> bool:
@@ -169,7 +190,7 @@ def job_id(archive: Path, job: Path) -> str:
     return safe
 
 
-def fingerprint(job: Path, options_key: str = "") -> str:
+def fingerprint(job: Path, options_key: str = "", opts: Options | None = None) -> str:
     """A fingerprint of every file the job's analysis reads (names and bytes: the files `discover`
     finds, through linked folders too), of the options that shape its results (`ScanConfig.options_key`)
     and of this tool's version: a rerun with any of them changed is redone."""
@@ -178,7 +199,7 @@ def fingerprint(job: Path, options_key: str = "") -> str:
     if job.is_file():   # a job bundle (.tar.gz, .zip): its bytes
         _hash_file(h, job, job.name)
         return h.hexdigest()
-    found = discover([str(job)])
+    found = discover([str(job)], within=opts.read_within if opts else None, skip=opts.never_read if opts else ())
     for p, shown in found.files:
         _hash_file(h, p, os.path.relpath(shown, job))
     for problem in found.problems:
@@ -212,7 +233,7 @@ def process_job(job: str, jid: str, out_dir: str, opts: Options, reports: str, f
     from forensics import report as rep
 
     if fp is None:
-        fp = fingerprint(Path(job), options_key)
+        fp = fingerprint(Path(job), options_key, opts)
     started = time.perf_counter()
     job_dir = Path(out_dir) / "jobs" / jid
     row = {k: None for k in SUMMARY_SCHEMA}
@@ -410,8 +431,14 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
     _clean_stale_temps(cfg.out_dir)
     started = time.perf_counter()
     skipped_dirs: list[Path] = []
-    jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs)
+    outside: list[tuple[str, str]] | None = None if cfg.follow_links_out else []
+    jobs = find_jobs(cfg.archive, cfg.depth, cfg.job_pattern, skipped_dirs, outside)
     out_resolved = cfg.out_dir.resolve()
+    # the scan's outputs are never a job's inputs (-o inside the archive), and an uploaded archive's
+    # links do not make a job read what lies outside it unless asked
+    cfg = dataclasses.replace(cfg, opts=dataclasses.replace(
+        cfg.opts, never_read=(str(out_resolved),),
+        read_within=None if cfg.follow_links_out else str(cfg.archive.resolve())))
     # compared by path parts: -o ar must not take arch/job1 for a folder inside ar
     jobs = [j for j in jobs if not j.resolve().is_relative_to(out_resolved)]
     ids = [job_id(cfg.archive, j) for j in jobs]
@@ -425,7 +452,7 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
             # starts at once instead of after hashing the whole archive here)
             todo.append((job, jid, None))
             continue
-        fp = fingerprint(job, key)
+        fp = fingerprint(job, key, cfg.opts)
         prev = state.get("row", {})
         # an ok row without `kinds` was written before --fail-on read them: redo it
         if state.get("fingerprint") == fp and ((prev.get("status") == "failed" and not cfg.retry_failed)
@@ -460,6 +487,8 @@ def run_scan(cfg: ScanConfig, on_progress: Callable[[int, int, dict | None], Non
         raise interrupted
     notes = [f"{d}: not a job, none of its files is a log this tool reads, name it with --job-pattern or "
              "--depth to scan it anyway" for d in skipped_dirs]
+    # (a link inside a job folder is said by that job; these are the ones above any job)
+    notes += [outside_note(p, target) for p, target in outside or () if not any(Path(p).parent == j for j in jobs)]
     return ScanResult(rows=ordered, reused=total - len(todo), analyzed=len(todo),
                       failed=sum(1 for r in ordered if r["status"] == "failed"),
                       seconds=time.perf_counter() - started, not_jobs=notes)

@@ -199,10 +199,18 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
                       .drop_nulls("uptime")["source"].unique().to_list())
     has_rows = set(stamps.times(samples, events)["source"].unique().to_list())
     untimed = [p for p in infos if p in has_rows and p not in timed and p not in with_uptime]
+    if not untimed:
+        return samples, events
+    # each source's rows split once, and the new times written in one pass at the end: a filter of the
+    # whole frame per source made a job of many small files quadratic
+    by_source = _split(samples, untimed)
+    events_by_source = _split(events, untimed)
+    ref = _curve_reference(samples, timed)
+    sample_times, event_times = [], []
     for path in untimed:
         info = infos[path]
-        rows = rows_where(samples, pl.col("source") == path)
-        if rows.is_empty():
+        rows = by_source.get(path)
+        if rows is None:
             info.anchor = "no clock: analyzed in file order (no samples to place)"
             continue
         idx = rows.select(_index_column(rows).alias("i"))["i"]
@@ -219,7 +227,7 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
             placed = (t1 - i1 * interval, interval,
                       f"placed from --end {stamps.iso(end)} with --interval {interval:g} s (last sample at the end)")
         else:
-            placed, why_not = _place_by_curve(path, rows, samples, timed, interval)
+            placed, why_not = _place_by_curve(rows, ref, interval)
             if placed is None and why_not:
                 info.notes.append(why_not)
         if placed is None:
@@ -229,44 +237,59 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
             info.anchor = f"no clock: analyzed on its {on_index}{hint}"
             continue
         t0, dt, how = placed
-        samples = _place_rows(samples, path, _index_column(rows), t0, dt)
-        events = _place_events_by_line(events, samples, path)
+        rows = _place_rows(rows, _index_column(rows), t0, dt)
+        sample_times.append(rows.select("_r", "time"))
+        if path in events_by_source:
+            event_times.append(_place_events_by_line(events_by_source[path], rows))
         info.anchor = how
-    return samples, events
+    return _scatter(samples, sample_times), _scatter(events, event_times)
 
 
-def _place_rows(samples: pl.DataFrame, path: str, index: pl.Expr, t0: float, dt: float) -> pl.DataFrame:
-    mask = (samples["source"] == path).fill_null(False)
-    part = samples.filter(mask)
-    t_us = part.select(((pl.lit(t0) + index.cast(pl.Float64) * dt) * US).round(0).cast(pl.Int64).alias("t"))["t"]
+def _split(df: pl.DataFrame, sources: list[str]) -> dict[str, pl.DataFrame]:
+    """The rows of each of `sources`, with `_r` their row number in `df`."""
+    part = rows_where(df.with_row_index("_r"), pl.col("source").is_in(sources))
+    return {k[0]: v for k, v in part.partition_by("source", as_dict=True).items()}
+
+
+def _scatter(df: pl.DataFrame, times: list[pl.DataFrame]) -> pl.DataFrame:
+    """df with `time` set at the rows (`_r`) that `times` hold."""
+    if not times:
+        return df
+    new = pl.concat(times)
+    return df.with_columns(df["time"].scatter(new["_r"].cast(pl.Int64), new["time"]).alias("time"))
+
+
+def _place_rows(rows: pl.DataFrame, index: pl.Expr, t0: float, dt: float) -> pl.DataFrame:
+    t_us = rows.select(((pl.lit(t0) + index.cast(pl.Float64) * dt) * US).round(0).cast(pl.Int64).alias("t"))["t"]
     new = pl.DataFrame({"t": t_us}).select(stamps.from_us(pl.col("t")).alias("time"))["time"]
-    idx = pl.Series(np.flatnonzero(mask.to_numpy()))
-    return samples.with_columns(samples["time"].scatter(idx, new).alias("time"))
+    return rows.with_columns(new.cast(rows["time"].dtype).alias("time"))
 
 
-def _place_events_by_line(events: pl.DataFrame, samples: pl.DataFrame, path: str) -> pl.DataFrame:
-    """Events of a just-placed source take the time of the nearest sample line before them (else after)."""
-    mask = (events["source"] == path).fill_null(False)
-    if not mask.any():
-        return events
-    ref = samples.filter(pl.col("source") == path).select("line", pl.col("time").alias("_t")).drop_nulls().sort("line")
+def _place_events_by_line(part: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """Events of a just-placed source (`part`) take the time of the nearest sample line (`rows`, that
+    source's placed samples) before them, else after. Returns `_r`, `time`."""
+    ref = rows.select("line", pl.col("time").alias("_t")).drop_nulls().sort("line")
     ref = ref.unique("line", keep="first").sort("line")
-    part = events.filter(mask).with_row_index("_k").sort("line")
-    back = part.join_asof(ref, on="line", strategy="backward").select("_k", "_t")
-    fwd = part.join_asof(ref, on="line", strategy="forward").select("_k", pl.col("_t").alias("_f"))
-    t = back.join(fwd, on="_k").sort("_k").select(pl.coalesce("_t", "_f"))["_t"]
-    idx = pl.Series(np.flatnonzero(mask.to_numpy()))
-    return events.with_columns(events["time"].scatter(idx, t).alias("time"))
+    part = part.sort("line")
+    back = part.join_asof(ref, on="line", strategy="backward").select("_r", "_t")
+    fwd = part.join_asof(ref, on="line", strategy="forward").select("_r", pl.col("_t").alias("_f"))
+    return back.join(fwd, on="_r").select("_r", pl.coalesce("_t", "_f").cast(part["time"].dtype).alias("time"))
 
 
-def _place_by_curve(path: str, rows: pl.DataFrame, samples: pl.DataFrame, timed: set[str], interval):
-    """Match the untimed source's memory curves against timed ones of the same series, GPU and pid, the
-    most varied curve first; the first curve with a close, unique fit places the whole source, by the
-    timed source that agrees best with it."""
+def _curve_reference(samples: pl.DataFrame, timed: set[str]) -> pl.DataFrame:
+    """The timed readings an untimed curve may be matched against."""
+    return rows_where(samples, pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null()
+                      & pl.col("bytes").is_not_null() & pl.col("series").is_in(CURVE_SERIES))
+
+
+def _place_by_curve(rows: pl.DataFrame, ref: pl.DataFrame, interval):
+    """Match the untimed source's memory curves against timed ones (`ref`, _curve_reference) of the same
+    series, GPU and pid, the most varied curve first; the first curve with a close, unique fit places the
+    whole source, by the timed source that agrees best with it."""
+    if ref.is_empty():
+        return None, ""
     rows = rows.with_columns(_index_column(rows).alias("_i")).drop_nulls(["bytes", "_i"])
-    ref = rows_where(samples, pl.col("source").is_in(list(timed)) & pl.col("time").is_not_null()
-                         & pl.col("bytes").is_not_null() & pl.col("series").is_in(CURVE_SERIES))
-    if ref.is_empty() or rows.is_empty():
+    if rows.is_empty():
         return None, ""
     curves = []
     for (series, gpu, pid), part in rows_where(rows, pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid"):

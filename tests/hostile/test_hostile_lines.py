@@ -63,3 +63,25 @@ def test_a_series_whose_readings_all_share_one_step_is_drawn():
     assert 0 < len(s.points) <= 2000
     assert s.points[0][0] == 1
     rep.render_html(rep.build_context(Bundle(samples=df), an, None))
+
+
+@pytest.mark.parametrize("n", [20, 200])
+def test_many_small_untimed_files_are_placed_with_a_fixed_number_of_whole_frame_filters(tmp_path, monkeypatch, n):
+    """D-L3: placing untimed sources filtered the whole frame once per source (1 000 one-line files
+    40 s, 4 000 past 300 s); the count of filters must not grow with the number of files."""
+    from datetime import datetime, timezone
+
+    from forensics import pipeline
+    from forensics.options import Options
+    from forensics.timeline import untimed
+
+    for i in range(n):
+        (tmp_path / f"f{i:04d}.log").write_text(f"[step {i}] allocated: {i} MB\n")
+    calls = []
+    real = untimed.rows_where
+    monkeypatch.setattr(untimed, "rows_where", lambda df, pred: calls.append(df.height) or real(df, pred))
+    opts = Options(tz="UTC", start=datetime(2026, 11, 30, 4, tzinfo=timezone.utc), interval=1.0)
+    bundle = pipeline.load([str(tmp_path)], opts)
+    assert len(calls) <= 3
+    assert all(i.anchor.startswith("placed from --start") for i in bundle.inputs)
+    assert bundle.samples["time"].null_count() == 0 and bundle.samples.height == n

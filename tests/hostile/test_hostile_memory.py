@@ -142,3 +142,34 @@ def test_the_series_budget_is_an_option(tmp_path):
     out = CliRunner().invoke(app, ["report", str(tmp_path), "-o", str(tmp_path / "r.html"), "--max-series", "2"])
     assert out.exit_code == 0, out.output
     assert "the 2 that grow most were analyzed" in out.output
+
+
+@pytest.mark.parametrize("line", [
+    "2026-11-30 04:00:00 worker: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus.\n",
+    "2026-11-30 04:00:00 worker: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. "
+    "GPU 0 has a total capacity of 79.10 GiB of which 1.00 MiB is free.\n",
+])
+def test_event_lines_found_by_the_free_text_scanners_are_capped(tmp_path, monkeypatch, line):
+    """Issue 45 caps: Xid and CUDA OOM lines in a file another parser claims (a step log here) were
+    every one kept by the scanners (D-B3 bounded the kernel reader alone)."""
+    from conftest import parse_file
+    from forensics.ingest import parse_one
+    from forensics.io.sources import Source
+    from forensics.parsers import scanners
+
+    monkeypatch.setattr(scanners, "MAX_EVENT_LINES", 50)
+    kept = []
+    real_scan = scanners.Scanners.finish
+
+    def finish(self, src, opts):
+        kept.append({k: sum(h.height for h in v) for k, v in self.hits.items() if k in self.capped})
+        return real_scan(self, src, opts)
+
+    monkeypatch.setattr(scanners.Scanners, "finish", finish)
+    p = tmp_path / "train.log"
+    p.write_text("".join(f"[step {i}] allocated: {500 + i} MB\n" for i in range(60)) + line * 400)
+    info, results = parse_one(Source.open(p, str(p)), Options(tz="UTC"))
+    assert kept and max(kept[0].values()) == 50
+    notes = [n for n in info.problems if "after the first 50 were counted" in n]
+    assert len(notes) == 1 and notes[0].startswith(f"{p}: 350 more ")
+    assert sum(r.events.height for r in results) >= 1

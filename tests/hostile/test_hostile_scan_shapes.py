@@ -66,3 +66,62 @@ def test_a_folder_link_dag_is_walked_once(tmp_path):
     w(job / "L39" / "nvidia-smi.csv", leak_csv(120))
     found = discover([str(job)])
     assert len(found.files) == 1 and not found.problems
+
+
+def test_the_scan_outputs_inside_a_single_job_archive_are_never_inputs(tmp_path):
+    """D-S7: `-o` inside the archive: the job read its own summary.json, scan-state.json and
+    summary.csv, so it was never reused."""
+    arch = tmp_path / "arch"
+    w(arch / "nvidia-smi.csv", leak_csv(120))
+    out = arch / "out"
+    first = sc.run_scan(_cfg(arch, out))
+    assert [r["job"] for r in first.rows] == ["root"] and first.rows[0]["inputs"] == 1
+    again = sc.run_scan(_cfg(arch, out))
+    assert again.reused == 1 and again.analyzed == 0
+
+
+def test_links_out_of_the_archive_are_not_followed_unless_asked(tmp_path):
+    """D-S8: `passwd -> /etc/passwd` and `logs -> ../../outside_data/secret` were read as the job's."""
+    import dataclasses
+    import json
+
+    w(tmp_path / "outside" / "secret" / "nvidia-smi.csv", leak_csv(120))
+    job = tmp_path / "arch" / "job1"
+    w(job / "train.log", "".join(f"[step {i}] allocated: 500 MB\n" for i in range(60)))
+    os.symlink("../../outside/secret", job / "logs")
+    os.symlink("/etc/passwd", job / "passwd")
+    w(tmp_path / "arch" / "shared" / "more.log", "".join(f"[step {i}] allocated: 600 MB\n" for i in range(60)))
+    os.symlink("../shared/more.log", job / "inside.log")   # a link inside the archive is followed
+    out = tmp_path / "s"
+    res = sc.run_scan(_cfg(tmp_path / "arch", out))
+    row = next(r for r in res.rows if r["job"] == "job1")
+    summary = json.loads((out / "jobs" / "job1" / "summary.json").read_text())
+    assert sorted(os.path.basename(i["path"]) for i in summary["inputs"]) == ["inside.log", "train.log"]
+    assert row["inputs"] == 2
+    from forensics import pipeline
+
+    # what the job's report and the index say: one line per link not followed
+    opts = dataclasses.replace(Options(tz="UTC", tz_from_user=True), read_within=str((tmp_path / "arch").resolve()))
+    bundle = pipeline.load([str(job)], opts)
+    notes = [p for p in bundle.problems if "a link out of the archive" in p]
+    assert len(notes) == 2 and any("/etc/passwd" in p and "--follow-links-out" in p for p in notes)
+    cfg = dataclasses.replace(_cfg(tmp_path / "arch", out), follow_links_out=True, force=True)
+    res = sc.run_scan(cfg)
+    summary = json.loads((out / "jobs" / "job1" / "summary.json").read_text())
+    assert sorted(os.path.basename(i["path"]) for i in summary["inputs"]) == [
+        "inside.log", "nvidia-smi.csv", "passwd", "train.log"]
+
+
+def test_finding_jobs_does_not_follow_links_out_of_the_archive(tmp_path):
+    """D-S8: a folder link out of the archive was walked (its files sniffed) to find jobs."""
+    w(tmp_path / "outside" / "secret" / "nvidia-smi.csv", leak_csv(120))
+    arch = tmp_path / "arch"
+    w(arch / "job1" / "nvidia-smi.csv", leak_csv(120))
+    os.symlink("../outside/secret", arch / "elsewhere")
+    outside: list = []
+    assert [p.name for p in sc.find_jobs(arch, outside=outside)] == ["job1"]
+    assert outside == [(str(arch / "elsewhere"), str((tmp_path / "outside" / "secret").resolve()))]
+    assert [p.name for p in sc.find_jobs(arch)] == ["elsewhere", "job1"]
+    res = sc.run_scan(_cfg(arch, tmp_path / "s"))
+    assert [r["job"] for r in res.rows] == ["job1"]
+    assert len(res.not_jobs) == 1 and "a link out of the archive" in res.not_jobs[0]

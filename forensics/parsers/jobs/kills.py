@@ -54,6 +54,8 @@ SCAN_HINT = "|".join([r"Detected [0-9]+ oom[_-]kill event", r"srun: error: .*: O
 SCAN_PREFILTER = "oom_kill event|oom-kill event|Out Of Memory|CANCELLED AT| Killed |is killed by signal|exits with return code"
 SCAN_BLOCK_LITERALS = ("oom_kill event", "oom-kill event", "out of memory", "cancelled at", " killed ",
                        "is killed by signal", "exits with return code")
+# each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
+SCAN_EVENT_LINES = True
 
 _SNIFF = re.compile(SCAN_HINT)
 

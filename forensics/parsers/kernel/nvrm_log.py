@@ -20,6 +20,8 @@ SCAN_HINT = xid.XID_SCAN_HINT
 # what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
 SCAN_PREFILTER = r"NVRM: "
 SCAN_BLOCK_LITERALS = ("nvrm: ",)
+# each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
+SCAN_EVENT_LINES = True
 
 
 def sniff(head: list[str]) -> str | None:

@@ -25,6 +25,8 @@ SCAN_HINT = oom.OOM_SCAN_HINT
 SCAN_PREFILTER = (r"invoked oom-killer:|Kill|oom-kill:constraint=|,global_oom,|,oom_memcg=|oom_reaper: reaped process|"
                   r"killed as a result of limit of")
 SCAN_BLOCK_LITERALS = ("oom", "kill")
+# each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
+SCAN_EVENT_LINES = True
 # Bare (unprefixed) messages that make a file a kernel log for sniffing.
 _KERNEL_MSG = SCAN_HINT + r"|^Out of Memory: Killed process|^Tasks state \(memory values in pages\)"
 

@@ -37,6 +37,8 @@ SCAN_PREFILTER = (r"RESOURCE_EXHAUSTED|Resource exhausted|OOM when allocating|CU
                   r"|cudaErrorMemoryAllocation|ut of memory|buffer of size")
 SCAN_BLOCK_LITERALS = ("resource_exhausted", "resource exhausted", "oom when allocating", "cuda_error_out_of_memory",
                        "cudaerrormemoryallocation", "out of memory", "buffer of size")
+# each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
+SCAN_EVENT_LINES = True
 
 # possessive: a long run of digits or blanks is read once (no backtracking through it)
 _SIZE = r"[0-9][0-9,]*+(?:\.[0-9]+)?+(?:\s*+(?:bytes|[KMGTP]i?B|B|[KMGT])\b)?"

@@ -155,6 +155,35 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     ).drop("_d", "_t", "_f", "_z", "_us")
 
 
+# A clock with a year at the line start (TS_ISO, TS_US and general.py's layouts with a year:
+# `2026-11-30 04:00:00`, `2026/11/30 04:00:00`, `11/30/2026 04:00:00`), behind an optional logger tag.
+_DATED_CLOCK = (r"^[ \t]*(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*)?\[?(?:(?P<y1>[0-9]{4})[-/](?P<m1>[0-9]{2})[-/]"
+                r"(?P<d1>[0-9]{2})[T ](?P<t1>[0-9]{2}:[0-9]{2}:[0-9]{2})|(?P<m2>[0-9]{2})/(?P<d2>[0-9]{2})/"
+                r"(?P<y2>[0-9]{4})[ ,]+(?P<t2>[0-9]{2}:[0-9]{2}:[0-9]{2}))")
+UNREADABLE_TIME = "unreadable timestamp"
+
+
+def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFrame:
+    """`frame` (line, text) without the lines whose clock is no time (month 13, hour 25) or names a
+    year outside 1970..2200, counted as skipped as an nvidia-smi CSV counts them: the readers take
+    such a stamp for no time, and its readings would be analyzed on their steps as if the log had
+    no clock, without a word."""
+    if not frame.height:
+        return frame
+    g = pl.col("text").str.extract_groups(_DATED_CLOCK)
+
+    def part(name: str) -> pl.Expr:
+        return pl.coalesce(g.struct.field(name + "1"), g.struct.field(name + "2"))
+
+    stamp = part("y") + "-" + part("m") + "-" + part("d") + " " + part("t")
+    when = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    bad = rows_where(frame, stamp.is_not_null() & ~when.dt.year().is_between(1970, 2200).fill_null(False))["line"]
+    if not bad.len():
+        return frame
+    skipped.add_lines(UNREADABLE_TIME, bad)
+    return frame.filter(~pl.col("line").is_in(bad.implode()))
+
+
 def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
     """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock)."""
     text = text.str.replace(TS_ISO, "")

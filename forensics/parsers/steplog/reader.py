@@ -136,7 +136,7 @@ def extract_all(frame: pl.DataFrame, zone: str, *, use_general: bool = True, yea
     # off, so that the clock behind it is the line's clock again
     frame = ranks.split_prefix(frame)
     line_ranks = frame.select("line", "line_rank", "line_local_rank")
-    frame = frame.select("line", "text")
+    frame = generic.drop_unreadable_clocks(frame.select("line", "text"), skipped)
 
     ds = families.extract_deepspeed(frame, zone)
     hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)

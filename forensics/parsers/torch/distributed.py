@@ -90,6 +90,8 @@ SCAN_PREFILTER = ("(?i:rank)|atchdog|NCCL|nccl|DistBackendError|gloo/|closing si
 SCAN_BLOCK_LITERALS = ("rank", "atchdog", "nccl", "distbackenderror", "gloo/", "closing signal", "closing process",
                        "unable to shutdown", "root cause", "failures:", "time      : ", "host      : ",
                        "exitcode  : ", "error_file: ", "traceback : ")
+# each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
+SCAN_EVENT_LINES = True
 
 # the first line of a snippet pasted with where it came from (tests/samples)
 # what the head of a launcher's or collective's own log shows

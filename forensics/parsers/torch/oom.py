@@ -32,6 +32,8 @@ SCAN_HINT = r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: 
 # what every SCAN_HINT line holds, for the one prefilter over all scanners (parsers/scanners.py)
 SCAN_PREFILTER = r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|Allocation on device "
 SCAN_BLOCK_LITERALS = ("cuda", "hip out of memory", "outofmemoryerror", "allocat")
+# each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
+SCAN_EVENT_LINES = True
 
 # Where a message starts. "Allocation on device" alone is the cudaMallocAsync backend's message; it is
 # only taken after the exception class or as the documented "would exceed" sentence.

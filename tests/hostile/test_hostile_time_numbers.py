@@ -1,0 +1,64 @@
+"""Hostile clocks and numbers in step logs (issue 45 D-T1 D-N1)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import parse_file
+
+
+def _steplog(year: str, n: int = 60) -> str:
+    return "".join(f"{year}-12-31 23:59:{i:02d},000 INFO [step {i}] allocated: {100 * i} MB\n" for i in range(n))
+
+
+@pytest.mark.parametrize("year", ["2300", "9999", "1969", "0001"])
+def test_a_step_log_clock_outside_1970_2200_is_counted_as_skipped(tmp_path, year):
+    """D-T1: the readings were analyzed on their steps as if the log had no clock, skipped 0, no note."""
+    p = tmp_path / "train.log"
+    p.write_text(_steplog(year))
+    _, parsed = parse_file(p, expect="step-markers")
+    assert parsed.skipped.counts == {"unreadable timestamp": 60}
+    assert parsed.samples.height == 0
+
+
+def test_only_the_lines_with_a_bad_clock_are_skipped(tmp_path):
+    p = tmp_path / "train.log"
+    p.write_text(_steplog("2026", 50) + _steplog("2300", 10).replace("23:59:0", "23:59:5")
+                 + "11/30/9999 04:00:00 INFO [step 70] allocated: 10 MB\n"
+                 + "2026-13-31 04:00:00,000 INFO [step 71] allocated: 10 MB\n"
+                 + "[titan] 2026/11/30 25:00:00 INFO [step 72] allocated: 10 MB\n")
+    _, parsed = parse_file(p, expect="step-markers")
+    assert parsed.skipped.counts == {"unreadable timestamp": 13}
+    assert parsed.samples.height == 50 and parsed.samples["time"].null_count() == 0
+
+
+def test_step_numbers_beyond_64_bits_leave_no_blank_rate(tmp_path):
+    """D-N1: `grows linearly at  since sample 0` in the verdict, the finding and the Markdown."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.log").write_text("".join(f"[step {10**25 + i}] allocated: {100 + i} MB\n" for i in range(60)))
+    res = subprocess.run([sys.executable, "-m", "forensics", "report", str(job), "-o", str(tmp_path / "c.html"),
+                          "--md", str(tmp_path / "c.md"), "--json", str(tmp_path / "c.json")],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "c.json").read_text())
+    leak = next(f for f in doc["findings"] if f["kind"] == "leak")
+    assert leak["rate_bytes_per_step"] is None and leak["rate_bytes_per_sample"] == 1 << 20
+    texts = [res.stderr, (tmp_path / "c.md").read_text(), (tmp_path / "c.html").read_text(), doc["verdict_reason"],
+             leak["summary"]]
+    assert "1.00 MiB/sample" in leak["summary"] and "| Growth rate | 1.00 MiB/sample |" in texts[1]
+    assert not [t for t in texts if "at  " in t or " at since" in t or "average )" in t]
+
+
+@pytest.mark.parametrize("rates", [(None, None, None), (float("inf"), None, None), (None, float("nan"), None)])
+def test_a_leak_no_rate_can_be_given_for_says_so(rates):
+    from forensics.detect import leaks
+
+    assert leaks._fmt_rate(rates[0], rates[1], 60.0, rates[2]) is None
+    assert leaks._fmt_rate(rates[0], rates[1], 60.0, 1 << 20) == "1.00 MiB/sample"
