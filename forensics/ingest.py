@@ -35,8 +35,9 @@ def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
     return df.with_columns(pl.lit(path, dtype=pl.String).alias("source"))
 
 
-# Files at least this big (decompressed size estimated at 5x for compressed ones) are read batch by
-# batch, in bounded memory; smaller ones are one batch.
+# Files at least this big are read batch by batch, in bounded memory; smaller ones are one batch. A
+# compressed file is always streamed: its size says nothing of what it holds (a few KB of gzip can hold
+# a gigabyte of blank lines).
 STREAM_MIN_BYTES = 16 << 20
 # For a reader with `prepare`: batches whose stateless work runs ahead of the one being taken, and
 # their size (two smaller batches ahead keep both cores busy in less memory than one big one).
@@ -45,7 +46,7 @@ PREPARED_BATCH_BYTES = 32 << 20
 
 
 def streamed(src: Source) -> bool:
-    return src.encoding == "utf-8" and src.size * (5 if src.compression else 1) >= STREAM_MIN_BYTES
+    return src.encoding == "utf-8" and (bool(src.compression) or src.size >= STREAM_MIN_BYTES)
 
 
 def _batches(src: Source, batch_bytes: int | None = None):

@@ -75,6 +75,27 @@ def test_blank_lines_in_gzip_stay_in_bounded_memory(tmp_path):
     assert peak_mb < 1500, peak_mb
 
 
+def test_a_small_compressed_file_is_streamed_whatever_its_size(tmp_path, monkeypatch):
+    """`fuzz.py --hostile bombs` csv_then_1GB_blank: a CSV then 1 GB of blank lines is 1 MB of gzip, so it
+    was judged small by its size on disk and read whole (gigabytes); a compressed file is always streamed."""
+    import gzip
+
+    from forensics import ingest, pipeline
+
+    monkeypatch.setattr(lines, "MAX_BATCH_LINES", 1000)
+    p = tmp_path / "nvidia-smi.csv.gz"
+    p.write_bytes(gzip.compress(leak_csv(120).encode() + b"\n" * 20_000))
+    src = Source.open(p, str(p))
+    src.head()
+    assert ingest.streamed(src)
+    heights = []
+    real = csvlog.Reader.feed
+    monkeypatch.setattr(csvlog.Reader, "feed", lambda self, b, *a, **k: heights.append(b.height) or real(self, b, *a, **k))
+    bundle = pipeline.load([str(p)], Options(tz="UTC"))
+    assert len(heights) > 10 and max(heights) < 5_000 and bundle.samples.height >= 60
+    assert bundle.inputs[0].skipped == 20_000
+
+
 XID = ("Nov 30 04:01:01 host kernel: [ 101.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, "
        "GPU has fallen off the bus.\n")
 
