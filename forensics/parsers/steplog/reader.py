@@ -245,7 +245,7 @@ class Parts:
                 self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
         s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
         if s.height:
-            self._samples.append(_with_ranks(s, line_ranks))
+            self._samples.append(_with_ranks(s, line_ranks).sort("line", "piece", "k"))
         self._events.extend(e for e in (hf_events, mg_events) if e.height)
         if iteration_times.height:
             self._iteration_times.append(iteration_times)
@@ -258,8 +258,12 @@ class Parts:
             if res.samples.height:
                 line_ranks = (pl.concat(self._ranks) if self._ranks else
                               pl.DataFrame(schema={"line": pl.Int64, "line_rank": pl.Int64, "line_local_rank": pl.Int64}))
-                self._samples.append(_with_ranks(_work(res.samples), line_ranks))
+                self._samples.append(_with_ranks(_work(res.samples), line_ranks).sort("line", "piece", "k"))
+        # each part is sorted and the parts come in file order: only the general reader's readings,
+        # added last, make a sort of the whole necessary
         s = pl.concat(self._samples, how="vertical") if self._samples else pl.DataFrame(schema=_WORK)
+        if len(self._samples) > 1 and self.use_general and res.samples.height:
+            s = s.sort("line", "piece", "k")
         self._samples = []
         iteration_times = (pl.concat(self._iteration_times) if self._iteration_times
                            else pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64,
@@ -267,16 +271,16 @@ class Parts:
         if s.height and iteration_times.height:
             # Megatron prints the iteration line (with its clock) right after the memory report of
             # the same iteration: that clock is the readings' time
-            s = s.sort("line")
             s = (s.join_asof(iteration_times.sort("line").rename({"line": "it_line", "time": "it_time",
                                                                     "zoned": "it_zoned"}),
                              left_on="line", right_on="it_line", by="step", strategy="forward",
-                             check_sortedness=False)  # both sorted by line above
+                             check_sortedness=False)  # both sorted by line
                  .with_columns(pl.coalesce("time", "it_time").alias("time"),
                                pl.coalesce("zoned", "it_zoned").alias("zoned"))
                  .drop("it_line", "it_time", "it_zoned"))
-        s = s.sort("line", "piece", "k")
-        s = s.with_columns((pl.struct("line", "piece").rank("dense") - 1).cast(pl.Int64).alias("seq"))
+        # the order number of each reading's (line, piece): s is sorted by them
+        new = pl.col("line").ne_missing(pl.col("line").shift(1)) | pl.col("piece").ne_missing(pl.col("piece").shift(1))
+        s = s.with_columns((new.cum_sum() - 1).cast(pl.Int64).alias("seq"))
         events = self._events
         return Parsed(
             samples=samples_frame(s) if s.height else empty_samples(),
