@@ -38,6 +38,7 @@ class StepLogReader:
     def __init__(self, src, opts, notes: Callable[[Parsed], list[str]] = generic.notes):
         self.src, self.opts, self.notes = src, opts, notes
         self._kept: list[pl.DataFrame] = []
+        self._new: list[pl.DataFrame] = []   # this batch's kept lines, copied out of it together at its end
         # the last step marker seen, while no reading has come after it (it may be in the next batch)
         self._last_marker: pl.DataFrame | None = None
         # the last line of the previous batch: the line before a DeepSpeed line that starts this one
@@ -60,6 +61,10 @@ class StepLogReader:
         if marks.height:
             self._keep(batch, marks)
         self._keep_general(batch)
+        new = [k for k in self._new if k.height]
+        if new:
+            self._kept.append(owned(pl.concat(new).unique("line").sort("line")))
+        self._new = []
         self._prev_tail = owned(batch.tail(1).select("line", "text"))
         self._read()
 
@@ -67,15 +72,14 @@ class StepLogReader:
         """The lines the general reader looks at (general.py): a memory word, or a table's row."""
         t = pl.col("text")
         if self._table:
-            self._kept.append(owned(rows_where(batch, general.candidates(t) | general.table_rows(t))
-                                    .select("line", "text")))
+            self._new.append(rows_where(batch, general.candidates(t) | general.table_rows(t)).select("line", "text"))
             return
-        kept = owned(rows_where(batch, general.candidates(t)).select("line", "text"))
-        self._kept.append(kept)
+        kept = rows_where(batch, general.candidates(t)).select("line", "text")
+        self._new.append(kept)
         self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # this batch's rows after the header
             rows = rows_where(batch, general.table_rows(t)).select("line", "text")
-            self._kept.append(owned(rows.join(kept, on="line", how="anti")))
+            self._new.append(rows.join(kept, on="line", how="anti"))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
@@ -92,7 +96,7 @@ class StepLogReader:
             rel = pl.concat([self._last_marker, rel])
         # a marker counts if the next line that matters is not another marker; the last one waits
         is_last_of_run = ~pl.col("marker").shift(-1).fill_null(True)
-        self._kept.append(owned(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text")))
+        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text"))
         self._last_marker = owned(rel.tail(1)) if rel.height and rel["marker"][-1] else None
         # the line before each DeepSpeed line (its label, for the copies that print it on a line of its own)
         ds = rows_where(rel, pl.col("fam") & pl.col("text").str.contains(families.DEEPSPEED_LINES))["line"]
@@ -101,7 +105,7 @@ class StepLogReader:
             tail = self._prev_tail
             if tail is not None and tail.height and int(ds[0]) - 1 == int(tail["line"][0]):
                 before = pl.concat([tail, before])
-            self._kept.append(owned(before))
+            self._new.append(before)
 
     def finish(self) -> Parsed:
         self._read(final=True)
@@ -245,7 +249,7 @@ class Parts:
                 self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
         s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
         if s.height:
-            self._samples.append(_with_ranks(s, line_ranks).sort("line", "piece", "k"))
+            self._samples.append(_kept_columns(_with_ranks(s, line_ranks)))
         self._events.extend(e for e in (hf_events, mg_events) if e.height)
         if iteration_times.height:
             self._iteration_times.append(iteration_times)
@@ -258,10 +262,10 @@ class Parts:
             if res.samples.height:
                 line_ranks = (pl.concat(self._ranks) if self._ranks else
                               pl.DataFrame(schema={"line": pl.Int64, "line_rank": pl.Int64, "line_local_rank": pl.Int64}))
-                self._samples.append(_with_ranks(_work(res.samples), line_ranks).sort("line", "piece", "k"))
+                self._samples.append(_kept_columns(_with_ranks(_work(res.samples), line_ranks)))
         # each part is sorted and the parts come in file order: only the general reader's readings,
         # added last, make a sort of the whole necessary
-        s = pl.concat(self._samples, how="vertical") if self._samples else pl.DataFrame(schema=_WORK)
+        s = pl.concat(self._samples, how="vertical") if self._samples else _kept_columns(pl.DataFrame(schema=_WORK))
         if len(self._samples) > 1 and self.use_general and res.samples.height:
             s = s.sort("line", "piece", "k")
         self._samples = []
@@ -289,6 +293,12 @@ class Parts:
             clock=generic.clock_of(s, *events),
             notes=notes,
         )
+
+
+def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
+    """A part's readings, sorted, without the columns that only _with_ranks reads (a big file's
+    readings wait in memory until the end)."""
+    return s.drop("rank", "local_rank", "step_tag").sort("line", "piece", "k")
 
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
