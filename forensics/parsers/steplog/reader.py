@@ -131,9 +131,9 @@ class StepLogReader:
 
     def _cut(self, frame: pl.DataFrame) -> int:
         """Where the lines of `frame` (kept, sorted) may be cut into a part and the rest: about PART_LINES
-        in, between two lines that no family reads (a family reads runs of lines together), and before
-        any line that a later batch may still add before it (the step marker held back, the batch's
-        last line: the label of a DeepSpeed line that starts the next batch). 0: no such place yet."""
+        in, not inside a run of HF Trainer metrics lines (a block is read whole), and before any line
+        that a later batch may still add before it (the step marker held back, the batch's last line:
+        the label of a DeepSpeed line that starts the next batch). 0: no such place yet."""
         limit = int(self._prev_tail["line"][0]) if self._prev_tail is not None and self._prev_tail.height else 0
         if self._last_marker is not None:
             limit = min(limit, int(self._last_marker["line"][0]))
@@ -142,10 +142,11 @@ class StepLogReader:
         window = 1 << 12
         while end > 1:
             start = max(0, end - window)
-            fam = frame.slice(start, end - start + 1).select(
-                t.str.contains(families.FAMILY_LINES) | ranks.strip_prefix(t).str.contains(families.FAMILY_LINES)
-            ).to_series()
-            free = ~fam & ~fam.shift(1, fill_value=True)
+            hf = frame.slice(start, end - start + 1).select(
+                t.str.contains(families.HF_TRAINER_LINES)
+                | ranks.strip_prefix(t).str.contains(families.HF_TRAINER_LINES)).to_series()
+            free = ~(hf & hf.shift(1, fill_value=True))
+            free[0] = False   # (a cut at `start` is the previous window's to check)
             at = free.arg_true()
             if at.len():
                 return start + int(at[-1])
@@ -218,11 +219,11 @@ class Parts:
         ds = families.extract_deepspeed(ds_input, zone)
         if self._ds_context.height:
             ds = ds.filter(pl.col("line") >= first)
-        # the last two DeepSpeed rows and the lines right before them: all that a later row's label needs
+        # the last two DeepSpeed rows, the lines right before them and the part's last line: all that a
+        # later row's label needs (the row before it, or the line before it)
         ds_rows = rows_where(ds_input, t.str.contains(families.DEEPSPEED_LINES))["line"].tail(2)
-        if ds_rows.len():
-            self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(pl.concat([ds_rows - 1, ds_rows])
-                                                                                .implode())))
+        self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(
+            pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
         hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
         mg_events, iteration_times = families.extract_megatron(frame, zone)
         used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
