@@ -26,8 +26,11 @@ from forensics.parsers.steplog import families, general, generic
 PART_LINES = 1 << 18
 
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
-PREFILTER = "|".join([f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS, families.FAMILY_LITERALS,
-                      generic.MARKER_PREFILTER])
+# Run as its parts, one search each: `\s=\s` in one alternation with the literals makes the regex
+# engine try every position of every line.
+_PREFILTER_PARTS = [f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS,
+                    families.FAMILY_LITERALS.removesuffix(r"|\s=\s"), r"\s=\s", generic.MARKER_PREFILTER]
+PREFILTER = "|".join(_PREFILTER_PARTS)
 
 
 class StepLogReader:
@@ -49,10 +52,17 @@ class StepLogReader:
         self._parts = Parts(opts.tz_for(src.path), year=opts.year,
                             mtime=getattr(src, "mtime", None) if opts.year_from_mtime else None)
 
-    def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        """`raw` (the batch's bytes, where a driver has them) is not needed."""
+    def prepare(self, pool, batch: pl.DataFrame, raw):
+        """Which lines of the batch the prefilters keep (what feed needs of every line, the same
+        whatever came before), started in `pool` while an earlier batch is taken."""
+        return pool.submit(_masks, batch)
+
+    def feed(self, batch: pl.DataFrame, raw=None, prepared=None) -> None:
+        """`raw` (the batch's bytes, where a driver has them) is not needed; `prepared`: prepare's."""
         t = pl.col("text")
-        cand = rows_where(batch, t.str.contains(PREFILTER))
+        masks = prepared.result() if prepared is not None else _masks(batch)
+        batch = batch.with_columns(masks)
+        cand = rows_where(batch, pl.col("_pre"))
         marks = cand.select(
             "line", "text",
             t.str.contains(families.FAMILY_LINES).alias("fam"),
@@ -61,6 +71,7 @@ class StepLogReader:
         if marks.height:
             self._keep(batch, marks)
         self._keep_general(batch)
+        batch = batch.select("line", "text")
         new = [k for k in self._new if k.height]
         if new:
             self._kept.append(owned(pl.concat(new).unique("line").sort("line")))
@@ -72,9 +83,9 @@ class StepLogReader:
         """The lines the general reader looks at (general.py): a memory word, or a table's row."""
         t = pl.col("text")
         if self._table:
-            self._new.append(rows_where(batch, general.candidates(t) | general.table_rows(t)).select("line", "text"))
+            self._new.append(rows_where(batch, pl.col("_mem") | general.table_rows(t)).select("line", "text"))
             return
-        kept = rows_where(batch, general.candidates(t)).select("line", "text")
+        kept = rows_where(batch, pl.col("_mem")).select("line", "text")
         self._new.append(kept)
         self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # this batch's rows after the header
@@ -152,6 +163,13 @@ class StepLogReader:
                 return start + int(at[-1])
             end = start
         return 0
+
+
+def _masks(batch: pl.DataFrame) -> pl.DataFrame:
+    """`_pre`: the line passes PREFILTER; `_mem`: the general reader looks at it (general.candidates)."""
+    t = pl.col("text")
+    return batch.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
+                        general.candidates(t).alias("_mem"))
 
 
 # -- all families together ------------------------------------------------------------------------
