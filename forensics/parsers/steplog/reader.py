@@ -1,5 +1,8 @@
 """The one reader of the step-log formats: lines come in batches (a small file is one batch, a big one
-many), only the lines that the families look at are kept, and at the end they are read together.
+many), only the lines that the families look at are kept, and they are read in parts of PART_LINES as
+they come (a smaller file's in one part, at the end; `Parts` carries what a part needs of the lines
+before it and settles what needs the whole file at the end), so memory is bounded by a part, a batch
+and the readings, not by the file.
 
 A step log is mostly lines that no family reads (losses, learning rates, progress bars). What can
 change the result is kept: every line that an extractor reads (families.FAMILY_LINES), every memory
@@ -203,7 +206,7 @@ def extract_all(frame: pl.DataFrame, zone: str, *, use_general: bool = True, yea
 
 class Parts:
     """extract_all of a file's lines in parts, read one after the other in file order (StepLogReader
-    cuts them where no family's run of lines is split). What a part's lines need of the lines before
+    never cuts inside an HF Trainer metrics block, which is read whole). What a part's lines need of the lines before
     is carried over: the last DeepSpeed rows (a reading's label is on the row before), the last step
     marker (the step of the readings after it), the general reader's state (general.Reader). What
     needs the whole file waits for `result`: the Megatron iteration clocks (printed after their
@@ -218,7 +221,7 @@ class Parts:
         self._iteration_times: list[pl.DataFrame] = []
         self._ranks: list[pl.DataFrame] = []     # the prefix ranks of the general reader's lines that have one
         self._ds_context = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
-        self._marker: dict = {}
+        self._marker: dict = {}   # "line": the last step-marker line (generic.extract_generic's carry)
 
     def read(self, frame: pl.DataFrame) -> None:
         zone, skipped = self.zone, self.skipped
@@ -279,8 +282,8 @@ class Parts:
             res = self.general.finish()
             notes = res.notes
             if res.samples.height:
-                line_ranks = (pl.concat(self._ranks) if self._ranks else
-                              pl.DataFrame(schema={"line": pl.Int64, "line_rank": pl.Int64, "line_local_rank": pl.Int64}))
+                line_ranks = (pl.concat(self._ranks) if self._ranks else pl.DataFrame(
+                    schema={"line": pl.Int64, "line_rank": pl.Int64, "line_local_rank": pl.Int64}))
                 self._samples.append(_kept_columns(_with_ranks(_work(res.samples), line_ranks)))
         # each part is sorted and the parts come in file order: only the general reader's readings,
         # added last, make a sort of the whole necessary
