@@ -52,8 +52,7 @@ class StepLogReader:
         # whether a line that may be a table header (a memory word, no digit) was seen: from then on
         # lines that start with a number may be its rows (general.py)
         self._table = False
-        self._parts = Parts(opts.tz_for(src.path), year=opts.year,
-                            mtime=getattr(src, "mtime", None) if opts.year_from_mtime else None)
+        self._parts: Parts | None = None   # made when the first part is read
 
     def prepare(self, pool, batch: pl.DataFrame, raw):
         """Which lines of the batch the prefilters keep (what feed needs of every line, the same
@@ -123,7 +122,7 @@ class StepLogReader:
 
     def finish(self) -> Parsed:
         self._read(final=True)
-        parsed = self._parts.result()
+        parsed = self._reader().result()
         parsed.notes.extend(self.notes(parsed))
         return parsed
 
@@ -139,9 +138,16 @@ class StepLogReader:
             cut = frame.height if final else self._cut(frame)
             if not cut:
                 break
-            self._parts.read(frame.slice(0, cut))
+            self._reader().read(frame.slice(0, cut))
             frame = frame.slice(cut)
         self._kept = [frame]
+
+    def _reader(self) -> Parts:
+        if self._parts is None:
+            opts, src = self.opts, self.src
+            self._parts = Parts(opts.tz_for(src.path), year=opts.year,
+                                mtime=getattr(src, "mtime", None) if opts.year_from_mtime else None)
+        return self._parts
 
     def _cut(self, frame: pl.DataFrame) -> int:
         """Where the lines of `frame` (kept, sorted) may be cut into a part and the rest: about PART_LINES
