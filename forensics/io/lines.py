@@ -10,13 +10,15 @@ counted, a truncated stream keeps the lines before the cut).
 from __future__ import annotations
 
 import codecs
+import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import polars as pl
 
-from forensics.errors import permission_error
+from forensics.errors import InputError, permission_error
 from forensics.io import wrappers
+from forensics.units import human
 
 # A line longer than this is not a log line (a binary blob, a progress bar without newlines): it is
 # dropped and counted as "line too long", so no regex ever runs over more than a MiB of one line.
@@ -41,6 +43,7 @@ class ReadStats:
     cut_partial: bool = False
     nuls: int = 0
     decode_errors: int = 0
+    grew: int = 0   # bytes written to the file after it was opened, not read
     # the bytes the last batch was read from, as (buffer, end of its whole lines), when its lines are
     # exactly those bytes (no NUL removed, no wrapper, nothing emptied): a parser may cut them again
     raw: tuple[bytes, int] | None = None
@@ -102,26 +105,64 @@ def _parsed(parse, buf: bytes, end: int, first_line: int, stats: ReadStats) -> I
         start = stop
 
 
-def _plain_chunks(src, size: int) -> Iterator[bytes]:
-    """An uncompressed file in pieces; a read error ends them, returned as the generator's value."""
+def _plain_chunks(src, size: int, stats: ReadStats | None = None) -> Iterator[bytes]:
+    """An uncompressed file in pieces, up to the size it had when it was opened (a log still being
+    written is read that far, and the line being written then to its end: `stats.grew` counts the bytes
+    written since); a read error ends them, returned as the generator's value."""
     try:
         fh = open(src.real_path, "rb")
     except PermissionError:
         raise permission_error(src.path)
     with fh:
+        left = src.size
         while True:
             try:
-                chunk = fh.read(size)
+                chunk = fh.read(min(size, left)) if left > 0 else b""
             except PermissionError:
                 raise permission_error(src.path)
             except OSError as e:
                 return e
             if not chunk:
-                return None
+                break
+            left -= len(chunk)
             back = yield chunk
             if back:
                 # the caller keeps only whole lines: read its partial last line again with the next piece
                 fh.seek(-back, 1)
+                left += back
+        try:
+            grown = os.fstat(fh.fileno()).st_size - fh.tell()
+            if grown <= 0 or stats is None:
+                return None
+            rest = _rest_of_line(fh)
+        except OSError:
+            return None
+        if rest:
+            yield rest
+        stats.grew = grown - len(rest)
+    return None
+
+
+def _rest_of_line(fh) -> bytes:
+    """The bytes up to the next newline (included) when the last byte read was not one; b"" when it
+    was, or when no newline comes within a line's length."""
+    at = fh.tell()
+    if at == 0:
+        return b""
+    fh.seek(at - 1)
+    if fh.read(1) == b"\n":
+        return b""
+    rest = b""
+    while len(rest) <= 4 * MAX_LINE_CHARS:
+        piece = fh.read(1 << 16)
+        nl = piece.find(b"\n")
+        if nl >= 0:
+            return rest + piece[:nl + 1]
+        if not piece:
+            break
+        rest += piece
+    fh.seek(at)
+    return b""
 
 
 _MALLOC_TUNED = False
@@ -201,7 +242,7 @@ def raw_batches(src, stats: ReadStats, batch_bytes: int = BATCH_BYTES, parse=par
     if batch_bytes >= 1 << 20:
         _reuse_big_buffers()
     plain = src.plain_file() is not None
-    gen = _plain_chunks(src, batch_bytes) if plain else prefetched(src.chunks(min(batch_bytes, 4 << 20)))
+    gen = _plain_chunks(src, batch_bytes, stats) if plain else prefetched(src.chunks(min(batch_bytes, 4 << 20)))
     back = None
     pieces: list[bytes] = []
     size = 0
@@ -306,6 +347,11 @@ def cleaned_batches(src, batch_bytes: int = BATCH_BYTES, stats: ReadStats | None
         if stats.cut_partial:
             src.skipped.add(CUT_AT_END, stats.lines + 1)
         src.problems.append(str(src.cut_error(stats.cut, stats.lines)))
+    if stats.grew:
+        src.problems.append(str(InputError(
+            src.path, "file grew while it was read", f"its {stats.lines} lines up to the size it had when it was "
+            f"opened were read, the {human(stats.grew)} written since were not",
+            "read it again once the job has stopped writing to it", line=stats.lines + 1)))
 
 
 def read_frame(src) -> pl.DataFrame:

@@ -85,3 +85,36 @@ def test_many_small_untimed_files_are_placed_with_a_fixed_number_of_whole_frame_
     assert len(calls) <= 3
     assert all(i.anchor.startswith("placed from --start") for i in bundle.inputs)
     assert bundle.samples["time"].null_count() == 0 and bundle.samples.height == n
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_log_that_grows_while_it_is_read_is_read_to_its_size_at_open(tmp_path, monkeypatch, streamed):
+    """D-L4: a log another process appends to was read until the writer paused (a fast writer: without
+    end). It is read up to the size it had when it was opened, the line being written then to its end,
+    and one line says how much was left."""
+    from forensics import ingest, parsers
+    from forensics.io import lines as io_lines
+    from forensics.io.sources import Source
+    from forensics.options import Options
+
+    p = tmp_path / "train.log"
+    text = train_log(60)
+    p.write_text(text + "2026-11-30 04:01:00,000 INFO train: [step 60] allocated: 35")   # a line half written
+    src = Source.open(p)
+    with open(p, "a") as fh:
+        fh.write("50.00 MB, cached: 4864.00 MB\n" + text * 50)
+    if streamed:
+        monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 1)
+        monkeypatch.setattr(io_lines, "BATCH_BYTES", 1024)
+    module, _ = parsers.claim(src.head())
+    parsed, _ = ingest.read_source(src, module, Options())
+    assert parsed.samples.filter(parsed.samples["series"] == "allocated")["bytes"].to_list()[-1] == 3550 << 20
+    assert parsed.samples.height == 2 * 61
+    assert src.problems == [f"{p}:62: file grew while it was read, its 61 lines up to the size it had when it "
+                            f"was opened were read, the {_human(len(text) * 50)} written since were not, read it "
+                            "again once the job has stopped writing to it"]
+
+
+def _human(n: int) -> str:
+    from forensics.units import human
+    return human(n)

@@ -18,6 +18,7 @@ from forensics.io import lines as io_lines
 from forensics.io.sources import Source
 from forensics.options import Options
 from forensics.parsers.steplog import deepspeed, hf_trainer, markers, megatron
+from forensics.parsers.steplog import reader as reader_mod
 from forensics.parsers.steplog.reader import extract_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +130,53 @@ def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
         n += 1
     assert n > 20
     assert_same_parsed(reader.finish(), want)
+
+
+def _read_in_parts(monkeypatch, module, src, frame: pl.DataFrame, part: int, size: int):
+    """`_read` with the kept lines read in parts of `part` lines; also how many parts were read."""
+    parts = []
+    monkeypatch.setattr(reader_mod, "PART_LINES", part)
+    read = reader_mod.Parts.read
+    monkeypatch.setattr(reader_mod.Parts, "read", lambda self, f: (parts.append(f.height), read(self, f)))
+    got = _read(module, src, frame, size)
+    monkeypatch.undo()
+    return got, len(parts)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_sample_read_in_parts_gives_what_one_part_gives(monkeypatch, name):
+    """Kept lines read a few at a time (what a big file's are, PART_LINES at a time): the DeepSpeed
+    labels, step markers, general forms, tables and year-less clocks that span the parts carry over."""
+    parts = 0
+    for path in SAMPLES[name]:
+        src = Source.open(path)
+        frame = src.frame()
+        got, n = _read_in_parts(monkeypatch, MODULES[name], src, frame, 2, 3)
+        assert_same_parsed(got, _read(MODULES[name], src, frame, max(frame.height, 1)))
+        parts += n
+    assert parts > len(SAMPLES[name])   # (some file was cut: an HF Trainer block is never cut)
+
+
+def test_what_spans_the_parts_of_a_general_log(monkeypatch, tmp_path):
+    """A table's header before the cut and its rows after it, a form's two lines on either side of a
+    cut (it recurs: read) and one in the whole file (a one-off: skipped), year-less clocks whose walk
+    crosses New Year over several parts."""
+    rows = [f"12-31 23:5{i % 10}:00 monitor: used={1000 + i} MiB total=81559 MiB" for i in range(20)]
+    rows += [f"01-01 00:0{i % 10}:00 monitor: used={2000 + i} MiB total=81559 MiB" for i in range(20)]
+    rows += ["done loading, gpu_mem_used=7.5GB"]
+    rows += ["      Epoch    GPU_mem   box_loss   cls_loss  Instances       Size"]
+    rows += [f"      {e}/100      {3 + e / 10:.2f}G      1.234      2.345         42        640" for e in range(1, 30)]
+    rows += ["note: peak mem 4.5 GB", "noise"] * 3
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(rows) + "\n")
+    src = Source.open(path)
+    module, _ = parsers.claim(src.head())
+    frame = src.frame()
+    whole = _read(module, src, frame, frame.height)
+    assert whole.samples.group_by("series").len().sort("series").rows() == \
+        [("max_memory.used", 3), ("memory.used", 40), ("reserved", 29)]
+    assert whole.skipped.total == 1   # the one-off line
+    assert whole.samples["time"].dt.convert_time_zone("Europe/Berlin").dt.year().drop_nulls().n_unique() == 2
+    got, n = _read_in_parts(monkeypatch, module, src, frame, 4, 5)
+    assert n > 10
+    assert_same_parsed(got, whole)

@@ -472,80 +472,142 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
          mtime: float | None = None) -> Result:
     """Readings of the general shapes in `frame` (line, text; the rank prefix already cut off).
     Lines of a shape that none of these read are left alone."""
-    empty = Result(pl.DataFrame(schema=_OUT), [], [])
-    if not frame.height:
-        return empty
-    # a tqdm bar refreshed with `\r` is several readings on one line: each refresh a piece
-    if frame.select(pl.col("text").str.contains("\r", literal=True).any()).item():
-        df = frame.select("line", pl.col("text").str.split("\r").alias("text")).explode("text")
-        df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("line").alias("piece"))
-    else:   # (most logs: one piece a line, and no window to compute)
-        df = frame.select("line", "text", pl.lit(0, dtype=pl.Int64).alias("piece"))
-    t = pl.col("text")
-    # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
-    df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
-    df = df.with_columns(t.str.replace_all("[0-9]+", "0").alias("shape"))
-    headers, df = _with_headers(df)
-    plans: dict[tuple[str, int], Plan] = {}
-    firsts = df.group_by("shape", "hdr", maintain_order=True).first()
-    for shape, hdr, text in firsts.select("shape", "hdr", "text").iter_rows():
-        plan = plan_line(text, headers[hdr] if hdr >= 0 else None)
-        if plan.readings or plan.unread or plan.negative:
-            plans[(shape, hdr)] = plan
-    if not plans:
-        return empty
-    keys = pl.DataFrame({"shape": [s for s, _ in plans], "hdr": [h for _, h in plans],
-                         "pid": list(range(len(plans)))}, schema={"shape": pl.String, "hdr": pl.Int64, "pid": pl.Int64})
-    df = df.join(keys, on=["shape", "hdr"], how="inner")
-    handled = df["line"]
-    plan_list = list(plans.values())
-    # a form must recur to make a series: count the lines of each form
-    form_of = [p.form() for p in plan_list]
-    form_ids = {f: i for i, f in enumerate(dict.fromkeys(form_of))}
-    df = df.with_columns(pl.col("pid").replace_strict({i: form_ids[f] for i, f in enumerate(form_of)},
-                                                      return_dtype=pl.Int64).alias("form"))
-    lines_per_form = dict(df.group_by("form").agg(pl.col("line").n_unique()).iter_rows())
-    for pid, p in enumerate(plan_list):
-        one_off = p.readings and lines_per_form[form_ids[form_of[pid]]] < 2
-        if not (p.unread or p.negative or one_off):
-            continue
-        lines = df.filter(pl.col("pid") == pid)["line"].unique(maintain_order=True)
-        if p.unread:
-            skipped.add_lines(UNITLESS, lines)
-        if p.negative:
-            skipped.add_lines(NEGATIVE, lines)
-        if one_off:
-            skipped.add_lines("a memory line whose form does not recur in the file: a one-off sentence "
-                              "makes no series", lines)
-    good = [pid for pid, p in enumerate(plan_list) if p.readings and lines_per_form[form_ids[form_of[pid]]] >= 2]
-    if not good:
-        return Result(empty.samples, [], [], handled)
-    df = df.filter(pl.col("pid").is_in(good))
-    df = df.with_columns(t.str.extract_all(NUM).alias("nums"))
-    out = _samples(df, plan_list, good, zone, year, mtime)
-    return Result(out, _notes(plan_list, good), _forms(plan_list, good), handled)
+    reader = Reader(zone, skipped, year=year, mtime=mtime)
+    handled = reader.feed(frame)
+    return reader.finish(handled)
 
 
-def _with_headers(df: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame]:
-    """Table headers that name a memory column, and `df` with `hdr`: the header whose row each line is
-    (an index into the headers; -1 for a line that is no table row)."""
+_ONE_OFF = "a memory line whose form does not recur in the file: a one-off sentence makes no series"
+
+
+class Reader:
+    """`read` of a file in parts (feed each part, in file order; then finish), in memory bounded by what
+    the parts read. Whether a form recurs is known only at the end: each part's readings are kept with
+    their plan until then, with the count of lines of each form and, while a form has one line, that
+    line (a one-off, counted as skipped at the end). A table's header carries over to the next part;
+    a year-less clock gets its year at the end, from the walk over all the lines that are read."""
+
+    def __init__(self, zone: str, skipped: Skipped, *, year: int | None = None, mtime: float | None = None):
+        self.zone, self.skipped, self.year, self.mtime = zone, skipped, year, mtime
+        self._headers: list[list[str]] = []
+        self._last_hdr: int | None = None
+        self._pids: dict[tuple[str, int], int] = {}
+        self._plans: list[Plan] = []
+        self._form_ids: dict[tuple, int] = {}
+        self._form_of: list[int] = []          # pid -> form
+        self._lines: dict[int, int] = {}       # form -> lines read so far
+        self._first: dict[int, list[tuple[int, int]]] = {}   # form of one line so far -> (pid, line)
+        self._parts: list[pl.DataFrame] = []   # readings of plans with readings (with pid, per part)
+        self._yearless: list[pl.DataFrame] = []   # per line of a year-less clock: its month, day, time of day
+
+    def feed(self, frame: pl.DataFrame) -> pl.Series:
+        """Read one part (line, text); returns its lines of a known shape (read or counted)."""
+        none = pl.Series("line", [], pl.Int64)
+        if not frame.height:
+            return none
+        # a tqdm bar refreshed with `\r` is several readings on one line: each refresh a piece
+        if frame.select(pl.col("text").str.contains("\r", literal=True).any()).item():
+            df = frame.select("line", pl.col("text").str.split("\r").alias("text")).explode("text")
+            df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("line").alias("piece"))
+        else:   # (most logs: one piece a line, and no window to compute)
+            df = frame.select("line", "text", pl.lit(0, dtype=pl.Int64).alias("piece"))
+        t = pl.col("text")
+        # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
+        df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
+        df = df.with_columns(t.str.replace_all("[0-9]+", "0").alias("shape"))
+        headers, df, self._last_hdr = _with_headers(df, len(self._headers), self._last_hdr)
+        self._headers.extend(headers)
+        firsts = df.group_by("shape", "hdr", maintain_order=True).first()
+        for shape, hdr, text in firsts.select("shape", "hdr", "text").iter_rows():
+            if (shape, hdr) in self._pids:
+                continue
+            plan = plan_line(text, self._headers[hdr] if hdr >= 0 else None)
+            if plan.readings or plan.unread or plan.negative:
+                self._pids[(shape, hdr)] = len(self._plans)
+                self._plans.append(plan)
+                self._form_of.append(self._form_ids.setdefault(plan.form(), len(self._form_ids)))
+        if not self._pids:
+            return none
+        keys = pl.DataFrame({"shape": [s for s, _ in self._pids], "hdr": [h for _, h in self._pids],
+                             "pid": list(self._pids.values())},
+                            schema={"shape": pl.String, "hdr": pl.Int64, "pid": pl.Int64})
+        df = df.join(keys, on=["shape", "hdr"], how="inner")
+        if not df.height:
+            return none
+        # a form must recur to make a series: count the lines of each form
+        df = df.with_columns(pl.col("pid").replace_strict(dict(enumerate(self._form_of)),
+                                                          return_dtype=pl.Int64).alias("form"))
+        pids = df["pid"].unique(maintain_order=True).sort().to_list()
+        for form, n in df.group_by("form").agg(pl.col("line").n_unique()).iter_rows():
+            before = self._lines.get(form, 0)
+            self._lines[form] = before + n
+            if before == 0 and n == 1:
+                self._first[form] = [(pid, ln) for pid, ln in
+                                     df.filter(pl.col("form") == form).select("pid", "line").unique().iter_rows()]
+            else:
+                self._first.pop(form, None)
+        for pid in pids:
+            p = self._plans[pid]
+            if p.unread or p.negative:
+                lines = df.filter(pl.col("pid") == pid)["line"].unique(maintain_order=True)
+                if p.unread:
+                    self.skipped.add_lines(UNITLESS, lines)
+                if p.negative:
+                    self.skipped.add_lines(NEGATIVE, lines)
+        read = [pid for pid in pids if self._plans[pid].readings]
+        if read:
+            part = df.filter(pl.col("pid").is_in(read)).with_columns(t.str.extract_all(NUM).alias("nums"))
+            samples, yearless = _samples(part, self._plans, read, self.zone)
+            self._parts.append(samples)
+            if yearless.height:
+                self._yearless.append(yearless)
+        return df["line"]
+
+    def finish(self, handled: pl.Series | None = None) -> Result:
+        """The readings of the forms that recur; the one-off lines counted as skipped."""
+        handled = handled if handled is not None else pl.Series("line", [], pl.Int64)
+        plans = self._plans
+        one_off = sorted((pid, ln) for form, first in self._first.items() if self._lines[form] < 2 for pid, ln in first
+                         if plans[pid].readings)
+        for pid in dict.fromkeys(pid for pid, _ in one_off):
+            self.skipped.add_lines(_ONE_OFF, [ln for p, ln in one_off if p == pid])
+        good = [pid for pid, p in enumerate(plans) if p.readings and self._lines.get(self._form_of[pid], 0) >= 2]
+        if not good:
+            return Result(pl.DataFrame(schema=_OUT), [], [], handled)
+        keep = pl.col("pid").is_in(good)
+        r = pl.concat(self._parts, how="vertical").filter(keep)
+        if self._yearless:
+            r = _year_times(r, pl.concat(self._yearless, how="vertical").filter(keep), self.zone, self.year,
+                            self.mtime)
+        out = r.select([pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
+        return Result(out, _notes(plans, good), _forms(plans, good), handled)
+
+
+def _with_headers(df: pl.DataFrame, first_id: int = 0, last: int | None = None
+                  ) -> tuple[list[list[str]], pl.DataFrame, int | None]:
+    """Table headers that name a memory column (numbered from `first_id`), `df` with `hdr`: the header
+    whose row each line is (an index into the headers; -1 for a line that is no table row), and the
+    header whose rows the next part's first lines may be. `last`: that header of the part before."""
     t = pl.col("text")
     found = [(ln, pc, header_of(tx)) for ln, pc, tx in
              df.filter(~t.str.contains("[0-9]")).select("line", "piece", "text").iter_rows()]
     found = [(ln, pc, h) for ln, pc, h in found if h]
-    if not found:
-        return [], df.with_columns(pl.lit(-1, dtype=pl.Int64).alias("hdr"))
+    if not found and last is None:
+        return [], df.with_columns(pl.lit(-1, dtype=pl.Int64).alias("hdr")), None
     heads = pl.DataFrame({"line": [f[0] for f in found], "piece": [f[1] for f in found],
-                          "hdr_id": list(range(len(found)))},
+                          "hdr_id": list(range(first_id, first_id + len(found)))},
                          schema={"line": pl.Int64, "piece": pl.Int64, "hdr_id": pl.Int64})
     df = df.join(heads, on=["line", "piece"], how="left").sort("line", "piece")
-    df = df.with_columns(pl.col("hdr_id").forward_fill())
+    hdr = pl.col("hdr_id").forward_fill()
+    df = df.with_columns(hdr if last is None else hdr.fill_null(last))
     df = df.with_columns(pl.when(table_rows(t) & pl.col("hdr_id").is_not_null()).then(pl.col("hdr_id"))
                          .otherwise(-1).cast(pl.Int64).alias("hdr")).drop("hdr_id")
-    return [f[2] for f in found], df
+    return [f[2] for f in found], df, first_id + len(found) - 1 if found else last
 
 
-def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, year, mtime) -> pl.DataFrame:
+def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The readings of `df`'s lines (with their `pid`), and per line of a year-less clock what its time
+    is made of (`_year_times` gives it the year)."""
     # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
     per_line = pl.DataFrame([(pid, plans[pid].step_idx, plans[pid].epoch_idx, plans[pid].steps_per_epoch_idx,
                               plans[pid].gpu_idx, plans[pid].phase, plans[pid].layout) for pid in good],
@@ -577,8 +639,8 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
         num("gpu_idx").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
         rank.alias("rank"), local.alias("local_rank"),
     )
-    lines = _times(lines, zone, year, mtime).drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx",
-                                                  "layout", strict=False)
+    lines, yearless = _times(lines, zone)
+    lines = lines.drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx", "layout", strict=False)
     r = lines.join(readings, on="pid", how="inner").with_columns(
         (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
         (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
@@ -590,16 +652,18 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str, ye
     r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")
     r = r.with_columns(pl.coalesce("total_bytes", "_cap").alias("total_bytes"),
                        pl.lit(False).alias("step_tag"), (pl.col("k") + 300).alias("k"))
-    return r.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(
-        [pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
+    return r.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(*_OUT, "pid"), yearless
 
 
-def _times(r: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
-    """`time` (UTC) and `zoned` from each line's clock layout."""
+def _times(r: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`time` (UTC) and `zoned` from each line's clock layout; a year-less clock's lines are left
+    without a time and returned apart (line, piece, pid, layout, _mon, _day, _hms) for `_year_times`."""
     null_t = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     r = r.with_columns(null_t.alias("time"), pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     layouts = [x for x in r["layout"].unique().drop_nulls().to_list()]
     parts = [r.filter(pl.col("layout").is_null())]
+    yearless = [pl.DataFrame(schema={"line": pl.Int64, "piece": pl.Int64, "pid": pl.Int64, "layout": pl.String,
+                                     "_mon": pl.Int32, "_day": pl.Int32, "_hms": pl.String})]
     for name in layouts:
         sub = r.filter(pl.col("layout") == name)
         g = pl.col("text").str.extract_groups(_LAYOUTS[name])
@@ -609,15 +673,10 @@ def _times(r: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
                 mon = g.struct.field("mname").replace_strict(_MONTHS, default=None, return_dtype=pl.Int32)
             else:
                 mon = g.struct.field("mon").cast(pl.Int32, strict=False)
-            sub = sub.with_columns(mon.alias("_mon"), g.struct.field("day").cast(pl.Int32, strict=False).alias("_day"))
-            years = clock.syslog_years(sub["_mon"], sub["_day"], mtime=mtime, year=year, zone=zone).years
-            sub = sub.with_columns(years.cast(pl.Int32).alias("_year"))
-            date = (pl.col("_year").cast(pl.String) + "-" + pl.col("_mon").cast(pl.String).str.zfill(2) + "-"
-                    + pl.col("_day").cast(pl.String).str.zfill(2))
-            naive = (date + " " + g.struct.field("hms") + "." + frac).str.to_datetime(
-                "%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-            sub = sub.with_columns(clock.localize(naive, zone).alias("time"), pl.lit(False).alias("zoned")) \
-                .drop("_mon", "_day", "_year")
+            yearless.append(sub.select("line", "piece", "pid", "layout", mon.alias("_mon"),
+                                       g.struct.field("day").cast(pl.Int32, strict=False).alias("_day"),
+                                       (g.struct.field("hms") + "." + frac).alias("_hms")))
+            sub = sub.with_columns(pl.lit(False).alias("zoned"))
         elif name == "us":
             naive = (g.struct.field("year") + "-" + g.struct.field("mon") + "-" + g.struct.field("day") + " "
                      + g.struct.field("hms") + "." + frac).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False,
@@ -639,7 +698,23 @@ def _times(r: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
                                        pl.col("_zone").is_not_null().alias("zoned"))
             sub = sub.drop("_zone")
         parts.append(sub)
-    return pl.concat(parts, how="vertical")
+    return pl.concat(parts, how="vertical"), pl.concat(yearless, how="vertical")
+
+
+def _year_times(r: pl.DataFrame, yearless: pl.DataFrame, zone: str, year, mtime) -> pl.DataFrame:
+    """`r` with the time of its year-less clocks: per layout, the years of all its lines read, walked
+    in file order as syslog's are."""
+    done = []
+    for name in yearless["layout"].unique().to_list():
+        sub = yearless.filter(pl.col("layout") == name).sort("line", "piece")
+        years = clock.syslog_years(sub["_mon"], sub["_day"], mtime=mtime, year=year, zone=zone).years
+        date = (years.cast(pl.String) + "-" + sub["_mon"].cast(pl.String).str.zfill(2) + "-"
+                + sub["_day"].cast(pl.String).str.zfill(2))
+        naive = (date + " " + sub["_hms"]).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+        done.append(sub.select("line", "piece").with_columns(clock.localize(pl.lit(naive), zone).alias("_time")))
+    times = pl.concat(done, how="vertical")
+    return (r.join(times, on=["line", "piece"], how="left", maintain_order="left")
+            .with_columns(pl.coalesce("time", "_time").alias("time")).drop("_time"))
 
 
 def _forms(plans: list[Plan], good: list[int]) -> list[str]:

@@ -25,7 +25,7 @@ from forensics import clock
 from forensics.model import Parsed, Skipped
 from forensics.parsers import ranks
 from forensics.units import bytes_expr
-from forensics.frames import rows_where
+from forensics.frames import owned, rows_where
 
 # -- shared pieces --------------------------------------------------------------------------------
 
@@ -360,12 +360,14 @@ def _piece_context(pieces: pl.DataFrame) -> pl.DataFrame:
 
 
 def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = False,
-                    unitless: list[int] | None = None) -> pl.DataFrame:
+                    unitless: list[int] | None = None, carry: dict | None = None) -> pl.DataFrame:
     """Readings of the free-text shapes from `df` (line, text). Returns sample rows with the
     working columns line, piece, k, zoned. `series_only` (for sniffing): only `line` and `series` of
     the same rows, without what does not decide them (clocks, step markers, labels, totals).
     `unitless`: where to leave the lines whose every reading lacks a unit instead of counting them
-    (the general reader may know the unit from the key, e.g. torch.cuda's function names)."""
+    (the general reader may know the unit from the key, e.g. torch.cuda's function names).
+    `carry["line"]` is set to the last step-marker line (line, text), for the part of a file that
+    follows (reader.Parts puts it in front of that part's lines)."""
     has_reading = pl.col("text").str.contains(ANY_READING)
     # ANY_READING is part of GENERIC_HINT: without step markers, a line with a reading is all it takes
     # (and GENERIC_HINT, ~1.7 ms to compile, is not compiled for sniffing)
@@ -381,6 +383,10 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         hint = hint.with_columns(
             pl.when(~has_reading).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
             .alias("marker_step"))
+        if carry is not None:
+            last = hint.filter(pl.col("marker_step").is_not_null()).tail(1)
+            if last.height:
+                carry["line"] = owned(last.select("line", "text"))
         hint = hint.with_columns(pl.col("marker_step").forward_fill())
     pieces = _pieces(rows_where(hint, has_reading))
     if not pieces.height:

@@ -1,5 +1,8 @@
 """The one reader of the step-log formats: lines come in batches (a small file is one batch, a big one
-many), only the lines that the families look at are kept, and at the end they are read together.
+many), only the lines that the families look at are kept, and they are read in parts of PART_LINES as
+they come (a smaller file's in one part, at the end; `Parts` carries what a part needs of the lines
+before it and settles what needs the whole file at the end), so memory is bounded by a part, a batch
+and the readings, not by the file.
 
 A step log is mostly lines that no family reads (losses, learning rates, progress bars). What can
 change the result is kept: every line that an extractor reads (families.FAMILY_LINES), every memory
@@ -21,9 +24,16 @@ from forensics.model import Parsed, Skipped, empty_events, empty_samples, events
 from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic
 
+# A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
+# memory that reading takes grows with the lines read at once.
+PART_LINES = 1 << 18
+
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
-PREFILTER = "|".join([f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS, families.FAMILY_LITERALS,
-                      generic.MARKER_PREFILTER])
+# Run as its parts, one search each: `\s=\s` in one alternation with the literals makes the regex
+# engine try every position of every line.
+_PREFILTER_PARTS = [f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS,
+                    families.FAMILY_LITERALS.removesuffix(r"|\s=\s"), r"\s=\s", generic.MARKER_PREFILTER]
+PREFILTER = "|".join(_PREFILTER_PARTS)
 
 
 class StepLogReader:
@@ -34,6 +44,7 @@ class StepLogReader:
     def __init__(self, src, opts, notes: Callable[[Parsed], list[str]] = generic.notes):
         self.src, self.opts, self.notes = src, opts, notes
         self._kept: list[pl.DataFrame] = []
+        self._new: list[pl.DataFrame] = []   # this batch's kept lines, copied out of it together at its end
         # the last step marker seen, while no reading has come after it (it may be in the next batch)
         self._last_marker: pl.DataFrame | None = None
         # the last line of the previous batch: the line before a DeepSpeed line that starts this one
@@ -41,11 +52,19 @@ class StepLogReader:
         # whether a line that may be a table header (a memory word, no digit) was seen: from then on
         # lines that start with a number may be its rows (general.py)
         self._table = False
+        self._parts: Parts | None = None   # made when the first part is read
 
-    def feed(self, batch: pl.DataFrame, raw=None) -> None:
-        """`raw` (the batch's bytes, where a driver has them) is not needed."""
+    def prepare(self, pool, batch: pl.DataFrame, raw):
+        """Which lines of the batch the prefilters keep (what feed needs of every line, the same
+        whatever came before), started in `pool` while an earlier batch is taken."""
+        return pool.submit(_masks, batch)
+
+    def feed(self, batch: pl.DataFrame, raw=None, prepared=None) -> None:
+        """`raw` (the batch's bytes, where a driver has them) is not needed; `prepared`: prepare's."""
         t = pl.col("text")
-        cand = rows_where(batch, t.str.contains(PREFILTER))
+        masks = prepared.result() if prepared is not None else _masks(batch)
+        batch = batch.with_columns(masks)
+        cand = rows_where(batch, pl.col("_pre"))
         marks = cand.select(
             "line", "text",
             t.str.contains(families.FAMILY_LINES).alias("fam"),
@@ -54,21 +73,26 @@ class StepLogReader:
         if marks.height:
             self._keep(batch, marks)
         self._keep_general(batch)
+        batch = batch.select("line", "text")
+        new = [k for k in self._new if k.height]
+        if new:
+            self._kept.append(owned(pl.concat(new).unique("line").sort("line")))
+        self._new = []
         self._prev_tail = owned(batch.tail(1).select("line", "text"))
+        self._read()
 
     def _keep_general(self, batch: pl.DataFrame) -> None:
         """The lines the general reader looks at (general.py): a memory word, or a table's row."""
         t = pl.col("text")
         if self._table:
-            self._kept.append(owned(rows_where(batch, general.candidates(t) | general.table_rows(t))
-                                    .select("line", "text")))
+            self._new.append(rows_where(batch, pl.col("_mem") | general.table_rows(t)).select("line", "text"))
             return
-        kept = owned(rows_where(batch, general.candidates(t)).select("line", "text"))
-        self._kept.append(kept)
+        kept = rows_where(batch, pl.col("_mem")).select("line", "text")
+        self._new.append(kept)
         self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # this batch's rows after the header
             rows = rows_where(batch, general.table_rows(t)).select("line", "text")
-            self._kept.append(owned(rows.join(kept, on="line", how="anti")))
+            self._new.append(rows.join(kept, on="line", how="anti"))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
@@ -85,7 +109,7 @@ class StepLogReader:
             rel = pl.concat([self._last_marker, rel])
         # a marker counts if the next line that matters is not another marker; the last one waits
         is_last_of_run = ~pl.col("marker").shift(-1).fill_null(True)
-        self._kept.append(owned(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text")))
+        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text"))
         self._last_marker = owned(rel.tail(1)) if rel.height and rel["marker"][-1] else None
         # the line before each DeepSpeed line (its label, for the copies that print it on a line of its own)
         ds = rows_where(rel, pl.col("fam") & pl.col("text").str.contains(families.DEEPSPEED_LINES))["line"]
@@ -94,16 +118,67 @@ class StepLogReader:
             tail = self._prev_tail
             if tail is not None and tail.height and int(ds[0]) - 1 == int(tail["line"][0]):
                 before = pl.concat([tail, before])
-            self._kept.append(owned(before))
+            self._new.append(before)
 
     def finish(self) -> Parsed:
+        self._read(final=True)
+        parsed = self._reader().result()
+        parsed.notes.extend(self.notes(parsed))
+        return parsed
+
+    def _read(self, final: bool = False) -> None:
+        """Read the kept lines in parts of about PART_LINES, each up to a place where nothing before
+        depends on what comes after (all of them at the end), keeping the rest for the next part."""
+        if not final and sum(k.height for k in self._kept) < 2 * PART_LINES:
+            return
         kept = [k for k in self._kept if k.height]
         frame = (pl.concat(kept).unique("line").sort("line") if kept
                  else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
-        parsed = extract_all(frame, self.opts.tz_for(self.src.path), year=self.opts.year,
-                             mtime=getattr(self.src, "mtime", None) if self.opts.year_from_mtime else None)
-        parsed.notes.extend(self.notes(parsed))
-        return parsed
+        while frame.height >= (1 if final else PART_LINES):
+            cut = frame.height if final else self._cut(frame)
+            if not cut:
+                break
+            self._reader().read(frame.slice(0, cut))
+            frame = frame.slice(cut)
+        self._kept = [frame]
+
+    def _reader(self) -> Parts:
+        if self._parts is None:
+            opts, src = self.opts, self.src
+            self._parts = Parts(opts.tz_for(src.path), year=opts.year,
+                                mtime=getattr(src, "mtime", None) if opts.year_from_mtime else None)
+        return self._parts
+
+    def _cut(self, frame: pl.DataFrame) -> int:
+        """Where the lines of `frame` (kept, sorted) may be cut into a part and the rest: about PART_LINES
+        in, not inside a run of HF Trainer metrics lines (a block is read whole), and before any line
+        that a later batch may still add before it (the step marker held back, the batch's last line:
+        the label of a DeepSpeed line that starts the next batch). 0: no such place yet."""
+        limit = int(self._prev_tail["line"][0]) if self._prev_tail is not None and self._prev_tail.height else 0
+        if self._last_marker is not None:
+            limit = min(limit, int(self._last_marker["line"][0]))
+        end = min(frame.height, int(frame["line"].search_sorted(limit)), PART_LINES)
+        t = pl.col("text")
+        window = 1 << 12
+        while end > 1:
+            start = max(0, end - window)
+            hf = frame.slice(start, end - start + 1).select(
+                t.str.contains(families.HF_TRAINER_LINES)
+                | ranks.strip_prefix(t).str.contains(families.HF_TRAINER_LINES)).to_series()
+            free = ~(hf & hf.shift(1, fill_value=True))
+            free[0] = False   # (a cut at `start` is the previous window's to check)
+            at = free.arg_true()
+            if at.len():
+                return start + int(at[-1])
+            end = start
+        return 0
+
+
+def _masks(batch: pl.DataFrame) -> pl.DataFrame:
+    """`_pre`: the line passes PREFILTER; `_mem`: the general reader looks at it (general.candidates)."""
+    t = pl.col("text")
+    return batch.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
+                        general.candidates(t).alias("_mem"))
 
 
 # -- all families together ------------------------------------------------------------------------
@@ -130,58 +205,128 @@ def extract_all(frame: pl.DataFrame, zone: str, *, use_general: bool = True, yea
     reads all of them (and `scan` finds them in files that another parser claimed or nobody did).
     Last, the general reader (general.py, `use_general`) reads the lines none of those used; a
     year-less clock takes its year from `year` (--year) else the file's `mtime`, as syslog's does."""
-    skipped = Skipped()
-    frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
-    # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
-    # off, so that the clock behind it is the line's clock again
-    frame = ranks.split_prefix(frame)
-    line_ranks = frame.select("line", "line_rank", "line_local_rank")
-    frame = generic.drop_unreadable_clocks(frame.select("line", "text"), skipped)
+    parts = Parts(zone, use_general=use_general, year=year, mtime=mtime)
+    parts.read(frame)
+    return parts.result()
 
-    ds = families.extract_deepspeed(frame, zone)
-    hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
-    mg_events, iteration_times = families.extract_megatron(frame, zone)
-    used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
-    rest = frame.join(used, on="line", how="anti") if used.height else frame
-    unitless: list[int] = []
-    gen = generic.extract_generic(rest, zone, skipped, unitless=unitless if use_general else None)
 
-    ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
-    more, notes = pl.DataFrame(), []
-    if use_general:
-        # a line of the generic shapes is generic.py's (read or counted as skipped there)
+class Parts:
+    """extract_all of a file's lines in parts, read one after the other in file order (StepLogReader
+    never cuts inside an HF Trainer metrics block, which is read whole). What a part's lines need of the lines before
+    is carried over: the last DeepSpeed rows (a reading's label is on the row before), the last step
+    marker (the step of the readings after it), the general reader's state (general.Reader). What
+    needs the whole file waits for `result`: the Megatron iteration clocks (printed after their
+    readings), the general reader's forms that recur, the readings' order numbers and the clock kind."""
+
+    def __init__(self, zone: str, *, use_general: bool = True, year: int | None = None, mtime: float | None = None):
+        self.zone, self.use_general = zone, use_general
+        self.skipped = Skipped()
+        self.general = general.Reader(zone, self.skipped, year=year, mtime=mtime)
+        self._samples: list[pl.DataFrame] = []
+        self._events: list[pl.DataFrame] = []
+        self._iteration_times: list[pl.DataFrame] = []
+        self._ranks: list[pl.DataFrame] = []     # the prefix ranks of the general reader's lines that have one
+        self._ds_context = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+        self._marker: dict = {}   # "line": the last step-marker line (generic.extract_generic's carry)
+
+    def read(self, frame: pl.DataFrame) -> None:
+        zone, skipped = self.zone, self.skipped
+        frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
+        if not frame.height:
+            return
+        first = int(frame["line"].min())
+        # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
+        # off, so that the clock behind it is the line's clock again
+        frame = ranks.split_prefix(frame)
+        line_ranks = frame.select("line", "line_rank", "line_local_rank")
+        frame = generic.drop_unreadable_clocks(frame.select("line", "text"), skipped)
+
         t = pl.col("text")
-        # a line the generic shapes could give no unit is the general reader's to read or count
-        left = rows_where(rest, (~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
-                          & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
-        res = general.read(left, zone, skipped, year=year, mtime=mtime)
-        more, notes = res.samples, res.notes
-        if unitless:
-            left_over = pl.Series("line", unitless, pl.Int64)
-            skipped.add_lines(general.UNITLESS, left_over.filter(~left_over.is_in(res.handled.implode())))
-    s = pl.concat([_work(ds), _work(hf_samples), _work(gen), _work(more)], how="vertical")
-    if s.height and iteration_times.height:
-        # Megatron prints the iteration line (with its clock) right after the memory report of
-        # the same iteration: that clock is the readings' time
-        s = s.sort("line")
-        s = (s.join_asof(iteration_times.sort("line").rename({"line": "it_line", "time": "it_time",
-                                                                "zoned": "it_zoned"}),
-                         left_on="line", right_on="it_line", by="step", strategy="forward",
-                         check_sortedness=False)  # both sorted by line above
-             .with_columns(pl.coalesce("time", "it_time").alias("time"),
-                           pl.coalesce("zoned", "it_zoned").alias("zoned"))
-             .drop("it_line", "it_time", "it_zoned"))
-    s = _with_ranks(s, line_ranks)
-    s = s.sort("line", "piece", "k")
-    s = s.with_columns((pl.struct("line", "piece").rank("dense") - 1).cast(pl.Int64).alias("seq"))
-    events = [e for e in (hf_events, mg_events) if e.height]
-    return Parsed(
-        samples=samples_frame(s) if s.height else empty_samples(),
-        events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
-        skipped=skipped,
-        clock=generic.clock_of(s, *events),
-        notes=notes,
-    )
+        ds_input = pl.concat([self._ds_context, frame]) if self._ds_context.height else frame
+        ds = families.extract_deepspeed(ds_input, zone)
+        if self._ds_context.height:
+            ds = ds.filter(pl.col("line") >= first)
+        # the last two DeepSpeed rows, the lines right before them and the part's last line: all that a
+        # later row's label needs (the row before it, or the line before it)
+        ds_rows = rows_where(ds_input, t.str.contains(families.DEEPSPEED_LINES))["line"].tail(2)
+        self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(
+            pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
+        hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
+        mg_events, iteration_times = families.extract_megatron(frame, zone)
+        used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
+        rest = frame.join(used, on="line", how="anti") if used.height else frame
+        unitless: list[int] = []
+        marker = self._marker.get("line")
+        gen = generic.extract_generic(pl.concat([marker, rest]) if marker is not None else rest, zone, skipped,
+                                      unitless=unitless if self.use_general else None, carry=self._marker)
+        if marker is not None and gen.height:
+            gen = gen.filter(pl.col("line") >= first)
+
+        ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
+        if self.use_general:
+            # a line of the generic shapes is generic.py's (read or counted as skipped there)
+            # a line the generic shapes could give no unit is the general reader's to read or count
+            left = rows_where(rest, (~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
+                              & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+            handled = self.general.feed(left)
+            if unitless:
+                left_over = pl.Series("line", unitless, pl.Int64)
+                skipped.add_lines(general.UNITLESS, left_over.filter(~left_over.is_in(handled.implode())))
+            lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
+            if lr.height and left.height:
+                self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
+        s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
+        if s.height:
+            self._samples.append(_kept_columns(_with_ranks(s, line_ranks)))
+        self._events.extend(e for e in (hf_events, mg_events) if e.height)
+        if iteration_times.height:
+            self._iteration_times.append(iteration_times)
+
+    def result(self) -> Parsed:
+        notes = []
+        if self.use_general:
+            res = self.general.finish()
+            notes = res.notes
+            if res.samples.height:
+                line_ranks = (pl.concat(self._ranks) if self._ranks else pl.DataFrame(
+                    schema={"line": pl.Int64, "line_rank": pl.Int64, "line_local_rank": pl.Int64}))
+                self._samples.append(_kept_columns(_with_ranks(_work(res.samples), line_ranks)))
+        # each part is sorted and the parts come in file order: only the general reader's readings,
+        # added last, make a sort of the whole necessary
+        s = pl.concat(self._samples, how="vertical") if self._samples else _kept_columns(pl.DataFrame(schema=_WORK))
+        if len(self._samples) > 1 and self.use_general and res.samples.height:
+            s = s.sort("line", "piece", "k")
+        self._samples = []
+        iteration_times = (pl.concat(self._iteration_times) if self._iteration_times
+                           else pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64,
+                                                     "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean}))
+        if s.height and iteration_times.height:
+            # Megatron prints the iteration line (with its clock) right after the memory report of
+            # the same iteration: that clock is the readings' time
+            s = (s.join_asof(iteration_times.sort("line").rename({"line": "it_line", "time": "it_time",
+                                                                    "zoned": "it_zoned"}),
+                             left_on="line", right_on="it_line", by="step", strategy="forward",
+                             check_sortedness=False)  # both sorted by line
+                 .with_columns(pl.coalesce("time", "it_time").alias("time"),
+                               pl.coalesce("zoned", "it_zoned").alias("zoned"))
+                 .drop("it_line", "it_time", "it_zoned"))
+        # the order number of each reading's (line, piece): s is sorted by them
+        new = pl.col("line").ne_missing(pl.col("line").shift(1)) | pl.col("piece").ne_missing(pl.col("piece").shift(1))
+        s = s.with_columns((new.cum_sum() - 1).cast(pl.Int64).alias("seq"))
+        events = self._events
+        return Parsed(
+            samples=samples_frame(s) if s.height else empty_samples(),
+            events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
+            skipped=self.skipped,
+            clock=generic.clock_of(s, *events),
+            notes=notes,
+        )
+
+
+def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
+    """A part's readings, sorted, without the columns that only _with_ranks reads (a big file's
+    readings wait in memory until the end)."""
+    return s.drop("rank", "local_rank", "step_tag").sort("line", "piece", "k")
 
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
