@@ -8,6 +8,7 @@ from typing import Callable
 import polars as pl
 
 from forensics import detect
+from forensics.detect.measure import series_labels
 from forensics import ingest
 from forensics import timeline
 from forensics.parsers.kernel import oom
@@ -47,12 +48,16 @@ SERIES_KEY = ["source", "host", "gpu", "pid", "series", "label"]
 def _series_budget(bundle, opts: Options) -> None:
     """At most opts.max_series memory series go on to detection: those that grow most (highest minus
     lowest reading); a problem line names the limit and the option that raises it."""
-    per = bundle.samples.group_by(SERIES_KEY).agg((pl.col("bytes").max() - pl.col("bytes").min()).alias("growth"))
+    # a series as detection keys it: a label that changes with nearly every sample names none
+    keyed = bundle.samples.select(*SERIES_KEY[:-1], "bytes").with_columns(series_labels(bundle.samples))
+    per = keyed.group_by(SERIES_KEY).agg((pl.col("bytes").max() - pl.col("bytes").min()).alias("growth"))
     if per.height <= opts.max_series:
         return
     keep = per.sort("growth", descending=True, nulls_last=True).head(opts.max_series).drop("growth")
     before = bundle.samples.height
-    bundle.samples = bundle.samples.join(keep, on=SERIES_KEY, how="semi", nulls_equal=True, maintain_order="left")
+    kept = keyed.select(SERIES_KEY).join(keep.with_columns(pl.lit(True).alias("_keep")), on=SERIES_KEY, how="left",
+                                         nulls_equal=True, maintain_order="left")["_keep"].fill_null(False)
+    bundle.samples = bundle.samples.filter(kept)
     bundle.problems.append(
         f"{per.height} memory series, more than the limit of {opts.max_series} (--max-series): the {opts.max_series} "
         f"that grow most were analyzed, the other {per.height - opts.max_series} ({before - bundle.samples.height} "

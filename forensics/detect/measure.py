@@ -357,11 +357,23 @@ def gpu_of_unnamed(host: str | None, gpus) -> tuple | None:
     return next(iter(cands)) if len(cands) == 1 else None
 
 
+def series_labels(samples: pl.DataFrame) -> pl.Series:
+    """Each sample's label as series_frames keys it: None where the labels of its (source, host, GPU,
+    process, series) change with nearly every sample (the same rule, for all samples in one query)."""
+    keys = ["source", "host", "gpu", "pid", "series"]
+    per = samples.group_by(*keys, "label").len().group_by(keys).agg(
+        pl.len().alias("_labels"), pl.col("len").median().alias("_median"))
+    named = samples.select(*keys, "label").join(per, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return named.select(pl.when((pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)).then(None)
+                        .otherwise(pl.col("label")).alias("label"))["label"]
+
+
 def series_frames(samples: pl.DataFrame):
     """(key, frame) per series: per source, host, GPU, process, series name and label.
 
     A label that changes with nearly every sample (a step number kept in the tag, "step 17") does not
-    name a series: such labels are dropped, so the samples form one series instead of hundreds."""
+    name a series: such labels are dropped, so the samples form one series instead of hundreds
+    (series_labels states the same rule for all samples at once)."""
     if samples.height == 0:
         return []
     keys = ["source", "host", "gpu", "pid", "series"]

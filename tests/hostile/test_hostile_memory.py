@@ -154,6 +154,21 @@ def test_series_past_the_budget_keep_the_biggest_growers(tmp_path):
     assert pipeline.load([str(tmp_path)], Options(tz="UTC")).samples.height == 900
 
 
+def test_a_step_number_in_each_tag_is_one_series_for_the_budget(tmp_path):
+    """Found with D-L5's five_million_lines: `[step N]` keeps its step in the label, which names no series
+    (detection drops it), but the budget counted one series per step and left all but 5,000 readings out."""
+    from forensics import pipeline
+    from forensics.detect.measure import series_frames, series_labels
+
+    (tmp_path / "train.log").write_text("".join(f"[step {i}] allocated: {i % 97} MB\n" for i in range(3000)))
+    bundle = pipeline.load([str(tmp_path)], Options(tz="UTC", max_series=10))
+    assert bundle.samples.height == 3000 and not [p for p in bundle.problems if "--max-series" in p]
+    # the budget's rule is detection's: the same series from both
+    labels = bundle.samples.with_columns(series_labels(bundle.samples))
+    assert labels.group_by("source", "host", "gpu", "pid", "series", "label").len().height == \
+        len(series_frames(bundle.samples)) == 1
+
+
 def test_the_series_budget_is_an_option(tmp_path):
     from typer.testing import CliRunner
 
