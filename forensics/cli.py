@@ -145,11 +145,13 @@ def build_options(tz: list[str] | None, year: int | None, boot_time: str | None,
                   end: str | None = None, interval: float | None = None, columns: str | None = None,
                   max_snapshot: str | None = None, archive_max_size: str | None = None,
                   archive_max_members: int | None = None, max_snapshot_objects: int | None = None,
-                  max_decompressed: str | None = None, max_series: int | None = None) -> Options:
+                  max_decompressed: str | None = None, max_series: int | None = None,
+                  max_document: str | None = None) -> Options:
     opts = Options()
     # budgets: (flag, value given, Options field, a size or a count, the example a message gives)
     budgets = [("--max-series", max_series, "max_series", False, None),
                ("--max-decompressed", max_decompressed, "max_decompressed_bytes", True, "200GiB"),
+               ("--max-document-size", max_document, "max_document_bytes", True, "2GiB"),
                ("--max-snapshot-objects", max_snapshot_objects, "max_snapshot_objects", False, None),
                ("--archive-max-size", archive_max_size, "archive_max_bytes", True, "200GiB"),
                ("--archive-max-members", archive_max_members, "archive_max_members", False, None),
@@ -355,6 +357,9 @@ ArchiveMaxSizeOption = Annotated[Optional[str], typer.Option(
                                "default 64GiB.")]
 ArchiveMaxMembersOption = Annotated[Optional[int], typer.Option(
     "--archive-max-members", help="Read at most this many files of each .tar/.zip archive; default 10000.")]
+MaxDocumentOption = Annotated[Optional[str], typer.Option(
+    "--max-document-size", help="Read a one-document file (a JSON export) up to this size, whole, e.g. 2GiB; default "
+                                "512MiB (about three times its size in memory).")]
 MaxSeriesOption = Annotated[Optional[int], typer.Option(
     "--max-series", help="Analyze at most this many memory series (the ones that grow most); default 5000.")]
 QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="Print only errors on stderr.")]
@@ -389,6 +394,7 @@ def report(
     max_snapshot_size: MaxSnapshotOption = None,
     max_snapshot_objects: MaxSnapshotObjectsOption = None,
     max_decompressed: MaxDecompressedOption = None,
+    max_document_size: MaxDocumentOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
     max_series: MaxSeriesOption = None,
@@ -404,7 +410,7 @@ def report(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
-                         archive_max_members, max_snapshot_objects, max_decompressed, max_series)
+                         archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
     outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
     prog, cb = _progress()
     if prog:
@@ -510,6 +516,7 @@ def timeline(
     max_snapshot_size: MaxSnapshotOption = None,
     max_snapshot_objects: MaxSnapshotObjectsOption = None,
     max_decompressed: MaxDecompressedOption = None,
+    max_document_size: MaxDocumentOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
     max_series: MaxSeriesOption = None,
@@ -524,7 +531,7 @@ def timeline(
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
-                         archive_max_members, max_snapshot_objects, max_decompressed, max_series)
+                         archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
     # a bad name, a missing folder or an input as output fails before the work
     _refuse_clashes(tl.aligned_targets(output), paths)
     bundle = pipeline.load(paths, opts, stage=say.stage)
@@ -663,6 +670,7 @@ def scan(
     max_snapshot_size: MaxSnapshotOption = None,
     max_snapshot_objects: MaxSnapshotObjectsOption = None,
     max_decompressed: MaxDecompressedOption = None,
+    max_document_size: MaxDocumentOption = None,
     archive_max_size: ArchiveMaxSizeOption = None,
     archive_max_members: ArchiveMaxMembersOption = None,
     max_series: MaxSeriesOption = None,
@@ -702,7 +710,7 @@ def scan(
     opts = build_options(tz, year, boot_time, None, columns=columns, max_snapshot=max_snapshot_size,
                          archive_max_size=archive_max_size, archive_max_members=archive_max_members,
                          max_snapshot_objects=max_snapshot_objects, max_decompressed=max_decompressed,
-                         max_series=max_series)
+                         max_series=max_series, max_document=max_document_size)
     n_workers = workers or sc.usable_cpus()
     if max_worker_memory is None:
         worker_bytes = sc.default_worker_bytes(n_workers)

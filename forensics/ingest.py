@@ -520,6 +520,7 @@ def _read_archive(bundle: Bundle, arch: "archives.Archive", read: Callable, opts
     try:
         for src in arch.sources():
             src.max_decompressed = opts.max_decompressed_bytes
+            src.max_document = opts.max_document_bytes
             read(src.path, lambda s=src: s)
     except InputError as e:
         arch.problems.append(e)
@@ -539,4 +540,5 @@ _WS = re.compile(r"\s+")
 def _open(real, shown: str, opts: Options) -> Source:
     src = Source.open(real, shown)
     src.max_decompressed = opts.max_decompressed_bytes
+    src.max_document = opts.max_document_bytes
     return src

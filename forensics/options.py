@@ -83,6 +83,9 @@ class Options:
     # the most bytes a compressed file (.gz, .xz, .bz2, .zst) is read to after decompression
     # (--max-decompressed): a few MB of gzip can hold terabytes of zeros
     max_decompressed_bytes: int = 64 << 30
+    # the most bytes a one-document format (a JSON export) is read to, whole (--max-document-size):
+    # parsing it costs about three times its size in memory, and a few MB of gzip can hold gigabytes
+    max_document_bytes: int = 512 << 20
     # memory series analyzed per report (--max-series): detection costs time per series, and a
     # Prometheus export can hold tens of thousands; past it, the series that grow most are kept
     max_series: int = 5000

@@ -42,8 +42,9 @@ HEAD_RAW_LIMIT = 32 << 20
 # is one line, often over MAX_LINE_CHARS, and its first characters say what it is). The line is still
 # dropped from the lines a parser reads.
 HEAD_CUT_CHARS = 64 << 10
-# The most a whole-document format (read_bytes) reads into memory.
-MAX_DOCUMENT_BYTES = 2 << 30
+# The most a whole-document format (read_bytes) reads into memory unless --max-document-size says
+# otherwise (Options.max_document_bytes).
+MAX_DOCUMENT_BYTES = 512 << 20
 _CHUNK = 4 << 20
 _HEAD_CHUNK = 64 << 10
 
@@ -296,6 +297,7 @@ class Source:
     compression: str | None = None
     wrapper: wrappers.Wrapper | None = None
     max_decompressed: int | None = None   # bytes read of a compressed file (--max-decompressed)
+    max_document: int = MAX_DOCUMENT_BYTES   # bytes a one-document format reads whole (--max-document-size)
     _head: list[str] | None = field(default=None, repr=False)
     _first: bytes | None = field(default=None, repr=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
@@ -523,7 +525,7 @@ class Source:
         """The whole decompressed content as UTF-8 bytes (a byte order mark removed, UTF-16 re-encoded),
         for formats that are one document rather than lines (a JSON response); and why the stream ended
         early (truncated, corrupt), else None. Its lines are counted (line_count) without reading them
-        again. Raises InputError for a document over MAX_DOCUMENT_BYTES."""
+        again. Raises InputError for a document over max_document bytes."""
         parts: list[bytes] = []
         size = 0
         gen = self.chunks(_CHUNK)
@@ -535,10 +537,13 @@ class Source:
                 cut = stop.value
                 break
             size += len(chunk)
-            if size > MAX_DOCUMENT_BYTES:
+            if size > self.max_document:
                 gen.close()
-                raise InputError(self.path, "document too big", f"it is over {MAX_DOCUMENT_BYTES >> 30} GiB and is "
-                                 "read whole", "export a shorter time range (or fewer series) per file")
+                raise InputError(self.path, "document too big",
+                                 f"it is over {human(self.max_document)} (--max-document-size) and one document is "
+                                 "read whole (about three times its size in memory)",
+                                 "export a shorter time range (or fewer series) per file, or pass "
+                                 f"--max-document-size {human(4 * self.max_document).replace(' ', '')} to read it")
             parts.append(chunk)
         data = b"".join(parts)
         del parts

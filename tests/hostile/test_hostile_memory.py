@@ -231,3 +231,20 @@ def test_a_step_log_of_readings_is_read_in_parts_as_it_comes(monkeypatch):
     got = reader.finish()
     assert got.samples.height == want.samples.height == 30_000
     assert got.samples.equals(want.samples)
+
+
+def test_a_document_past_its_budget_is_refused_in_one_line_naming_the_option(tmp_path):
+    """D-B5: a 1.9 GB Prometheus JSON (mostly blanks) in 2 MB of gzip was read whole, 5.8 GB; one document is
+    read whole up to --max-document-size (512 MiB by default), past it one line says so."""
+    import gzip
+
+    from forensics import pipeline
+
+    head = (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":'
+            b'"DCGM_FI_DEV_FB_USED","gpu":"0"},"values":[[1764475200,"1000"]]}]}')
+    (tmp_path / "prom.json.gz").write_bytes(gzip.compress(head + b" " * (3 << 20) + b"}"))
+    bundle = pipeline.load([str(tmp_path)], Options(tz="UTC", max_document_bytes=1 << 20))
+    (info,) = bundle.inputs
+    assert info.error and "document too big" in info.error and "--max-document-size 4.00MiB" in info.error
+    assert "\n" not in info.error
+    assert not pipeline.load([str(tmp_path)], Options(tz="UTC")).inputs[0].error
