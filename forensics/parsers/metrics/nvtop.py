@@ -47,7 +47,7 @@ NAME = "nvtop"
 # what follows it (a comma, or none where 3.3.0 left it out) is passed over
 _TOKEN = re.compile(r'\s*(?:"(?P<key>[A-Za-z_]{1,40})"\s*:\s*(?P<val>"(?:[^"\\]|\\.)*"|null|true|false|'
                     r'-?[0-9][0-9.eE+-]*|\[)|(?P<punct>[\[\]{}]))\s*,?\s*')
-_KEY_LINE = re.compile(r'^\s*"(?P<key>device_name|gpu_clock|mem_clock|gpu_util|mem_used)"\s*:')
+_KEY = re.compile(r'"(?P<key>device_name|gpu_clock|mem_clock|gpu_util|mem_used)"\s*:')
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _SIZE = re.compile(r"^(?P<num>[0-9]{1,19}(?:\.[0-9]{1,6})?)(?:\s*(?P<unit>B|KiB|MiB|GiB|TiB))?$")
 
@@ -57,7 +57,7 @@ NO_BYTES = "a device without memory bytes (no mem_used: nvtop before 3.3 prints 
 def sniff(head: list[str]) -> str | None:
     found = {}
     for i, line in enumerate(head, 1):
-        if m := _KEY_LINE.match(line):
+        for m in _KEY.finditer(line[:4096]):
             found.setdefault(m["key"], i)
     if "device_name" in found and len(found) >= 3:
         return f"nvtop --snapshot JSON (device_name on line {found['device_name']})"
