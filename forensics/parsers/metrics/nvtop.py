@@ -76,9 +76,12 @@ def _tokens(text: str) -> list[tuple[str | None, str]] | None:
     return out
 
 
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}   # the ones print_snapshot writes, and \\ \"
+
+
 def _string(val: str) -> str | None:
     if val.startswith('"'):
-        return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}.get(m[1], m[1]), val[1:-1])
+        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[1]), val[1:-1])
     return None if val in ("null", "true", "false") else val
 
 
@@ -153,20 +156,19 @@ class _State:
         used, used_line = d.get("mem_used", (None, d.get("device_name", (None, d["_line"]))[1]))
         total = _bytes(d.get("mem_total", (None, 0))[0])
         base = {"snap": self.snap, "gpu": gpu, "total_bytes": total}
-        if _bytes(used) is None:
+        if (used_bytes := _bytes(used)) is None:
             self.p.skipped.add(NO_BYTES, used_line)
         else:
-            self.add({**base, "line": used_line, "series": "memory.used", "bytes": _bytes(used),
-                      "pid": None, "label": None})
+            self.add({**base, "line": used_line, "series": "memory.used", "bytes": used_bytes, "pid": None, "label": None})
         for proc in self.procs:
             mem, mem_line = proc.get("gpu_mem_bytes_alloc", (None, proc["_line"]))
-            if _bytes(mem) is None:
+            if (mem_bytes := _bytes(mem)) is None:
                 self.p.skipped.add("a process whose GPU memory nvtop could not read (gpu_mem_bytes_alloc null), not read",
                                    mem_line)
                 continue
             pid = proc.get("pid", (None, 0))[0]
             label = proc.get("cmdline", (None, 0))[0] or proc.get("user", (None, 0))[0]
-            self.add({**base, "line": mem_line, "series": "process.used", "bytes": _bytes(mem),
+            self.add({**base, "line": mem_line, "series": "process.used", "bytes": mem_bytes,
                       "pid": int(pid) if pid and re.fullmatch(r"[0-9]{1,10}", pid) else None, "label": label})
         self.procs = []
 
