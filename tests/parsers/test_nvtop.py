@@ -67,6 +67,12 @@ def test_paste_with_a_prompt_and_a_lost_bracket():
     assert p.meta["devices"] == {"0": "Battlemage G21 (Intel Graphics)"}
 
 
+def test_patched_build_with_trailing_spaces():
+    _, p = _read("nvtop_patched_arc_b580_memory_bytes.json")
+    assert _rows(p, "memory.used") == [("0", None, 2260754432, 12809404416, None)]
+    assert p.samples["line"].to_list() == [11] and not p.skipped.counts
+
+
 def _snapshot(used: list[int], procs: list[tuple[int, int | None]]) -> str:
     """What print_snapshot writes (3.3.1 and later) for devices of 8 GiB with these used bytes, the
     processes on the last one."""
