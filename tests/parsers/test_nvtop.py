@@ -106,7 +106,7 @@ def test_loop_snapshots_in_order_untimed(tmp_path):
 
 
 def test_one_line_json_and_a_forks_units(tmp_path):
-    # `nvtop -s | jq -c .` puts a snapshot on one line; nvtop#445's fork prints sizes with units
+    # `nvtop -s | jq -c .` puts a snapshot on one line; the open PR nvtop#445 prints sizes with units
     doc = [{"device_name": "AMD Radeon RX 7900 XT", "gpu_clock": "2MHz", "mem_clock": "96MHz",
             "mem_total": "20464.0 MiB", "mem_used": "34.59 MiB",
             "processes": [{"pid": "3443353", "cmdline": "nvtop -s", "gpu_mem_bytes_alloc": "0.01 MiB"}]}]

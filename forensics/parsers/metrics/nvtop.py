@@ -23,7 +23,7 @@ object per device, one key per line (src/interface.c `print_snapshot`):
       }
     ]
 
-Memory is in bytes, as strings (`mem_*` since 3.3, the `processes` array since 3.3; a fork, nvtop#445,
+Memory is in bytes, as strings (`mem_*` since 3.3, the `processes` array since 3.3; the open PR nvtop#445
 prints `"20464.0 MiB"`, read too). 3.3.0 printed no commas after `mem_util` and the keys below it
 (nvtop#438): the file is read token by token, not as a JSON document, so those files, a loop's
 concatenated arrays and a paste cut short are read alike. A device becomes a `memory.used` reading
