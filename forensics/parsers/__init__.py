@@ -50,6 +50,7 @@ _ORDER: list[str] = [
     "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
     "metrics.gpustat",  # gpustat's one line per GPU with its processes
     "metrics.nvitop",  # nvitop -1: nvidia-smi's table redrawn under its own banner, with its processes
+    "metrics.nvtop",  # nvtop -s / -l: a JSON array per snapshot, devices and their processes in bytes
     "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
     "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
     "jobs.seff",  # Slurm's seff summary: State OUT_OF_MEMORY, memory used of the request

@@ -24,6 +24,7 @@ GENERIC_OVERLAPS = {
     ("step-markers", "serving-engine-log"): "the general reader's sniff finds vLLM's recurring profile sentences; "
                                             "serving-engine-log, earlier in the order, claims and reads them",
     ("step-markers", "pytorch-memory-stats"): "a printed memory_stats() dict holds memory keys the general reader knows; memory-stats, earlier, reads it whole",
+    ("step-markers", "nvtop"): "the general reader's sniff finds nvtop's `gpu_mem_bytes_alloc` memory key; nvtop, earlier, reads the snapshot whole",
     ("job-kill-records", "serving-engine-log"): "a server's log ends with the shell's line saying its process was killed",
 }
 
