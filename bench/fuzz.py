@@ -27,7 +27,9 @@ Exit status 1 when any case failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import subprocess
 import sys
 import time
 import traceback
@@ -138,18 +140,26 @@ def properties(only: set[str] | None, names: set[str] | None = None):
     return [p for p in out if not only or p[1] in only]
 
 
+@contextlib.contextmanager
+def _removed_by_rm(folder: str):
+    try:
+        yield
+    finally:
+        subprocess.run(["rm", "-rf", folder], check=False)
+
+
 def hostile(families: list[str], slow: float, memory_mb: int) -> int:
     """Each hostile case through the CLI, with a time and an address-space budget; 1 when any failed."""
     import os
     import resource
-    import subprocess
     import tempfile
 
     import hostile_cases
 
     names = list(hostile_cases.FAMILIES) if families == ["all"] else families
     failed = 0
-    with tempfile.TemporaryDirectory() as tmp:
+    # (the scan family's folder 1,000+ deep is more than shutil.rmtree's recursion can remove)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, _removed_by_rm(tmp):
         base = Path(tmp)
         for fam in names:
             hostile_cases.FAMILIES[fam](base / "cases")
