@@ -11,7 +11,7 @@ import sys
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 import typer.core
@@ -19,9 +19,10 @@ from rich.console import Console
 
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone, unused_flags
-from forensics.report.write import STDOUT, Target, target, write_text
 from forensics.units import parse_size
-from forensics.version import __version__
+
+if TYPE_CHECKING:
+    from forensics.report.write import Target
 
 _CLICK_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT"}
 
@@ -295,6 +296,8 @@ def _suggest_scan(paths: list[str]) -> None:
 def _output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
     """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
     given as a file fails now, not after the analysis; two documents cannot share stdout."""
+    from forensics.report.write import STDOUT, target
+
     on_stdout = [flag for flag, dest in named if dest == STDOUT]
     if len(on_stdout) > 1:
         raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
@@ -401,6 +404,7 @@ def report(
 
     from forensics import pipeline
     from forensics import report as rep
+    from forensics.report.write import write_text
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
@@ -564,6 +568,7 @@ def compare(
     """Compare a run before a fix with one after it: fixed, regressed, still leaking, or no leak."""
     from forensics import compare as cmp
     from forensics import report as rep
+    from forensics.report.write import write_text
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
@@ -808,6 +813,8 @@ def _print_scan_table(result, output: str) -> None:
 
 def version_callback(value: bool):
     if value:
+        from forensics.version import __version__
+
         print(f"gpu-forensics {__version__}")
         raise typer.Exit()
 
