@@ -826,9 +826,9 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=version_ca
 
 
 def main() -> None:
-    # OpenBLAS starts a thread per core when numpy is imported, which on a busy machine costs a one-line
-    # log's report ~0.1 s; the detectors' least squares have a few columns, one thread solves them as
-    # fast, and scan's workers already take one core each. A value the user set wins.
+    # OpenBLAS starts its threads when numpy is imported, a cost every report pays at start-up on a busy
+    # machine (docs/benchmarks.md); the detectors' least squares have a few columns, one thread solves
+    # them as fast, and scan's workers already take one core each. A value the user set wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         rc = app(standalone_mode=False)
