@@ -12,16 +12,13 @@ if "polars" not in _sys.modules:
     _theirs = _os.environ.get("_RJEM_MALLOC_CONF")
     _os.environ["_RJEM_MALLOC_CONF"] = _mine + ("," + _theirs if _theirs else "")
 
+from forensics.version import __version__  # noqa: E402,F401  (after the allocator setting above)
+
 
 def __getattr__(name: str):
-    # loaded when used, so the command line starts quickly: the API brings polars and the detectors, the
-    # version importlib.metadata
+    # the API loads polars and the detectors only when used: `gpu-forensics --version` stays quick
     if name in ("analyze", "Result"):
         from forensics import api
 
         return getattr(api, name)
-    if name == "__version__":
-        from forensics.version import __version__
-
-        return __version__
     raise AttributeError(f"module 'forensics' has no attribute {name!r}")
