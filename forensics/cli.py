@@ -618,6 +618,8 @@ def record(
     """Run a command with nvidia-smi, compute-apps and kernel-log loggers beside it, then write its report."""
     from forensics import record as rec
 
+    for name in _SET_BY_MAIN:   # the user's command runs with the environment it was given
+        os.environ.pop(name, None)
     say.set(quiet, verbose)
     folder = output or rec.default_dir()
     rc = rec.record(folder, command, interval, say=say.info)
@@ -827,11 +829,16 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=version_ca
     pass
 
 
+_SET_BY_MAIN: list[str] = []   # environment variables main() set, which `record` takes back from the user's command
+
+
 def main() -> None:
     # OpenBLAS starts its threads when numpy is imported, a cost every report pays at start-up on a busy
     # machine (docs/benchmarks.md); the detectors' least squares have a few columns, one thread solves
     # them as fast, and scan's workers already take one core each. A value the user set wins.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        _SET_BY_MAIN.append("OPENBLAS_NUM_THREADS")
     # the last thing at exit (atexit runs the first registered last): the interpreter's final garbage
     # collections then pass over the heap that polars, numpy and the parsers built, instead of walking
     # all of it (a short run's exit, docs/benchmarks.md); the process ending frees it anyway
