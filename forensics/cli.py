@@ -5,13 +5,15 @@ Exit codes: 0 = done and no finding at or above --fail-on; 1 = findings at or ab
 """
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import re
 import sys
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 import typer.core
@@ -19,9 +21,10 @@ from rich.console import Console
 
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone, unused_flags
-from forensics.report.write import STDOUT, Target, target, write_text
 from forensics.units import parse_size
-from forensics.version import __version__
+
+if TYPE_CHECKING:
+    from forensics.report.write import Target
 
 _CLICK_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT"}
 
@@ -297,6 +300,8 @@ def _suggest_scan(paths: list[str]) -> None:
 def _output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
     """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
     given as a file fails now, not after the analysis; two documents cannot share stdout."""
+    from forensics.report.write import STDOUT, target
+
     on_stdout = [flag for flag, dest in named if dest == STDOUT]
     if len(on_stdout) > 1:
         raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
@@ -407,6 +412,7 @@ def report(
 
     from forensics import pipeline
     from forensics import report as rep
+    from forensics.report.write import write_text
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
@@ -571,6 +577,7 @@ def compare(
     """Compare a run before a fix with one after it: fixed, regressed, still leaking, or no leak."""
     from forensics import compare as cmp
     from forensics import report as rep
+    from forensics.report.write import write_text
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
@@ -618,6 +625,8 @@ def record(
     """Run a command with nvidia-smi, compute-apps and kernel-log loggers beside it, then write its report."""
     from forensics import record as rec
 
+    for name in _SET_BY_MAIN:   # the user's command runs with the environment it was given
+        os.environ.pop(name, None)
     say.set(quiet, verbose)
     folder = output or rec.default_dir()
     rc = rec.record(folder, command, interval, say=say.info)
@@ -816,6 +825,8 @@ def _print_scan_table(result, output: str) -> None:
 
 def version_callback(value: bool):
     if value:
+        from forensics.version import __version__
+
         print(f"gpu-forensics {__version__}")
         raise typer.Exit()
 
@@ -826,7 +837,20 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=version_ca
     pass
 
 
+_SET_BY_MAIN: list[str] = []   # environment variables main() set, which `record` takes back from the user's command
+
+
 def main() -> None:
+    # OpenBLAS starts its threads when numpy is imported, a cost every report pays at start-up on a busy
+    # machine (docs/benchmarks.md); the detectors' least squares have a few columns, one thread solves
+    # them as fast, and scan's workers already take one core each. A value the user set wins.
+    if "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        _SET_BY_MAIN.append("OPENBLAS_NUM_THREADS")
+    # the last thing at exit (atexit runs the first registered last): the interpreter's final garbage
+    # collections then pass over the heap that polars, numpy and the parsers built, instead of walking
+    # all of it (a short run's exit, docs/benchmarks.md); the process ending frees it anyway
+    atexit.register(gc.freeze)
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)

@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from forensics.errors import UsageError
 
@@ -34,6 +33,8 @@ def local_zone_name() -> str:
 
 
 def _valid_zone(name: str) -> bool:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError   # here: its import reads the platform's settings, which --help needs not
+
     try:
         ZoneInfo(name)
         return True

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:   # the vectorized forms import polars when used: the command line parses sizes without it
+    import polars as pl
 
 _FACTORS = {
     "": 1, "b": 1, "byte": 1, "bytes": 1,
@@ -62,6 +64,8 @@ def parse_size(text: str | None) -> int | None:
 
 def factor_expr(unit: pl.Expr) -> pl.Expr:
     """Vectorized: a unit string column -> its byte factor (null for unknown units)."""
+    import polars as pl
+
     return unit.str.strip_chars().str.to_lowercase().replace_strict(
         _FACTORS, default=None, return_dtype=pl.Int64
     )
@@ -69,6 +73,8 @@ def factor_expr(unit: pl.Expr) -> pl.Expr:
 
 def bytes_expr(number: pl.Expr, unit: pl.Expr | int) -> pl.Expr:
     """Vectorized: numeric text (thousands separators allowed) times unit -> Int64 bytes, null on garbage."""
+    import polars as pl
+
     num = number.str.replace_all(",", "", literal=True).str.strip_chars().cast(pl.Float64, strict=False)
     factor = pl.lit(unit, dtype=pl.Int64) if isinstance(unit, int) else factor_expr(unit)
     return (num * factor).round(0).cast(pl.Int64, strict=False)

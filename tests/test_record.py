@@ -130,6 +130,19 @@ def test_a_command_killed_by_a_signal_exits_128_plus_n(tmp_path):
     assert not _survivors(tmp_path)
 
 
+@pytest.mark.parametrize("given", [None, "4"])
+def test_the_command_gets_the_environment_it_was_given(tmp_path, given):
+    # the command line runs numpy with one OpenBLAS thread (cli.main); the user's job keeps its own setting
+    env = _env(tmp_path)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = tmp_path / "run"
+    r = _record(out, env, sys.executable, "-c", "import os; print('blas', os.environ.get('OPENBLAS_NUM_THREADS'))")
+    assert r.returncode == 0, r.stderr
+    assert f"] blas {given}\n" in (out / "stdout.log").read_text()
+
+
 def test_unreadable_kernel_log_is_said_and_the_run_goes_on(tmp_path):
     deny = tmp_path / "deny"
     deny.mkdir()

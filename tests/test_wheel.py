@@ -45,12 +45,14 @@ def test_wheel_renders_report(tmp_path):
     where = subprocess.run([str(py), "-c", "import forensics, pathlib, json; from importlib import resources; "
                             "p = pathlib.Path(forensics.__file__).parent; print(p); print((p / 'templates').is_dir()); "
                             "print(json.loads(resources.files('forensics.report').joinpath('summary.schema.json')"
-                            ".read_text())['title'].replace(' ', '_'))"],
+                            ".read_text())['title'].replace(' ', '_')); "
+                            "from importlib.metadata import version; print(version('gpu-forensics') == forensics.__version__)"],
                            capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    pkg_dir, has_templates, schema_title = where.stdout.split()
+    pkg_dir, has_templates, schema_title, same_version = where.stdout.split()
     assert str(venv) in pkg_dir, f"imported from {pkg_dir}, not the wheel"
     assert has_templates == "True"
     assert schema_title == "gpu-forensics_JSON_summary"   # the summary's JSON Schema ships in the package
+    assert same_version == "True"   # the wheel's metadata takes its version from forensics/version.py
     job = write_incident(tmp_path / "job")
     res = subprocess.run([str(venv / "bin" / "gpu-forensics"), "report", str(job), "-o", "r.html", "--json", "s.json",
                           "--tz", "UTC"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
