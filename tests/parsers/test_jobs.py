@@ -266,9 +266,11 @@ def test_seff_out_of_memory_kept_as_comments_under_a_job_script():
     _, p = parse_file(realworld("seff_out_of_memory_in_job_script.txt"), Options(tz="UTC"), expect="slurm-seff")
     (r,) = events(p)
     assert (r["line"], r["kind"], r["process"], r["time"]) == (19, "oom_kill", "Slurm job 35582785", None)
-    assert r["bytes"] == round(47.64 * (1 << 30))
+    # the bytes used are on line 25, not the State line the event cites: they are in its detail with their line
+    assert r["bytes"] is None
     assert r["detail"] == {"reporter": "slurm", "job": "35582785", "state": "OUT_OF_MEMORY", "exit_code": 0,
-                           "requested_bytes": 40 << 30, "cluster": "openmind7", "scope": "memcg", "ran_out": "host"}
+                           "requested_bytes": 40 << 30, "cluster": "openmind7", "scope": "memcg", "ran_out": "host",
+                           "used_bytes": round(47.64 * (1 << 30)), "used_line": 25}
     assert p.notes == ["seff: job 35582785 used 47.64 GiB of host memory of the 40.00 GiB it asked for "
                        "(OUT_OF_MEMORY, line 25)"]
     # the batch script above the summary is counted, not read

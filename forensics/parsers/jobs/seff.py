@@ -10,7 +10,7 @@
 
 `State` OUT_OF_MEMORY is an `oom_kill` of the job's cgroup (scope `memcg`: the host memory the job was
 given ran out, not a GPU's) with `Memory Utilized` (seff's peak of the steps' MaxRSS; `GB` = 2^30, as
-seff's kbytes2str divides by 1024) as its bytes; CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, DEADLINE a
+seff's kbytes2str divides by 1024) and its line in its detail; CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, DEADLINE a
 `job_killed`. Each job's memory used of its request is said in a note. seff prints no time: the events
 are untimed.
 """
@@ -60,7 +60,9 @@ def _close(job: dict | None, events: list, notes: list) -> None:
          "exit_code": int(code) if code and code.isdigit() else code,
          "requested_bytes": asked, "cluster": job.get("cluster")}
     if state == "OUT_OF_MEMORY":
-        kind, bytes_, d = "oom_kill", used, {**d, "scope": "memcg", "ran_out": "host"}
+        # the memory used stands on its own line (`Memory Utilized`), not the State line the event cites
+        kind, bytes_, d = "oom_kill", None, {**d, "scope": "memcg", "ran_out": "host", "used_bytes": used,
+                                             "used_line": job.get("used_line") if used is not None else None}
     else:
         kind, bytes_, d = "job_killed", None, {**d, "reason": state.lower(), "cause_recorded": state != "CANCELLED"}
     events.append({"kind": kind, "time": None, "line": job["state_line"], "text": job["state_text"],
