@@ -338,3 +338,15 @@ def test_a_value_no_gpu_holds_is_dropped_and_counted(tmp_path):
 def test_the_slow_path_cites_each_values_own_line():
     data = b'{\n "a": [\n  [1, "10"],\n  [2, "20"],\n  [3, "10"]\n ]\n}\n'
     assert prometheus._value_lines(data, ["10", "20", "10"]) == [3, 4, 5]
+
+
+def test_a_negative_value_is_counted_not_read(tmp_path):
+    """Found by `bench/fuzz.py --only forced` (a value mutated to -1): the reader emitted -1 MiB."""
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "gpu": "0"},
+         "values": [[1767618000 + 15 * i, "-1" if i == 3 else str(1000 + i)] for i in range(6)]}]}}
+    p = tmp_path / "prom.json"
+    p.write_text(json.dumps(doc, indent=1))
+    _, parsed = parse_file(p, UTC, expect="prometheus-json")
+    assert parsed.samples.height == 5 and parsed.samples["bytes"].min() >= 0
+    assert parsed.skipped.total == 1

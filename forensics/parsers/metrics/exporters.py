@@ -184,7 +184,7 @@ def to_samples(series: list[dict], points: pl.DataFrame, skipped: Skipped) -> tu
         skipped.add_lines(NOT_A_NUMBER, bad["line"].sort())
     pts = pts.filter(finite).with_columns(
         (pl.col("value") * by_sid("scale", pl.Float64)).round().cast(pl.Int64, strict=False).alias("bytes")).drop("value")
-    plausible = pl.col("bytes").abs() <= MAX_PLAUSIBLE_BYTES
+    plausible = pl.col("bytes").is_between(0, MAX_PLAUSIBLE_BYTES)   # (no memory size is below zero)
     skipped.add_lines(IMPLAUSIBLE, pts.filter(~plausible.fill_null(True))["line"].sort())
     pts = pts.filter(plausible.fill_null(True))
     cap = _capacity(pts)
