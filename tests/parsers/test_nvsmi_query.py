@@ -131,7 +131,8 @@ def test_xml_reports(tmp_path):
     mem = p.samples.filter(pl.col("series") == "memory.used").sort("seq")
     assert mem["bytes"].to_list() == [1234 * MiB, 2234 * MiB]
     assert mem["time"].to_list() == [utc(2019, 12, 1, 15, 30, 44), utc(2019, 12, 1, 15, 31, 44)]
-    assert mem["gpu"].to_list() == ["0", "0"] and mem["line"].to_list() == [7, 31]
+    # each reading cites the line that holds its bytes (`<used>1234 MiB</used>`), not the `<gpu id>` line
+    assert mem["gpu"].to_list() == ["0", "0"] and mem["line"].to_list() == [12, 36]
     proc = p.samples.filter(pl.col("series") == "process.used")
     assert proc["pid"].to_list() == [4242, 4242] and proc["bytes"].null_count() == 2
     assert p.meta["gpu_map"] == {"00000000:01:00.0": "0", "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee": "0"}

@@ -158,6 +158,11 @@ def _meta(p: Parsed, gpus: pl.DataFrame) -> None:
 
 # -- XML (-q -x) ------------------------------------------------------------------------------------
 
+def _line_after(lines: list[str], start: int, end: int, tag: str) -> int | None:
+    """The index of the first line from `start` (excluded) to `end` that holds `tag`, or None."""
+    return next((j for j in range(start + 1, end + 1) if tag in lines[j]), None)
+
+
 def _parse_xml(df: pl.DataFrame, path: str, opts: Options, nested: bool) -> Parsed:
     """`nvidia-smi -q -x`, one document or many appended. Parsed with defusedxml (no entities)."""
     import defusedxml.ElementTree as ET
@@ -195,22 +200,30 @@ def _parse_xml(df: pl.DataFrame, path: str, opts: Options, nested: bool) -> Pars
             bus = C.norm_bus(g.get("id"))
             index = str(rank) if all_listed else None
             gid = index or bus
-            line = next((numbers[j] for j in range(s, end + 1) if f'id="{g.get("id")}"' in lines[j]), numbers[s])
+            at = next((j for j in range(s, end + 1) if f'id="{g.get("id")}"' in lines[j]), s)
+            line = numbers[at]
             fbm = g.find("fb_memory_usage")
             if fbm is not None:
                 used = parse_size(fbm.findtext("used"))
                 total = parse_size(fbm.findtext("total"))
-                rows.append({"naive": naive, "seq": k + 1, "line": line, "gpu": gid, "series": "memory.used",
-                             "bytes": used, "total_bytes": total})
+                # a reading cites the line that holds its bytes: `<used>` inside this GPU's `<fb_memory_usage>`
+                fb_at = _line_after(lines, at, end, "<fb_memory_usage>")
+                used_at = _line_after(lines, fb_at, end, "<used>") if fb_at is not None else None
+                rows.append({"naive": naive, "seq": k + 1, "line": numbers[used_at] if used_at is not None else line,
+                             "gpu": gid, "series": "memory.used", "bytes": used, "total_bytes": total})
             gpus.setdefault(gid, {"gpu": gid, "index": index, "name": (g.findtext("product_name") or "").strip() or None,
                                   "uuid": (g.findtext("uuid") or "").strip() or None, "bus_id": bus,
                                   "total_bytes": parse_size(fbm.findtext("total")) if fbm is not None else None})
+            proc_at = at
             for proc in g.iter("process_info"):
+                proc_at = _line_after(lines, proc_at, end, "<process_info>") if proc_at is not None else None
                 pid = (proc.findtext("pid") or "").strip()
                 if not pid.isdigit():
                     continue
                 name = (proc.findtext("process_name") or "").strip()
-                rows.append({"naive": naive, "seq": k + 1, "line": line, "gpu": gid, "pid": int(pid),
+                mem_at = _line_after(lines, proc_at, end, "<used_memory>") if proc_at is not None else None
+                rows.append({"naive": naive, "seq": k + 1, "line": numbers[mem_at] if mem_at is not None else line,
+                             "gpu": gid, "pid": int(pid),
                              "series": "process.used", "bytes": parse_size(proc.findtext("used_memory")),
                              "label": name if name and name != "N/A" else None})
     if rows:
