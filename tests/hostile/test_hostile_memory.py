@@ -248,3 +248,21 @@ def test_a_document_past_its_budget_is_refused_in_one_line_naming_the_option(tmp
     assert info.error and "document too big" in info.error and "--max-document-size 4.00MiB" in info.error
     assert "\n" not in info.error
     assert not pipeline.load([str(tmp_path)], Options(tz="UTC")).inputs[0].error
+
+
+@pytest.mark.hostile_heavy
+def test_a_line_of_many_readings_costs_their_number_not_its_square():
+    """Found by `bench/fuzz.py --only forced --parsers megatron-memory`: a mutated Megatron log's line of
+    40,112 `allocated 5 MiB` made the general reader copy the line's 40,113 numbers once per reading and
+    ask for 128 GB (an abort). Now the numbers are exploded once and joined."""
+    import resource
+    import subprocess
+    import sys
+
+    code = ("import polars as pl; from forensics.parsers.steplog.reader import extract_all; "
+            "line = 'Total number of parameters in billions: 6.74' + ' allocated 5 MiB' * 40_112; "
+            "print(extract_all(pl.DataFrame({'line': [5], 'text': [line]}), 'UTC').samples.height)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-500:]
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
+    assert peak_mb < 1500, peak_mb

@@ -641,12 +641,24 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) ->
     )
     lines, yearless = _times(lines, zone)
     lines = lines.drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx", "layout", strict=False)
-    r = lines.join(readings, on="pid", how="inner").with_columns(
-        (num("idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
-        (num("total_idx") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
+    # each reading's number by its position in its line: the numbers exploded once (one row per number
+    # of the input), then joined, so a line of many readings and many numbers costs their sum, not their
+    # product (a list of numbers copied per reading made a hostile 1 MiB line ask for 128 GB)
+    lines = lines.with_row_index("_row")
+    values = lines.select("_row", "nums").explode("nums").select(
+        "_row", pl.int_range(pl.len()).over("_row").cast(pl.Int64).alias("_pos"),
+        pl.col("nums").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("_v"))
+    r = lines.drop("nums").join(readings, on="pid", how="inner")
+    r = r.join(values.rename({"_pos": "idx", "_v": "_value"}), on=["_row", "idx"], how="left",
+               maintain_order="left") \
+        .join(values.rename({"_pos": "total_idx", "_v": "_total"}), on=["_row", "total_idx"], how="left",
+              maintain_order="left")
+    r = r.with_columns(
+        (pl.col("_value") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
+        (pl.col("_total") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
         pl.when(pl.col("rlabel").is_null()).then(pl.col("label"))
         .otherwise(pl.concat_str("label", "rlabel", separator=", ", ignore_nulls=True)).alias("label"),
-    )
+    ).drop("_row", "_value", "_total")
     # a `total` key is the capacity of the other readings on its line, not a series
     totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))
     r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")
