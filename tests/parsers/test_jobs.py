@@ -302,3 +302,11 @@ def test_seff_sniff_needs_job_state_and_efficiency():
     assert seff.sniff(["Job ID: 1", "State: COMPLETED (exit code 0)", "Memory Utilized: 1.00 GB"])
     assert seff.sniff(["Job ID: 1", "State: RUNNING"]) is None
     assert seff.sniff(["State: OUT_OF_MEMORY", "Memory Utilized: 1 GB"]) is None
+
+
+def test_sacct_exit_code_of_ten_thousand_digits_is_no_number(tmp_path):
+    """Found by fuzz.py's forced property: int() of a 14,860-digit exit code raised past Python's limit."""
+    p = tmp_path / "sacct.txt"
+    p.write_text("JobID|JobName|State|ExitCode|MaxRSS\n1|train|OUT_OF_MEMORY|0:" + "9" * 14_860 + "|10G\n")
+    _, parsed = parse_file(p, Options(tz="UTC"), expect="slurm-sacct")
+    assert parsed.events.height == 1

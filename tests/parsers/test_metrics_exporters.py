@@ -350,3 +350,13 @@ def test_a_negative_value_is_counted_not_read(tmp_path):
     _, parsed = parse_file(p, UTC, expect="prometheus-json")
     assert parsed.samples.height == 5 and parsed.samples["bytes"].min() >= 0
     assert parsed.skipped.total == 1
+
+
+def test_a_number_of_sixty_thousand_digits_is_a_one_line_error(tmp_path):
+    """Found by fuzz.py's forced property: a document the fast path could not cut went to json, which
+    refuses to convert such an integer: a ValueError that is no JSONDecodeError escaped the reader."""
+    data = b'{"result":[{"metric":{},"value":[' + b"1" * 60_000 + b',"5"]}]'
+    p = tmp_path / "prom.json"
+    p.write_bytes(data)
+    err = prometheus._not_json(Source.open(p, str(p)), data, None)
+    assert isinstance(err, InputError) and "\n" not in str(err)

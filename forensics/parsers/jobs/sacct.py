@@ -107,12 +107,12 @@ def parse(src, opts) -> Parsed:
         jobid = f"{job}.{step}" if step else job
         state = (r.get("state") or "").split(" ")[0].rstrip("+")
         code, _, sig = (r.get("exitcode") or "").partition(":")
-        sig_n = int(sig) if sig.isdigit() else 0
+        sig_n = int(sig) if sig.isdigit() and len(sig) <= 3 else 0   # (a signal number, not 10,000 digits)
         rss = _bytes(r.get("maxrss"))
         if rss is not None and (peak is None or rss > peak[1]):
             peak = (jobid, rss, line)
         d = {"reporter": "slurm", "job": job, "step": step or None, "state": r.get("state") or None,
-             "exit_code": int(code) if code.isdigit() else None, "max_rss": rss,
+             "exit_code": int(code) if code.isdigit() and len(code) <= 3 else None, "max_rss": rss,
              "node": r.get("nodelist") or None}
         if state.startswith("OUT_OF_ME"):     # OUT_OF_MEMORY, cut to OUT_OF_ME+ in a 10-wide column
             ev = {"kind": "oom_kill", "bytes": rss, "d": {**d, "scope": "memcg", "ran_out": "host"}}

@@ -45,7 +45,9 @@ def _not_json(src, data: bytes, cut) -> InputError:
     """Where the document stops parsing, for people."""
     try:
         json.loads(data)
-    except json.JSONDecodeError as e:
+    except ValueError as e:   # (also an integer of more digits than Python converts)
+        if not isinstance(e, json.JSONDecodeError):
+            return InputError(src.path, "JSON document not read", f"{e}"[:160], "export it again")
         # a cut stream stops parsing within its last bytes, where the writer stopped
         at_end = len(data.rstrip()) - e.pos < 4096
         what = "JSON document cut off" if at_end or cut is not None else "not valid JSON"
