@@ -1,5 +1,6 @@
 """The reader of a format whose lines are picked out by its scan hint (the same lines its free-text scan
-reads inside other logs): torch/distributed, jobs/kills, serving/engines. Format-free: each format gives its
+reads inside other logs): torch/distributed, jobs/kills, serving/engines (HintReader, batch by batch), and
+torch/oom, oom/frameworks (parse_used, small files read whole). Format-free: each format gives its
 prefilter, hint and `read(lines, src, opts)`."""
 from __future__ import annotations
 
@@ -40,3 +41,21 @@ class HintReader:
         out = self.read(lines, self.src, self.opts)
         out.skipped.merge(self.skipped)
         return out
+
+
+def parse_used(src, opts, hint: str, read, other_reason: str) -> Parsed:
+    """A file read whole: the lines its hint picks out go to `read`, which names the lines it used in
+    `meta["_used_lines"]`; every other non-blank line is counted as skipped with `other_reason`."""
+    frame = src.frame()
+    out = read(frame.filter(pl.col("text").str.contains(hint)), src, opts)
+    used = set(out.meta.pop("_used_lines", ()))
+    rest = frame.filter(~pl.col("line").is_in(list(used)) & (pl.col("text").str.strip_chars() != ""))
+    out.skipped.add_lines(other_reason, rest["line"])
+    return out
+
+
+def scan_used(lines: pl.DataFrame, src, opts, read) -> Parsed:
+    """The same reader on the hinted lines of another format's file (what it used is no matter there)."""
+    out = read(lines, src, opts)
+    out.meta.pop("_used_lines", None)
+    return out

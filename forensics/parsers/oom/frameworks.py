@@ -23,6 +23,7 @@ from forensics import units
 from forensics.io.sources import Source
 from forensics.model import Parsed, events_frame
 from forensics.options import Options
+from forensics.parsers import hint_reader
 from forensics.parsers.torch import oom as torch_oom
 
 NAME = "framework-oom"
@@ -97,18 +98,11 @@ def sniff(head: list[str]) -> str | None:
 
 
 def parse(src: Source, opts: Options) -> Parsed:
-    frame = src.frame()
-    out = _read(frame.filter(pl.col("text").str.contains(SCAN_HINT)), src, opts)
-    used = set(out.meta.pop("_used_lines", ()))
-    rest = frame.filter(~pl.col("line").is_in(list(used)) & (pl.col("text").str.strip_chars() != ""))
-    out.skipped.add_lines("not part of an out-of-memory message", rest["line"])
-    return out
+    return hint_reader.parse_used(src, opts, SCAN_HINT, _read, "not part of an out-of-memory message")
 
 
 def scan(lines: pl.DataFrame, src: Source, opts: Options) -> Parsed:
-    out = _read(lines, src, opts)
-    out.meta.pop("_used_lines", None)
-    return out
+    return hint_reader.scan_used(lines, src, opts, _read)
 
 
 def _dialect(line: str) -> tuple[str, re.Match] | None:

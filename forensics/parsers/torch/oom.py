@@ -24,7 +24,7 @@ from forensics import units
 from forensics.options import Options
 from forensics.model import Parsed, events_frame
 from forensics.io.sources import Source
-from forensics.parsers import ranks
+from forensics.parsers import hint_reader, ranks
 
 NAME = "pytorch-oom"
 
@@ -215,19 +215,11 @@ def _is_message(m: re.Match, line: str) -> bool:
 
 
 def parse(src: Source, opts: Options) -> Parsed:
-    frame = src.frame()
-    hits = frame.filter(pl.col("text").str.contains(SCAN_HINT))
-    out = _read(hits, src, opts)
-    used = set(out.meta.pop("_used_lines", ()))
-    rest = frame.filter(~pl.col("line").is_in(list(used)) & (pl.col("text").str.strip_chars() != ""))
-    out.skipped.add_lines("not part of an out-of-memory message", rest["line"])
-    return out
+    return hint_reader.parse_used(src, opts, SCAN_HINT, _read, "not part of an out-of-memory message")
 
 
 def scan(lines: pl.DataFrame, src: Source, opts: Options) -> Parsed:
-    out = _read(lines, src, opts)
-    out.meta.pop("_used_lines", None)
-    return out
+    return hint_reader.scan_used(lines, src, opts, _read)
 
 
 # -- reading -----------------------------------------------------------------------------------
