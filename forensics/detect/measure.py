@@ -369,25 +369,17 @@ def series_labels(samples: pl.DataFrame) -> pl.Series:
 
 
 def series_frames(samples: pl.DataFrame):
-    """(key, frame) per series: per source, host, GPU, process, series name and label.
-
-    A label that changes with nearly every sample (a step number kept in the tag, "step 17") does not
-    name a series: such labels are dropped, so the samples form one series instead of hundreds
-    (series_labels states the same rule for all samples at once)."""
+    """(key, frame) per series: per source, host, GPU, process, series name and label, the label as
+    series_labels keys it (a step number kept in the tag, "step 17", names no series: such samples form
+    one series instead of hundreds)."""
     if samples.height == 0:
         return []
     keys = ["source", "host", "gpu", "pid", "series"]
     cols = keys + ["label", "time", "seq", "line", "step", "bytes", "total_bytes"]
     out = []
-    for k, df in samples.select(cols).partition_by(keys, as_dict=True, maintain_order=True).items():
+    named = samples.select(cols).with_columns(series_labels(samples))
+    for k, df in named.partition_by(keys, as_dict=True, maintain_order=True).items():
         if k[4] is None:
-            continue
-        counts = df.group_by("label").len()["len"]
-        if counts.len() == 1:
-            out.append((tuple(k) + (df["label"][0],), df))
-            continue
-        if float(counts.median()) < MIN_POINTS:
-            out.append((tuple(k) + (None,), df.with_columns(pl.lit(None, dtype=pl.String).alias("label"))))
             continue
         for (label,), part in df.partition_by("label", as_dict=True, maintain_order=True).items():
             out.append((tuple(k) + (label,), part))
