@@ -327,22 +327,26 @@ class Run:
     seconds: float
     peak_mb: float
     out: str
+    cpu: float | None = None    # user + system seconds (with /usr/bin/time): steadier than wall on a shared machine
+    status: int = 0
 
 
-def measure(cmd: list[str], stdout=None) -> Run:
-    """Wall time and peak RSS of one command (a process of its own)."""
+def measure(cmd: list[str], stdout=None, check: bool = True) -> Run:
+    """Wall time, CPU time and peak RSS of one command (a process of its own); `check`: a failed command
+    raises."""
     if _TIME:
-        cmd = ["/usr/bin/time", "-f", "PEAK_KB %M", *cmd]
+        cmd = ["/usr/bin/time", "-f", "PEAK_KB %M CPU %U %S", *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t = time.perf_counter()
     p = subprocess.run(cmd, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
-    if p.returncode != 0:
+    if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
-    m = re.search(r"PEAK_KB (\d+)", p.stderr or "")
-    # without /usr/bin/time: the largest child so far (an upper bound of this one's)
+    m = re.search(r"PEAK_KB (\d+) CPU ([\d.]+) ([\d.]+)", p.stderr or "")
+    # without /usr/bin/time: the largest child so far (an upper bound of this one's), no CPU time
     peak = int(m.group(1)) if m else max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-    return Run(dt, peak / 1024, (p.stdout or "") + (p.stderr or ""))
+    cpu = float(m.group(2)) + float(m.group(3)) if m else None
+    return Run(dt, peak / 1024, (p.stdout or "") + (p.stderr or ""), cpu, p.returncode)
 
 
 def _best(runs: list[Run]) -> Run:

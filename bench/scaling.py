@@ -18,33 +18,18 @@ inputs). The load average is printed with it (a shared machine's wall seconds ar
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf import ROOT, _load  # noqa: E402
+from perf import ROOT, _load, measure  # noqa: E402
 
 T0 = 1_767_618_000
 MB = 1 << 20
 CHUNK = 16 * MB
-
-
-def measure(cmd: list[str]) -> tuple[float, float, float, int]:
-    """(wall s, CPU s of user and system, peak RSS MB, exit status) of one command, by /usr/bin/time:
-    on a shared machine the CPU seconds are the steadier figure."""
-    t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "GF_TIME %U %S %M", *cmd], capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    m = re.search(r"GF_TIME ([\d.]+) ([\d.]+) (\d+)", p.stderr)
-    if not m:
-        raise RuntimeError(f"{' '.join(cmd)}: no timing ({p.returncode}): {p.stderr[-2000:]}")
-    return wall, float(m[1]) + float(m[2]), int(m[3]) / 1024, p.returncode
 
 
 def gen_series(path: Path, n: int, seed: int = 7) -> None:
@@ -129,17 +114,20 @@ def main(argv: list[str] | None = None) -> int:
         for n in [int(x) for x in args.series.split(",") if x]:
             p = work / f"series_{n}.json"
             gen_series(p, n)
-            wall, cpu, peak, rc = measure([*cmd, str(p), "-o", str(work / "r.html"), "--json", str(work / "r.json"),
-                                           "--tz", "UTC"])
-            rows.append((f"series {n}", p.stat().st_size / MB, wall, cpu, peak, rc, cpu / n * 1000, "ms/series"))
+            r = measure([*cmd, str(p), "-o", str(work / "r.html"), "--json", str(work / "r.json"), "--tz", "UTC"],
+                        check=False)
+            cpu = r.cpu if r.cpu is not None else r.seconds
+            rows.append((f"series {n}", p.stat().st_size / MB, r.seconds, cpu, r.peak_mb, r.status, cpu / n * 1000,
+                         "ms/series"))
             p.unlink()
         for kind in [k for k in args.kinds.split(",") if k]:
             for mb in [int(x) for x in args.sizes.split(",") if x]:
                 folder = work / f"{kind}_{mb}"
                 gen_log(folder, kind, mb)
-                wall, cpu, peak, rc = measure([*cmd, str(folder), "-o", str(work / "r.html"), "--json",
-                                               str(work / "r.json"), "--tz", "UTC", "--year", "2026"])
-                rows.append((f"{kind} {mb} MB", float(mb), wall, cpu, peak, rc, cpu / mb * 1000, "ms/MB"))
+                r = measure([*cmd, str(folder), "-o", str(work / "r.html"), "--json", str(work / "r.json"),
+                             "--tz", "UTC", "--year", "2026"], check=False)
+                cpu = r.cpu if r.cpu is not None else r.seconds
+                rows.append((f"{kind} {mb} MB", float(mb), r.seconds, cpu, r.peak_mb, r.status, cpu / mb * 1000, "ms/MB"))
                 for f in folder.iterdir():
                     f.unlink()
                 folder.rmdir()
