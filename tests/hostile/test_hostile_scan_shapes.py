@@ -90,8 +90,8 @@ def test_links_out_of_the_archive_are_not_followed_unless_asked(tmp_path):
     w(job / "train.log", "".join(f"[step {i}] allocated: 500 MB\n" for i in range(60)))
     os.symlink("../../outside/secret", job / "logs")
     os.symlink("/etc/passwd", job / "passwd")
-    w(tmp_path / "arch" / "shared" / "more.log", "".join(f"[step {i}] allocated: 600 MB\n" for i in range(60)))
-    os.symlink("../shared/more.log", job / "inside.log")   # a link inside the archive is followed
+    w(tmp_path / "arch" / "common" / "more.log", "".join(f"[step {i}] allocated: 600 MB\n" for i in range(60)))
+    os.symlink("../common/more.log", job / "inside.log")   # a link inside the archive is followed
     out = tmp_path / "s"
     res = sc.run_scan(_cfg(tmp_path / "arch", out))
     row = next(r for r in res.rows if r["job"] == "job1")
