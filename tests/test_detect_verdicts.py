@@ -260,3 +260,39 @@ def test_kv_cache_usage_without_the_cache_size_is_said_as_skipped():
     assert an.verdict == "inconclusive"
     assert an.verdict_reason.endswith("Skipped: 6 lines, KV cache usage as a fraction, the cache's size not in the "
                                       "log: not read.")
+
+
+# A short job's first rise out of its start level, far faster than what follows, is the job reaching
+# its working set. Readings per second of two real H100 jobs (bench/heldout2, 2026-12-06): a 1 s
+# nvidia-smi log of an 11 s job that ran into a CUDA OOM, and compute-apps of a crash loop's second run.
+STARTUP_THEN_FEW = {
+    "kv_gb_leak_oom": [0, 0, 0, 0, 561, 561, 561, 561, 561, 561, 561, 4209, 4401, 4785, 0, 0],
+    "crashloop_run2": [552, 552, 552, 552, 552, 552, 2952, 3272, 4552],
+}
+
+
+def test_a_start_up_jump_and_two_unlike_rises_are_too_few_for_a_trend():
+    for name, mib in STARTUP_THEN_FEW.items():
+        an = run(frame(np.array(mib, float) * MiB, pid=7 if name.startswith("crash") else None))
+        assert an.verdict == "inconclusive", (name, an.verdict_reason)
+        assert "2 after the start-up's jump" in an.verdict_reason
+        assert "more slowly" not in an.verdict_reason, an.verdict_reason   # 192 then 384 MiB is no settling
+
+
+def test_a_start_up_jump_then_steady_rises_is_still_a_thin_leak():
+    # the same start, then three like rises: the trend is seen after the start-up
+    an = run(frame(np.array([552, 552, 552, 3000, 3300, 3600, 3900, 4200], float) * MiB))
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.start_index is None or f.start_index >= 3
+
+
+def test_a_flat_device_reading_says_what_it_cannot_see():
+    # a JAX job's pool taken at start and flat while bytes_in_use grew to RESOURCE_EXHAUSTED (real, H100)
+    mib = [0] * 5 + [4, 537, 561, 1841, 2933, 2933] + [4981, 4981] + [4983] * 12 + [0] * 4
+    an = run(frame(np.array(mib, float) * MiB))
+    assert an.verdict == "no_leak"
+    assert "device readings only" in an.verdict_reason and "JAX/XLA" in an.verdict_reason
+    # a framework's own count is no device reading: no such caveat
+    an = run(frame(np.full(30, 2.0) * GiB, series="allocated", gpu=None, source="train.log"))
+    assert "device readings only" not in (an.verdict_reason or "")

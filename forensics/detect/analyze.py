@@ -18,7 +18,7 @@ from forensics.detect import jobs
 from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
-from forensics.detect.measure import HOST_SERIES, POOL_SERIES, Series, SeriesResult, measure_series, series_frames
+from forensics.detect.measure import DEVICE_SERIES, HOST_SERIES, POOL_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.detect.thresholds import POOL_FULL
 from forensics.ranks import RankMap
 from forensics.units import human
@@ -161,8 +161,14 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
             tail = (" The kernel's OOM killer ended the job: host memory ran out, not GPU memory"
                     + (" (host memory grew: see the host-memory finding)." if host else "."))
             host_txt = ""
+        scope = ""
+        if all(s.result.series in DEVICE_SERIES for s in usable):
+            # the driver's count: a framework that preallocates (JAX/XLA, TensorFlow) or caches (PyTorch)
+            # grows inside what it already took, and that cannot show here
+            scope = (" These are device readings only: growth inside a framework's memory pool (PyTorch's "
+                     "cache, JAX/XLA's preallocated pool) does not show in them; the job's step log or stderr would.")
         return "no_leak", (f"{len(usable)} GPU memory series show no growth that persists "
-                           f"({', '.join(classes)}).{host_txt}{tail}" + (f" {pool_txt}" if pool_txt else ""))
+                           f"({', '.join(classes)}).{host_txt}{tail}" + (f" {pool_txt}" if pool_txt else "") + scope)
     expected = [f for f in findings if f.kind == "sanitizer_leak"]
     if expected:
         return "no_leak", ("compute-sanitizer's unfreed allocations are the caching allocator's own "

@@ -240,6 +240,16 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     return fit
 
 
+def _start_level_end(y: np.ndarray) -> int:
+    """Index of the last reading still at the series' first level (a CUDA context, a job not yet
+    allocating): the readings up to it rose by no more than the reading resolution."""
+    tiny = max(LEVEL_RESOLUTION * float(robust.median(np.abs(y))), 1.0)
+    i = 0
+    while i + 1 < y.size and abs(float(y[i + 1] - y[0])) <= tiny:
+        i += 1
+    return i
+
+
 def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     """A job seen in only a few readings (coarse sampling, a short job): too few for change points,
     enough to say whether memory rose at every reading of its last stretch, up to the end, without
@@ -267,7 +277,13 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     # slowing down is judged per unit of x (time or step), not per reading: a reading taken off the
     # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
     run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
-    slowing = r >= SHORT_RUN and float(run_slope[-1]) < DECELERATION * float(run_slope.mean())
+    # the first rise out of the job's starting level, far faster than the rises after it, is the job
+    # reaching its working set (the model loaded, the first step's buffers): not part of any trend,
+    # neither a leak's nor a warm-up's settling
+    startup = (r >= SHORT_RUN and r == n - 1 - _start_level_end(y)
+               and float(run_slope[0]) > SHORT_SIMILAR * float(robust.median(run_slope[1:])))
+    trend = run_slope[1:] if startup else run_slope
+    slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean())
     fall = float(-d.min()) if d.size else 0.0
     if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
         # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
@@ -283,10 +299,12 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         k = sl.size - 1
         while k > 0 and 1 / SHORT_SIMILAR <= sl[k - 1] / float(robust.median(sl[k:])) <= SHORT_SIMILAR:
             k -= 1
-        if sl.size - k < SHORT_RUN - 1:   # no two alike: the whole rising stretch is the trend
-            k = 0
-        rate = robust.theil_sen(xs[k:], ys[k:])
-        grown = float(ys[-1] - ys[k])
+        if sl.size - k < SHORT_RUN - 1:
+            # no two alike: the whole rising stretch is the trend, unless it begins with the start-up,
+            # and what follows it is too few unlike rises to be one
+            k = -1 if startup else 0
+        rate = robust.theil_sen(xs[k:], ys[k:]) if k >= 0 else 0.0
+        grown = float(ys[-1] - ys[k]) if k >= 0 else 0.0
         if rate > 0 and grown >= LEAK_MIN_FRACTION * level:
             onset = float(xs[k])
             rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
@@ -303,7 +321,8 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet
         fit.classification = "too_short"
         how = ", ever more slowly" if slowing else ""
-        fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading{how} ({few}: "
+        after = f", {r - 1} after the start-up's jump" if startup else ""
+        fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading{how} ({few}{after}: "
                       "too few to tell a warm-up that had not settled from a leak)")
         return fit
     if slowing:
