@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from accuracy import front_matter  # noqa: E402  (the README front matter, read one way)
 
 MAX_FOLDER_BYTES = 1_000_000
-# the one binary kind a sample folder may hold: a memory snapshot pickle, small enough to keep in git
+# the binary kinds a sample folder may hold, small enough to keep in git: a memory snapshot pickle ...
 SNAPSHOT_SUFFIX, MAX_SNAPSHOT_BYTES = ".pickle", 2_000_000
+TFEVENTS_PREFIX = "events.out.tfevents."   # and a TensorBoard event file (a training log in binary)
 ONSET_STEPS = 3          # how far the onset may be off, in steps (when the finding counts steps)
 RATE_TOLERANCE = 0.25    # relative error allowed on the leak rate
 
@@ -83,6 +84,9 @@ def test_folder_is_small_text_with_its_inputs(folder):
             assert p.stat().st_size < MAX_SNAPSHOT_BYTES
             assert p.read_bytes()[:1] == b"\x80", f"{p.name}: a .pickle here must be a pickle (a memory snapshot)"
             continue
+        if p.name.startswith(TFEVENTS_PREFIX):
+            assert p.stat().st_size < MAX_SNAPSHOT_BYTES
+            continue
         p.read_bytes().decode("utf-8")          # logs only: no other binaries in sample folders
     inputs = listed(meta.get("inputs"))
     assert inputs, "README must list the inputs the tool has to recognize"
@@ -98,7 +102,8 @@ def test_every_listed_input_is_recognized(folder):
     for problem in bundle.problems:     # files that are not logs (README.md, clock.txt) may be listed
         if any(word in problem for word in ("not recognized", "empty file", "cannot read", "binary", "internal error")):
             assert not any(f"/{name}:" in problem for name in listed(meta.get("inputs"))), problem
-    by_name = {Path(i.path).name: i for i in bundle.inputs}
+    # an input in a subfolder (a TensorBoard run's tb/) is listed by its path in the folder
+    by_name = {Path(i.path).resolve().relative_to(folder.resolve()).as_posix(): i for i in bundle.inputs}
     for name in listed(meta.get("inputs")):
         info = by_name.get(name)
         assert info is not None, f"{name} was not read"

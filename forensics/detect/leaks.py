@@ -171,9 +171,12 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
          "classification": s.result.classification}
         for s in members]
     f.detail["steps_at"] = [primary.to_x(v) for v in lk.steps]
-    # the points of the step a log reads memory at ("before forward", "after step"), each its own series
+    # the points of the step a log reads memory at ("before forward", "after step"), each its own series:
+    # the same quantity under several labels (a label that only names one quantity, a TensorBoard tag,
+    # is no point of the step)
     phases = list(dict.fromkeys(s.result.label for s in sorted(members, key=lambda s: int(s.lines[0]))
-                                if s.result.label and s.result.series in FRAMEWORK_SERIES))
+                                if s.result.label and s.result.series in FRAMEWORK_SERIES
+                                and s.result.series == r.series))
     if len(phases) > 1:
         f.detail["phases"] = phases
     _lifetime_facts(f, timed or primary, members)
@@ -198,7 +201,7 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     who = f"rank {rank}, " if rank is not None else ""
     at = (f"; {len(members)} series grow, at {len(phases)} points of the step: {', '.join(phases)}"
           if len(phases) > 1 else "")
-    f.summary = (f"{where} ({who}{r.series}{' ' + r.label if len(phases) > 1 else ''}) grows {how}{since}, +{human(lk.growth)}"
+    f.summary = (f"{where} ({who}{r.series}{' ' + r.label if len(phases) > 1 and r.label else ''}) grows {how}{since}, +{human(lk.growth)}"
                  + (f", in {holder}" if holder else "") + ending
                  + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + at + ".")
     f.causes, f.checks = _leak_causes(f, members, device)

@@ -1,0 +1,50 @@
+"""One real job printed the same memory readings in seven step-log styles at once, to TensorBoard and
+from an NVML monitor thread (sample_logs/multi_style_leak, recorded on an H100): each file alone must
+tell the same leak with the same figures — whatever the style, the reading is the same."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from conftest import SAMPLE_LOGS
+
+from forensics import pipeline
+from forensics.options import Options
+
+FOLDER = SAMPLE_LOGS / "multi_style_leak"
+ONSET_STEP, PER_STEP = 22, 48 * 2**20                      # from the recorder's side file
+ONSET = datetime(2026, 12, 6, 6, 58, 51, 356000, tzinfo=timezone.utc)
+STEP_LOGS = ["train.log", "tutorial.log", "fairseq_tail.log", "phases.log", "jsonl.log", "absl.log", "spine.log",
+             "tb"]
+TB_OTHER = "event without a memory scalar (the version record, other tags, images, graphs)"
+TIMED = {"train.log", "fairseq_tail.log", "absl.log", "spine.log", "tb", "monitor.log"}
+
+
+def _leak(name):
+    bundle, an = pipeline.run([str(FOLDER / name)], Options(tz="UTC", tz_from_user=True))
+    assert an.verdict == "leak", (name, an.verdict_reason)
+    leaks = [f for f in an.findings if f.kind == "leak"]
+    assert len(leaks) >= 1
+    (info,) = bundle.inputs
+    # every line of every style is read (TensorBoard's other records, loss and the version, are said)
+    assert set(info.skip_reasons) <= {TB_OTHER}, (name, info.skip_reasons)
+    return leaks[0]
+
+
+@pytest.mark.parametrize("name", STEP_LOGS)
+def test_each_style_alone_gives_the_same_leak(name):
+    f = _leak(name)
+    assert f.pattern == "linear"
+    assert abs(f.rate_bytes_per_step - PER_STEP) <= 0.02 * PER_STEP, (name, f.rate_bytes_per_step)
+    step = f.start_index if f.start_index is not None else (f.detail or {}).get("start_step")
+    assert step is not None and abs(step - ONSET_STEP) <= 1, (name, step)
+    if name in TIMED:
+        assert abs((f.start - ONSET).total_seconds()) <= 1.0, (name, f.start)
+
+
+def test_the_monitor_threads_year_less_clock_is_read():
+    # `INFO 12-06 06:58:47 [monitor.py:57] GPU 0 memory: used=3181MiB total=81559MiB`: a level word
+    # before a clock without a year
+    f = _leak("monitor.log")
+    assert f.start is not None and f.start.year == 2026
+    assert abs((f.start - ONSET).total_seconds()) <= 5.0
