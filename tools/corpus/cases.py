@@ -493,3 +493,103 @@ STYLES_CASES = [
 
 CASES["heldout2"] = HELDOUT2
 CASES["styles"] = STYLES_CASES
+
+
+# ---- held-out set 3 (2026-12-06): the same workloads in regimes and combinations not recorded before ----------
+# Written after held-out set 2 was run and before any rule looked at these: slower and noisier leaks under
+# the phases recipe, short healthy jobs, JAX without an OOM, crash loops of three, a residual worker beside a
+# JSON log. Kept out of tests/ (bench/heldout3/), run once.
+
+H3 = "heldout3"
+
+HELDOUT3 = [
+    Case("slow_noisy_phases_exit", H3, ["wide1", "apps"],
+         simple("slow_noisy", "--steps 140 --period 0.12 --warm-gib 6 --noise-mib 512 --leak-mib 6 --onset 30 "
+                "--style phases", True),
+         "leak", ["leak"], "linear",
+         "A 6 GiB footprint under noisy batches (0-512 MiB a step), with per-step statistics kept from step 30 "
+         "(6 MiB a step), logged by the `log_memory(step_name)` helper at four points of each step. Ends "
+         "normally.", 30),
+    Case("staircase_jsonl_sigkill", H3, ["ms250", "dmon"],
+         kill_at("staircase", "--steps 400 --period 0.12 --warm-gib 2 --stair-mib 512 --stair-every 12 "
+                 "--style jsonl", True, step=90),
+         "leak", ["leak"], "step",
+         "Every 12 steps a 512 MiB snapshot kept in a list; JSON metrics lines; killed with SIGKILL after "
+         "step 90.", 26, stair_every=12),
+    Case("jax_leak_exit", H3, ["wide1", "apps"],
+         simple("jax_train", "--leak --steps 80 --period 0.12 --fraction 0.5 --warm-gib 2 --leak-mib 64 "
+                "--onset 20 --every 2", True),
+         "leak", ["leak"], "linear",
+         "JAX: each step's hidden activations kept from step 20 (64 MiB a step) under a 50 % cap that is never "
+         "reached; memory_stats() logged every 2 steps. Ends normally.", 30),
+    Case("infer_kv_leak_exit", H3, ["wide500", "apps"],
+         simple("infer", "--leak --steps 120 --period 0.12 --warm-gib 3 --max-batch 32 --out-mib 16 --onset 15 "
+                "--style kv_gb", True),
+         "leak", ["leak"], "linear",
+         "An inference loop caching every batch's output on the GPU from batch 15; `key=value` GB lines. "
+         "Ends normally.", 28),
+    Case("warmup_absl_sigkill", H3, ["wide1", "dmon"],
+         kill_at("warmup_plateau", "--steps 400 --period 0.13 --ramp 20 --peak-gib 12 --style absl", False,
+                 step=70),
+         "no_leak", [], None,
+         "Curriculum warm-up to 12 GiB over 20 steps, then flat; glog/absl lines; killed with SIGKILL after "
+         "step 70.", 25),
+    Case("eval_spikes_tutorial_exit", H3, ["wide500", "apps"],
+         simple("eval_spikes", "--steps 100 --period 0.13 --warm-gib 4 --eval-every 25 --eval-len 5 "
+                "--spike-gib 8 --style tutorial", False),
+         "no_leak", [], None,
+         "A 4 GiB footprint with an 8 GiB evaluation every 25 steps, freed but kept in the cache (no "
+         "empty_cache): reserved rises once and stays; tutorial lines. Ends normally.", 26),
+    Case("grad_accum_fairseq_exit", H3, ["wide1", "dmon"],
+         simple("grad_accum", "--steps 96 --period 0.13 --accum 8 --micro-mib 256 --style fairseq_tail", False),
+         "no_leak", [], None,
+         "Gradient accumulation over 8 micro-batches of 256 MiB, freed at each optimizer step; fairseq-style "
+         "tails. Ends normally.", 26),
+    Case("short_flat_exit", H3, ["wide1", "used5"],
+         simple("flat", "--steps 14 --period 0.5 --warm-gib 5 --style kv_gb", False),
+         "no_leak", [], None,
+         "A short job: 5 GiB taken at start, 14 flat steps of 0.5 s. A 5 s `timestamp, memory.used` log beside "
+         "a 1 s one.", 22),
+    Case("short_warmup_exit", H3, ["wide1", "apps"],
+         simple("warmup_plateau", "--steps 18 --period 0.5 --ramp 6 --peak-gib 8 --style spine", False),
+         "no_leak", [], None,
+         "A short job warming up to 8 GiB over 6 steps of 0.5 s, then flat for 12 steps. Ends normally.", 24),
+    Case("leak_oom_spine_late", H3, ["wide500", "apps", "script1"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.1 --warm-gib 2 --leak-mib 96 --onset 30 "
+                "--style spine", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Validation predictions kept from step 30 (96 MiB a step) under a 10 % cap until a CUDA OOM; "
+         "spine-style lines.", 34),
+    Case("crashloop_kv_oom_x3", H3, ["wide1", "apps"],
+         crash_loop("leak_oom", "--steps 400 --period 0.12 --fraction 0.05 --warm-gib 1 --leak-mib 128 --onset 6 "
+                    "--style kv_gb", runs=3, gap=1.5),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of three runs of a job keeping predictions from step 6 (128 MiB a step) under a 5 % cap; "
+         "each run dies of a CUDA OOM.", 42, timeout=120),
+    Case("lru_phases_exit", H3, ["wide500", "dmon"],
+         simple("lru", "--steps 100 --period 0.12 --cap-entries 24 --entry-mib 128 --style phases", False),
+         "no_leak", [], None,
+         "An LRU cache of 128 MiB entries capped at 24 fills over 24 steps and then evicts; the "
+         "`log_memory(step_name)` helper at four points of each step. Ends normally.", 26),
+    Case("cache_growth_kv_exit", H3, ["wide1", "apps"],
+         simple("cache_growth", "--steps 90 --period 0.13 --grow-mib 12 --style kv_gb", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 12 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; "
+         "`key=value` GB lines. Ends normally.", 26),
+    Case("residual_worker_jsonl_sigkill", H3, ["apps", "wide1"],
+         residual("--steps 400 --period 0.2 --warm-gib 3 --worker-gib 5 --style jsonl", kill_step=30, hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer with an eval worker process holding 5 GiB; the trainer is SIGKILLed after step 30 and the "
+         "worker keeps its memory for 8 s until it is killed too; JSON metrics lines.", 30),
+    Case("tensorboard_staircase_exit", H3, ["wide1", "apps"],
+         simple("staircase", "--steps 100 --period 0.12 --warm-gib 2 --stair-mib 640 --stair-every 20 "
+                "--style none --tensorboard", True),
+         "leak", ["leak"], "step",
+         "Every 20 steps a 640 MiB snapshot kept in a list; memory logged only to TensorBoard. Ends "
+         "normally.", 26, stair_every=20),
+    Case("large_stable_tutorial_sigkill", H3, ["wide500", "used5"],
+         kill_at("flat", "--steps 400 --period 0.15 --warm-gib 60 --style tutorial", False, step=60),
+         "no_leak", [], None,
+         "60 GiB taken at start, then flat; tutorial lines; killed with SIGKILL after step 60.", 24),
+]
+CASES["heldout3"] = HELDOUT3
