@@ -549,7 +549,7 @@ class Recorder:
 def main() -> None:
     global LOGFILE, PIDS_FILE
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--half", choices=["tune", "heldout", "heldout2", "styles"])
+    p.add_argument("--half", choices=["tune", "heldout", "heldout2", "heldout3", "styles"])
     p.add_argument("--out", type=Path)
     p.add_argument("--tgz", type=Path)
     p.add_argument("--deadline", type=float, default=540.0)
