@@ -49,7 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forensics.detect import analyze  # noqa: E402
-from forensics.detect.thresholds import F1_TARGET, IDLE_BAND, SHORT_MIN  # noqa: E402
+from forensics.detect.thresholds import F1_TARGET, IDLE_BAND, SHORT_MIN, SHORT_SIMILAR  # noqa: E402
+
+POOL_GROWTH_SHARE = 0.5   # a pool that grew by less than half the leak hid it from device memory
 from forensics.model import Bundle  # noqa: E402
 from forensics.model import events_frame, samples_frame  # noqa: E402
 
@@ -771,6 +773,21 @@ def _listed(value) -> list[str]:
     return [x.strip() for x in str(value).split(",") if x.strip()]
 
 
+def pool_kept_flat(jobs: list[dict]) -> str | None:
+    """Why the device views cannot hold a leak, from the truth file's own numbers: the leaking jobs'
+    allocator pool (`reserved`: what the framework took from the driver, all that device memory sees)
+    grew by less than half of what the leak kept, so the leak grew inside memory the pool already held."""
+    leaking = [j for j in jobs if j.get("leaks") and j.get("leak_growth_bytes")
+               and j.get("reserved_first") is not None and j.get("reserved_max") is not None]
+    if not leaking or any(j["reserved_max"] - j["reserved_first"] >= POOL_GROWTH_SHARE * j["leak_growth_bytes"]
+                          for j in leaking):
+        return None
+    j = leaking[0]
+    return (f"the allocator's pool did not grow with the leak (reserved {j['reserved_first'] / 2**20:.0f} -> "
+            f"{j['reserved_max'] / 2**20:.0f} MiB while it kept {j['leak_growth_bytes'] / 2**20:.0f} MiB): "
+            "device memory cannot show it")
+
+
 def read_recordings(base: Path, root: str) -> list[Recording]:
     """Recordings under `base`: folders with a README.md front matter that states an expected verdict,
     or with a truth.json (tests/corpus format)."""
@@ -792,7 +809,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
                     if a is not None and b is not None]
             out.append(Recording(t.get("case") or d.name, root, d, t["expected_verdict"],
                                  _listed(t.get("expected_findings")), t.get("pattern"),
-                                 _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC"))
+                                 _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
+                                 pool_kept_flat(t.get("jobs") or [])))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
@@ -896,18 +914,41 @@ def _lifetime_of(rec: Recording, t: datetime) -> float | None:
     return (rec.jobs[0][1] - rec.jobs[0][0]).total_seconds() if rec.jobs else None
 
 
+def working_readings(b: list[int]) -> int:
+    """How many of one job's readings (in time order) show its working set: all of them, unless the job
+    sat at a start level (a CUDA context, a job not yet allocating) and left it by a rise far faster than
+    the rises after it (the start-up reaching its working set): then those from that rise on."""
+    n = len(b)
+    if n < 2:
+        return n
+    tol = max(0.01 * float(np.median(np.abs(b))), float(2**20))
+    i = 0
+    while i + 1 < n and abs(b[i + 1] - b[0]) <= tol:
+        i += 1
+    if i + 1 >= n:
+        return n
+    after = np.abs(np.diff(b[i + 1:]))
+    if after.size and b[i + 1] - b[i] > SHORT_SIMILAR * float(np.median(after)):
+        return n - (i + 1)
+    return n
+
+
 def readings_in_jobs(samples: pl.DataFrame, jobs: list[tuple[datetime, datetime]]) -> int | None:
-    """The most readings one series holds inside the jobs' lifetimes while the job held memory (above the
-    series' idle floor, as detection's lifetimes see it), or None when that cannot be told (no lifetimes
-    known, or a file without a clock: its readings cannot be placed in a lifetime)."""
+    """The most readings one series holds inside one job's lifetime while the job held its working set
+    (above the series' idle floor, as detection's lifetimes see it, and past a start level it left by
+    the start-up's jump, `working_readings`), or None when that cannot be told (no lifetimes known, or a
+    file without a clock: its readings cannot be placed in a lifetime)."""
     if not jobs or "time" not in samples.columns or samples["time"].null_count():
         return None
     key = ["source", "series", "gpu", "pid"]
     lo, hi = pl.col("bytes").min().over(key), pl.col("bytes").max().over(key)
-    held = samples.filter((pl.col("bytes") > lo + IDLE_BAND * (hi - lo)) | (hi == lo))
-    inside = pl.any_horizontal([pl.col("time").is_between(a, b) for a, b in jobs])
-    counts = held.filter(inside).group_by(key).len()
-    return int(counts["len"].max() or 0) if counts.height else 0
+    held = samples.filter((pl.col("bytes") > lo + IDLE_BAND * (hi - lo)) | (hi == lo)).sort("time")
+    most = 0
+    for a, b in jobs:
+        inside = held.filter(pl.col("time").is_between(a, b))
+        for _, part in inside.group_by(key):
+            most = max(most, working_readings(part["bytes"].to_list()))
+    return most
 
 
 def expectation_seen(rec: Recording, view: str, samples: pl.DataFrame) -> tuple[str | None, str]:

@@ -48,3 +48,27 @@ def test_the_monitor_threads_year_less_clock_is_read():
     f = _leak("monitor.log")
     assert f.start is not None and f.start.year == 2026
     assert abs((f.start - ONSET).total_seconds()) <= 5.0
+
+
+def _monitor(tmp_path, values, name):
+    # a vLLM-style monitor thread: `INFO mm-dd HH:MM:SS [file:line]` (whole seconds), two readings a second
+    f = tmp_path / name
+    f.write_text("".join(f"INFO 12-06 06:53:{10 + i // 2:02d} [monitor.py:57] GPU 0 memory: used={v}MiB total=81559MiB\n"
+                         for i, v in enumerate(values)))
+    bundle, _ = pipeline.run([str(f)], Options(tz="UTC", tz_from_user=True))
+    (info,) = bundle.inputs
+    return info
+
+
+def test_readings_faster_than_the_clock_ticks_are_no_duplicates(tmp_path):
+    # two values within one printed second show the sampling is finer than the stamp: the equal pairs
+    # are readings too (a real 0.5 s monitor, bench/heldout2/monitor_infer_leak_sigkill)
+    info = _monitor(tmp_path, [5229, 6673, 6673, 6673, 6673, 7025, 7377, 7377, 7377, 7377, 8145, 8145], "fast.log")
+    assert info.skipped == 0 and info.records == 12
+
+
+def test_every_line_twice_is_still_a_duplicate(tmp_path):
+    # two loggers appending the same readings to one file: no second ever holds two values
+    values = [v for v in (5229, 6673, 7025, 7377, 8145, 8833) for _ in range(2)]
+    info = _monitor(tmp_path, values, "twice.log")
+    assert info.skipped == 6 and info.records == 6
