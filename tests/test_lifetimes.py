@@ -6,7 +6,6 @@ breakpoints)."""
 from __future__ import annotations
 
 import re
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,14 +21,12 @@ from forensics.model import Bundle
 from forensics.options import Options
 from forensics.model import events_frame, samples_frame
 
+from evaluation.truth import front_matter
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"
 MiB = 1 << 20
 GiB = 1 << 30
-
-
-sys.path.insert(0, str(ROOT / "bench"))
-from accuracy import front_matter  # noqa: E402
 
 
 def _truth(folder: Path) -> dict:
