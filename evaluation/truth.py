@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ("all", "smi_csv", "smi_l1", "steplog", "dmon", "apps")
 VIEW_TITLES = {"all": "all files", "smi_csv": "nvidia-smi CSV", "smi_l1": "nvidia-smi -l 1",
                "steplog": "step log", "dmon": "dmon", "apps": "compute-apps"}
+DEVICE_VIEWS = ("smi_csv", "smi_l1", "dmon", "apps")   # device memory, as nvidia-smi sees it
 STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory")
 
 
@@ -44,7 +45,7 @@ class Recording:
     onset: datetime | None = None    # the leak's onset, UTC
     jobs: list[tuple[datetime, datetime]] = field(default_factory=list)   # lifetimes, UTC
     tz: str = "UTC"
-    flat_in_device_views: str | None = None   # why the device views do not hold the leak (README key)
+    flat_in_device_views: str | None = None   # why the device views do not hold the leak (truth file key)
 
 
 def _utc(text) -> datetime | None:
@@ -100,7 +101,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
                     if a is not None and b is not None]
             out.append(Recording(t.get("case") or d.name, root, d, t["expected_verdict"],
                                  _listed(t.get("expected_findings")), t.get("pattern"),
-                                 _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC"))
+                                 _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
+                                 t.get("flat_in_device_views")))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
@@ -169,7 +171,7 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     if rec.expected == "cache_growth":
         return ("cache_growth", "") if view == "steplog" else (
             None, "device memory alone cannot tell the caching allocator from a leak")
-    if rec.flat_in_device_views and view in ("smi_csv", "smi_l1", "dmon", "apps"):
+    if rec.flat_in_device_views and view in DEVICE_VIEWS:
         return None, rec.flat_in_device_views
     if rec.expected == "no_leak" and "oom_kill" in kinds:
         return (None, "a host-memory incident: the step log holds GPU counts only") if view == "steplog" else ("no_leak", "")
