@@ -27,10 +27,13 @@ import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))   # tools/: common.py
+
+from common import iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
+
 MiB = 2**20
 GiB = 2**30
 
@@ -235,57 +238,6 @@ def say(msg: str) -> None:
     LOG.append(line)
 
 
-def sh(cmd: list[str] | str, timeout: float = 60, cwd: str | None = None) -> tuple[int, str]:
-    """Run a command, stdout and stderr together; never raises."""
-    try:
-        r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True,
-                           timeout=timeout, cwd=cwd, errors="replace")
-        return r.returncode, r.stdout + r.stderr
-    except FileNotFoundError as e:
-        return 127, f"{e}\n"
-    except subprocess.TimeoutExpired as e:
-        parts = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
-        return 124, "".join(parts) + "\n[timed out]\n"
-
-
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def zone_name() -> str:
-    """The machine's local zone: the one nvidia-smi and python logging wrote their times in."""
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz:
-        return tz
-    try:
-        name = Path("/etc/timezone").read_text().strip()
-        if name:
-            return name
-    except OSError:
-        pass
-    target = os.path.realpath("/etc/localtime")
-    if "zoneinfo/" in target:
-        return target.split("zoneinfo/", 1)[1]
-    if time.timezone == 0 and not time.daylight:
-        return "UTC"
-    return time.tzname[0]
-
-
-def read_truth(path: Path) -> list[dict]:
-    rows = []
-    try:
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass                 # a line cut by a kill
-    except OSError:
-        pass
-    return rows
-
-
 def gpu_apps() -> list[str]:
     rc, out = sh(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], timeout=15)
     return [x.strip() for x in out.splitlines() if x.strip().isdigit()] if rc == 0 else []
@@ -322,21 +274,7 @@ class Loggers:
             self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True))
 
     def stop(self) -> None:
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-        end = time.time() + 3
-        for p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, end - time.time()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
+        stop_groups(self.procs)
         for f in self.files:
             f.close()
 
@@ -743,7 +681,7 @@ def rewrite(root: Path, pairs: list[str]) -> None:
                                                                  "leak_bytes_per_hour", "leak_growth_bytes",
                                                                  "step_seconds")}
             truth = root / "_truth" / f"{src}.jsonl"
-            facts.update({k: v for k, v in leak_facts(read_truth(truth), inc).items() if v is not None})
+            facts.update({k: v for k, v in leak_facts(read_rows(truth), inc).items() if v is not None})
             if src != dest:
                 truth.rename(root / "_truth" / f"{dest}.jsonl")
             if inc.kernel:
@@ -872,7 +810,7 @@ class Recorder:
         if loggers:
             time.sleep(4.0)          # let the loggers see the memory come back
             loggers.stop()
-        facts.update({k: v for k, v in leak_facts(read_truth(truth), inc).items() if v is not None})
+        facts.update({k: v for k, v in leak_facts(read_rows(truth), inc).items() if v is not None})
         if inc.kernel:
             for name in KERNEL_FILES:
                 files[name] = {"dmesg.txt": "`dmesg` (raw, seconds since boot)",
@@ -890,12 +828,12 @@ class Recorder:
     def kill_parent_keep_worker(self, proc, truth: Path, facts: dict) -> None:
         end = time.time() + 60
         while time.time() < end and proc.poll() is None:
-            rows = read_truth(truth)
+            rows = read_rows(truth)
             steps = [r for r in rows if r["ev"] == "step"]
             if any(r["ev"] == "worker_ready" for r in rows) and steps and steps[-1]["step"] >= 20:
                 break
             time.sleep(0.2)
-        rows = read_truth(truth)
+        rows = read_rows(truth)
         worker = next((r["worker_pid"] for r in rows if r["ev"] == "start"), None)
         facts["parent_killed_at"] = time.time()
         os.kill(proc.pid, signal.SIGKILL)
@@ -913,7 +851,7 @@ class Recorder:
     def snapshots_while_running(self, proc, truth: Path, folder: Path, files: dict) -> None:
         end = time.time() + 60
         while time.time() < end and proc.poll() is None:
-            steps = [r for r in read_truth(truth) if r["ev"] == "step"]
+            steps = [r for r in read_rows(truth) if r["ev"] == "step"]
             if steps and steps[-1]["step"] >= 30:
                 break
             time.sleep(0.2)

@@ -2,13 +2,16 @@
 folders) and the LEAK-SITE lines of the sources. Standard library only."""
 from __future__ import annotations
 
-import json
 import re
 import statistics
-from datetime import datetime, timezone
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))   # tools/: common.py
+
+from common import iso, read_rows  # noqa: E402
+
 MiB = 2**20
 
 STORIES = {
@@ -100,12 +103,6 @@ LIGHTNING_FILES = {
     "train.log": "the workload's stdout: Lightning's own messages through python logging (no memory reading)",
     "stderr.log": "the workload's stderr: Lightning's warnings (no memory reading)",
 }
-
-
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def leak_sites(source: Path) -> dict[str, int]:
@@ -242,7 +239,7 @@ def write_readmes(root: Path) -> None:
         folder = root / name
         if not folder.is_dir():
             continue
-        rows = [json.loads(x) for x in (HERE / "runs" / f"{name}.jsonl").read_text().splitlines() if x.strip()]
+        rows = read_rows(HERE / "runs" / f"{name}.jsonl")
         meta: list[tuple[str, object]] = [("incident", name), ("expected_verdict", verdict),
                                           ("expected_findings", findings), ("pattern", pattern)]
         meta += ddp_facts(rows) if name.startswith("ddp_") else facts_of(rows)

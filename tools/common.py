@@ -1,0 +1,118 @@
+"""The helpers both recorders use (tools/record and tools/corpus): one copy. Standard library only, so that it
+runs in the GPU machine's plain python3 beside PyTorch.
+
+Each script of the two folders puts this folder on sys.path (`sys.path.insert(0, str(HERE.parent))`)
+and imports what it needs: `from common import iso, read_rows`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def iso(t: float | None) -> str | None:
+    """A time.time() value as the truth files write it: UTC, milliseconds, `Z`."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a side file (one JSON object a line); a missing file has none."""
+    rows = []
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return rows
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass            # a line cut by a kill
+    return rows
+
+
+def sh(cmd: list[str] | str, timeout: float = 60, cwd: str | None = None) -> tuple[int, str]:
+    """Run a command (a string through the shell), stdout and stderr together; never raises."""
+    try:
+        r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True,
+                           timeout=timeout, cwd=cwd, errors="replace")
+        return r.returncode, r.stdout + r.stderr
+    except FileNotFoundError as e:
+        return 127, f"{e}\n"
+    except subprocess.TimeoutExpired as e:
+        parts = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
+        return 124, "".join(parts) + "\n[timed out]\n"
+
+
+def zone_name() -> str:
+    """The machine's local zone: the one nvidia-smi and python logging write their times in."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz:
+        return tz
+    try:
+        name = Path("/etc/timezone").read_text().strip()
+        if name:
+            return name
+    except OSError:
+        pass
+    target = os.path.realpath("/etc/localtime")
+    if "zoneinfo/" in target:
+        return target.split("zoneinfo/", 1)[1]
+    if time.timezone == 0 and not time.daylight:
+        return "Etc/UTC"
+    return time.tzname[0]
+
+
+def stop_groups(procs: list[subprocess.Popen], grace: float = 3.0) -> None:
+    """SIGINT to each process's group (nvidia-smi then writes its last line), SIGKILL to what is still
+    running `grace` seconds later; every one reaped."""
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    end = time.time() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, end - time.time()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+class Pacer:
+    """Keeps steps `period` seconds apart whatever each step's own work costs (`wait(p)`: this once, p)."""
+
+    def __init__(self, period: float):
+        self.period = period
+        self.next = time.monotonic()
+
+    def wait(self, period: float | None = None) -> None:
+        self.next += self.period if period is None else period
+        delay = self.next - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            self.next = time.monotonic()
+
+
+def append_row(path: str | None, ev: str, **fields) -> None:
+    """One row of a side file: the event, the time, this process's pid and the facts. A single write of
+    one line in append mode, so that a job's workers may append to the same file; no path, no row."""
+    if not path:
+        return
+    line = json.dumps({"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
