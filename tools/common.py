@@ -116,3 +116,55 @@ def append_row(path: str | None, ev: str, **fields) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+class MemoryCgroup:
+    """A small memory cgroup (v2, else v1) for a host-memory case (as root): `how` says what was set up,
+    `procs` is the file a process writes its pid to to join it; neither when none could be (`notes` says
+    why). $GF_CGROUP_ROOT stands for /sys/fs/cgroup in a dry run."""
+
+    def __init__(self, limit: str, name: str, notes: list[str]):
+        self.path: Path | None = None
+        self.procs: str | None = None
+        self.events: Path | None = None
+        self.how: str | None = None
+        root = Path(os.environ.get("GF_CGROUP_ROOT", "/sys/fs/cgroup"))
+        try:
+            if (root / "cgroup.controllers").exists():
+                if "memory" not in (root / "cgroup.subtree_control").read_text().split():
+                    (root / "cgroup.subtree_control").write_text("+memory")
+                self.path = root / name
+                self.path.mkdir(exist_ok=True)
+                (self.path / "memory.max").write_text(limit)
+                if (self.path / "memory.swap.max").exists():
+                    (self.path / "memory.swap.max").write_text("0")
+                self.events = self.path / "memory.events"
+                self.how = f"cgroup v2: {self.path} with memory.max={limit}, memory.swap.max=0"
+            elif (root / "memory").is_dir():
+                self.path = root / "memory" / name
+                self.path.mkdir(exist_ok=True)
+                (self.path / "memory.limit_in_bytes").write_text(limit)
+                self.events = self.path / "memory.oom_control"
+                self.how = f"cgroup v1: {self.path} with memory.limit_in_bytes={limit}"
+            else:
+                notes.append(f"no memory cgroup controller under {root}")
+            if self.how:
+                self.procs = str(self.path / "cgroup.procs")
+        except OSError as e:
+            notes.append(f"could not set up a memory cgroup: {e}")
+            self.how = None
+
+    def read_events(self) -> str:
+        try:
+            return self.events.read_text() if self.events else ""
+        except OSError:
+            return ""
+
+    def remove(self) -> None:
+        if self.path:
+            for _ in range(20):
+                try:
+                    self.path.rmdir()
+                    return
+                except OSError:
+                    time.sleep(0.25)

@@ -35,7 +35,7 @@ REPO = HERE.parent.parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]   # tools/: common.py
 
 import truth as truthmod  # noqa: E402
-from common import iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
+from common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
 
 WIDE_Q = ("timestamp,name,pci.bus_id,driver_version,pstate,temperature.gpu,utilization.gpu,"
           "utilization.memory,memory.total,memory.free,memory.used")
@@ -354,54 +354,14 @@ def run_child(argv, outp, errp, append, env, cgroup_procs) -> None:
         os._exit(code)
 
 
-class Cgroup:
-    """A small memory cgroup (v2, else v1) for the host-memory case."""
-
-    def __init__(self, limit: str, ctx: Ctx):
-        self.path = None
-        self.procs = None
-        self.how = None
-        self.events = None
-        root = Path("/sys/fs/cgroup")
-        try:
-            if (root / "cgroup.controllers").exists():
-                sub = root / "cgroup.subtree_control"
-                if "memory" not in sub.read_text().split():
-                    sub.write_text("+memory")
-                self.path = root / "gfc_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.max").write_text(limit)
-                if (self.path / "memory.swap.max").exists():
-                    (self.path / "memory.swap.max").write_text("0")
-                self.events = self.path / "memory.events"
-                self.how = f"cgroup v2 {self.path}: memory.max={limit}, memory.swap.max=0"
-            elif (root / "memory").is_dir():
-                self.path = root / "memory" / "gfc_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.limit_in_bytes").write_text(limit)
-                self.events = self.path / "memory.oom_control"
-                self.how = f"cgroup v1 {self.path}: memory.limit_in_bytes={limit}"
-            if self.path:
-                self.procs = str(self.path / "cgroup.procs")
-        except OSError as e:
-            ctx.note(f"no memory cgroup could be set up: {e}")
-            self.path = self.procs = None
-        ctx.ev("rec_cgroup", how=self.how)
-
-    def read_events(self) -> str:
-        try:
-            return self.events.read_text() if self.events else ""
-        except OSError:
-            return ""
-
-    def remove(self) -> None:
-        if self.path:
-            for _ in range(20):
-                try:
-                    self.path.rmdir()
-                    return
-                except OSError:
-                    time.sleep(0.25)
+def cgroup(limit: str, ctx: Ctx) -> MemoryCgroup:
+    """The host-memory case's memory cgroup; what could not be set up is in the case's notes."""
+    notes: list[str] = []
+    cg = MemoryCgroup(limit, "gfc_pin", notes)
+    for n in notes:
+        ctx.note(n)
+    ctx.ev("rec_cgroup", how=cg.how)
+    return cg
 
 
 def capture_kernel(ctx: Ctx) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))   # tools/: common.py
 
-from common import iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
+from common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
 
 MiB = 2**20
 GiB = 2**30
@@ -331,64 +331,17 @@ def kernel_facts(folder: Path) -> dict:
                             for k in kills[1:]]}
 
 
-class Cgroup:
-    """A small memory cgroup for the host OOM workload: v2, else v1. Records how, or why not."""
-
-    def __init__(self, limit: str, notes: list[str]):
-        self.procs_file = None
-        self.how = None
-        self.events = None
-        self.path = None
-        root = Path(os.environ.get("GF_CGROUP_ROOT", "/sys/fs/cgroup"))   # overridable for a dry run
-        v2 = (root / "cgroup.controllers").exists()
-        try:
-            if v2:
-                if "memory" not in (root / "cgroup.subtree_control").read_text().split():
-                    (root / "cgroup.subtree_control").write_text("+memory")
-                self.path = root / "gf_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.max").write_text(limit)
-                if (self.path / "memory.swap.max").exists():
-                    (self.path / "memory.swap.max").write_text("0")
-                self.procs_file = self.path / "cgroup.procs"
-                self.events = self.path / "memory.events"
-                self.how = f"cgroup v2: {self.path} with memory.max={limit}, memory.swap.max=0"
-            elif (root / "memory").is_dir():
-                self.path = root / "memory" / "gf_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.limit_in_bytes").write_text(limit)
-                self.procs_file = self.path / "cgroup.procs"
-                self.events = self.path / "memory.oom_control"
-                self.how = f"cgroup v1: {self.path} with memory.limit_in_bytes={limit}"
-            else:
-                notes.append("no memory cgroup controller under /sys/fs/cgroup")
-        except OSError as e:
-            notes.append(f"could not set up a memory cgroup: {e}")
-            self.procs_file = None
+class Cgroup(MemoryCgroup):
+    """The memory cgroup of the host OOM workload, which joins it through a shell (`wrap`)."""
 
     def wrap(self, cmd: list[str]) -> list[str]:
-        if not self.procs_file:
+        if not self.procs:
             return cmd
         # the shell joins the cgroup, then becomes the workload: the workload's pid is the shell's
         return ["sh", "-c", 'echo $$ > "$GF_CGROUP_PROCS" && exec "$@"', "sh", *cmd]
 
     def env(self) -> dict:
-        return {"GF_CGROUP_PROCS": str(self.procs_file)} if self.procs_file else {}
-
-    def read_events(self) -> str:
-        try:
-            return self.events.read_text() if self.events else ""
-        except OSError:
-            return ""
-
-    def remove(self) -> None:
-        if self.path:
-            for _ in range(20):
-                try:
-                    self.path.rmdir()
-                    return
-                except OSError:
-                    time.sleep(0.25)
+        return {"GF_CGROUP_PROCS": self.procs} if self.procs else {}
 
 
 # ---- facts from the side file ------------------------------------------------------------------
@@ -868,8 +821,8 @@ class Recorder:
                     ({"PYTORCH_CUDA_ALLOC_CONF": "pinned_use_cuda_host_register:True"},
                      "PYTORCH_CUDA_ALLOC_CONF=pinned_use_cuda_host_register:True (malloc + cudaHostRegister)")]
         for i, (extra, what) in enumerate(attempts):
-            cg = Cgroup(CGROUP_LIMIT, notes)
-            if not cg.procs_file:
+            cg = Cgroup(CGROUP_LIMIT, "gf_pin", notes)
+            if not cg.procs:
                 notes.append("without a memory cgroup the host OOM would need the whole machine's memory; "
                              "the workload ran with its step cap only and was not killed")
             facts, files, inputs = self.run_workload(folder, inc, timeout, notes, extra_env=extra, cgroup=cg)
@@ -878,7 +831,7 @@ class Recorder:
             say(f"  {inc.name}: facts {json.dumps({k: v for k, v in facts.items() if k != 'loader_worker_pids'})}")
             cg.remove()
             killed = facts.get("killed_pid") or str(facts.get("exit")).startswith("killed")
-            if killed or not cg.procs_file or i == len(attempts) - 1:
+            if killed or not cg.procs or i == len(attempts) - 1:
                 if i:
                     notes.append(f"pinned memory was set up with {what}")
                 break
