@@ -73,20 +73,21 @@ def stop_groups(procs: list[subprocess.Popen], grace: float = 3.0) -> None:
     """SIGINT to each process's group (nvidia-smi then writes its last line), SIGKILL to what is still
     running `grace` seconds later; every one reaped."""
     for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
+        _signal_group(p, signal.SIGINT)
     end = time.time() + grace
     for p in procs:
         try:
             p.wait(timeout=max(0.1, end - time.time()))
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _signal_group(p, signal.SIGKILL)
             p.wait()
+
+
+def _signal_group(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)
+    except ProcessLookupError:
+        pass            # the group has ended already
 
 
 class Pacer:
