@@ -206,7 +206,7 @@ def test_each_view_of_a_recorded_leak_is_a_leak_with_its_pattern(folder, name, t
     assert a.verdict == "leak", a.verdict_reason
     assert leaks[0].pattern == truth["pattern"]
     onset = truth.get("onset_time")
-    if onset and leaks[0].start is not None and not folder.name.startswith("sanitizer_"):
+    if onset and leaks[0].start is not None:
         t = datetime.fromisoformat(onset.replace("Z", "+00:00"))
         start = datetime.fromisoformat(truth["start"].replace("Z", "+00:00"))
         end = datetime.fromisoformat(truth["end"].replace("Z", "+00:00"))
