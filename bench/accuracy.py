@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from evaluation.scoring import (HELDOUT_F1, HELDOUT_SHARE, Score, ViewResult, merge, run_recording,  # noqa: E402
                                 score_case)
 from evaluation.synthetic import LIFE_NAMES, suite  # noqa: E402
-from evaluation.truth import VIEW_TITLES, VIEWS, Recording, read_recordings, recording_roots  # noqa: E402
+from evaluation.recordings import VIEW_TITLES, VIEWS, Recording, read_recordings, recording_roots  # noqa: E402
 from forensics.detect.thresholds import F1_TARGET  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Evaluation of gpu-forensics against known truth, apart from the product (not in the wheel).
 
-- `evaluation.truth`: the truth files of recorded incidents (README front matter, truth.json) and what
+- `evaluation.recordings`: the truth files of recorded incidents (README front matter, truth.json) and what
   each view of a recording must say;
 - `evaluation.synthetic`: seeded synthetic series with known leaks, onsets, rates and job lifetimes;
 - `evaluation.scoring`: findings and verdicts scored against that truth;

@@ -11,7 +11,7 @@ from forensics.model import Bundle
 from forensics.options import Options
 
 from evaluation.synthetic import T0, Case, GpuTruth, Lifetime
-from evaluation.truth import VIEWS, Recording, expectation_seen, lifetime_of, view_expectation, view_files
+from evaluation.recordings import VIEWS, Recording, expectation_seen, lifetime_of, view_expectation, view_files
 
 # the fresh-seed share: cases no rule was tuned on, drawn anew each run (docs/detection.md's targets)
 HELDOUT_SHARE = 0.5

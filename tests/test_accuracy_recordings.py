@@ -1,4 +1,4 @@
-"""evaluation.truth reads recordings (README front matter, tests/corpus truth.json) and tells each
+"""evaluation.recordings reads recordings (README front matter, tests/corpus truth.json) and tells each
 file's view by sniffing its format, not its name. A fake corpus in a temp folder, made of sample_logs
 files under other names."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import scoring, truth
+from evaluation import recordings, scoring
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +42,7 @@ def corpus(tmp_path):
 
 
 def test_truth_json_is_read(corpus):
-    recs = {r.name: r for r in truth.read_recordings(corpus, "tune")}
+    recs = {r.name: r for r in recordings.read_recordings(corpus, "tune")}
     assert set(recs) == {"case_a", "residual"}
     a = recs["case_a"]
     assert a.expected == "leak" and a.findings == ["leak"] and a.tz == "Etc/UTC"
@@ -51,25 +51,25 @@ def test_truth_json_is_read(corpus):
 
 
 def test_views_by_format_not_name(corpus):
-    files = truth.view_files(corpus / "case_a")
+    files = recordings.view_files(corpus / "case_a")
     names = {v: sorted(Path(p).name for p in ps) for v, ps in files.items() if v != "all"}
     assert names == {"smi_csv": ["query_timed.txt"], "smi_l1": ["q.log"], "steplog": ["stdout.txt"],
                      "dmon": ["mon.out"], "apps": ["apps.txt"]}
 
 
 def test_view_expectations():
-    rec = truth.Recording("r", "tune", Path("."), "leak", ["residual_process"])
-    assert truth.view_expectation(rec, "apps") == ("leak", "")
-    assert truth.view_expectation(rec, "smi_csv")[0] is None
-    host = truth.Recording("h", "tune", Path("."), "no_leak", ["oom_kill"])
-    assert truth.view_expectation(host, "steplog")[0] is None
-    assert truth.view_expectation(host, "dmon") == ("no_leak", "")
-    san = truth.Recording("s", "tune", Path("."), "leak", ["sanitizer_leak"])
-    assert truth.view_expectation(san, "steplog")[0] is None
-    assert truth.view_expectation(san, "all") == ("leak", "")
-    cache = truth.Recording("c", "tune", Path("."), "cache_growth", ["cache_growth"])
-    assert truth.view_expectation(cache, "steplog") == ("cache_growth", "")
-    assert truth.view_expectation(cache, "smi_csv")[0] is None
+    rec = recordings.Recording("r", "tune", Path("."), "leak", ["residual_process"])
+    assert recordings.view_expectation(rec, "apps") == ("leak", "")
+    assert recordings.view_expectation(rec, "smi_csv")[0] is None
+    host = recordings.Recording("h", "tune", Path("."), "no_leak", ["oom_kill"])
+    assert recordings.view_expectation(host, "steplog")[0] is None
+    assert recordings.view_expectation(host, "dmon") == ("no_leak", "")
+    san = recordings.Recording("s", "tune", Path("."), "leak", ["sanitizer_leak"])
+    assert recordings.view_expectation(san, "steplog")[0] is None
+    assert recordings.view_expectation(san, "all") == ("leak", "")
+    cache = recordings.Recording("c", "tune", Path("."), "cache_growth", ["cache_growth"])
+    assert recordings.view_expectation(cache, "steplog") == ("cache_growth", "")
+    assert recordings.view_expectation(cache, "smi_csv")[0] is None
 
 
 def test_onset_target():

@@ -16,7 +16,7 @@ from forensics.detect import callpaths
 from forensics.options import Options
 from conftest import SAMPLE_LOGS
 
-from evaluation.truth import front_matter  # the README front matter, read one way
+from evaluation.recordings import front_matter  # the README front matter, read one way
 
 BEFORE, AFTER = SAMPLE_LOGS / "compare_fix_before", SAMPLE_LOGS / "compare_fix_after"
 RATE_TOLERANCE = 0.25

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import truth
+from evaluation import recordings
 from evaluation.scoring import onset_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,10 +34,10 @@ KNOWN = {
 
 def _cases():
     for base, root in ((ROOT / "tests" / "corpus" / "tune", "tune"), (ROOT / "tests" / "corpus" / "heldout", "heldout")):
-        for rec in truth.read_recordings(base, root):
-            files = truth.view_files(rec.folder)
-            for view in truth.VIEWS:
-                expected, _why = truth.view_expectation(rec, view)
+        for rec in recordings.read_recordings(base, root):
+            files = recordings.view_files(rec.folder)
+            for view in recordings.VIEWS:
+                expected, _why = recordings.view_expectation(rec, view)
                 if view not in files or expected is None:
                     continue
                 marks = []
@@ -60,10 +60,10 @@ def test_view_verdict_and_onset(rec, view, expected):
     from forensics import pipeline
     from forensics.options import Options
 
-    files = truth.view_files(rec.folder)[view]
+    files = recordings.view_files(rec.folder)[view]
     bundle, an = pipeline.run(files, Options(tz=rec.tz, tz_from_user=True))
     # a view with too few readings of the job to see a trend must say so (evaluation's rule)
-    expected, _why = truth.expectation_seen(rec, view, bundle.samples)
+    expected, _why = recordings.expectation_seen(rec, view, bundle.samples)
     assert an.verdict == expected, an.verdict_reason
     err, target = onset_error(rec, an.findings)
     if err is not None and expected == "leak":

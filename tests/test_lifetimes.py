@@ -21,7 +21,7 @@ from forensics.model import Bundle
 from forensics.options import Options
 from forensics.model import events_frame, samples_frame
 
-from evaluation.truth import front_matter, read_recordings, view_expectation, view_of
+from evaluation.recordings import front_matter, read_recordings, view_expectation, view_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"
@@ -193,7 +193,7 @@ def _views():
         for name in VIEW_FILES:
             if not (folder / name).exists():
                 continue
-            # a view that does not hold the evidence, by the rule the README states (evaluation.truth)
+            # a view that does not hold the evidence, by the rule the README states (evaluation.recordings)
             if view_expectation(recordings[folder.name], view_of(folder / name)[0])[0] is None:
                 continue
             yield pytest.param(folder, name, truth, id=f"{folder.name}/{name}")

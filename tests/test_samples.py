@@ -18,7 +18,7 @@ from forensics import pipeline
 from forensics.options import Options
 
 from conftest import SAMPLE_LOGS
-from evaluation.truth import front_matter  # the README front matter, read one way
+from evaluation.recordings import front_matter  # the README front matter, read one way
 
 MAX_FOLDER_BYTES = 1_000_000
 # the one binary kind a sample folder may hold: a memory snapshot pickle, small enough to keep in git

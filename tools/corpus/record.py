@@ -32,10 +32,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]   # tools/: common.py
+sys.path[:0] = [str(HERE), str(HERE.parent)]   # tools/: recorder_common.py
 
 import truth as truthmod  # noqa: E402
-from common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
+from recorder_common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
 
 WIDE_Q = ("timestamp,name,pci.bus_id,driver_version,pstate,temperature.gpu,utilization.gpu,"
           "utilization.memory,memory.total,memory.free,memory.used")

@@ -18,9 +18,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: common.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: recorder_common.py
 
-from common import iso, read_rows  # noqa: E402
+from recorder_common import iso, read_rows  # noqa: E402
 
 MiB = 2**20
 

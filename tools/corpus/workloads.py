@@ -28,9 +28,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: common.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: recorder_common.py
 
-from common import Pacer, append_row  # noqa: E402
+from recorder_common import Pacer, append_row  # noqa: E402
 
 MiB = 2**20
 GiB = 2**30

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))   # tools/: common.py
+sys.path.insert(0, str(HERE.parent))   # tools/: recorder_common.py
 
-from common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
+from recorder_common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
 
 MiB = 2**20
 GiB = 2**30

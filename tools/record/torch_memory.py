@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))   # tools/: common.py
+sys.path.insert(0, str(HERE.parent))   # tools/: recorder_common.py
 
-from common import append_row, stop_groups  # noqa: E402
+from recorder_common import append_row, stop_groups  # noqa: E402
 
 MiB = 2**20
 log = logging.getLogger("train")

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))   # tools/: common.py
+sys.path.insert(0, str(HERE.parent))   # tools/: recorder_common.py
 
-from common import iso, read_rows  # noqa: E402
+from recorder_common import iso, read_rows  # noqa: E402
 
 MiB = 2**20
 

@@ -2,7 +2,7 @@
 runs in the GPU machine's plain python3 beside PyTorch.
 
 Each script of the two folders puts this folder on sys.path (`sys.path.insert(0, str(HERE.parent))`)
-and imports what it needs: `from common import iso, read_rows`.
+and imports what it needs: `from recorder_common import iso, read_rows`.
 """
 from __future__ import annotations
 
