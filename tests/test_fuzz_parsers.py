@@ -1,15 +1,8 @@
-"""Cross-cutting property tests over EVERY parser, through `ingest.parse_one` (what users hit).
-
-Whatever the bytes -- arbitrary, or real snippets truncated, with lines dropped or duplicated, bytes
-flipped, NULs, CRLF, invalid UTF-8, interleaved, cut mid-line, a very long line -- reading them:
-- raises nothing but the project's own errors (forensics.errors.ForensicsError);
-- yields rows that each point at a line of the file (`line` within the file) and, when they carry a
-  byte count, at a line that holds a number that count is made of (garbage never becomes a number);
-- yields byte counts a memory can have (not negative except `*_delta` figures, not over 1 PiB).
-
-The strategies and check functions are evaluation.fuzzing's, shared with bench/fuzz.py, which runs the
-same properties at high example counts. Here the counts stay modest (FORENSICS_FUZZ_EXAMPLES
-scales them) so the suite stays fast on two cores.
+"""Cross-cutting property tests over EVERY parser, through `ingest.parse_one` (what users hit): whatever the
+bytes, reading them raises nothing but the project's own errors, and every row points at a line of the file
+that holds the number its byte count is made of (the properties and their hostile bytes: evaluation/fuzzing.py,
+shared with bench/fuzz.py, which runs them at high example counts). Here the counts stay modest
+(FORENSICS_FUZZ_EXAMPLES scales them) so the suite stays fast on two cores.
 """
 from __future__ import annotations
 
