@@ -80,7 +80,68 @@ def _pattern_of(kind: str) -> str:
     return "step" if kind == "step" else "linear"
 
 
+def _score_leaking_gpu(case: Case, gpu, truth: GpuTruth, found: list, sc: Score) -> None:
+    """A leaking GPU: found in the right job (its pattern, onset and rate against the truth), missed, or
+    found only in a healthy job (a false alarm there, and the leak missed)."""
+    lives = _lives(truth, case)
+    leaking = [lf for lf in lives if lf.leak]
+    sc.lifetimes_leaking += len(leaking)
+    if not found:
+        sc.fn += 1
+        sc.misses.append(f"{case.name} GPU {gpu}: missed")
+        return
+    hit = set()
+    wrong_job = False
+    for f in found:
+        ox = _finding_x(f, case)
+        # the truth lifetime this finding speaks of: the leaking one its onset lies in, else the
+        # nearest onset; one whose onset lies only in healthy jobs is in the wrong job
+        life = None
+        if ox is not None:
+            inside = [lf for lf in lives if lf.start - onset_target(lf.end - lf.start, case.timed) <= ox
+                      <= lf.end + onset_target(lf.end - lf.start, case.timed)]
+            if inside and not any(lf.leak for lf in inside):
+                sc.healthy_lifetime_hits += 1
+                wrong_job = True
+                sc.misses.append(f"{case.name} GPU {gpu}: leak found in a healthy {inside[0].kind} lifetime")
+                continue
+            life = min([lf for lf in inside if lf.leak] or leaking, key=lambda lf: abs(ox - lf.onset))
+        else:
+            life = leaking[-1]
+        hit.add(id(life))
+        sc.pattern_n += 1
+        ok = f.pattern == _pattern_of(life.kind)
+        sc.pattern_ok += ok
+        if not ok:
+            sc.misses.append(f"{case.name} GPU {gpu}: pattern {f.pattern} (truth {_pattern_of(life.kind)})")
+        if ox is not None:
+            err = abs(ox - life.onset)
+            span = life.end - life.start
+            sc.onset_err.append(err / case.duration if case.duration else 0.0)
+            sc.onset_n += 1
+            within = err <= onset_target(span, case.timed)
+            sc.onset_in_target += within
+            if not within:
+                sc.misses.append(f"{case.name} GPU {gpu}: onset off by {err:.1f} (target "
+                                 f"{onset_target(span, case.timed):.1f}, lifetime {span:.0f})")
+        rate = _finding_rate(f, case)
+        if rate and life.rate:
+            err = abs(rate - life.rate) / life.rate
+            sc.rate_err.append(err)
+            if err > 0.1:
+                sc.misses.append(f"{case.name} GPU {gpu}: rate error {err:.1%}")
+    sc.lifetimes_found += len(hit)
+    # a finding in the wrong job is a false alarm there, and no true positive for the leaking one
+    if hit:
+        sc.tp += 1
+    else:
+        sc.fn += 1
+        sc.misses.append(f"{case.name} GPU {gpu}: missed (found only in a healthy job)")
+    sc.fp += wrong_job
+
+
 def score_case(case: Case, sc: Score) -> None:
+    """analyze() on the case, its leak findings scored per GPU against the truth, and its verdict."""
     t = time.perf_counter()
     an = analyze(Bundle(samples=case.samples, events=case.events), None)
     sc.times.append(time.perf_counter() - t)
@@ -91,62 +152,8 @@ def score_case(case: Case, sc: Score) -> None:
             by_gpu.setdefault(f.gpu, []).append(f)
     for gpu, truth in case.gpus.items():
         found = by_gpu.pop(gpu, [])
-        lives = _lives(truth, case)
         if truth.leak:
-            leaking = [lf for lf in lives if lf.leak]
-            sc.lifetimes_leaking += len(leaking)
-            if not found:
-                sc.fn += 1
-                sc.misses.append(f"{case.name} GPU {gpu}: missed")
-                continue
-            hit = set()
-            wrong_job = False
-            for f in found:
-                ox = _finding_x(f, case)
-                # the truth lifetime this finding speaks of: the leaking one its onset lies in, else the
-                # nearest onset; one whose onset lies only in healthy jobs is in the wrong job
-                life = None
-                if ox is not None:
-                    inside = [lf for lf in lives if lf.start - onset_target(lf.end - lf.start, case.timed) <= ox
-                              <= lf.end + onset_target(lf.end - lf.start, case.timed)]
-                    if inside and not any(lf.leak for lf in inside):
-                        sc.healthy_lifetime_hits += 1
-                        wrong_job = True
-                        sc.misses.append(f"{case.name} GPU {gpu}: leak found in a healthy {inside[0].kind} lifetime")
-                        continue
-                    life = min([lf for lf in inside if lf.leak] or leaking, key=lambda lf: abs(ox - lf.onset))
-                else:
-                    life = leaking[-1]
-                hit.add(id(life))
-                sc.pattern_n += 1
-                ok = f.pattern == _pattern_of(life.kind)
-                sc.pattern_ok += ok
-                if not ok:
-                    sc.misses.append(f"{case.name} GPU {gpu}: pattern {f.pattern} (truth {_pattern_of(life.kind)})")
-                if ox is not None:
-                    err = abs(ox - life.onset)
-                    span = life.end - life.start
-                    sc.onset_err.append(err / case.duration if case.duration else 0.0)
-                    sc.onset_n += 1
-                    within = err <= onset_target(span, case.timed)
-                    sc.onset_in_target += within
-                    if not within:
-                        sc.misses.append(f"{case.name} GPU {gpu}: onset off by {err:.1f} (target "
-                                         f"{onset_target(span, case.timed):.1f}, lifetime {span:.0f})")
-                rate = _finding_rate(f, case)
-                if rate and life.rate:
-                    err = abs(rate - life.rate) / life.rate
-                    sc.rate_err.append(err)
-                    if err > 0.1:
-                        sc.misses.append(f"{case.name} GPU {gpu}: rate error {err:.1%}")
-            sc.lifetimes_found += len(hit)
-            # a finding in the wrong job is a false alarm there, and no true positive for the leaking one
-            if hit:
-                sc.tp += 1
-            else:
-                sc.fn += 1
-                sc.misses.append(f"{case.name} GPU {gpu}: missed (found only in a healthy job)")
-            sc.fp += wrong_job
+            _score_leaking_gpu(case, gpu, truth, found, sc)
         else:
             sc.healthy_total += 1
             if found:

@@ -34,7 +34,7 @@ LONG_FUNCTIONS = {
     "forensics.parsers.nvsmi.query:parse_lines", "forensics.report.markdown:render_markdown",
     "forensics.parsers.nvsmi.csvcolumns:infer_map", "forensics.parsers.torch.snapshot_pickle:PlainUnpickler._run",
     "forensics.parsers.jobs.containers:parse", "forensics.record:record", "forensics.parsers.torch.snapshot_reader:TraceReader._run",
-    "forensics.report.verdict:verdict_ctx", "evaluation.scoring:score_case", "forensics.parsers.torch.snapshot_fast:_fields",
+    "forensics.report.verdict:verdict_ctx", "forensics.parsers.torch.snapshot_fast:_fields",
     "forensics.parsers.torch.snapshot_pickle:PlainUnpickler._rare",
 }
 # Known exception (issue 44 item 1): the Xid catalog sits in the kernel-log parser's package, so importing
