@@ -382,19 +382,75 @@ def _life_layout(rng, family):
     return interval, jobs, total
 
 
+# the healthy lifetime families and the one kind of job each draws
+HEALTHY_LIFE_KINDS = {"life_warmup_release": "warmup", "life_bounded_cache": "bounded_cache",
+                      "life_eval_spikes": "eval_spikes", "life_grad_accum": "grad_accum",
+                      "life_stable_release": "stable"}
+
+
+def _leak_flags(rng, family: str, n_jobs: int) -> list[bool]:
+    """Which jobs of a leaking GPU leak: some of several (at least one, not all), at least one of a coarse
+    log's, else every one."""
+    if family == "life_multi_job":
+        flags = [bool(v) for v in rng.uniform(size=n_jobs) < 0.5]
+        if not any(flags):
+            flags[int(rng.integers(0, n_jobs))] = True
+        if all(flags) and n_jobs > 1:
+            flags[int(rng.integers(0, n_jobs))] = False
+        return flags
+    if family == "life_coarse":
+        flags = [True] + [bool(v) for v in rng.uniform(size=n_jobs - 1) < 0.5]
+        rng.shuffle(flags)
+        return flags
+    return [True] * n_jobs
+
+
+def _kind_and_ending(rng, family: str, leaks: bool, last: bool) -> tuple[str, str]:
+    """A job's kind (LEAK_KINDS or HEALTHY_KINDS) and how it ends (exit, sigkill, oom; running: the log
+    stops first)."""
+    if leaks:
+        kind = "linear" if family in ("life_crash_loop", "life_coarse") or rng.uniform() < 0.7 else "step"
+    elif family in HEALTHY_LIFE_KINDS:
+        kind = HEALTHY_LIFE_KINDS[family]
+    elif family == "life_coarse":
+        kind = str(rng.choice(["flat", "stable"]))
+    else:
+        kind = str(rng.choice(HEALTHY_KINDS))
+    if family == "life_log_stops" and last:
+        return kind, "running"
+    if family == "life_crash_loop" and leaks:
+        return kind, "oom"
+    if leaks:
+        return kind, str(rng.choice(["exit", "sigkill", "oom"]))
+    return kind, "oom" if kind == "stable" and rng.uniform() < 0.3 else str(rng.choice(["exit", "sigkill"]))
+
+
+def _without_gaps(x: np.ndarray, gaps: list[tuple[float, float]], lives: list[Lifetime], interval: float) -> np.ndarray:
+    """The readings a logger that stopped in `gaps` (start, seconds) kept; a gap near a leak's onset, or one
+    that would hide most of a leak's growth (no evidence of it left: not a fair label), is not applied."""
+    keep = np.ones(x.size, dtype=bool)
+    for at, width in gaps:
+        if any(lf.onset is not None and abs(lf.onset - at) < width + 10 * interval for lf in lives):
+            continue
+        gap = (x >= at) & (x < at + width)
+        if any(lf.leak and lf.onset is not None
+               and (keep & ~gap & (x >= lf.onset) & (x < lf.end)).sum() < 0.5 * ((x >= lf.onset) & (x < lf.end)).sum()
+               for lf in lives):
+            continue
+        keep &= ~gap
+    return keep
+
+
 def make_life_case(rng, idx: int, family: str) -> Case:
     interval, jobs, total = _life_layout(rng, family)
     n = int(total / interval) + 1
     x = np.arange(n) * interval + rng.uniform(0, 0.05 * interval, n)
     x.sort()
-    keep = np.ones(n, dtype=bool)
     cap = int(rng.choice([24, 40, 80, 141])) * GiB
     n_gpu = int(rng.choice([1, 1, 2, 4]))
     noise = float(rng.choice([0.0, 0.0, 0.001, 0.005]))
     gpus = [str(i) for i in range(n_gpu)]
-    healthy_family = family in ("life_warmup_release", "life_bounded_cache", "life_eval_spikes",
-                                "life_grad_accum", "life_stable_release")
-    leaking = set() if healthy_family else set(
+    leaking = set() if family in HEALTHY_LIFE_KINDS else set(
         rng.choice(gpus, size=int(rng.integers(1, n_gpu + 1)), replace=False).tolist())
     ys, truth, events, pids_rows = {}, {}, [], []
     gaps, all_lives = [], []
@@ -404,43 +460,11 @@ def make_life_case(rng, idx: int, family: str) -> Case:
         idle = float(rng.choice([0, 0, 2, 7])) * MiB
         y = np.full(n, idle)
         lives = []
-        # which jobs of this GPU leak
-        if g in leaking:
-            if family == "life_multi_job":
-                flags = [bool(v) for v in rng.uniform(size=len(jobs)) < 0.5]
-                if not any(flags):
-                    flags[int(rng.integers(0, len(jobs)))] = True
-                if all(flags) and len(jobs) > 1:
-                    flags[int(rng.integers(0, len(jobs)))] = False
-            elif family == "life_coarse":
-                flags = [True] + [bool(v) for v in rng.uniform(size=len(jobs) - 1) < 0.5]
-                rng.shuffle(flags)
-            else:
-                flags = [True] * len(jobs)
-        else:
-            flags = [False] * len(jobs)
+        flags = _leak_flags(rng, family, len(jobs)) if g in leaking else [False] * len(jobs)
         for j, ((start, D), lk) in enumerate(zip(jobs, flags)):
             sel = (x >= start) & (x < start + D)
             t = x[sel] - start
-            if lk:
-                kind = "linear" if family in ("life_crash_loop", "life_coarse") or rng.uniform() < 0.7 else "step"
-            elif healthy_family:
-                kind = {"life_warmup_release": "warmup", "life_bounded_cache": "bounded_cache",
-                        "life_eval_spikes": "eval_spikes", "life_grad_accum": "grad_accum",
-                        "life_stable_release": "stable"}[family]
-            elif family == "life_coarse":
-                kind = str(rng.choice(["flat", "stable"]))
-            else:
-                kind = str(rng.choice(HEALTHY_KINDS))
-            last = j == len(jobs) - 1
-            if family == "life_log_stops" and last:
-                ending = "running"
-            elif family == "life_crash_loop" and lk:
-                ending = "oom"
-            elif lk:
-                ending = str(rng.choice(["exit", "sigkill", "oom"]))
-            else:
-                ending = "oom" if kind == "stable" and rng.uniform() < 0.3 else str(rng.choice(["exit", "sigkill"]))
+            kind, ending = _kind_and_ending(rng, family, lk, last=j == len(jobs) - 1)
             onset_after = (0.2, 0.5) if family == "life_startup_ramp" else (0.02, 0.3)
             if family == "life_coarse":
                 onset_after = (0.0, 0.0)
@@ -469,16 +493,7 @@ def make_life_case(rng, idx: int, family: str) -> Case:
         first = next((lf for lf in lives if lf.leak), None)
         truth[g] = GpuTruth(bool(first), first.kind if first else None, first.onset if first else None,
                             first.rate if first else None, lives)
-    for at, width in gaps:
-        if any(lf.onset is not None and abs(lf.onset - at) < width + 10 * interval for lf in all_lives):
-            continue
-        gap = (x >= at) & (x < at + width)
-        # a gap that hides most of a leak's growth leaves no evidence of it: not a fair label
-        if any(lf.leak and lf.onset is not None
-               and (keep & ~gap & (x >= lf.onset) & (x < lf.end)).sum() < 0.5 * ((x >= lf.onset) & (x < lf.end)).sum()
-               for lf in all_lives):
-            continue
-        keep &= ~gap
+    keep = _without_gaps(x, gaps, all_lives, interval)
     xk = x[keep]
     samples = _frame(xk, {g: y[keep] for g, y in ys.items()}, True, cap=cap)
     if with_pids:

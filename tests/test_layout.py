@@ -29,7 +29,7 @@ LONG_FUNCTIONS = {
     "forensics.parsers.sanitizer.text:_parse_frame", "forensics.report.charts:build_charts",
     "forensics.parsers.nvsmi.csvcells:read_plain", "forensics.parsers.sanitizer.xml_report:parse",
     "forensics.io.sources:discover", "forensics.parsers.kernel.oom:oom_events", "forensics.detect.series:analyze_xy",
-    "evaluation.synthetic:make_life_case", "forensics.cli:scan", "forensics.parsers.torch.oom:_read",
+    "forensics.cli:scan", "forensics.parsers.torch.oom:_read",
     "forensics.parsers.nvsmi.table:parse_lines", "forensics.detect.leaks:_leak_finding",
     "forensics.parsers.nvsmi.query:parse_lines", "forensics.report.markdown:render_markdown",
     "forensics.parsers.nvsmi.csvcolumns:infer_map", "forensics.parsers.torch.snapshot_pickle:PlainUnpickler._run",
