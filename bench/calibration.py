@@ -15,9 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from accuracy import VIEWS, read_recordings, recording_roots, view_expectation, view_files  # noqa: E402
+from evaluation.recordings import VIEWS, read_recordings, recording_roots, view_expectation, view_files  # noqa: E402
 
 BINS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
 

@@ -1,4 +1,4 @@
-"""A longer fuzzing campaign: the properties of tests/test_fuzz_parsers.py at high example counts.
+"""A longer fuzzing campaign: the properties of tests/test_fuzz_parsers.py (evaluation/fuzzing.py) at high example counts.
 
     python bench/fuzz.py                         # 2000 cases per property, all properties
     python bench/fuzz.py --examples 20000 --budget 120 --only mutated,forced
@@ -7,7 +7,7 @@
     python bench/fuzz.py --hostile pickles,redos # the hostile-input families of tests/hostile (issue 45)
 
 `--detect N` runs the detection properties of tests/test_detect_properties.py instead (generators and
-checks in bench/detect_shapes.py): random series shapes through analyze_xy, through analyze() on a
+checks in evaluation/shapes.py): random series shapes through analyze_xy, through analyze() on a
 Bundle and through the report (HTML, Markdown, JSON summary), N cases per property.
 
 `--hostile FAMILIES` (comma list, or `all`: pickles bombs lines redos inject time numbers scan) writes
@@ -37,15 +37,13 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from evaluation import fuzzing, shapes  # noqa: E402
 from forensics import parsers  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "bench"))
-import detect_shapes  # noqa: E402
 
 
 class _OutOfTime(BaseException):
@@ -114,29 +112,28 @@ def run_property(name: str, strategy, check, examples: int, budget: float, seed_
 
 
 def detect_properties(only: set[str] | None):
-    """Detection: series shapes through analyze_xy, analyze() and the report (bench/detect_shapes.py)."""
+    """Detection: series shapes through analyze_xy, analyze() and the report (evaluation/shapes.py)."""
     out = [
-        ("detect: analyze_xy, every shape", "xy", detect_shapes.series_cases(), detect_shapes.check_series),
-        ("detect: one series, analyze + report", "one", detect_shapes.series_cases(), detect_shapes.check_one),
-        ("detect: bundles, analyze + report", "bundle", detect_shapes.bundle_cases(), detect_shapes.check_bundle),
+        ("detect: analyze_xy, every shape", "xy", shapes.series_cases(), shapes.check_series),
+        ("detect: one series, analyze + report", "one", shapes.series_cases(), shapes.check_one),
+        ("detect: bundles, analyze + report", "bundle", shapes.bundle_cases(), shapes.check_bundle),
     ]
     return [p for p in out if not only or p[1] in only]
 
 
 def properties(only: set[str] | None, names: set[str] | None = None):
-    import test_fuzz_parsers as props
     out = [
-        ("sniff: arbitrary heads", "sniff", st.lists(props.line_strategy, max_size=40), props.check_sniff),
-        ("parse_one: arbitrary bytes", "bytes", st.one_of(st.binary(max_size=5000), props.encoded_lines),
-         lambda d: props.check_file(d)[0] is not None),
-        ("parse_one: mutated real snippets", "mutated", props.mutated_seed(), lambda d: props.check_file(d)[0] is not None),
+        ("sniff: arbitrary heads", "sniff", st.lists(fuzzing.line_strategy, max_size=40), fuzzing.check_sniff),
+        ("parse_one: arbitrary bytes", "bytes", st.one_of(st.binary(max_size=5000), fuzzing.encoded_lines),
+         lambda d: fuzzing.check_file(d)[0] is not None),
+        ("parse_one: mutated real snippets", "mutated", fuzzing.mutated_seed(), lambda d: fuzzing.check_file(d)[0] is not None),
     ]
     for m in parsers.PARSERS:
-        seeds = props._seeds_for(m)
+        seeds = fuzzing.seeds_for(m)
         if not seeds or (names and m.NAME not in names):
             continue
-        out.append((f"{m.NAME}.parse/scan: mutations", "forced", props.forced_cases(m, seeds),
-                    lambda d, m=m: props.check_forced(m, d)))
+        out.append((f"{m.NAME}.parse/scan: mutations", "forced", fuzzing.forced_cases(m, seeds),
+                    lambda d, m=m: fuzzing.check_forced(m, d)))
     return [p for p in out if not only or p[1] in only]
 
 

@@ -1,19 +1,17 @@
-"""bench/accuracy.py reads recordings (README front matter, tests/corpus truth.json) and tells each
+"""evaluation.recordings reads recordings (README front matter, tests/corpus truth.json) and tells each
 file's view by sniffing its format, not its name. A fake corpus in a temp folder, made of sample_logs
 files under other names."""
 from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+from evaluation import recordings, scoring
 
-import accuracy  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SRC = ROOT / "sample_logs" / "leak_linear"
 
@@ -44,7 +42,7 @@ def corpus(tmp_path):
 
 
 def test_truth_json_is_read(corpus):
-    recs = {r.name: r for r in accuracy.read_recordings(corpus, "tune")}
+    recs = {r.name: r for r in recordings.read_recordings(corpus, "tune")}
     assert set(recs) == {"case_a", "residual"}
     a = recs["case_a"]
     assert a.expected == "leak" and a.findings == ["leak"] and a.tz == "Etc/UTC"
@@ -53,27 +51,27 @@ def test_truth_json_is_read(corpus):
 
 
 def test_views_by_format_not_name(corpus):
-    files = accuracy.view_files(corpus / "case_a")
+    files = recordings.view_files(corpus / "case_a")
     names = {v: sorted(Path(p).name for p in ps) for v, ps in files.items() if v != "all"}
     assert names == {"smi_csv": ["query_timed.txt"], "smi_l1": ["q.log"], "steplog": ["stdout.txt"],
                      "dmon": ["mon.out"], "apps": ["apps.txt"]}
 
 
 def test_view_expectations():
-    rec = accuracy.Recording("r", "tune", Path("."), "leak", ["residual_process"])
-    assert accuracy.view_expectation(rec, "apps") == ("leak", "")
-    assert accuracy.view_expectation(rec, "smi_csv")[0] is None
-    host = accuracy.Recording("h", "tune", Path("."), "no_leak", ["oom_kill"])
-    assert accuracy.view_expectation(host, "steplog")[0] is None
-    assert accuracy.view_expectation(host, "dmon") == ("no_leak", "")
-    san = accuracy.Recording("s", "tune", Path("."), "leak", ["sanitizer_leak"])
-    assert accuracy.view_expectation(san, "steplog")[0] is None
-    assert accuracy.view_expectation(san, "all") == ("leak", "")
-    cache = accuracy.Recording("c", "tune", Path("."), "cache_growth", ["cache_growth"])
-    assert accuracy.view_expectation(cache, "steplog") == ("cache_growth", "")
-    assert accuracy.view_expectation(cache, "smi_csv")[0] is None
+    rec = recordings.Recording("r", "tune", Path("."), "leak", ["residual_process"])
+    assert recordings.view_expectation(rec, "apps") == ("leak", "")
+    assert recordings.view_expectation(rec, "smi_csv")[0] is None
+    host = recordings.Recording("h", "tune", Path("."), "no_leak", ["oom_kill"])
+    assert recordings.view_expectation(host, "steplog")[0] is None
+    assert recordings.view_expectation(host, "dmon") == ("no_leak", "")
+    san = recordings.Recording("s", "tune", Path("."), "leak", ["sanitizer_leak"])
+    assert recordings.view_expectation(san, "steplog")[0] is None
+    assert recordings.view_expectation(san, "all") == ("leak", "")
+    cache = recordings.Recording("c", "tune", Path("."), "cache_growth", ["cache_growth"])
+    assert recordings.view_expectation(cache, "steplog") == ("cache_growth", "")
+    assert recordings.view_expectation(cache, "smi_csv")[0] is None
 
 
 def test_onset_target():
-    assert accuracy.onset_target(100) == 5.0
-    assert accuracy.onset_target(3600) == pytest.approx(72.0)
+    assert scoring.onset_target(100) == 5.0
+    assert scoring.onset_target(3600) == pytest.approx(72.0)

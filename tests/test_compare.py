@@ -16,8 +16,7 @@ from forensics.detect import callpaths
 from forensics.options import Options
 from conftest import SAMPLE_LOGS
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from accuracy import front_matter  # noqa: E402  (the README front matter, read one way)
+from evaluation.recordings import front_matter  # the README front matter, read one way
 
 BEFORE, AFTER = SAMPLE_LOGS / "compare_fix_before", SAMPLE_LOGS / "compare_fix_after"
 RATE_TOLERANCE = 0.25

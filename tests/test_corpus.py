@@ -5,15 +5,14 @@ rules were settled; what failed then and still fails is listed below with its re
 that must stay a failure (strict): a fix shows up as XPASS and this list must be updated."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+from evaluation import recordings
+from evaluation.scoring import onset_error
 
-import accuracy  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 KNOWN = {
     # the caching allocator absorbs the growth: nvidia-smi sees one rise of reserved memory near the
@@ -35,10 +34,10 @@ KNOWN = {
 
 def _cases():
     for base, root in ((ROOT / "tests" / "corpus" / "tune", "tune"), (ROOT / "tests" / "corpus" / "heldout", "heldout")):
-        for rec in accuracy.read_recordings(base, root):
-            files = accuracy.view_files(rec.folder)
-            for view in accuracy.VIEWS:
-                expected, _why = accuracy.view_expectation(rec, view)
+        for rec in recordings.read_recordings(base, root):
+            files = recordings.view_files(rec.folder)
+            for view in recordings.VIEWS:
+                expected, _why = recordings.view_expectation(rec, view)
                 if view not in files or expected is None:
                     continue
                 marks = []
@@ -61,14 +60,11 @@ def test_view_verdict_and_onset(rec, view, expected):
     from forensics import pipeline
     from forensics.options import Options
 
-    files = accuracy.view_files(rec.folder)[view]
+    files = recordings.view_files(rec.folder)[view]
     bundle, an = pipeline.run(files, Options(tz=rec.tz, tz_from_user=True))
-    # a view with too few readings of the job to see a trend must say so (the bench's rule)
-    expected, _why = accuracy.expectation_seen(rec, view, bundle.samples)
+    # a view with too few readings of the job to see a trend must say so (evaluation's rule)
+    expected, _why = recordings.expectation_seen(rec, view, bundle.samples)
     assert an.verdict == expected, an.verdict_reason
-    leaks = [f for f in an.findings if f.kind == "leak" and f.start is not None]
-    if rec.onset is not None and leaks and expected == "leak":
-        f = min(leaks, key=lambda f: abs((f.start - rec.onset).total_seconds()))
-        span = accuracy._lifetime_of(rec, rec.onset)
-        target = accuracy.onset_target(span) if span else accuracy.ONSET_TARGET_S
-        assert abs((f.start - rec.onset).total_seconds()) <= target
+    err, target = onset_error(rec, an.findings)
+    if err is not None and expected == "leak":
+        assert abs(err) <= target

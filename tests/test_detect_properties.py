@@ -1,26 +1,21 @@
 """Detection never crashes and stays sane, whatever the shape of the memory series (issue #28, item 9).
 
-Series of every shape (bench/detect_shapes.py: constant, quantized, two values, single points, 0..9
+Series of every shape (evaluation/shapes.py: constant, quantized, two values, single points, 0..9
 samples, huge and negative byte counts, steps, sawtooths, ramps that drop to zero, several jobs,
 gaps, duplicate or unsorted times, step resets, null times, total_bytes below bytes, many GPUs and
 pids) go through `detect.series.analyze_xy`, through `detect.analyze` on a Bundle, and through the
-report (HTML, Markdown, JSON summary). The checks are in bench/detect_shapes.py, shared with
+report (HTML, Markdown, JSON summary). The checks are in evaluation/shapes.py, shared with
 `bench/fuzz.py --detect N`, which runs the same properties at high example counts.
 
 Nothing here is marked xfail: a failure is a bug of the detector (see the @example cases).
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import detect_shapes as ds  # noqa: E402
-from detect_shapes import GiB, MiB, BundleCase, SeriesCase  # noqa: E402
+from evaluation import shapes as ds
+from evaluation.shapes import GiB, MiB, BundleCase, SeriesCase
 
 SETTINGS = dict(deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

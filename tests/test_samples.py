@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,9 +18,7 @@ from forensics import pipeline
 from forensics.options import Options
 
 from conftest import SAMPLE_LOGS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from accuracy import front_matter  # noqa: E402  (the README front matter, read one way)
+from evaluation.recordings import front_matter  # the README front matter, read one way
 
 MAX_FOLDER_BYTES = 1_000_000
 # the binary kinds a sample folder may hold, small enough to keep in git: a memory snapshot pickle ...

@@ -240,14 +240,18 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     return fit
 
 
-def _start_level_end(y: np.ndarray) -> int:
-    """Index of the last reading still at the series' first level (a CUDA context, a job not yet
-    allocating): the readings up to it rose by no more than the reading resolution."""
+def _startup_jump(y: np.ndarray, r: int, run_slope: np.ndarray) -> bool:
+    """Whether the rising stretch of the last `r` changes begins with the start-up: the first rise out of
+    the job's starting level (a CUDA context, a job not yet allocating), far faster than the rises after
+    it, is the job reaching its working set (the model loaded, the first step's buffers), not part of any
+    trend, neither a leak's nor a warm-up's settling."""
+    if r < SHORT_RUN:
+        return False
     tiny = max(LEVEL_RESOLUTION * float(robust.median(np.abs(y))), 1.0)
     i = 0
     while i + 1 < y.size and abs(float(y[i + 1] - y[0])) <= tiny:
         i += 1
-    return i
+    return r == y.size - 1 - i and float(run_slope[0]) > SHORT_SIMILAR * float(robust.median(run_slope[1:]))
 
 
 def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
@@ -277,11 +281,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     # slowing down is judged per unit of x (time or step), not per reading: a reading taken off the
     # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
     run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
-    # the first rise out of the job's starting level, far faster than the rises after it, is the job
-    # reaching its working set (the model loaded, the first step's buffers): not part of any trend,
-    # neither a leak's nor a warm-up's settling
-    startup = (r >= SHORT_RUN and r == n - 1 - _start_level_end(y)
-               and float(run_slope[0]) > SHORT_SIMILAR * float(robust.median(run_slope[1:])))
+    startup = _startup_jump(y, r, run_slope)
     trend = run_slope[1:] if startup else run_slope
     slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean())
     fall = float(-d.min()) if d.size else 0.0

@@ -119,7 +119,7 @@ def residual(args: str, kill_step: int, hold: float) -> Callable:
 def host_oom(args: str, limit: str, fallback_step: int) -> Callable:
     def run(ctx):
         import record
-        cg = record.Cgroup(limit, ctx)
+        cg = record.cgroup(limit, ctx)
         try:
             j = ctx.job("pinned_host", args, env={"GFC_CGROUP": cg.how or ""}, cgroup_procs=cg.procs)
             if ctx.wait_step(j, fallback_step):

@@ -32,9 +32,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]   # tools/: recorder_common.py
 
 import truth as truthmod  # noqa: E402
+from recorder_common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
 
 WIDE_Q = ("timestamp,name,pci.bus_id,driver_version,pstate,temperature.gpu,utilization.gpu,"
           "utilization.memory,memory.total,memory.free,memory.used")
@@ -69,34 +70,8 @@ def say(msg: str) -> None:
             f.write(line + "\n")
 
 
-def sh(cmd: str, timeout: float = 30) -> tuple[int, str]:
-    try:
-        r = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout, errors="replace")
-        return r.returncode, r.stdout + r.stderr
-    except subprocess.TimeoutExpired:
-        return 124, "[timed out]"
-
-
-def zone_name() -> str:
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz:
-        return tz
-    try:
-        name = Path("/etc/timezone").read_text().strip()
-        if name:
-            return name
-    except OSError:
-        pass
-    target = os.path.realpath("/etc/localtime")
-    if "zoneinfo/" in target:
-        return target.split("zoneinfo/", 1)[1]
-    if time.timezone == 0 and not time.daylight:
-        return "Etc/UTC"
-    return time.tzname[0]
-
-
 def probe() -> dict:
-    env = {"tz": zone_name(), "utc_offset": time.strftime("%z"), "date": truthmod.iso(time.time()),
+    env = {"tz": zone_name(), "utc_offset": time.strftime("%z"), "date": iso(time.time()),
            "python": sys.version.split()[0]}
     rc, out = sh("nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid --format=csv,noheader")
     env["gpu_line"] = out.strip()
@@ -168,7 +143,7 @@ class Ctx:
             f.write(json.dumps({"ev": ev, "t": time.time(), "pid": os.getpid(), **kw}) + "\n")
 
     def rows(self) -> list[dict]:
-        return truthmod.read_rows(self.sidefile)
+        return read_rows(self.sidefile)
 
     # -- loggers --
     def start_loggers(self, keys: list[str]) -> None:
@@ -188,21 +163,8 @@ class Ctx:
         if not self.loggers_running:
             return
         self.ev("rec_loggers_stop", reason=reason)
-        for _, p, _, _ in self.loggers:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-        end = time.time() + 3
+        stop_groups([p for _, p, _, _ in self.loggers])
         for fname, p, out, err in self.loggers:
-            try:
-                p.wait(timeout=max(0.1, end - time.time()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
             out.close()
             err.close()
             self.ev("rec_logger_exit", file=fname, returncode=p.returncode)
@@ -392,54 +354,14 @@ def run_child(argv, outp, errp, append, env, cgroup_procs) -> None:
         os._exit(code)
 
 
-class Cgroup:
-    """A small memory cgroup (v2, else v1) for the host-memory case."""
-
-    def __init__(self, limit: str, ctx: Ctx):
-        self.path = None
-        self.procs = None
-        self.how = None
-        self.events = None
-        root = Path("/sys/fs/cgroup")
-        try:
-            if (root / "cgroup.controllers").exists():
-                sub = root / "cgroup.subtree_control"
-                if "memory" not in sub.read_text().split():
-                    sub.write_text("+memory")
-                self.path = root / "gfc_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.max").write_text(limit)
-                if (self.path / "memory.swap.max").exists():
-                    (self.path / "memory.swap.max").write_text("0")
-                self.events = self.path / "memory.events"
-                self.how = f"cgroup v2 {self.path}: memory.max={limit}, memory.swap.max=0"
-            elif (root / "memory").is_dir():
-                self.path = root / "memory" / "gfc_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.limit_in_bytes").write_text(limit)
-                self.events = self.path / "memory.oom_control"
-                self.how = f"cgroup v1 {self.path}: memory.limit_in_bytes={limit}"
-            if self.path:
-                self.procs = str(self.path / "cgroup.procs")
-        except OSError as e:
-            ctx.note(f"no memory cgroup could be set up: {e}")
-            self.path = self.procs = None
-        ctx.ev("rec_cgroup", how=self.how)
-
-    def read_events(self) -> str:
-        try:
-            return self.events.read_text() if self.events else ""
-        except OSError:
-            return ""
-
-    def remove(self) -> None:
-        if self.path:
-            for _ in range(20):
-                try:
-                    self.path.rmdir()
-                    return
-                except OSError:
-                    time.sleep(0.25)
+def cgroup(limit: str, ctx: Ctx) -> MemoryCgroup:
+    """The host-memory case's memory cgroup; what could not be set up is in the case's notes."""
+    notes: list[str] = []
+    cg = MemoryCgroup(limit, "gfc_pin", notes)
+    for n in notes:
+        ctx.note(n)
+    ctx.ev("rec_cgroup", how=cg.how)
+    return cg
 
 
 def capture_kernel(ctx: Ctx) -> None:

@@ -14,8 +14,13 @@ import argparse
 import json
 import re
 import statistics
-from datetime import datetime, timezone
+import sys
+from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: recorder_common.py
+
+from recorder_common import iso, read_rows  # noqa: E402
 
 MiB = 2**20
 
@@ -23,26 +28,6 @@ MiB = 2**20
 # (linear_late: `h`, infer: `out`, both rebound only at the next step): the memory the bug keeps first
 # shows at the marker of step s + 1, which is the onset; step s is `code_leak_step`.
 ALIASED_AT_MARKER = {"linear_late", "infer"}
-
-
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def read_rows(path: Path) -> list[dict]:
-    rows = []
-    try:
-        text = Path(path).read_text()
-    except OSError:
-        return rows
-    for line in text.splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass            # a line cut by a kill
-    return rows
 
 
 def mib(b) -> str:

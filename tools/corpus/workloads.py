@@ -26,6 +26,11 @@ import random
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: recorder_common.py
+
+from recorder_common import Pacer, append_row  # noqa: E402
 
 MiB = 2**20
 GiB = 2**30
@@ -34,15 +39,7 @@ GiB = 2**30
 # ---- side file ---------------------------------------------------------------------------------
 
 def side(ev: str, **fields) -> None:
-    path = os.environ.get("GFC_SIDE")
-    if not path:
-        return
-    line = json.dumps({"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    append_row(os.environ.get("GFC_SIDE"), ev, **fields)
 
 
 def host_rss() -> int | None:
@@ -237,20 +234,6 @@ def make_log(torch, args, name: str = "train") -> StepLog:
     if args.tensorboard:
         log.hooks.append(TensorBoardLog(args.csv_dir))
     return log
-
-
-class Pacer:
-    def __init__(self, period: float):
-        self.period = period
-        self.next = time.monotonic()
-
-    def wait(self, period: float | None = None) -> None:
-        self.next += self.period if period is None else period
-        d = self.next - time.monotonic()
-        if d > 0:
-            time.sleep(d)
-        else:
-            self.next = time.monotonic()
 
 
 def begin(torch, args, **fields) -> None:

@@ -27,10 +27,13 @@ import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))   # tools/: recorder_common.py
+
+from recorder_common import MemoryCgroup, iso, read_rows, sh, stop_groups, zone_name  # noqa: E402
+
 MiB = 2**20
 GiB = 2**30
 
@@ -235,57 +238,6 @@ def say(msg: str) -> None:
     LOG.append(line)
 
 
-def sh(cmd: list[str] | str, timeout: float = 60, cwd: str | None = None) -> tuple[int, str]:
-    """Run a command, stdout and stderr together; never raises."""
-    try:
-        r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True,
-                           timeout=timeout, cwd=cwd, errors="replace")
-        return r.returncode, r.stdout + r.stderr
-    except FileNotFoundError as e:
-        return 127, f"{e}\n"
-    except subprocess.TimeoutExpired as e:
-        parts = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
-        return 124, "".join(parts) + "\n[timed out]\n"
-
-
-def iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def zone_name() -> str:
-    """The machine's local zone: the one nvidia-smi and python logging wrote their times in."""
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz:
-        return tz
-    try:
-        name = Path("/etc/timezone").read_text().strip()
-        if name:
-            return name
-    except OSError:
-        pass
-    target = os.path.realpath("/etc/localtime")
-    if "zoneinfo/" in target:
-        return target.split("zoneinfo/", 1)[1]
-    if time.timezone == 0 and not time.daylight:
-        return "UTC"
-    return time.tzname[0]
-
-
-def read_truth(path: Path) -> list[dict]:
-    rows = []
-    try:
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass                 # a line cut by a kill
-    except OSError:
-        pass
-    return rows
-
-
 def gpu_apps() -> list[str]:
     rc, out = sh(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], timeout=15)
     return [x.strip() for x in out.splitlines() if x.strip().isdigit()] if rc == 0 else []
@@ -322,21 +274,7 @@ class Loggers:
             self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True))
 
     def stop(self) -> None:
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-        end = time.time() + 3
-        for p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, end - time.time()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
+        stop_groups(self.procs)
         for f in self.files:
             f.close()
 
@@ -393,64 +331,17 @@ def kernel_facts(folder: Path) -> dict:
                             for k in kills[1:]]}
 
 
-class Cgroup:
-    """A small memory cgroup for the host OOM workload: v2, else v1. Records how, or why not."""
-
-    def __init__(self, limit: str, notes: list[str]):
-        self.procs_file = None
-        self.how = None
-        self.events = None
-        self.path = None
-        root = Path(os.environ.get("GF_CGROUP_ROOT", "/sys/fs/cgroup"))   # overridable for a dry run
-        v2 = (root / "cgroup.controllers").exists()
-        try:
-            if v2:
-                if "memory" not in (root / "cgroup.subtree_control").read_text().split():
-                    (root / "cgroup.subtree_control").write_text("+memory")
-                self.path = root / "gf_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.max").write_text(limit)
-                if (self.path / "memory.swap.max").exists():
-                    (self.path / "memory.swap.max").write_text("0")
-                self.procs_file = self.path / "cgroup.procs"
-                self.events = self.path / "memory.events"
-                self.how = f"cgroup v2: {self.path} with memory.max={limit}, memory.swap.max=0"
-            elif (root / "memory").is_dir():
-                self.path = root / "memory" / "gf_pin"
-                self.path.mkdir(exist_ok=True)
-                (self.path / "memory.limit_in_bytes").write_text(limit)
-                self.procs_file = self.path / "cgroup.procs"
-                self.events = self.path / "memory.oom_control"
-                self.how = f"cgroup v1: {self.path} with memory.limit_in_bytes={limit}"
-            else:
-                notes.append("no memory cgroup controller under /sys/fs/cgroup")
-        except OSError as e:
-            notes.append(f"could not set up a memory cgroup: {e}")
-            self.procs_file = None
+class Cgroup(MemoryCgroup):
+    """The memory cgroup of the host OOM workload, which joins it through a shell (`wrap`)."""
 
     def wrap(self, cmd: list[str]) -> list[str]:
-        if not self.procs_file:
+        if not self.procs:
             return cmd
         # the shell joins the cgroup, then becomes the workload: the workload's pid is the shell's
         return ["sh", "-c", 'echo $$ > "$GF_CGROUP_PROCS" && exec "$@"', "sh", *cmd]
 
     def env(self) -> dict:
-        return {"GF_CGROUP_PROCS": str(self.procs_file)} if self.procs_file else {}
-
-    def read_events(self) -> str:
-        try:
-            return self.events.read_text() if self.events else ""
-        except OSError:
-            return ""
-
-    def remove(self) -> None:
-        if self.path:
-            for _ in range(20):
-                try:
-                    self.path.rmdir()
-                    return
-                except OSError:
-                    time.sleep(0.25)
+        return {"GF_CGROUP_PROCS": self.procs} if self.procs else {}
 
 
 # ---- facts from the side file ------------------------------------------------------------------
@@ -743,7 +634,7 @@ def rewrite(root: Path, pairs: list[str]) -> None:
                                                                  "leak_bytes_per_hour", "leak_growth_bytes",
                                                                  "step_seconds")}
             truth = root / "_truth" / f"{src}.jsonl"
-            facts.update({k: v for k, v in leak_facts(read_truth(truth), inc).items() if v is not None})
+            facts.update({k: v for k, v in leak_facts(read_rows(truth), inc).items() if v is not None})
             if src != dest:
                 truth.rename(root / "_truth" / f"{dest}.jsonl")
             if inc.kernel:
@@ -872,7 +763,7 @@ class Recorder:
         if loggers:
             time.sleep(4.0)          # let the loggers see the memory come back
             loggers.stop()
-        facts.update({k: v for k, v in leak_facts(read_truth(truth), inc).items() if v is not None})
+        facts.update({k: v for k, v in leak_facts(read_rows(truth), inc).items() if v is not None})
         if inc.kernel:
             for name in KERNEL_FILES:
                 files[name] = {"dmesg.txt": "`dmesg` (raw, seconds since boot)",
@@ -890,12 +781,12 @@ class Recorder:
     def kill_parent_keep_worker(self, proc, truth: Path, facts: dict) -> None:
         end = time.time() + 60
         while time.time() < end and proc.poll() is None:
-            rows = read_truth(truth)
+            rows = read_rows(truth)
             steps = [r for r in rows if r["ev"] == "step"]
             if any(r["ev"] == "worker_ready" for r in rows) and steps and steps[-1]["step"] >= 20:
                 break
             time.sleep(0.2)
-        rows = read_truth(truth)
+        rows = read_rows(truth)
         worker = next((r["worker_pid"] for r in rows if r["ev"] == "start"), None)
         facts["parent_killed_at"] = time.time()
         os.kill(proc.pid, signal.SIGKILL)
@@ -913,7 +804,7 @@ class Recorder:
     def snapshots_while_running(self, proc, truth: Path, folder: Path, files: dict) -> None:
         end = time.time() + 60
         while time.time() < end and proc.poll() is None:
-            steps = [r for r in read_truth(truth) if r["ev"] == "step"]
+            steps = [r for r in read_rows(truth) if r["ev"] == "step"]
             if steps and steps[-1]["step"] >= 30:
                 break
             time.sleep(0.2)
@@ -930,8 +821,8 @@ class Recorder:
                     ({"PYTORCH_CUDA_ALLOC_CONF": "pinned_use_cuda_host_register:True"},
                      "PYTORCH_CUDA_ALLOC_CONF=pinned_use_cuda_host_register:True (malloc + cudaHostRegister)")]
         for i, (extra, what) in enumerate(attempts):
-            cg = Cgroup(CGROUP_LIMIT, notes)
-            if not cg.procs_file:
+            cg = Cgroup(CGROUP_LIMIT, "gf_pin", notes)
+            if not cg.procs:
                 notes.append("without a memory cgroup the host OOM would need the whole machine's memory; "
                              "the workload ran with its step cap only and was not killed")
             facts, files, inputs = self.run_workload(folder, inc, timeout, notes, extra_env=extra, cgroup=cg)
@@ -940,7 +831,7 @@ class Recorder:
             say(f"  {inc.name}: facts {json.dumps({k: v for k, v in facts.items() if k != 'loader_worker_pids'})}")
             cg.remove()
             killed = facts.get("killed_pid") or str(facts.get("exit")).startswith("killed")
-            if killed or not cg.procs_file or i == len(attempts) - 1:
+            if killed or not cg.procs or i == len(attempts) - 1:
                 if i:
                     notes.append(f"pinned memory was set up with {what}")
                 break

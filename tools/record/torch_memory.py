@@ -34,13 +34,16 @@ import logging
 import os
 import pickle
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))   # tools/: recorder_common.py
+
+from recorder_common import append_row, stop_groups  # noqa: E402
+
 MiB = 2**20
 log = logging.getLogger("train")
 GPU_QUERY = "timestamp,index,uuid,pci.bus_id,name,memory.total,memory.used,memory.free"
@@ -48,10 +51,7 @@ APPS_QUERY = "timestamp,gpu_uuid,pid,process_name,used_memory"
 
 
 def truth(ev: str, **fields) -> None:
-    path = os.environ.get("GF_TRUTH")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps({"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}) + "\n")
+    append_row(os.environ.get("GF_TRUTH"), ev, **fields)
 
 
 def setup_logging(prefix: str = "") -> None:
@@ -277,16 +277,7 @@ class Loggers:
                       for c, f in zip(cmds.values(), self.files)]
 
     def stop(self) -> None:
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            try:
-                p.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+        stop_groups(self.procs)
         for f in self.files:
             f.close()
 

@@ -15,11 +15,15 @@ Each workload
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools/: recorder_common.py
+
+from recorder_common import Pacer, append_row  # noqa: E402
 
 MiB = 2**20
 GiB = 2**30
@@ -33,11 +37,7 @@ def setup_logging() -> None:
 
 def truth(ev: str, **fields) -> None:
     """Append one fact to the side file ($GF_TRUTH); workers of a workload append to the same file."""
-    path = os.environ.get("GF_TRUTH")
-    if not path:
-        return
-    with open(path, "a") as f:
-        f.write(json.dumps({"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}) + "\n")
+    append_row(os.environ.get("GF_TRUTH"), ev, **fields)
 
 
 def host_memory() -> dict:
@@ -52,22 +52,6 @@ def host_memory() -> dict:
     except OSError:
         pass
     return out
-
-
-class Pacer:
-    """Keeps steps `period` seconds apart whatever each step's own work costs."""
-
-    def __init__(self, period: float):
-        self.period = period
-        self.next = time.monotonic()
-
-    def wait(self) -> None:
-        self.next += self.period
-        delay = self.next - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        else:
-            self.next = time.monotonic()
 
 
 def marker(torch, step: int, **extra) -> None:

@@ -1,0 +1,74 @@
+"""The evaluation package measures what it says: the synthetic suite is drawn the same from its seed, with
+truth that agrees with itself, and scoring counts a found leak, a missed one and a false alarm as such (with
+a stand-in detector, so these hold whatever detection does; bench/accuracy.py runs the real one)."""
+from __future__ import annotations
+
+from datetime import timedelta
+from types import SimpleNamespace
+
+from evaluation import scoring, synthetic
+
+SEED, SCALE = 11, 0.01     # one case a family
+
+
+def _draw(seed: int, family: str | None = None) -> list[synthetic.Case]:
+    return list(synthetic.suite(seed, SCALE, family))
+
+
+def test_the_suite_is_drawn_the_same_from_its_seed():
+    a, b, other = _draw(SEED), _draw(SEED), _draw(SEED + 1)
+    assert [c.name for c in a] == [c.name for c in b]
+    assert all(x.samples.equals(y.samples) and x.events.equals(y.events) for x, y in zip(a, b))
+    assert not all(x.samples.equals(y.samples) for x, y in zip(a, other))
+
+
+def test_every_family_is_drawn_with_truth_that_agrees_with_its_verdict():
+    cases = _draw(SEED)
+    assert [c.family for c in cases] == [f for f, _ in synthetic.FAMILIES]
+    for c in cases:
+        leaking = [t for t in c.gpus.values() if t.leak]
+        assert (c.verdict == "leak") == bool(leaking), c.name
+        assert {g for g in c.gpus if g is not None} <= set(c.samples["gpu"].drop_nulls().unique().to_list()), c.name
+        for t in leaking:
+            lives = [lf for lf in t.lifetimes if lf.leak] or [t]
+            for lf in lives:
+                assert 0 <= lf.onset <= c.duration and lf.rate > 0, c.name
+            assert t.lifetimes == [] or all(lf.start <= lf.end for lf in t.lifetimes), c.name
+
+
+def _leak(gpu, x: float, rate: float | None = None, pattern: str = "linear"):
+    """A leak finding as detection makes one, with only what scoring reads."""
+    return SimpleNamespace(kind="leak", gpu=gpu, start=synthetic.T0 + timedelta(seconds=x), start_index=None,
+                           pattern=pattern, rate_bytes_per_hour=rate * 3600 if rate else None, detail={},
+                           rate_bytes_per_step=None, summary="leak")
+
+
+def _score(monkeypatch, case: synthetic.Case, findings: list, verdict: str) -> scoring.Score:
+    monkeypatch.setattr(scoring, "analyze",
+                        lambda bundle, _: SimpleNamespace(findings=findings, verdict=verdict, verdict_reason="stand-in"))
+    sc = scoring.Score()
+    scoring.score_case(case, sc)
+    return sc
+
+
+def test_scoring_counts_found_missed_and_false_leaks(monkeypatch):
+    case = _draw(SEED, "leak_linear")[0]
+    leaking = {g: t for g, t in case.gpus.items() if t.leak}
+    found = _score(monkeypatch, case, [_leak(g, t.onset, t.rate) for g, t in leaking.items()], "leak")
+    assert (found.tp, found.fn, found.fp, found.verdict_ok) == (len(leaking), 0, 0, 1)
+    assert found.onset_in_target == found.onset_n == found.pattern_ok == len(leaking)
+    assert found.rate_err == [0.0] * len(leaking)
+
+    missed = _score(monkeypatch, case, [], "no_leak")
+    assert (missed.tp, missed.fn, missed.verdict_ok) == (0, len(leaking), 0)
+
+    late = _score(monkeypatch, case, [_leak(g, t.onset + case.duration / 4, t.rate, "step") for g, t in leaking.items()],
+                  "leak")
+    assert late.tp == len(leaking) and late.onset_in_target == 0 and late.pattern_ok == 0
+
+    healthy = _draw(SEED, "healthy")[0]
+    gpu = next(iter(healthy.gpus))
+    false = _score(monkeypatch, healthy, [_leak(gpu, 0.0)], "leak")
+    assert (false.fp, false.healthy_false, false.false_leak_verdicts, false.tp) == (1, 1, 1, 0)
+    prec, rec, _ = false.prf()
+    assert prec == 0.0 and rec == 1.0
