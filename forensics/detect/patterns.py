@@ -137,23 +137,37 @@ def find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> L
     if floor is not None:
         return _sawtooth_leak(float(bx[0]), floor, leak_min)
     stair = _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x)
-    ramp = None
     # still growing: the ramp ends at the end, or flattened (at a cap, before an OOM, or as the job
     # wound down) for less than half of its own length; a warm-up is followed by a plateau far longer
     # than itself. The largest such ramp speaks, not merely the last: a short slower piece at the
     # very end (the last steps of a job) must not hide the growth before it.
     # The quiet tail is measured against the whole ramp its pieces join into.
     ramps = [e for e in events if e[3] == "ramp"]
-    for cand in sorted(ramps, key=lambda e: -e[2]):
-        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
-        if ramp is not None and end_x - cand[1] <= max(TAIL_QUIET_FRACTION * duration,
-                                                       RAMP_TAIL_SHARE * (cand[1] - min(ramp.onset, cand[0]))):
-            break
-        ramp = None
+    ramp = _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, duration, end_x, False)
+    if ramp is None and stair is None:
+        # growth that went on after every ramp, as much again as half of it, is no plateau after it:
+        # a leak whose steps vary comes in bursts and pauses, none of them a ramp that reaches the end
+        ramp = _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, duration, end_x, True)
     if stair is not None and ramp is not None:
         # the pattern that accounts for more of the growth (a final step can look like a short ramp)
         return stair if stair.growth >= ramp.growth else ramp
     return stair or ramp
+
+
+def _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, duration, end_x, bursts) -> Leak | None:
+    """The largest ramp that was still growing at the end: it reaches the end, or its quiet tail is
+    short against its length. With `bursts`, the tail starts where the growth after the ramp ended, if
+    that growth was at least half the ramp's."""
+    for cand in sorted(ramps, key=lambda e: -e[2]):
+        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
+        grown_to = cand[1]
+        later = [e for e in events if e[0] >= cand[1]]
+        if bursts and later and sum(e[2] for e in later) >= RAMP_TAIL_SHARE * cand[2]:
+            grown_to = max(e[1] for e in later)
+        if ramp is not None and end_x - grown_to <= max(TAIL_QUIET_FRACTION * duration,
+                                                        RAMP_TAIL_SHARE * (grown_to - min(ramp.onset, cand[0]))):
+            return ramp
+    return None
 
 
 def new_high(xb, f, leak: Leak) -> bool:
