@@ -41,6 +41,7 @@ import pickle
 import struct
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ CHUNK = 200_000        # allocations simulated at a time
 WARMUP = 2_000         # allocations simulated before the first kept entry
 LEAK_BUDGET = 32 << 30  # bytes the leaking paths may keep over the whole trace
 SEG_BUDGET = 32 << 30   # bytes of segments the trace may allocate
-BYTES_PER_ENTRY = 93   # about, for sizing (measured on what this writes)
+BYTES_PER_ENTRY = 104  # about, for sizing (measured on what this writes)
 ADDR_BASE = 0x7A00_0000_0000
 KEYS = ("action", "addr", "size", "stream", "time_us", "compile_context", "user_metadata", "frames")
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc")
@@ -62,6 +63,7 @@ ALLOC, FREE_REQ, FREE_DONE, SEG = range(4)
 
 # -- the real distributions ---------------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
 def _is_user(filename: str) -> bool:
     from forensics.parsers.torch.snapshot_trace import is_library
     return not is_library(filename)
@@ -211,6 +213,7 @@ def simulate(m: Model, n_allocs: int, n_stacks: int, seed: int, survivors: dict 
     leak_p = m.leak_p * min(1.0, LEAK_BUDGET / max(expected_leak, 1.0))
     seg_p = m.seg_p * min(1.0, SEG_BUDGET / max(m.seg_p * n_allocs * float(m.seg_sizes.mean()), 1.0))
     segments = []                # (address, size) of every segment_alloc of the trace
+    moved: dict[tuple[int, int], int] = {}   # (free path, variant) -> its stack
     pending: list = []           # heap of (free clock, allocation number, address, size, free stack)
     pools: dict[int, list] = {}  # size -> freed addresses
     fresh = ADDR_BASE
@@ -238,7 +241,8 @@ def simulate(m: Model, n_allocs: int, n_stacks: int, seed: int, survivors: dict 
             fv, fp = m.free_of[b]
             fs = rng.choice(fv, size=sel.size, p=fp)
             # a variant's free path is its allocation's variant when the free path has user frames
-            free_stack[sel] = [m.stack_id(_moved(m, m.stacks[f], v)) if v else f for f, v in zip(fs.tolist(), var[sel].tolist())]
+            free_stack[sel] = [moved[f, v] if (f, v) in moved else moved.setdefault((f, v), m.stack_id(_moved(m, m.stacks[f], v)))
+                               for f, v in zip(fs.tolist(), var[sel].tolist())]
         leak = rng.random(k) < leak_p[base]
         seg = rng.random(k) < seg_p
         seg_size = rng.choice(m.seg_sizes, size=k)
@@ -645,7 +649,7 @@ def _first_run(m: Model, n_allocs: int, n_stacks: int, seed: int):
 def make(path: Path, target_bytes: int, n_stacks: int = 2000, seed: int = 1, m: Model | None = None) -> dict:
     """A snapshot of about target_bytes at path; returns what it holds."""
     m = m or model()
-    n_allocs = max(200, int(target_bytes / BYTES_PER_ENTRY / 2.9))
+    n_allocs = max(200, int(target_bytes / BYTES_PER_ENTRY / 2.97))
     n_entries, live, segs = _first_run(m, n_allocs, n_stacks, seed)
     survivors = {aid: i for i, aid in enumerate(sorted(live))}
     with open(path, "wb") as fh:

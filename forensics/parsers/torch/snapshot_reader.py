@@ -16,6 +16,8 @@ from forensics.parsers.torch import snapshot_trace as T
 from forensics.parsers.torch.snapshot_pickle import PlainUnpickler
 
 TEXT_NOT_KEPT = "(text not kept)"   # a string read from the bytes that the analysis does not use
+_BACKOFF = 512        # bytes the plain reader reads after a failed try before the next (a few entries)
+_PROBE = 64 << 10     # the window of a try after a failure
 
 
 class TraceReader:
@@ -27,8 +29,9 @@ class TraceReader:
         self.keys: set[str] = set()
         self.skipped: dict[int, list[int]] = {}   # id(its Columns) -> a trace's entries not understood (0-based)
         self.from_bytes = 0               # entries read in runs straight from the bytes
+        self._by_refs: dict[tuple, tuple[list, T.CallPath | None]] = {}   # memo indices of frames -> path
         self._retry_at = 0
-        self._backoff = 64 << 10
+        self._backoff = _BACKOFF
         self._window = 1 << 20
 
     def on_items(self, lst: list, items: list) -> bool:
@@ -61,7 +64,9 @@ class TraceReader:
 
     def skip(self, vm: PlainUnpickler) -> bool:
         """A run of entries of a known trace read straight from the bytes (snapshot_fast); after a
-        try that found none, the plain reader reads on a while before the next (doubling the while)."""
+        try that found none, the plain reader reads on a while before the next (doubling the while
+        from a few entries: in a long trace most failures are one entry written the plain way, a
+        frame seen for the first time, and the entries after it are regular again)."""
         k = vm.marks[-1]
         known = self.traces.get(id(vm.stack[k - 1]))
         if known is None or vm.offset < self._retry_at:
@@ -72,14 +77,16 @@ class TraceReader:
         if taken is None:
             self._retry_at = vm.offset + self._backoff
             self._backoff = min(2 * self._backoff, 16 << 20)
+            # a failed try costs what its window holds: the next one looks at a little first
+            self._window = _PROBE
             return False
-        self._backoff = 64 << 10
+        self._backoff = _BACKOFF
         run, cols, slots = taken
         # a run that went to the end of the window may go on: read more at once next time; one that
         # stopped early wasted the rest of the window's work: read less
         went = int(run.ends[-1]) - vm.pos
         self._window = (min(2 * self._window, fast.WINDOW) if went > 0.9 * self._window
-                        else max(1 << 18, 2 * went))
+                        else max(_PROBE, 2 * went))
         # the entries of this batch the plain reader made before the run come first
         for e in vm.stack[k:]:
             self._entry(known[1], e)
@@ -195,11 +202,21 @@ class TraceReader:
             _, first, inverse = np.unique(list_key, axis=0, return_index=True, return_inverse=True)
             inverse = inverse.ravel()
         rep_paths: list[T.CallPath | None] = []
+        by_refs = self._by_refs
         for i in first.tolist():
             s, c = int(run.list_start[i]), int(run.list_count[i])
-            refs = run.refs[s:s + c].tolist()
-            frames = [T.frame_tuple(memo[r]) if r < base else None for r in refs]
-            rep_paths.append(None if any(f is None for f in frames) else self.paths.of_tuples(frames))
+            refs = tuple(run.refs[s:s + c].tolist())
+            objs = [memo[r] if r < base else None for r in refs]
+            # the same frames again (most lists of a trace): their path, as long as the memo still
+            # holds the same frame objects there
+            hit = by_refs.get(refs)
+            if hit is not None and all(a is b for a, b in zip(hit[0], objs)):
+                rep_paths.append(hit[1])
+                continue
+            frames = [T.frame_tuple(o) for o in objs]
+            made = None if any(f is None for f in frames) else self.paths.of_tuples(frames)
+            by_refs[refs] = (objs, made)
+            rep_paths.append(made)
         # per distinct list: its path id (-2: frames this reader cannot take); per list: its own
         rep_id = np.array([p.id if p is not None else -2 for p in rep_paths], dtype=np.int64)
         table = np.empty(len(rep_paths), dtype=object)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from array import array
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,7 @@ _LIBRARY = re.compile(r"(?:^|[/\\])(?:torch|site-packages|dist-packages)[/\\]"
                       r"|[/\\]lib(?:64)?[/\\]python3(?:\.[0-9]+)?[/\\]|^<")
 
 
+@lru_cache(maxsize=1 << 16)   # a trace names a few hundred files in millions of frames
 def is_library(filename: str) -> bool:
     return bool(_LIBRARY.search(filename)) or not filename.endswith(".py")
 
@@ -112,8 +114,9 @@ class Paths:
     def of_tuples(self, tuples: list[tuple]) -> CallPath:
         if not tuples:
             return NO_FRAMES
-        user = tuple(t for t in tuples if not is_library(t[0]))
-        first_lib = next((t for t in tuples if is_library(t[0])), None)
+        lib = [is_library(t[0]) for t in tuples]
+        user = tuple(t for t, x in zip(tuples, lib) if not x)
+        first_lib = next((t for t, x in zip(tuples, lib) if x), None)
         key = (user, None if user else first_lib)
         path = self._by_key.get(key)
         if path is None:
