@@ -118,6 +118,7 @@ class PlainUnpickler:
         self.marks: list[int] = []
         self.memo: list = []
         self.frame_end: int | None = None   # stream offset where the current FRAME ends
+        self.rewrites = 0      # memo slots written over (PUT to a slot in use): what a hook cached may be stale
 
     # -- the stream ---------------------------------------------------------------------------------
     @property
@@ -175,6 +176,7 @@ class PlainUnpickler:
         memo = self.memo
         if idx < len(memo):
             memo[idx] = self.stack[-1]
+            self.rewrites += 1
         elif idx - len(memo) < _MEMO_GAP:
             memo.extend([None] * (idx - len(memo)))
             memo.append(self.stack[-1])
