@@ -104,6 +104,10 @@ def parse(src: Source, opts: Options) -> Parsed:
         raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
                          "re-copy the file from where it was written")
     by_bytes = max(1, unpickler.offset) // _BYTES_PER_BLOCK
+    # what reading needed (the memo: a few slots per trace entry; the last chunk and scan) goes
+    # before the trace is replayed
+    unpickler.release()
+    reader.release()
     try:
         return _results(src, top, reader, min(by_bytes, opts.max_snapshot_objects))
     except _MemoBomb as e:
@@ -297,7 +301,7 @@ def _axis(cols: dict) -> tuple[bool, np.ndarray]:
     entry's place on its axis: seconds, else its number."""
     t = cols["time"]
     timed = bool(t.size) and bool(((t >= _WALL_US[0]) & (t <= _WALL_US[1])).all())
-    return timed, (t.astype(np.float64) / 1e6 if timed else np.arange(t.size, dtype=np.float64))
+    return timed, (t / 1e6 if timed else np.arange(t.size, dtype=np.float64))
 
 
 def _optimizer_steps(top: dict, d: int) -> np.ndarray:
@@ -320,14 +324,12 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
     timed, axis = _axis(cols)
     action = cols["action"]
     label = f"cuda:{d}" if multi else None
-    rows = np.arange(n)
     curves = []
     for series, values, start, changes in (
-            ("allocated", rp.allocated, rp.allocated_start, np.isin(action, (T.ALLOC, T.FREE_REQUESTED))),
-            ("reserved", rp.reserved, rp.reserved_start, np.isin(action, (*T.SEGMENT_GROW, *T.SEGMENT_SHRINK)))):
-        keep = changes & (cols["size"] != 0)
-        idx = rows[keep]
-        val = values[keep]
+            ("allocated", rp.allocated, rp.allocated_start, (T.ALLOC, T.FREE_REQUESTED)),
+            ("reserved", rp.reserved, rp.reserved_start, (*T.SEGMENT_GROW, *T.SEGMENT_SHRINK))):
+        idx = np.flatnonzero(np.isin(action, changes) & (cols["size"] != 0))
+        val = values[idx]
         if not idx.size or idx[0] != 0:   # where the trace starts, the value before its first change
             idx, val = np.concatenate([[0], idx]), np.concatenate([[start], val])
         curves.append((series, idx, val))

@@ -120,6 +120,10 @@ class PlainUnpickler:
         self.frame_end: int | None = None   # stream offset where the current FRAME ends
         self.rewrites = 0      # memo slots written over (PUT to a slot in use): what a hook cached may be stale
 
+    def release(self) -> None:
+        """Let go of the memo, the stack and the buffer once the object is loaded."""
+        self.memo, self.stack, self.marks, self.buf = [], [], [], b""
+
     # -- the stream ---------------------------------------------------------------------------------
     @property
     def offset(self) -> int:

@@ -34,6 +34,11 @@ class TraceReader:
         self._backoff = _BACKOFF
         self._scan: fast.Scan | None = None
 
+    def release(self) -> None:
+        """Let go of what only reading needed (the last scan, the cache of call paths by key)."""
+        self._scan = None
+        self._by_key = {}
+
     def on_items(self, lst: list, items: list) -> bool:
         known = self.traces.get(id(lst))
         if known is None:

@@ -237,17 +237,30 @@ def replay(cols: dict[str, np.ndarray], allocated_end: int, reserved_end: int) -
     prev_alloc = np.zeros(order.size, dtype=bool)
     prev_alloc[1:] = a_ord[:-1]
     freed_unseen = int((f_ord & ~(prev_same & prev_alloc)).sum())
-    d_alloc = np.where(alloc, size, 0) - np.where(freed, size, 0)
-    grow = np.isin(action, SEGMENT_GROW)
-    shrink = np.isin(action, SEGMENT_SHRINK)
-    d_res = np.where(grow, size, 0) - np.where(shrink, size, 0)
-    # value after entry i = value at the dump minus what the entries after i changed
-    a_after = allocated_end - (d_alloc.sum() - np.cumsum(d_alloc)) if n else np.zeros(0, dtype=np.int64)
-    r_after = reserved_end - (d_res.sum() - np.cumsum(d_res)) if n else np.zeros(0, dtype=np.int64)
-    a0 = int(allocated_end - d_alloc.sum()) if n else allocated_end
-    r0 = int(reserved_end - d_res.sum()) if n else reserved_end
+    # (a long trace's per-entry arrays are let go before the next ones are made: memory is a few
+    # arrays of the trace's length at a time)
+    del ev, order, a_ord, f_ord, same_next, next_is_free, prev_same, prev_alloc
+    # value after entry i = value at the dump minus what the entries after i changed (a running sum
+    # made in place)
+    a_after = np.zeros(n, dtype=np.int64)
+    np.copyto(a_after, size, where=alloc)
+    np.subtract(a_after, size, out=a_after, where=freed)
+    del alloc, freed
+    a_total = a_after.sum()
+    np.cumsum(a_after, out=a_after)
+    a_after -= a_total   # (in int64 as the sums are: any order gives the same values)
+    a_after += allocated_end
+    r_after = np.zeros(n, dtype=np.int64)
+    np.copyto(r_after, size, where=np.isin(action, SEGMENT_GROW))
+    np.subtract(r_after, size, out=r_after, where=np.isin(action, SEGMENT_SHRINK))
+    r_total = r_after.sum()
+    np.cumsum(r_after, out=r_after)
+    r_after -= r_total
+    r_after += reserved_end
+    a0 = int(allocated_end - a_total) if n else allocated_end
+    r0 = int(reserved_end - r_total) if n else reserved_end
     negative = bool(min(a0, r0) < 0 or (n and (a_after.min() < 0 or r_after.min() < 0)))
-    return Replay(survivors, freed_unseen, a_after.astype(np.int64), r_after.astype(np.int64), a0, r0, negative)
+    return Replay(survivors, freed_unseen, a_after, r_after, a0, r0, negative)
 
 
 def repeats(cols: dict[str, np.ndarray]) -> tuple[int, int] | None:
