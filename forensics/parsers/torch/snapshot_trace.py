@@ -128,14 +128,18 @@ class Paths:
 
 class Columns:
     """A device trace's entries, compact: appended a row at a time (the plain reader) or an array at
-    a time (runs read from the bytes); `arrays()` gives them in order."""
+    a time (runs read from the bytes); `arrays()` gives them in order. The runs go straight into one
+    array per column, grown by a quarter when full (a long trace's many small pieces, kept apart,
+    would leave their memory behind in the heap once joined)."""
 
     NAMES = ("action", "addr", "size", "stream", "time", "path")
     TYPES = ("b", "q", "q", "q", "q", "i")
+    DTYPES = (np.int8, np.int64, np.int64, np.int64, np.int64, np.int32)
 
     def __init__(self):
         self._rows = [array(t) for t in self.TYPES]
-        self._parts: list[list[np.ndarray]] = []
+        self._cols = [np.zeros(0, dtype=d) for d in self.DTYPES]
+        self._n = 0
 
     def add(self, action: int, addr: int, size: int, stream: int, time: int, path: int) -> None:
         a = self._rows
@@ -148,31 +152,36 @@ class Columns:
 
     def _flush_rows(self) -> None:
         if len(self._rows[0]):
-            dtypes = (np.int8, np.int64, np.int64, np.int64, np.int64, np.int32)
-            self._parts.append([np.frombuffer(a, dtype=d).copy() for a, d in zip(self._rows, dtypes)])
+            rows = [np.frombuffer(a, dtype=d) for a, d in zip(self._rows, self.DTYPES)]
             self._rows = [array(t) for t in self.TYPES]
+            self.add_arrays(rows)
 
     def add_arrays(self, cols: list[np.ndarray]) -> None:
-        self._flush_rows()
-        self._parts.append(cols)
+        if len(self._rows[0]):
+            self._flush_rows()
+        k = cols[0].size
+        need = self._n + k
+        if need > self._cols[0].size:
+            size = max(need, self._cols[0].size * 5 // 4, 1024)
+            for i, old in enumerate(self._cols):   # one column at a time: its old copy goes first
+                grown = np.empty(size, dtype=old.dtype)
+                grown[:self._n] = old[:self._n]
+                self._cols[i] = grown
+                del old, grown
+        for col, part in zip(self._cols, cols):
+            col[self._n:need] = part
+        self._n = need
 
     def __len__(self) -> int:
-        return sum(p[0].size for p in self._parts) + len(self._rows[0])
+        return self._n + len(self._rows[0])
 
     def arrays(self) -> dict[str, np.ndarray]:
         self._flush_rows()
-        if not self._parts:
-            return {n: np.zeros(0, dtype=d) for n, d in zip(self.NAMES, (np.int8, np.int64, np.int64, np.int64,
-                                                                           np.int64, np.int32))}
-        # one column at a time, each part's copy let go as soon as it is in the whole (peak: the
-        # whole plus one column's parts, not two copies of everything)
-        whole = []
-        for i in range(len(self.NAMES)):
-            whole.append(np.concatenate([p[i] for p in self._parts]))
-            for p in self._parts:
-                p[i] = None
-        self._parts = [whole]
-        return dict(zip(self.NAMES, whole))
+        for i, col in enumerate(self._cols):   # the room left over given back, a column at a time
+            if col.size != self._n:
+                self._cols[i] = col[:self._n].copy()
+                del col
+        return dict(zip(self.NAMES, self._cols))
 
 
 @dataclass
