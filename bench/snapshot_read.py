@@ -31,6 +31,7 @@ READ = r"""
 import json, resource, sys, time
 from pathlib import Path
 t = time.perf_counter()
+cpu = time.process_time()
 if sys.argv[2] == "pickle":
     import pickle
     with open(sys.argv[1], "rb") as f:
@@ -43,7 +44,7 @@ else:
     info, res = ingest.parse_one(Source.open(Path(sys.argv[1])), Options(tz="UTC", max_snapshot_bytes=1 << 40))
     out = {"entries": res[0].meta["snapshot"]["entries"], "from_bytes": res[0].meta["snapshot"]["entries_read_from_bytes"],
            "samples": res[0].samples.height, "events": res[0].events.height}
-out.update(seconds=time.perf_counter() - t, peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+out.update(seconds=time.perf_counter() - t, cpu=time.process_time() - cpu, peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 print(json.dumps(out))
 """
 
@@ -70,8 +71,8 @@ def main(argv=None) -> None:
     small = folder / "check.pickle"
     snapshot_gen.check(small, snapshot_gen.make(small, 2 << 20, args.stacks, args.seed, m), m)
     small.unlink()
-    print(f"{'size':>7} {'entries':>11} {'stacks':>7} {'make s':>7} {'read s':>7} {'entries/s':>10} {'MB/s':>5} "
-          f"{'peak RSS':>9} {'from bytes':>10}  read by")
+    print(f"{'size':>7} {'entries':>11} {'stacks':>7} {'make s':>7} {'read s':>7} {'CPU s':>6} {'entries/s':>10} "
+          f"{'MB/s':>5} {'peak RSS':>9} {'from bytes':>10}  read by")
     for mb in (int(x) for x in args.sizes.split(",")):
         path = folder / f"snapshot-{mb}MB.pickle"
         t = time.perf_counter()
@@ -81,7 +82,7 @@ def main(argv=None) -> None:
             got = read(path, how)
             fast = f"{got['from_bytes'] / max(got['entries'], 1):10.1%}" if "entries" in got else f"{'':>10}"
             print(f"{info['bytes'] / 1e6:6.0f}M {info['entries']:11,} {info['stacks']:7,} {made:7.1f} "
-                  f"{got['seconds']:7.1f} {info['entries'] / got['seconds']:10,.0f} {info['bytes'] / 1e6 / got['seconds']:5.0f} "
+                  f"{got['seconds']:7.1f} {got['cpu']:6.1f} {info['entries'] / got['seconds']:10,.0f} {info['bytes'] / 1e6 / got['seconds']:5.0f} "
                   f"{got['peak_rss'] / 2**30:8.2f}G {fast}  {how}", flush=True)
         if not args.keep:
             path.unlink()
