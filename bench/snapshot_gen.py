@@ -163,8 +163,9 @@ def model() -> Model:
 
 
 def _variants(m: Model, n_stacks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per base and variant (base, v): the stack id of the allocation path and of ... (the variant's
-    user frames moved to other lines). Returns (alloc stack per [base, v], variants per base)."""
+    """The allocation paths of the run: per real path (base) and variant v, its stack id (variant 0 the
+    real one; the others its user frames at other lines); and how many variants each base has (one for
+    a path without user frames)."""
     with_frames = [b for b, s in enumerate(m.bases) if any(_is_user(m.frames[f][0]) for f in m.stacks[s])]
     per = max(1, -(-(n_stacks - len(m.bases)) // max(1, len(with_frames))) + 1)
     table = np.full((len(m.bases), per), -1, dtype=np.int64)
@@ -202,8 +203,10 @@ class Plan:
 
 
 def simulate(m: Model, n_allocs: int, n_stacks: int, seed: int, survivors: dict | None = None):
-    """Yields Plans for a trace of about n_allocs allocations, then (as the generator's return value)
-    the survivors: {allocation number: (address, size, stack)} and the frees of unseen memory."""
+    """Yields Plans for a trace of n_allocs allocations (after the warm-up), then returns (as the
+    generator's value) what is live at the dump, {allocation number: (address, size, stack)}, and the
+    (address, size) of every segment_alloc of the trace. `survivors` (allocation number -> block
+    number), on the second run, makes their entries refer to their block's frames list."""
     rng = np.random.default_rng(seed)
     table, nvar = _variants(m, n_stacks)
     # a long run keeps only what a device holds: the real rates of leaking and of new segments,
