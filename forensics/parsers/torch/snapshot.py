@@ -96,8 +96,8 @@ def parse(src: Source, opts: Options) -> Parsed:
                              "re-copy the file if it is damaged; pass a larger --max-snapshot-size if it really "
                              "holds that much")
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
-                         f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
-                         "and 1.5 GiB of memory per GiB of snapshot)")
+                         f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 20 s "
+                         "and 1 GiB of memory per GiB of snapshot)")
     except TooMuchDecompressed as e:
         raise src.cut_error(e, 0) from None
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
@@ -115,7 +115,7 @@ def parse(src: Source, opts: Options) -> Parsed:
             n = opts.max_snapshot_objects
             raise InputError(src.path, "snapshot too big",
                              f"it lists more than {n:,} trace entries and blocks (--max-snapshot-objects)",
-                             f"pass --max-snapshot-objects {4 * n} to read it (memory grows by about 40 bytes "
+                             f"pass --max-snapshot-objects {4 * n} to read it (memory grows by about 80 bytes "
                              "per entry)")
         raise InputError(src.path, "not a PyTorch memory snapshot",
                          f"it lists {e.records} or more trace entries and blocks (counted up to its {e.what}) in "
