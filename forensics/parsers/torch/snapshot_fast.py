@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 INT, REF, NEW_STR, NEW_LIST, CONST = 1, 2, 3, 4, 5
 # memo slots a run made: the entry dict, a new string, else the id of a new list (>= 0)
 SLOT_DICT, SLOT_STR = -2, -1
-WINDOW = 8 << 20      # bytes decoded per call: bounds the work of a call that finds no run
+WINDOW = 8 << 20      # bytes a Scan decodes: bounds its work and memory when it finds no run
 MIN_RUN = 64          # a shorter run is left to the plain reader (the numpy work costs more)
 _ENTRY_HEAD = b"}\x94("
 _MAX_FIELDS = 32
@@ -171,6 +171,8 @@ class Scan:
 
     def _data_offset(self, pos: int) -> int | None:
         piece = int(np.searchsorted(self.at_buf, pos, side="right")) - 1
+        if piece < 0:
+            return None
         d = int(self.at_data[piece]) + pos - int(self.at_buf[piece])
         nxt = self.at_data[piece + 1] if piece + 1 < self.at_data.size else self.size
         return d if 0 <= d < nxt else None
@@ -209,13 +211,6 @@ class Scan:
         piece = np.searchsorted(self.at_data, end, side="right") - 1
         ends = self.at_buf[piece] + end - self.at_data[piece]
         return Run(n, ends, self.frame_of[piece], keys, kinds, values, list_start, count, refs[at])
-
-
-def decode(buf: bytes, pos: int, frame_end: int | None, window: int = WINDOW) -> Run | None:
-    """The run of trace entries that starts at buf[pos] (an EMPTY_DICT) within the next `window`
-    bytes, or None when there is none worth reading this way. `frame_end`: where the FRAME in force
-    ends."""
-    return Scan(buf, pos, frame_end, window).run_at(pos)
 
 
 # per opcode of a value: its kind when that opcode alone says it, and its bytes when fixed
