@@ -350,7 +350,7 @@ ColumnsOption = Annotated[Optional[str], typer.Option(
                       "timestamp,index,memory.used,memory.total; default: inferred from the values.")]
 MaxSnapshotOption = Annotated[Optional[str], typer.Option(
     "--max-snapshot-size", help="Read PyTorch memory snapshots up to this size (decompressed), e.g. 8GiB; default 2GiB "
-                                "(about 30 s and 1.5 GiB of memory per GiB).")]
+                                "(about 20 s and 1 GiB of memory per GiB).")]
 MaxSnapshotObjectsOption = Annotated[Optional[int], typer.Option(
     "--max-snapshot-objects", help="Walk at most this many trace entries and blocks of a PyTorch memory snapshot (a "
                                    "list its pickle refers to again counts again); default 50000000.")]

@@ -71,7 +71,7 @@ class Options:
     year_from_mtime: bool = True
     columns: list[str] | None = None    # the columns of headerless nvidia-smi CSV (--columns)
     # the most (decompressed) bytes a file claimed by its bytes (a memory snapshot) is read to
-    # (--max-snapshot-size): reading costs about 30 s and 1.5 GiB of memory per GiB
+    # (--max-snapshot-size): reading costs about 20 s and 1 GiB of memory per GiB
     max_snapshot_bytes: int = 2 << 30
     # the most trace entries and blocks a snapshot is walked to, counted as they are walked, a list
     # referred to again through the pickle's memo counted again (--max-snapshot-objects): a few MB of

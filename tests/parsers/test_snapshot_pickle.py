@@ -100,3 +100,18 @@ def test_damage_is_named(data, words):
     with pytest.raises(Malformed) as e:
         load(data)
     assert words in e.value.what
+
+
+@pytest.mark.parametrize("dups", [1, 2, 7, 3000])
+def test_a_run_of_dups_reads_as_pickle_reads_it(dups):
+    """DUP (which pickle.dump never writes) is taken a run at once: the same object, as many times."""
+    data = b"\x80\x04(N" + b"2" * dups + b"\x8c\x01x" + b"2" * dups + b"t."
+    got = load(data)
+    assert got == pickle.loads(data) and len(got) == 2 * (dups + 1)
+    assert all(x is got[-1] for x in got[dups + 1:])
+
+
+def test_a_flood_of_dups_is_bounded(monkeypatch):
+    monkeypatch.setattr("forensics.parsers.torch.snapshot_pickle._MAX_STACK", 1000)
+    with pytest.raises(Malformed, match="more on the stack"):
+        load(b"\x80\x04(N" + b"2" * 1000 + b"t.")

@@ -96,14 +96,18 @@ def parse(src: Source, opts: Options) -> Parsed:
                              "re-copy the file if it is damaged; pass a larger --max-snapshot-size if it really "
                              "holds that much")
         raise InputError(src.path, "snapshot too big", f"it holds more than {human(limit)} (--max-snapshot-size)",
-                         f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 30 s "
-                         "and 1.5 GiB of memory per GiB of snapshot)")
+                         f"pass --max-snapshot-size {human(4 * limit).replace(' ', '')} to read it (about 20 s "
+                         "and 1 GiB of memory per GiB of snapshot)")
     except TooMuchDecompressed as e:
         raise src.cut_error(e, 0) from None
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
         raise InputError(src.path, "cannot read the snapshot", f"its compressed stream is damaged ({e})",
                          "re-copy the file from where it was written")
     by_bytes = max(1, unpickler.offset) // _BYTES_PER_BLOCK
+    # what reading needed (the memo: a few slots per trace entry; the last chunk and scan) goes
+    # before the trace is replayed
+    unpickler.release()
+    reader.release()
     try:
         return _results(src, top, reader, min(by_bytes, opts.max_snapshot_objects))
     except _MemoBomb as e:
@@ -111,7 +115,7 @@ def parse(src: Source, opts: Options) -> Parsed:
             n = opts.max_snapshot_objects
             raise InputError(src.path, "snapshot too big",
                              f"it lists more than {n:,} trace entries and blocks (--max-snapshot-objects)",
-                             f"pass --max-snapshot-objects {4 * n} to read it (memory grows by about 40 bytes "
+                             f"pass --max-snapshot-objects {4 * n} to read it (memory grows by about 80 bytes "
                              "per entry)")
         raise InputError(src.path, "not a PyTorch memory snapshot",
                          f"it lists {e.records} or more trace entries and blocks (counted up to its {e.what}) in "
@@ -292,12 +296,28 @@ def _era(top: dict, reader: TraceReader, layout: dict) -> str:
     return "Snapshot layout read: " + ("; ".join(parts) if parts else "no trace and no blocks") + "."
 
 
-def _axis(cols: dict) -> tuple[bool, np.ndarray]:
-    """Whether the trace is on the wall clock (every entry stamped with a plausible time_us), and each
-    entry's place on its axis: seconds, else its number."""
+def _timed(cols: dict) -> bool:
+    """Whether the trace is on the wall clock: every entry stamped with a plausible time_us."""
     t = cols["time"]
-    timed = bool(t.size) and bool(((t >= _WALL_US[0]) & (t <= _WALL_US[1])).all())
-    return timed, (t.astype(np.float64) / 1e6 if timed else np.arange(t.size, dtype=np.float64))
+    return bool(t.size) and bool(((t >= _WALL_US[0]) & (t <= _WALL_US[1])).all())
+
+
+def _positions(cols: dict, timed: bool) -> np.ndarray:
+    """Each entry's place on the trace's axis: seconds, else its number."""
+    t = cols["time"]
+    return t / 1e6 if timed else np.arange(t.size, dtype=np.float64)
+
+
+def _thinned(idx: np.ndarray, val: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """One curve thinned (thinning.thin_mask), a block of whole windows at a time: the same rows
+    kept as thinning it at once, with memory for one block."""
+    kept = np.zeros(idx.size, dtype=bool)
+    step = window * max(1, (1 << 20) // window)
+    for s0 in range(0, idx.size, step):
+        part = val[s0:s0 + step]
+        kept[s0:s0 + part.size] = thin_mask(np.zeros(part.size, dtype=np.int64), np.arange(s0, s0 + part.size),
+                                            np.zeros(part.size, dtype=bool), part, window)
+    return idx[kept], val[kept]
 
 
 def _optimizer_steps(top: dict, d: int) -> np.ndarray:
@@ -317,37 +337,44 @@ def _device(d: int, cols: dict, first: int, blocks: list, alloc_end: int, res_en
     """Samples, events and the note of one device's trace."""
     n = cols["action"].size
     rp = T.replay(cols, alloc_end, res_end)
-    timed, axis = _axis(cols)
+    timed = _timed(cols)
     action = cols["action"]
     label = f"cuda:{d}" if multi else None
-    rows = np.arange(n)
-    curves = []
-    for series, values, start, changes in (
-            ("allocated", rp.allocated, rp.allocated_start, np.isin(action, (T.ALLOC, T.FREE_REQUESTED))),
-            ("reserved", rp.reserved, rp.reserved_start, np.isin(action, (*T.SEGMENT_GROW, *T.SEGMENT_SHRINK)))):
-        keep = changes & (cols["size"] != 0)
-        idx = rows[keep]
-        val = values[keep]
-        if not idx.size or idx[0] != 0:   # where the trace starts, the value before its first change
-            idx, val = np.concatenate([[0], idx]), np.concatenate([[start], val])
-        curves.append((series, idx, val))
-    # a long trace is thinned as any samples frame is (thinning.py), before the frame is made
+    curves = (("allocated", rp.allocated, rp.allocated_start, (T.ALLOC, T.FREE_REQUESTED)),
+              ("reserved", rp.reserved, rp.reserved_start, (*T.SEGMENT_GROW, *T.SEGMENT_SHRINK)))
+    sized = cols["size"] != 0
+
+    def changes(kinds) -> np.ndarray:
+        return np.flatnonzero(np.isin(action, kinds) & sized)
+
+    # a long trace is thinned as any samples frame is (thinning.py), before the frame is made; each
+    # curve is made and thinned in turn (memory: one curve of the trace's length at a time)
+    points = 0
+    for _, _, _, kinds in curves:
+        idx = changes(kinds)
+        points += idx.size + (not idx.size or idx[0] != 0)
+    del idx
     window = 1
-    while sum(c[1].size for c in curves) * 2 / window > MAX_READINGS:
+    while points * 2 / window > MAX_READINGS:
         window *= 2
     parts = []
-    for series, idx, val in curves:
+    for series, values, start, kinds in curves:
+        idx = changes(kinds)
+        val = values[idx]
+        if not idx.size or idx[0] != 0:   # where the trace starts, the value before its first change
+            idx, val = np.concatenate([[0], idx]), np.concatenate([[start], val])
         if window > 1:
-            kept = thin_mask(np.zeros(idx.size, dtype=np.int64), np.arange(idx.size), np.zeros(idx.size, dtype=bool),
-                             val, window)
-            idx, val = idx[kept], val[kept]
+            idx, val = _thinned(idx, val, window)
         parts.append(pl.DataFrame({
             "time": (pl.Series(cols["time"][idx]).cast(pl.Datetime("us", "UTC")) if timed
                      else pl.Series([None] * idx.size, dtype=pl.Datetime("us", "UTC"))),
             "seq": idx.astype(np.int64), "line": (idx + first).astype(np.int64), "bytes": val.astype(np.int64),
         }).with_columns(pl.lit(series, dtype=pl.String).alias("series"), pl.lit(label, dtype=pl.String).alias("label")))
+        del idx, val
     samples = pl.concat(parts)
     events = _oom_events(d, cols, first, rp, timed, paths)
+    rp.allocated = rp.reserved = None   # (the curves and the OOMs had what they need of them)
+    axis = _positions(cols, timed)
     span = float(axis.max() - axis.min()) if n else 0.0
     trace = {"device": d, "start_dropped": rp.freed_unseen > 0, "entries": n}
     if timed:

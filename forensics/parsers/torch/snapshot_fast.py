@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 INT, REF, NEW_STR, NEW_LIST, CONST = 1, 2, 3, 4, 5
 # memo slots a run made: the entry dict, a new string, else the id of a new list (>= 0)
 SLOT_DICT, SLOT_STR = -2, -1
-WINDOW = 8 << 20      # bytes decoded per call: bounds the work of a call that finds no run
+WINDOW = 8 << 20      # bytes a Scan decodes: bounds its work and memory when it finds no run
 MIN_RUN = 64          # a shorter run is left to the plain reader (the numpy work costs more)
 _ENTRY_HEAD = b"}\x94("
 _MAX_FIELDS = 32
@@ -138,48 +138,79 @@ def _long1(b: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.where(neg, v | ~low, v).view(np.int64)
 
 
-def decode(buf: bytes, pos: int, frame_end: int | None, window: int = WINDOW) -> Run | None:
-    """The run of trace entries that starts at buf[pos] (an EMPTY_DICT) within the next `window`
-    bytes, or None when there is none worth reading this way. `frame_end`: where the FRAME in force
-    ends."""
-    stop = min(len(buf), pos + window)
-    data, at_data, at_buf, frame_of = _deframe(buf, pos, stop, frame_end)
-    size = len(data)
-    if size < 16 or not data.startswith(_ENTRY_HEAD) or data[3] not in (_BINGET, _LONG_BINGET):
-        return None
-    head = data[:5 if data[3] == _BINGET else 8]
-    b = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-    c = np.flatnonzero(b[:size] == head[0])
-    for j in range(1, len(head)):
-        c = c[b[c + j] == head[j]]
-    if c.size < MIN_RUN:
-        return None
-    end, keys, kinds, values, lists = _fields(b, c, size)
-    chain = _chain(c, end, b)
-    n = chain.size
-    if n < MIN_RUN:
-        return None
-    owner, field, start, count, refs = lists
-    # the run's new lists in memo order (entry, then field), numbered from 0
-    rank = np.full(c.size, -1, dtype=np.int64)
-    rank[chain] = np.arange(n)
-    keep = np.flatnonzero(rank[owner] >= 0)
-    keep = keep[np.lexsort((field[keep], rank[owner[keep]]))]
-    renum = np.full(owner.size, -1, dtype=np.int64)
-    renum[keep] = np.arange(keep.size)
-    keys, kinds, values, end = keys[chain], kinds[chain], values[chain], end[chain]
-    is_list = kinds == NEW_LIST
-    values[is_list] = renum[values[is_list]]
-    count = count[keep]
-    list_start = np.zeros(keep.size, dtype=np.int64)
-    if keep.size:
-        list_start[1:] = np.cumsum(count)[:-1]
-    # each kept list's references, gathered in the new order
-    at = np.repeat(start[keep] - list_start, count) + np.arange(int(count.sum()))
-    # entry ends back in the buffer's offsets (FRAME headers crossed included)
-    piece = np.searchsorted(at_data, end, side="right") - 1
-    ends = at_buf[piece] + end - at_data[piece]
-    return Run(n, ends, frame_of[piece], keys, kinds, values, list_start, count, refs[at])
+class Scan:
+    """The candidate entries of a stretch of the buffer, decoded once: a run may start at any of
+    them. A run ends before an entry written another way (a frame seen for the first time); the
+    plain reader reads that one, and the run after it comes from the same scan."""
+
+    def __init__(self, buf: bytes, pos: int, frame_end: int | None, window: int = WINDOW):
+        self.buf, self.pos = buf, pos
+        stop = min(len(buf), pos + window)
+        data, self.at_data, self.at_buf, self.frame_of = _deframe(buf, pos, stop, frame_end)
+        self.size = size = len(data)
+        self.c = np.zeros(0, dtype=np.int64)
+        if size < 16 or not data.startswith(_ENTRY_HEAD) or data[3] not in (_BINGET, _LONG_BINGET):
+            return
+        head = data[:5 if data[3] == _BINGET else 8]
+        self.b = b = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
+        c = np.flatnonzero(b[:size] == head[0])
+        for j in range(1, len(head)):
+            c = c[b[c + j] == head[j]]
+        if c.size < MIN_RUN:
+            return
+        self.c = c
+        self.end, self.keys, self.kinds, self.values, self.lists = _fields(b, c, size)
+
+    def covers(self, buf: bytes, pos: int) -> bool:
+        """Whether a run at buffer offset pos can come from this scan (it starts at one of its
+        candidates, with most of the scan still ahead)."""
+        if buf is not self.buf or not self.c.size or pos < self.pos:
+            return False
+        d = self._data_offset(pos)
+        return d is not None and d < self.c[-1] - self.size // 4
+
+    def _data_offset(self, pos: int) -> int | None:
+        piece = int(np.searchsorted(self.at_buf, pos, side="right")) - 1
+        if piece < 0:
+            return None
+        d = int(self.at_data[piece]) + pos - int(self.at_buf[piece])
+        nxt = self.at_data[piece + 1] if piece + 1 < self.at_data.size else self.size
+        return d if 0 <= d < nxt else None
+
+    def run_at(self, pos: int) -> Run | None:
+        """The run of trace entries that starts at buffer offset pos, or None when there is none
+        worth reading this way."""
+        d = self._data_offset(pos) if self.c.size else None
+        if d is None:
+            return None
+        i = int(np.searchsorted(self.c, d))
+        if i >= self.c.size or self.c[i] != d or self.end[i] < 0:
+            return None
+        chain = _chain(self.c, self.end, self.b, i)
+        n = chain.size
+        if n < MIN_RUN:
+            return None
+        owner, field, start, count, refs = self.lists
+        # the run's new lists in memo order (entry, then field), numbered from 0
+        rank = np.full(self.c.size, -1, dtype=np.int64)
+        rank[chain] = np.arange(n)
+        keep = np.flatnonzero(rank[owner] >= 0)
+        keep = keep[np.lexsort((field[keep], rank[owner[keep]]))]
+        renum = np.full(owner.size, -1, dtype=np.int64)
+        renum[keep] = np.arange(keep.size)
+        keys, kinds, values, end = self.keys[chain], self.kinds[chain], self.values[chain], self.end[chain]
+        is_list = kinds == NEW_LIST
+        values[is_list] = renum[values[is_list]]
+        count = count[keep]
+        list_start = np.zeros(keep.size, dtype=np.int64)
+        if keep.size:
+            list_start[1:] = np.cumsum(count)[:-1]
+        # each kept list's references, gathered in the new order
+        at = np.repeat(start[keep] - list_start, count) + np.arange(int(count.sum()))
+        # entry ends back in the buffer's offsets (FRAME headers crossed included)
+        piece = np.searchsorted(self.at_data, end, side="right") - 1
+        ends = self.at_buf[piece] + end - self.at_data[piece]
+        return Run(n, ends, self.frame_of[piece], keys, kinds, values, list_start, count, refs[at])
 
 
 # per opcode of a value: its kind when that opcode alone says it, and its bytes when fixed
@@ -321,16 +352,15 @@ def _new_lists(b: np.ndarray, q: np.ndarray, size: int):
     return nbytes, count, refs
 
 
-def _chain(c: np.ndarray, end: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The candidates, from the first (which starts the data), that follow one another: each starts
-    where the one before ends, or two bytes later across APPENDS MARK (`e(`)."""
+def _chain(c: np.ndarray, end: np.ndarray, b: np.ndarray, i: int = 0) -> np.ndarray:
+    """The candidates, from candidate i, that follow one another: each starts where the one before
+    ends, or two bytes later across APPENDS MARK (`e(`)."""
     ok = end >= 0
     e = np.where(ok, end, 0)
     nxt = e + 2 * ((b[e] == 0x65) & (b[e + 1] == 0x28))
     at = np.minimum(np.searchsorted(c, nxt), c.size - 1)
     succ = np.where(ok & (c[at] == nxt), at, -1)
     out = []
-    i = 0
     while True:
         # a stretch where each candidate's successor is the next one needs no walking; only its last
         # one can be incomplete (an incomplete candidate has no successor)

@@ -15,6 +15,7 @@ the stream at each EMPTY_DICT opcode inside a list's items, to read many of them
 """
 from __future__ import annotations
 
+import re
 import struct
 from typing import Callable
 
@@ -49,6 +50,7 @@ _F64 = struct.Struct(">d").unpack_from
 # them in order), not a sparse memo to allocate
 _MEMO_GAP = 1 << 20
 _MAX_STACK = 50_000_000
+_DUPS = re.compile(rb"2*")
 _KEY_TYPES = (str, bool, type(None))
 _HASH_MOD = (1 << 61) - 1   # CPython hashes an int modulo this prime
 _KEY_NODES = 64             # items of a tuple key, counted through nested tuples
@@ -118,6 +120,11 @@ class PlainUnpickler:
         self.marks: list[int] = []
         self.memo: list = []
         self.frame_end: int | None = None   # stream offset where the current FRAME ends
+        self.rewrites = 0      # memo slots written over (PUT to a slot in use): what a hook cached may be stale
+
+    def release(self) -> None:
+        """Let go of the memo, the stack and the buffer once the object is loaded."""
+        self.memo, self.stack, self.marks, self.buf = [], [], [], b""
 
     # -- the stream ---------------------------------------------------------------------------------
     @property
@@ -175,6 +182,7 @@ class PlainUnpickler:
         memo = self.memo
         if idx < len(memo):
             memo[idx] = self.stack[-1]
+            self.rewrites += 1
         elif idx - len(memo) < _MEMO_GAP:
             memo.extend([None] * (idx - len(memo)))
             memo.append(self.stack[-1])
@@ -399,8 +407,13 @@ class PlainUnpickler:
                 stack.pop()
         elif op == 0x31:    # 1 POP_MARK
             self._pop_mark()
-        elif op == 0x32:    # 2 DUP
-            push(stack[-1])
+        elif op == 0x32:    # 2 DUP: pickle.dump never writes it; a run of them is taken at once (not
+            # one opcode at a time: a file of nothing else would take minutes), within the stack's bound
+            n = _DUPS.match(self.buf, self.pos).end() - self.pos + 1
+            if len(stack) + n > _MAX_STACK:
+                raise Malformed(self.base + at, "more on the stack or in the memo than a snapshot holds")
+            stack.extend([stack[-1]] * n)
+            self.pos += n - 1
         else:
             raise Malformed(self.base + at, f"byte 0x{op:02x} is not a pickle opcode")
         return None

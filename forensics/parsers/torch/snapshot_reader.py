@@ -16,6 +16,7 @@ from forensics.parsers.torch import snapshot_trace as T
 from forensics.parsers.torch.snapshot_pickle import PlainUnpickler
 
 TEXT_NOT_KEPT = "(text not kept)"   # a string read from the bytes that the analysis does not use
+_BACKOFF = 512        # bytes the plain reader reads after a failed try before the next (a few entries)
 
 
 class TraceReader:
@@ -27,9 +28,16 @@ class TraceReader:
         self.keys: set[str] = set()
         self.skipped: dict[int, list[int]] = {}   # id(its Columns) -> a trace's entries not understood (0-based)
         self.from_bytes = 0               # entries read in runs straight from the bytes
+        self._by_key: dict[tuple, T.CallPath | None] = {}   # a list of frames' key (fast.Run.list_keys) -> path
+        self._rewrites = 0
         self._retry_at = 0
-        self._backoff = 64 << 10
-        self._window = 1 << 20
+        self._backoff = _BACKOFF
+        self._scan: fast.Scan | None = None
+
+    def release(self) -> None:
+        """Let go of what only reading needed (the last scan, the cache of call paths by key)."""
+        self._scan = None
+        self._by_key = {}
 
     def on_items(self, lst: list, items: list) -> bool:
         known = self.traces.get(id(lst))
@@ -61,25 +69,25 @@ class TraceReader:
 
     def skip(self, vm: PlainUnpickler) -> bool:
         """A run of entries of a known trace read straight from the bytes (snapshot_fast); after a
-        try that found none, the plain reader reads on a while before the next (doubling the while)."""
+        try that found none, the plain reader reads on a while before the next (doubling the while
+        from a few entries: in a long trace most failures are one entry written the plain way, a
+        frame seen for the first time, and the entries after it are regular again). A stretch of
+        the buffer is scanned once; the runs on both sides of such an entry come from that scan."""
         k = vm.marks[-1]
         known = self.traces.get(id(vm.stack[k - 1]))
         if known is None or vm.offset < self._retry_at:
             return False
-        frame_end = vm.frame_end - vm.base if vm.frame_end is not None else None
-        run = fast.decode(vm.buf, vm.pos, frame_end, self._window)
-        taken = self._run(run, vm.memo) if run is not None else None
+        if self._scan is None or not self._scan.covers(vm.buf, vm.pos):
+            frame_end = vm.frame_end - vm.base if vm.frame_end is not None else None
+            self._scan = fast.Scan(vm.buf, vm.pos, frame_end)
+        run = self._scan.run_at(vm.pos)
+        taken = self._run(run, vm.memo, vm.rewrites) if run is not None else None
         if taken is None:
             self._retry_at = vm.offset + self._backoff
             self._backoff = min(2 * self._backoff, 16 << 20)
             return False
-        self._backoff = 64 << 10
+        self._backoff = _BACKOFF
         run, cols, slots = taken
-        # a run that went to the end of the window may go on: read more at once next time; one that
-        # stopped early wasted the rest of the window's work: read less
-        went = int(run.ends[-1]) - vm.pos
-        self._window = (min(2 * self._window, fast.WINDOW) if went > 0.9 * self._window
-                        else max(1 << 18, 2 * went))
         # the entries of this batch the plain reader made before the run come first
         for e in vm.stack[k:]:
             self._entry(known[1], e)
@@ -92,7 +100,7 @@ class TraceReader:
         vm.frame_end = vm.base + fe if fe >= 0 else None
         return True
 
-    def _run(self, run: fast.Run, memo: list):
+    def _run(self, run: fast.Run, memo: list, rewrites: int):
         """(the run cut before its first entry this reader cannot take, its columns, the memo slots
         it made) or None when too little of it is usable."""
         base = len(memo)
@@ -154,7 +162,7 @@ class TraceReader:
             out[name] = (has_f, val_f)
         bad |= out["size"][1] < 0
         slots = run.slots()
-        path, bad_paths = self._paths(run, memo, base, slots, field)
+        path, bad_paths = self._paths(run, memo, base, slots, field, rewrites)
         bad |= bad_paths
         cut = int(np.argmax(bad)) if bad.any() else n
         if cut < fast.MIN_RUN:
@@ -179,7 +187,7 @@ class TraceReader:
         objs = table[np.where(slots >= 0, slots, np.where(slots == fast.SLOT_STR, -2, -1))].tolist()
         return run, cols, objs
 
-    def _paths(self, run: fast.Run, memo: list, base: int, slots: np.ndarray, field):
+    def _paths(self, run: fast.Run, memo: list, base: int, slots: np.ndarray, field, rewrites: int):
         """Each entry's call path id, and which entries have frames this reader cannot take. Sets
         `_list_paths`: the CallPath of each new list of the run (what its memo slot will hold)."""
         n = run.n
@@ -195,11 +203,24 @@ class TraceReader:
             _, first, inverse = np.unique(list_key, axis=0, return_index=True, return_inverse=True)
             inverse = inverse.ravel()
         rep_paths: list[T.CallPath | None] = []
-        for i in first.tolist():
+        # the same frames again (most lists of a long trace): their path by the key of their
+        # references, as long as the memo has not been written over since (pickle.dump never does)
+        if self._rewrites != rewrites:
+            self._by_key.clear()
+            self._rewrites = rewrites
+        cache = self._by_key
+        for i, key in zip(first.tolist(), map(tuple, list_key[first].tolist())):
+            hit = cache.get(key, False)
+            if hit is not False:
+                rep_paths.append(hit)
+                continue
             s, c = int(run.list_start[i]), int(run.list_count[i])
             refs = run.refs[s:s + c].tolist()
             frames = [T.frame_tuple(memo[r]) if r < base else None for r in refs]
-            rep_paths.append(None if any(f is None for f in frames) else self.paths.of_tuples(frames))
+            made = None if any(f is None for f in frames) else self.paths.of_tuples(frames)
+            if all(r < base for r in refs):   # (a run's own objects are other objects in the next run)
+                cache[key] = made
+            rep_paths.append(made)
         # per distinct list: its path id (-2: frames this reader cannot take); per list: its own
         rep_id = np.array([p.id if p is not None else -2 for p in rep_paths], dtype=np.int64)
         table = np.empty(len(rep_paths), dtype=object)

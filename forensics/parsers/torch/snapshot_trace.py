@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from array import array
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,7 @@ _LIBRARY = re.compile(r"(?:^|[/\\])(?:torch|site-packages|dist-packages)[/\\]"
                       r"|[/\\]lib(?:64)?[/\\]python3(?:\.[0-9]+)?[/\\]|^<")
 
 
+@lru_cache(maxsize=1 << 16)   # a trace names a few hundred files in millions of frames
 def is_library(filename: str) -> bool:
     return bool(_LIBRARY.search(filename)) or not filename.endswith(".py")
 
@@ -112,8 +114,9 @@ class Paths:
     def of_tuples(self, tuples: list[tuple]) -> CallPath:
         if not tuples:
             return NO_FRAMES
-        user = tuple(t for t in tuples if not is_library(t[0]))
-        first_lib = next((t for t in tuples if is_library(t[0])), None)
+        lib = [is_library(t[0]) for t in tuples]
+        user = tuple(t for t, x in zip(tuples, lib) if not x)
+        first_lib = next((t for t, x in zip(tuples, lib) if x), None)
         key = (user, None if user else first_lib)
         path = self._by_key.get(key)
         if path is None:
@@ -125,14 +128,18 @@ class Paths:
 
 class Columns:
     """A device trace's entries, compact: appended a row at a time (the plain reader) or an array at
-    a time (runs read from the bytes); `arrays()` gives them in order."""
+    a time (runs read from the bytes); `arrays()` gives them in order. The runs go straight into one
+    array per column, grown by a quarter when full (a long trace's many small pieces, kept apart,
+    would leave their memory behind in the heap once joined)."""
 
     NAMES = ("action", "addr", "size", "stream", "time", "path")
     TYPES = ("b", "q", "q", "q", "q", "i")
+    DTYPES = (np.int8, np.int64, np.int64, np.int64, np.int64, np.int32)
 
     def __init__(self):
         self._rows = [array(t) for t in self.TYPES]
-        self._parts: list[list[np.ndarray]] = []
+        self._cols = [np.zeros(0, dtype=d) for d in self.DTYPES]
+        self._n = 0
 
     def add(self, action: int, addr: int, size: int, stream: int, time: int, path: int) -> None:
         a = self._rows
@@ -145,31 +152,36 @@ class Columns:
 
     def _flush_rows(self) -> None:
         if len(self._rows[0]):
-            dtypes = (np.int8, np.int64, np.int64, np.int64, np.int64, np.int32)
-            self._parts.append([np.frombuffer(a, dtype=d).copy() for a, d in zip(self._rows, dtypes)])
+            rows = [np.frombuffer(a, dtype=d) for a, d in zip(self._rows, self.DTYPES)]
             self._rows = [array(t) for t in self.TYPES]
+            self.add_arrays(rows)
 
     def add_arrays(self, cols: list[np.ndarray]) -> None:
-        self._flush_rows()
-        self._parts.append(cols)
+        if len(self._rows[0]):
+            self._flush_rows()
+        k = cols[0].size
+        need = self._n + k
+        if need > self._cols[0].size:
+            size = max(need, self._cols[0].size * 5 // 4, 1024)
+            for i, old in enumerate(self._cols):   # one column at a time: its old copy goes first
+                grown = np.empty(size, dtype=old.dtype)
+                grown[:self._n] = old[:self._n]
+                self._cols[i] = grown
+                del old, grown
+        for col, part in zip(self._cols, cols):
+            col[self._n:need] = part
+        self._n = need
 
     def __len__(self) -> int:
-        return sum(p[0].size for p in self._parts) + len(self._rows[0])
+        return self._n + len(self._rows[0])
 
     def arrays(self) -> dict[str, np.ndarray]:
         self._flush_rows()
-        if not self._parts:
-            return {n: np.zeros(0, dtype=d) for n, d in zip(self.NAMES, (np.int8, np.int64, np.int64, np.int64,
-                                                                           np.int64, np.int32))}
-        # one column at a time, each part's copy let go as soon as it is in the whole (peak: the
-        # whole plus one column's parts, not two copies of everything)
-        whole = []
-        for i in range(len(self.NAMES)):
-            whole.append(np.concatenate([p[i] for p in self._parts]))
-            for p in self._parts:
-                p[i] = None
-        self._parts = [whole]
-        return dict(zip(self.NAMES, whole))
+        for i, col in enumerate(self._cols):   # the room left over given back, a column at a time
+            if col.size != self._n:
+                self._cols[i] = col[:self._n].copy()
+                del col
+        return dict(zip(self.NAMES, self._cols))
 
 
 @dataclass
@@ -234,17 +246,30 @@ def replay(cols: dict[str, np.ndarray], allocated_end: int, reserved_end: int) -
     prev_alloc = np.zeros(order.size, dtype=bool)
     prev_alloc[1:] = a_ord[:-1]
     freed_unseen = int((f_ord & ~(prev_same & prev_alloc)).sum())
-    d_alloc = np.where(alloc, size, 0) - np.where(freed, size, 0)
-    grow = np.isin(action, SEGMENT_GROW)
-    shrink = np.isin(action, SEGMENT_SHRINK)
-    d_res = np.where(grow, size, 0) - np.where(shrink, size, 0)
-    # value after entry i = value at the dump minus what the entries after i changed
-    a_after = allocated_end - (d_alloc.sum() - np.cumsum(d_alloc)) if n else np.zeros(0, dtype=np.int64)
-    r_after = reserved_end - (d_res.sum() - np.cumsum(d_res)) if n else np.zeros(0, dtype=np.int64)
-    a0 = int(allocated_end - d_alloc.sum()) if n else allocated_end
-    r0 = int(reserved_end - d_res.sum()) if n else reserved_end
+    # (a long trace's per-entry arrays are let go before the next ones are made: memory is a few
+    # arrays of the trace's length at a time)
+    del ev, order, a_ord, f_ord, same_next, next_is_free, prev_same, prev_alloc
+    # value after entry i = value at the dump minus what the entries after i changed (a running sum
+    # made in place)
+    a_after = np.zeros(n, dtype=np.int64)
+    np.copyto(a_after, size, where=alloc)
+    np.subtract(a_after, size, out=a_after, where=freed)
+    del alloc, freed
+    a_total = a_after.sum()
+    np.cumsum(a_after, out=a_after)
+    a_after -= a_total   # (in int64 as the sums are: any order gives the same values)
+    a_after += allocated_end
+    r_after = np.zeros(n, dtype=np.int64)
+    np.copyto(r_after, size, where=np.isin(action, SEGMENT_GROW))
+    np.subtract(r_after, size, out=r_after, where=np.isin(action, SEGMENT_SHRINK))
+    r_total = r_after.sum()
+    np.cumsum(r_after, out=r_after)
+    r_after -= r_total
+    r_after += reserved_end
+    a0 = int(allocated_end - a_total) if n else allocated_end
+    r0 = int(reserved_end - r_total) if n else reserved_end
     negative = bool(min(a0, r0) < 0 or (n and (a_after.min() < 0 or r_after.min() < 0)))
-    return Replay(survivors, freed_unseen, a_after.astype(np.int64), r_after.astype(np.int64), a0, r0, negative)
+    return Replay(survivors, freed_unseen, a_after, r_after, a0, r0, negative)
 
 
 def repeats(cols: dict[str, np.ndarray]) -> tuple[int, int] | None:
