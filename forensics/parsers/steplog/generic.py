@@ -128,9 +128,12 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     if df.height == 0:
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
-    iso = pl.col(text).str.extract_groups(TS_ISO)
+    # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
+    df = df.with_columns(pl.col(text).str.extract_groups(TS_ISO).alias("_iso"))
+    iso = pl.col("_iso")
     if has_us_clock(df[text]):
-        us = pl.col(text).str.extract_groups(TS_US)
+        df = df.with_columns(pl.col(text).str.extract_groups(TS_US).alias("_usg"))
+        us = pl.col("_usg")
         us_naive = (us.struct.field("year") + "-" + us.struct.field("mon") + "-" + us.struct.field("day") + " "
                     + us.struct.field("hms") + "." + us.struct.field("frac").fill_null("0"))
     else:   # (TS_US needs a '/': without one no line has that clock, and its regex is not run)
@@ -152,7 +155,7 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     df = df.with_columns(time.alias("time"))
     return df.with_columns(
         pl.when(pl.col("time").is_not_null()).then(pl.col("_z").is_not_null()).alias("zoned"),
-    ).drop("_d", "_t", "_f", "_z", "_us")
+    ).drop("_d", "_t", "_f", "_z", "_us", "_iso", "_usg", strict=False)
 
 
 # A clock with a year at the line start (TS_ISO, TS_US and general.py's layouts with a year:
@@ -170,14 +173,15 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     no clock, without a word."""
     if not frame.height:
         return frame
-    g = pl.col("text").str.extract_groups(_DATED_CLOCK)
+    # the groups extracted once (each use of a struct field of the expression would extract them again)
+    g = frame.select("line", pl.col("text").str.extract_groups(_DATED_CLOCK).alias("g")).unnest("g")
 
     def part(name: str) -> pl.Expr:
-        return pl.coalesce(g.struct.field(name + "1"), g.struct.field(name + "2"))
+        return pl.coalesce(name + "1", name + "2")
 
     stamp = part("y") + "-" + part("m") + "-" + part("d") + " " + part("t")
     when = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-    bad = rows_where(frame, stamp.is_not_null() & ~when.dt.year().is_between(1970, 2200).fill_null(False))["line"]
+    bad = rows_where(g, stamp.is_not_null() & ~when.dt.year().is_between(1970, 2200).fill_null(False))["line"]
     if not bad.len():
         return frame
     skipped.add_lines(UNREADABLE_TIME, bad)
