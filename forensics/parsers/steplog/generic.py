@@ -381,17 +381,18 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         return pl.DataFrame()
     hint = hint.sort("line")
     if not series_only:
-        hint = with_line_time(hint, zone)
         body = strip_line_time(pl.col("text"), has_us_clock(hint["text"]))
         # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
-        hint = hint.with_columns(
-            pl.when(~has_reading).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
+        hint = hint.with_columns(has_reading.alias("_reading")).with_columns(
+            pl.when(~pl.col("_reading")).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
             .alias("marker_step"))
         if carry is not None:
             last = hint.filter(pl.col("marker_step").is_not_null()).tail(1)
             if last.height:
                 carry["line"] = owned(last.select("line", "text"))
-        hint = hint.with_columns(pl.col("marker_step").forward_fill())
+        if not hint["_reading"].any():   # (step markers alone, as beside the general reader's lines: no clock to read)
+            return pl.DataFrame()
+        hint = with_line_time(hint.drop("_reading"), zone).with_columns(pl.col("marker_step").forward_fill())
     pieces = _pieces(rows_where(hint, has_reading))
     if not pieces.height:
         return pl.DataFrame()
