@@ -8,6 +8,12 @@ shapes people print: `memory (MB) | allocated: 20.4 | ...` (unit in a header), `
 prints `torch.cuda.memory_allocated(0) 318986240`, `nvidia-smi GPU-1 memory (MB) 1494`,
 `occupied memory: 2.47 GB / reserved: 16.69 GB`, `Free GPU ram: 12800.5` and HF Trainer `on_log` dicts.
 
+Why these shapes stay beside the general reader (general.py): they read a single line, and they are
+what `scan` reads in the files of other formats, where the general reader does not run (a memory word
+beside a number is that format's business there); and each reads what the general reader does not
+(said at each shape). A shape whose recorded logs the general reader reads with the same samples goes
+(`mem_alloc 1.25 GB`, MEM_ABBR, went so).
+
 Readings need a key *and* a colon/equals sign directly after it, so prose such as the CUDA OOM message
 ("8.57 MiB already allocated", "is allocated by PyTorch") and `nvidia-smi -q` rows
 ("Reserved        : 336 MiB", several spaces before the colon) are never readings.
@@ -51,6 +57,8 @@ DEVICE_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:
 # -- reading shapes -------------------------------------------------------------------------------
 
 _KEY = r"(?i:(?:max[ _]?)?(?:memory[ _])?(?:allocated|reserved|cached)|occupied(?:[ _]memory)?)"
+# KV stays for Megatron's `report_memory` (`memory (MB) | allocated: 1570.7 | reserved: …`): one unit in
+# front of several keys, a structure the general reader does not model (it reads the other KV logs alike).
 # key, optional "(GB)" after the key (HF dicts), at most one blank, ':' or '=', number, optional
 # "/total", optional unit
 KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*(?P<num>{NUM})"
@@ -59,13 +67,20 @@ KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*
 # number ("12" of "12.5x", "1" of "1,234"); polars' regex engine has no lookahead, so the character
 # after the number is matched (never part of a group)
 _NUM_END = r"(?:$|[^\w.,]|[.,](?:$|[^0-9]))"
-# DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix
+# DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix (its
+# source says reserved; to the general reader a bare `GPU` key is memory.used)
 GPU_USED_TOTAL = (rf"(?i:\bgpu)[ \t]*[:=][ \t]*(?P<num>{NUM})[ \t]*/[ \t]*(?P<total>{NUM})[ \t]*"
                   rf"(?P<unit>{UNIT})\b")
+# the key is a call, `torch.cuda.memory_allocated(0) 318986240`: its device argument is no number of the
+# print's, and its bare number is bytes because of the function it names
 TORCH_RAW = (r"torch\.cuda\.(?P<max>max_)?memory_(?P<kind>allocated|reserved|cached)\((?P<dev>[^)]*)\)"
              r"[ \t]*[:=]?[ \t]*(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)" + _NUM_END)
+# `nvidia-smi GPU-1 memory (MB) 1494`: the GPU's index inside the key (the general reader reads none of
+# stepmem_torch_02's five)
 NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>[0-9]+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
                rf"(?P<num>{NUM})" + _NUM_END)
+# `Free GPU ram: 12800.5`: no unit printed, MiB from its one producer's source (below); the general
+# reader would count it as a value without a unit
 FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\))?[ \t]*[:=][ \t]*"
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
