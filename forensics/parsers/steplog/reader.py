@@ -10,8 +10,9 @@ reading (generic.ANY_READING), the line before each DeepSpeed line (its label), 
 lines the last one before each reading (the only one a reading takes its step from). A step-marker
 line followed by another before any reading is dropped, as is a line that only looks like a marker.
 PREFILTER, built from the literals the modules declare beside their regexes, leaves the lines that can
-be any of those before the exact regexes run. The general reader's lines (general.py: a memory word,
-found by a literal search; a table's rows once a header may have been seen) are kept beside them.
+be any of those before the exact regexes run. The general reader's lines (general.py: a memory word;
+a table's rows once a header may have been seen) are kept beside them. Both are found in one search of
+every line (LOOK; for a big file with the free-text scanners' lines, which are fed only what it finds).
 """
 from __future__ import annotations
 
