@@ -173,6 +173,31 @@ def test_a_big_log_read_through_raw_batches(tmp_path):
         assert_same_parsed(got, exp)
 
 
+def test_a_streamed_step_log_reads_as_one_read_whole(tmp_path, monkeypatch):
+    """Through the driver (ingest.parse_one): a step log streamed in many batches gives the readings and
+    the free-text scanners' findings that the same file read whole does."""
+    from forensics import ingest
+
+    text = "".join(f"2026-10-01 10:00:{i % 60:02d},000 INFO train: step={i} gpu_mem_alloc={1 + i / 100:.2f}GB\n"
+                   f"2026-10-01 10:00:{i % 60:02d},500 INFO train: step {i} | loss 0.5\n" for i in range(2000))
+    path = tmp_path / "train.log"
+    path.write_text(text + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 1 << 62)
+    want = ingest.parse_one(Source.open(path, str(path)), OPTS)[1]
+    monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(io_lines, "BATCH_BYTES", 8192)
+    fed = []
+    feed_raw = reader_mod.StepLogReader.feed_raw
+    monkeypatch.setattr(reader_mod.StepLogReader, "feed_raw",
+                        lambda self, item, scanners: (fed.append(item.frame.height), feed_raw(self, item, scanners)))
+    got = ingest.parse_one(Source.open(path, str(path)), OPTS)[1]
+    assert len(fed) > 10 and sum(fed) == 4001
+    assert len(got) == len(want) >= 2 and want[0].samples.height == 2000
+    for g, w in zip(got, want):
+        assert_frame_equal(g.samples, w.samples)
+        assert_frame_equal(g.events, w.events)
+
+
 def _read_in_parts(monkeypatch, module, src, frame: pl.DataFrame, part: int, size: int):
     """`_read` with the kept lines read in parts of `part` lines; also how many parts were read."""
     parts = []
