@@ -85,6 +85,10 @@ FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
          rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# `step 12 | loss 0.05 | mem_alloc 1.25 GB | mem_reserved 1.69 GB`: the short `mem_` keys people
+# print, with or without ':'/'=', and always a unit (which keeps prose out)
+MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?[ \t]*(?P<num>{NUM})[ \t]*"
+            rf"(?P<unit>{UNIT})\b")
 # `Allocated / Reserved: 4162.88MB / 23816.00MB`: two keys and two values, one reading each (KV alone
 # would take the second key with the first value, and the second value as its capacity)
 KEY_PAIR = (rf"\b(?P<k1>{_KEY})[ \t]*/[ \t]*(?P<k2>{_KEY})[ \t]*[:=][ \t]*(?P<n1>{NUM})[ \t]*(?P<u1>{UNIT})?"
@@ -99,7 +103,7 @@ def unnamed(rx: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", rx)
 
 
-ANY_READING = "|".join(unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE))
+ANY_READING = "|".join(unnamed(r) for r in (KV, GPU_USED_TOTAL, TORCH_RAW, NVSMI_PRINT, FREE, MEM_ABBR))
 # Lines that are another parser's business even though they mention allocated/reserved memory.
 NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memory summary)"
             r"|(?i:\bpages reserved\b)"
@@ -109,12 +113,12 @@ NOT_OURS = (r"(?i:out of memory|OutOfMemoryError)|^\s*\|.*\|\s*$|(?i:CUDA memory
 # -- what the prefilters are built from -----------------------------------------------------------
 
 # Every line that a reading shape matches holds one of READING_WORDS in any case (KV's keys,
-# GPU_USED_TOTAL, FREE) or one of READING_LITERALS as written (TORCH_RAW, NVSMI_PRINT);
+# GPU_USED_TOTAL, FREE, MEM_ABBR) or one of READING_LITERALS as written (TORCH_RAW, NVSMI_PRINT);
 # lowercased, one of READING_BLOCK_LITERALS (the kernel fast path tests whole blocks that way).
-READING_WORDS = r"allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu"
+READING_WORDS = r"allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|mem_"
 READING_LITERALS = r"torch\.cuda\.|nvidia-smi"
 READING_BLOCK_LITERALS = ("allocated", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t",
-                          "free gpu", "free_gpu", "torch.cuda.", "nvidia-smi")
+                          "free gpu", "free_gpu", "mem_", "torch.cuda.", "nvidia-smi")
 # A step marker of GENERIC_HINT holds one of these words (in any case; lowercased: "iter" or "step").
 STEP_WORDS = r"\b(?:iter|iteration|step)\b"
 STEP_BLOCK_LITERALS = ("iter", "step")
@@ -288,7 +292,17 @@ def _readings(pieces: pl.DataFrame) -> pl.DataFrame:
         ))
 
     # a shape whose word no piece holds is skipped, its regex not even compiled
-    present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free")})
+    present = _pieces_hold(pieces, {w: [w] for w in ("gpu", "torch.cuda.", "nvidia-smi", "free", "mem_")})
+    if present["mem_"]:
+        ab = _all_matches(pieces.filter(t.str.contains(MEM_ABBR)), MEM_ABBR)
+        if ab.height:
+            key = pl.col("key").str.to_lowercase()
+            parts.append(ab.select(
+                "line", "piece", (200 + _run_index("line", "piece")).alias("k"),
+                pl.when(key.str.contains("alloc")).then(pl.lit("allocated")).otherwise(pl.lit("reserved")).alias("series"),
+                "num", pl.lit(None, dtype=pl.String).alias("total"), "unit",
+                pl.lit(None, dtype=pl.String).alias("gpu_arg"), pl.lit(None, dtype=pl.String).alias("default_unit"),
+            ))
 
     def single(rx: str, word: str, k: int, series: pl.Expr, unit: pl.Expr, gpu: pl.Expr | None,
                default_unit: str | None, total: bool = False) -> None:

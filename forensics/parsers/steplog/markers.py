@@ -25,10 +25,10 @@ SCAN_HINT = "|".join([generic.GENERIC_HINT, families.FAMILY_HINT])
 SCAN_PREFILTER = "|".join([f"(?i:{generic.READING_WORDS}|{generic.STEP_WORDS})", generic.READING_LITERALS,
                            families.FAMILY_HINT_LITERALS])
 # ... and before it a literal search of two letters that each (?i) word holds, in their four cases
-# (allocated: ll, reserved: rv, cached: ch, occupied: cc, gpu: pu, iter/step: te; no k or s,
+# (allocated: ll, reserved: rv, cached: ch, occupied: cc, gpu: pu, iter/step: te, mem_: m_; no k or s,
 # which (?i) also matches outside ASCII), where a case-insensitive alternation is no literal search
 SCAN_QUICK = "|".join([
-    *sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te")
+    *sorted({a + b for pair in ("ll", "rv", "ch", "cc", "pu", "te", "m_")
              for a in (pair[0], pair[0].upper()) for b in (pair[1], pair[1].upper())}),
     generic.READING_LITERALS, families.FAMILY_HINT_LITERALS])
 # The lowercased text of every SCAN_HINT line holds one of these (the kernel fast path tests blocks so).
