@@ -649,7 +649,8 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) ->
     # sum, not their product with the readings: a list of numbers copied per reading made a hostile
     # 1 MiB line ask for 128 GB), each line's first at `_start`, and a reading's taken by its place
     count = lines["nums"].list.len().fill_null(0)
-    values = (lines["nums"].drop_nulls().explode().str.replace_all(",", "", literal=True)
+    # (lines without a number left out before the explode: polars before 2 makes a row of an empty list)
+    values = (lines["nums"].filter(count > 0).explode().str.replace_all(",", "", literal=True)
               .cast(pl.Float64, strict=False))
     lines = lines.drop("nums").with_columns((count.cum_sum() - count).alias("_start"), count.alias("_count"))
 

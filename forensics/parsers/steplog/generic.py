@@ -10,9 +10,9 @@ prints `torch.cuda.memory_allocated(0) 318986240`, `nvidia-smi GPU-1 memory (MB)
 
 Why these shapes stay beside the general reader (general.py): they read a single line, and they are
 what `scan` reads in the files of other formats, where the general reader does not run (a memory word
-beside a number is that format's business there); and each reads what the general reader does not
-(said at each shape). A shape whose recorded logs the general reader reads with the same samples goes
-(`mem_alloc 1.25 GB`, MEM_ABBR, went so).
+beside a number is that format's business there): a training log that ends in an OOM traceback is the
+OOM parser's file, and its readings are found only so. Each also reads what the general reader reads
+otherwise or not at all (said at each shape), except MEM_ABBR, kept for that scan alone.
 
 Readings need a key *and* a colon/equals sign directly after it, so prose such as the CUDA OOM message
 ("8.57 MiB already allocated", "is allocated by PyTorch") and `nvidia-smi -q` rows
@@ -85,6 +85,8 @@ FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
          rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# (Kept for `scan` alone: the general reader reads the 7 recorded logs of this shape with the same samples,
+# but not a log that another parser claims, tests/parsers/test_framework_oom.py's JAX and CuPy cases.)
 # `step 12 | loss 0.05 | mem_alloc 1.25 GB | mem_reserved 1.69 GB`: the short `mem_` keys people
 # print, with or without ':'/'=', and always a unit (which keeps prose out)
 MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?[ \t]*(?P<num>{NUM})[ \t]*"
