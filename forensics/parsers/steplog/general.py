@@ -654,11 +654,12 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) ->
               .cast(pl.Float64, strict=False))
     lines = lines.drop("nums").with_columns((count.cum_sum() - count).alias("_start"), count.alias("_count"))
 
-    def at(idx: str) -> pl.Series:
-        return r.select(pl.when(pl.col(idx) < pl.col("_count")).then(pl.col("_start") + pl.col(idx))).to_series()
+    def at(frame: pl.DataFrame, idx: str) -> pl.Series:
+        """Where in `values` each row's number `idx` is (null: the line has no such number)."""
+        return frame.select(pl.when(pl.col(idx) < pl.col("_count")).then(pl.col("_start") + pl.col(idx))).to_series()
 
     r = lines.join(readings, on="pid", how="inner")
-    r = r.with_columns(values.gather(at("idx")).alias("_value"), values.gather(at("total_idx")).alias("_total"))
+    r = r.with_columns(values.gather(at(r, "idx")).alias("_value"), values.gather(at(r, "total_idx")).alias("_total"))
     r = r.with_columns(
         (pl.col("_value") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
         (pl.col("_total") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
