@@ -17,6 +17,7 @@ from forensics.errors import InputError
 from forensics.io import lines as io_lines
 from forensics.io.sources import Source
 from forensics.options import Options
+from forensics.parsers.scanners import Scanners
 from forensics.parsers.steplog import deepspeed, hf_trainer, markers, megatron
 from forensics.parsers.steplog import reader as reader_mod
 from forensics.parsers.steplog.reader import extract_all
@@ -130,6 +131,71 @@ def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
         n += 1
     assert n > 20
     assert_same_parsed(reader.finish(), want)
+
+
+def test_a_big_log_read_through_raw_batches(tmp_path):
+    """The driver's path for a big file (raw_batches, feed_raw): one search of every line for the
+    reader and the free-text scanners together, the scanners fed only what it leaves. The reader gives
+    what parse gives, and the scanners (OOMs, a memory summary's `|` rows, a compute-sanitizer report in
+    the middle of the log) find what they find when fed every line."""
+    rng = random.Random(3)
+    lines = [rng.choice(_SHAPES).format(i=i, m=rng.randint(100, 999)) for i in range(3000)]
+    extra = [*sorted((ROOT / "tests" / "samples" / "pytorch-oom").glob("*"))[:2],
+             *sorted((ROOT / "tests" / "samples" / "pytorch-memory-summary").glob("*"))[:1],
+             *sorted((ROOT / "tests" / "samples" / "framework-oom").glob("*"))[:3],
+             # lines with no memory word (`=========     Host Frame: …`): found by the scanners' part of the search
+             *sorted((ROOT / "tests" / "samples" / "compute-sanitizer").glob("*"))[:1]]
+    for f in extra + sorted(REALWORLD.rglob("stepmem_*.txt"))[:4]:
+        at = rng.randint(100, len(lines))
+        lines[at:at] = f.read_text(errors="replace").splitlines()[1:200]
+    path = tmp_path / "train.log"
+    path.write_text("2026-10-01 10:00:00,000 INFO train: [step 0] allocated: 10 MB, cached: 20 MB\n"
+                    + "\n".join(lines) + "\n")
+    src = Source.open(path)
+    module, _ = parsers.claim(src.head())
+    want = module.parse(src, OPTS)
+    every = Scanners({module.NAME, *getattr(module, "COVERS", ())})
+    every.feed(Source.open(path).frame())
+    want_found = every.finish(Source.open(path), OPTS)
+    assert len(want_found) >= 2
+
+    src = Source.open(path)
+    reader, scanners = module.Reader(src, OPTS), Scanners({module.NAME, *getattr(module, "COVERS", ())})
+    n = 0
+    for item in reader.raw_batches(scanners, 4096):
+        reader.feed_raw(item, scanners)
+        n += 1
+    assert n > 20 and src.streamed_lines == len(lines) + 1
+    assert_same_parsed(reader.finish(), want)
+    found = scanners.finish(src, OPTS)
+    assert [p.records for p in found] == [p.records for p in want_found]
+    for got, exp in zip(found, want_found):
+        assert_same_parsed(got, exp)
+
+
+def test_a_streamed_step_log_reads_as_one_read_whole(tmp_path, monkeypatch):
+    """Through the driver (ingest.parse_one): a step log streamed in many batches gives the readings and
+    the free-text scanners' findings that the same file read whole does."""
+    from forensics import ingest
+
+    text = "".join(f"2026-10-01 10:00:{i % 60:02d},000 INFO train: step={i} gpu_mem_alloc={1 + i / 100:.2f}GB\n"
+                   f"2026-10-01 10:00:{i % 60:02d},500 INFO train: step {i} | loss 0.5\n" for i in range(2000))
+    path = tmp_path / "train.log"
+    path.write_text(text + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 1 << 62)
+    want = ingest.parse_one(Source.open(path, str(path)), OPTS)[1]
+    monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(io_lines, "BATCH_BYTES", 8192)
+    fed = []
+    feed_raw = reader_mod.StepLogReader.feed_raw
+    monkeypatch.setattr(reader_mod.StepLogReader, "feed_raw",
+                        lambda self, item, scanners: (fed.append(item.frame.height), feed_raw(self, item, scanners)))
+    got = ingest.parse_one(Source.open(path, str(path)), OPTS)[1]
+    assert len(fed) > 10 and sum(fed) == 4001
+    assert len(got) == len(want) >= 2 and want[0].samples.height == 2000
+    for g, w in zip(got, want):
+        assert_frame_equal(g.samples, w.samples)
+        assert_frame_equal(g.events, w.events)
 
 
 def _read_in_parts(monkeypatch, module, src, frame: pl.DataFrame, part: int, size: int):

@@ -1,6 +1,11 @@
 """The line extractors of the framework step-log families, DeepSpeed, Megatron-LM and HF Trainer (each
 format is described in its entry module: deepspeed.py, megatron.py, hf_trainer.py), and their sniffs.
 
+Each stays beside the general reader (general.py) for a structure it does not model: DeepSpeed's `MA`/`CA`
+keys name no memory word and its label is the line before; Megatron's lines hold no memory figure, its
+iteration line gives the clock of the readings printed before it; HF Trainer's metrics block is printed
+once (a one-off form to the general reader) and its `*_delta` keys are changes, which may be negative.
+
 Beside each family's regexes, the lines its extractor reads (`*_LINES`: the reader keeps all of them)
 and the literals that every such line holds (FAMILY_LITERALS, for the reader's prefilter); and the
 lines worth a look for `scan` (FAMILY_HINT) with their literals.

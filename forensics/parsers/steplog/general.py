@@ -456,6 +456,10 @@ def candidates(text: pl.Expr) -> pl.Expr:
     return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True)
 
 
+# A regex that finds every line `candidates` finds (and a few more: see reader.LOOK)
+CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")"
+
+
 def table_rows(text: pl.Expr) -> pl.Expr:
     """Lines that may be rows of a table (a number first), read only after a header names memory."""
     return text.str.contains(r"^[ \t]*[0-9]")
@@ -625,41 +629,44 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) ->
         return nums.list.get(pl.col(idx).fill_null(0), null_on_oob=True).str.replace_all(",", "", literal=True) \
             .cast(pl.Float64, strict=False).pipe(lambda e: pl.when(pl.col(idx).is_not_null()).then(e))
 
-    def whole(idx: str) -> pl.Expr:
+    def whole(x: pl.Expr) -> pl.Expr:
         """A counter is a whole number: HF Trainer's fractional `epoch` (0.00016) counts nothing."""
-        x = num(idx)
         return pl.when(x == x.floor()).then(x).cast(pl.Int64, strict=False)
 
-    step = whole("step_idx")
-    epoch, spe = whole("epoch_idx"), whole("spe_idx")
+    rank, local = ranks.words(pl.col("text"))
+    # each number taken out once (an eager select computes an expression again at each use)
+    lines = df.join(per_line, on="pid", how="inner").with_columns(
+        num("step_idx").alias("_step"), num("epoch_idx").alias("_epoch"), num("spe_idx").alias("_spe"),
+        num("gpu_idx").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
+        rank.alias("rank"), local.alias("local_rank"))
+    step, epoch, spe = whole(pl.col("_step")), whole(pl.col("_epoch")), whole(pl.col("_spe"))
     # `Epoch [e/E], Step [s/S]`: the step restarts every epoch; (e-1)*S + s counts on
     step = pl.when(epoch.is_not_null() & spe.is_not_null()).then((epoch - 1) * spe + step).otherwise(step)
-    rank, local = ranks.words(pl.col("text"))
-    lines = df.join(per_line, on="pid", how="inner").with_columns(
-        pl.coalesce(step, pl.when(pl.col("step_idx").is_null()).then(epoch)).alias("step"),
-        num("gpu_idx").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
-        rank.alias("rank"), local.alias("local_rank"),
-    )
+    lines = lines.with_columns(pl.coalesce(step, pl.when(pl.col("step_idx").is_null()).then(epoch)).alias("step"))
     lines, yearless = _times(lines, zone)
-    lines = lines.drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx", "layout", strict=False)
-    # each reading's number by its position in its line: the numbers exploded once (one row per number
-    # of the input), then joined, so a line of many readings and many numbers costs their sum, not their
-    # product (a list of numbers copied per reading made a hostile 1 MiB line ask for 128 GB)
-    lines = lines.with_row_index("_row")
-    values = lines.select("_row", "nums").explode("nums").select(
-        "_row", pl.int_range(pl.len()).over("_row").cast(pl.Int64).alias("_pos"),
-        pl.col("nums").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("_v"))
-    r = lines.drop("nums").join(readings, on="pid", how="inner")
-    r = r.join(values.rename({"_pos": "idx", "_v": "_value"}), on=["_row", "idx"], how="left",
-               maintain_order="left") \
-        .join(values.rename({"_pos": "total_idx", "_v": "_total"}), on=["_row", "total_idx"], how="left",
-              maintain_order="left")
+    lines = lines.drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx", "layout", "_step", "_epoch",
+                       "_spe", strict=False)
+    # each reading's number by its position in its line: the numbers of all lines in one column (their
+    # sum, not their product with the readings: a list of numbers copied per reading made a hostile
+    # 1 MiB line ask for 128 GB), each line's first at `_start`, and a reading's taken by its place
+    count = lines["nums"].list.len().fill_null(0)
+    # (lines without a number left out before the explode: polars before 2 makes a row of an empty list)
+    values = (lines["nums"].filter(count > 0).explode().str.replace_all(",", "", literal=True)
+              .cast(pl.Float64, strict=False))
+    lines = lines.drop("nums").with_columns((count.cum_sum() - count).alias("_start"), count.alias("_count"))
+
+    def at(frame: pl.DataFrame, idx: str) -> pl.Series:
+        """Where in `values` each row's number `idx` is (null: the line has no such number)."""
+        return frame.select(pl.when(pl.col(idx) < pl.col("_count")).then(pl.col("_start") + pl.col(idx))).to_series()
+
+    r = lines.join(readings, on="pid", how="inner")
+    r = r.with_columns(values.gather(at(r, "idx")).alias("_value"), values.gather(at(r, "total_idx")).alias("_total"))
     r = r.with_columns(
         (pl.col("_value") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
         (pl.col("_total") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
         pl.when(pl.col("rlabel").is_null()).then(pl.col("label"))
         .otherwise(pl.concat_str("label", "rlabel", separator=", ", ignore_nulls=True)).alias("label"),
-    ).drop("_row", "_value", "_total")
+    ).drop("_start", "_count", "_value", "_total")
     # a `total` key is the capacity of the other readings on its line, not a series
     totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))
     r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")
@@ -678,8 +685,10 @@ def _times(r: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     yearless = [pl.DataFrame(schema={"line": pl.Int64, "piece": pl.Int64, "pid": pl.Int64, "layout": pl.String,
                                      "_mon": pl.Int32, "_day": pl.Int32, "_hms": pl.String})]
     for name in layouts:
-        sub = r.filter(pl.col("layout") == name)
-        g = pl.col("text").str.extract_groups(_LAYOUTS[name])
+        # the groups extracted once (each use of a struct field of the expression would extract them again)
+        sub = r.filter(pl.col("layout") == name).with_columns(pl.col("text").str.extract_groups(_LAYOUTS[name])
+                                                              .alias("_g"))
+        g = pl.col("_g")
         frac = g.struct.field("frac").fill_null("0") if "frac" in _LAYOUT_RES[name].groupindex else pl.lit("0")
         if name in YEARLESS:
             if name == "syslog":
@@ -710,7 +719,7 @@ def _times(r: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
                                        .otherwise(clock.localize(naive, zone)).alias("time"),
                                        pl.col("_zone").is_not_null().alias("zoned"))
             sub = sub.drop("_zone")
-        parts.append(sub)
+        parts.append(sub.drop("_g"))
     return pl.concat(parts, how="vertical"), pl.concat(yearless, how="vertical")
 
 

@@ -8,6 +8,12 @@ shapes people print: `memory (MB) | allocated: 20.4 | ...` (unit in a header), `
 prints `torch.cuda.memory_allocated(0) 318986240`, `nvidia-smi GPU-1 memory (MB) 1494`,
 `occupied memory: 2.47 GB / reserved: 16.69 GB`, `Free GPU ram: 12800.5` and HF Trainer `on_log` dicts.
 
+Why these shapes stay beside the general reader (general.py): they read a single line, and they are
+what `scan` reads in the files of other formats, where the general reader does not run (a memory word
+beside a number is that format's business there): a training log that ends in an OOM traceback is the
+OOM parser's file, and its readings are found only so. Each also reads what the general reader reads
+otherwise or not at all (said at each shape), except MEM_ABBR, kept for that scan alone.
+
 Readings need a key *and* a colon/equals sign directly after it, so prose such as the CUDA OOM message
 ("8.57 MiB already allocated", "is allocated by PyTorch") and `nvidia-smi -q` rows
 ("Reserved        : 336 MiB", several spaces before the colon) are never readings.
@@ -51,6 +57,8 @@ DEVICE_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:
 # -- reading shapes -------------------------------------------------------------------------------
 
 _KEY = r"(?i:(?:max[ _]?)?(?:memory[ _])?(?:allocated|reserved|cached)|occupied(?:[ _]memory)?)"
+# KV stays for Megatron's `report_memory` (`memory (MB) | allocated: 1570.7 | reserved: …`): one unit in
+# front of several keys, a structure the general reader does not model (it reads the other KV logs alike).
 # key, optional "(GB)" after the key (HF dicts), at most one blank, ':' or '=', number, optional
 # "/total", optional unit
 KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*(?P<num>{NUM})"
@@ -59,17 +67,26 @@ KV = (rf"\b(?P<key>{_KEY})(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*
 # number ("12" of "12.5x", "1" of "1,234"); polars' regex engine has no lookahead, so the character
 # after the number is matched (never part of a group)
 _NUM_END = r"(?:$|[^\w.,]|[.,](?:$|[^0-9]))"
-# DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix
+# DeepLabCut: torch.cuda.memory_reserved() / device total, in the epoch line and the tqdm postfix (its
+# source says reserved; to the general reader a bare `GPU` key is memory.used)
 GPU_USED_TOTAL = (rf"(?i:\bgpu)[ \t]*[:=][ \t]*(?P<num>{NUM})[ \t]*/[ \t]*(?P<total>{NUM})[ \t]*"
                   rf"(?P<unit>{UNIT})\b")
+# the key is a call, `torch.cuda.memory_allocated(0) 318986240`: its device argument is no number of the
+# print's, and its bare number is bytes because of the function it names
 TORCH_RAW = (r"torch\.cuda\.(?P<max>max_)?memory_(?P<kind>allocated|reserved|cached)\((?P<dev>[^)]*)\)"
              r"[ \t]*[:=]?[ \t]*(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)" + _NUM_END)
+# `nvidia-smi GPU-1 memory (MB) 1494`: the GPU's index inside the key (the general reader reads none of
+# stepmem_torch_02's five)
 NVSMI_PRINT = (rf"nvidia-smi[ \t]+GPU-?(?P<dev>[0-9]+)[ \t]+memory[ \t]*\((?P<punit>{UNIT})\)[ \t]*[:=]?[ \t]*"
                rf"(?P<num>{NUM})" + _NUM_END)
+# `Free GPU ram: 12800.5`: no unit printed, MiB from its one producer's source (below); the general
+# reader would count it as a value without a unit
 FREE = (rf"(?i:\bfree[ _]gpu[ _](?:ram|memory|mem))(?:[ \t]*\((?P<punit>{UNIT})\))?[ \t]*[:=][ \t]*"
         rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
 TOTAL = (rf"(?i:\btotal[ _]memory(?:[ _]available)?)(?:[ \t]*\((?P<punit>{UNIT})\))?['\"]?[ \t]?[:=][ \t]*"
          rf"(?P<num>{NUM})(?:[ \t]*(?P<unit>{UNIT})\b)?")
+# (Kept for `scan` alone: the general reader reads the 7 recorded logs of this shape with the same samples,
+# but not a log that another parser claims, tests/parsers/test_framework_oom.py's JAX and CuPy cases.)
 # `step 12 | loss 0.05 | mem_alloc 1.25 GB | mem_reserved 1.69 GB`: the short `mem_` keys people
 # print, with or without ':'/'=', and always a unit (which keeps prose out)
 MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?[ \t]*(?P<num>{NUM})[ \t]*"
@@ -128,9 +145,12 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     if df.height == 0:
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
-    iso = pl.col(text).str.extract_groups(TS_ISO)
+    # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
+    df = df.with_columns(pl.col(text).str.extract_groups(TS_ISO).alias("_iso"))
+    iso = pl.col("_iso")
     if has_us_clock(df[text]):
-        us = pl.col(text).str.extract_groups(TS_US)
+        df = df.with_columns(pl.col(text).str.extract_groups(TS_US).alias("_usg"))
+        us = pl.col("_usg")
         us_naive = (us.struct.field("year") + "-" + us.struct.field("mon") + "-" + us.struct.field("day") + " "
                     + us.struct.field("hms") + "." + us.struct.field("frac").fill_null("0"))
     else:   # (TS_US needs a '/': without one no line has that clock, and its regex is not run)
@@ -152,7 +172,7 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     df = df.with_columns(time.alias("time"))
     return df.with_columns(
         pl.when(pl.col("time").is_not_null()).then(pl.col("_z").is_not_null()).alias("zoned"),
-    ).drop("_d", "_t", "_f", "_z", "_us")
+    ).drop("_d", "_t", "_f", "_z", "_us", "_iso", "_usg", strict=False)
 
 
 # A clock with a year at the line start (TS_ISO, TS_US and general.py's layouts with a year:
@@ -170,14 +190,15 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     no clock, without a word."""
     if not frame.height:
         return frame
-    g = pl.col("text").str.extract_groups(_DATED_CLOCK)
+    # the groups extracted once (each use of a struct field of the expression would extract them again)
+    g = frame.select("line", pl.col("text").str.extract_groups(_DATED_CLOCK).alias("g")).unnest("g")
 
     def part(name: str) -> pl.Expr:
-        return pl.coalesce(g.struct.field(name + "1"), g.struct.field(name + "2"))
+        return pl.coalesce(name + "1", name + "2")
 
     stamp = part("y") + "-" + part("m") + "-" + part("d") + " " + part("t")
     when = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-    bad = rows_where(frame, stamp.is_not_null() & ~when.dt.year().is_between(1970, 2200).fill_null(False))["line"]
+    bad = rows_where(g, stamp.is_not_null() & ~when.dt.year().is_between(1970, 2200).fill_null(False))["line"]
     if not bad.len():
         return frame
     skipped.add_lines(UNREADABLE_TIME, bad)
@@ -377,17 +398,18 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         return pl.DataFrame()
     hint = hint.sort("line")
     if not series_only:
-        hint = with_line_time(hint, zone)
         body = strip_line_time(pl.col("text"), has_us_clock(hint["text"]))
         # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
-        hint = hint.with_columns(
-            pl.when(~has_reading).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
+        hint = hint.with_columns(has_reading.alias("_reading")).with_columns(
+            pl.when(~pl.col("_reading")).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
             .alias("marker_step"))
         if carry is not None:
             last = hint.filter(pl.col("marker_step").is_not_null()).tail(1)
             if last.height:
                 carry["line"] = owned(last.select("line", "text"))
-        hint = hint.with_columns(pl.col("marker_step").forward_fill())
+        if not hint["_reading"].any():   # (step markers alone, as beside the general reader's lines: no clock to read)
+            return pl.DataFrame()
+        hint = with_line_time(hint.drop("_reading"), zone).with_columns(pl.col("marker_step").forward_fill())
     pieces = _pieces(rows_where(hint, has_reading))
     if not pieces.height:
         return pl.DataFrame()

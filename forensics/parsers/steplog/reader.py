@@ -10,16 +10,20 @@ reading (generic.ANY_READING), the line before each DeepSpeed line (its label), 
 lines the last one before each reading (the only one a reading takes its step from). A step-marker
 line followed by another before any reading is dropped, as is a line that only looks like a marker.
 PREFILTER, built from the literals the modules declare beside their regexes, leaves the lines that can
-be any of those before the exact regexes run. The general reader's lines (general.py: a memory word,
-found by a literal search; a table's rows once a header may have been seen) are kept beside them.
+be any of those before the exact regexes run. The general reader's lines (general.py: a memory word;
+a table's rows once a header may have been seen) are kept beside them. Both are found in one search of
+every line (LOOK; for a big file with the free-text scanners' lines, which are fed only what it finds).
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import polars as pl
 
 from forensics.frames import owned, rows_where
+from forensics.io import lines as line_reader
 from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
 from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic
@@ -34,6 +38,14 @@ PART_LINES = 1 << 18
 _PREFILTER_PARTS = [f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS,
                     families.FAMILY_LITERALS.removesuffix(r"|\s=\s"), r"\s=\s", generic.MARKER_PREFILTER]
 PREFILTER = "|".join(_PREFILTER_PARTS)
+# What the reader looks at, in one search of every line: the prefilter's lines and the general
+# reader's (a memory word, general.candidates, here as a regex: `(?i)` also takes the Kelvin sign for a
+# `k` and the long s for an `s`, a few more lines for the exact tests). Every other test then runs on
+# the few lines it leaves: each search of every line costs about what cutting the lines does.
+LOOK = "|".join(f"(?:{p})" for p in [*_PREFILTER_PARTS, general.CANDIDATE_REGEX])
+# A big file's batches (raw_batches), read by one thread while two others search the next ones.
+BATCH_BYTES = 32 << 20
+AHEAD = 2
 
 
 class StepLogReader:
@@ -54,40 +66,67 @@ class StepLogReader:
         self._table = False
         self._parts: Parts | None = None   # made when the first part is read
 
-    def prepare(self, pool, batch: pl.DataFrame, raw):
-        """Which lines of the batch the prefilters keep (what feed needs of every line, the same
-        whatever came before), started in `pool` while an earlier batch is taken."""
-        return pool.submit(_masks, batch)
+    def feed(self, batch: pl.DataFrame, raw=None) -> None:
+        """`raw` (the batch's bytes, where a driver has them) is not needed."""
+        self._feed(batch, _look(batch, LOOK))
 
-    def feed(self, batch: pl.DataFrame, raw=None, prepared=None) -> None:
-        """`raw` (the batch's bytes, where a driver has them) is not needed; `prepared`: prepare's."""
+    def raw_batches(self, scanners, batch_bytes: int | None = None):
+        """The source's batches for feed_raw, each with its search for LOOK and the scanners' lines
+        started in threads ahead (the driver's hook for a reader that feeds the scanners itself): the
+        scanners get only the lines that search leaves, not every line of the file."""
+        look = LOOK
+        if scanners.mods:
+            look = "|".join([look, f"(?:{scanners.prefilter})"] + ([r"^\s*\|"] if scanners.pipe_rows else []))
+        # (the line reader's BATCH_BYTES read at call time, as the driver does: tests shrink it)
+        return self._batches(look, min(batch_bytes or BATCH_BYTES, line_reader.BATCH_BYTES))
+
+    def _batches(self, look: str, size: int):
+        stats = line_reader.ReadStats()
+        with ThreadPoolExecutor(AHEAD) as pool:
+            waiting: deque[_Batch] = deque()
+            for batch in line_reader.prefetched(line_reader.cleaned_batches(self.src, size, stats=stats), depth=1):
+                waiting.append(_Batch(batch, pool.submit(_look, batch, look)))
+                if len(waiting) > AHEAD:
+                    yield waiting.popleft()
+            yield from waiting
+        self.src.streamed_lines = stats.lines
+
+    def feed_raw(self, item: _Batch, scanners) -> None:
+        """feed() of a raw_batches batch, and the scanners' feed of the lines its search left (every
+        line a scanner looks at is among them)."""
+        scanners.feed(self._feed(item.frame, item.look.result()))
+
+    def _feed(self, batch: pl.DataFrame, look: pl.Series) -> pl.DataFrame:
+        """Keep what matters of `batch` (`look`: its lines that LOOK, or a regex it is part of, finds);
+        returns those lines (line, text)."""
         t = pl.col("text")
-        masks = prepared.result() if prepared is not None else _masks(batch)
-        batch = batch.with_columns(masks)
-        cand = rows_where(batch, pl.col("_pre"))
-        marks = cand.select(
+        looked = rows_where(batch.select("line", "text"), look)
+        cand = looked.with_columns(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
+                                   general.candidates(t).alias("_mem"))
+        marks = rows_where(cand, pl.col("_pre")).select(
             "line", "text",
             t.str.contains(families.FAMILY_LINES).alias("fam"),
             (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen"))
         marks = rows_where(marks, pl.col("fam") | pl.col("gen"))
         if marks.height:
             self._keep(batch, marks)
-        self._keep_general(batch)
-        batch = batch.select("line", "text")
+        self._keep_general(batch, rows_where(cand, pl.col("_mem")).select("line", "text"))
         new = [k for k in self._new if k.height]
         if new:
             self._kept.append(owned(pl.concat(new).unique("line").sort("line")))
         self._new = []
         self._prev_tail = owned(batch.tail(1).select("line", "text"))
         self._read()
+        return looked
 
-    def _keep_general(self, batch: pl.DataFrame) -> None:
-        """The lines the general reader looks at (general.py): a memory word, or a table's row."""
+    def _keep_general(self, batch: pl.DataFrame, kept: pl.DataFrame) -> None:
+        """The lines the general reader looks at (general.py): `kept`, the batch's lines with a memory
+        word, and a table's rows."""
         t = pl.col("text")
         if self._table:
-            self._new.append(rows_where(batch, pl.col("_mem") | general.table_rows(t)).select("line", "text"))
+            rows = rows_where(batch, general.table_rows(t)).select("line", "text")
+            self._new.append(pl.concat([kept, rows.join(kept, on="line", how="anti")]))
             return
-        kept = rows_where(batch, pl.col("_mem")).select("line", "text")
         self._new.append(kept)
         self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # this batch's rows after the header
@@ -174,11 +213,15 @@ class StepLogReader:
         return 0
 
 
-def _masks(batch: pl.DataFrame) -> pl.DataFrame:
-    """`_pre`: the line passes PREFILTER; `_mem`: the general reader looks at it (general.candidates)."""
-    t = pl.col("text")
-    return batch.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
-                        general.candidates(t).alias("_mem"))
+class _Batch:
+    """A batch of raw_batches: its lines and the search of them (a Future of _look's Series)."""
+
+    def __init__(self, frame: pl.DataFrame, look: Future):
+        self.frame, self.look = frame, look
+
+
+def _look(batch: pl.DataFrame, regex: str) -> pl.Series:
+    return batch.select(pl.col("text").str.contains(regex)).to_series()
 
 
 # -- all families together ------------------------------------------------------------------------
