@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from forensics import clock
-from forensics.io.lines import read_whole
+from forensics.io.lines import ByteLines, frame_of, read_whole
 from forensics.frames import rows_where
 from forensics.io.sources import Source
 from forensics.model import Parsed, Skipped, samples_frame
@@ -68,7 +68,8 @@ class Reader:
     """nvidia-smi CSV lines fed in batches (`line`, `text`; in file order), the Parsed at finish().
 
     `raw` (feed, prepare): the batch's bytes (buf, end) when its lines are exactly buf[:end] (the clean
-    path cuts them again); `prepare` starts that stateless work in a thread pool ahead of feed."""
+    path cuts them again); `prepare` starts that stateless work in a thread pool ahead of feed. A batch
+    may come as io.lines.ByteLines: cut into lines only where the clean path does not take it."""
 
     def __init__(self, src: Source | None, opts: Options, path: str | None = None, nested: bool = False):
         self.src, self.opts, self.nested = src, opts, nested
@@ -121,16 +122,16 @@ class Reader:
                 self._guess = self._map_of_first_line(batch)
                 skip = 1 if self._guess else 0
                 if not self._guess:
-                    self._guess = (self._lead_map(batch) or (False,))[0] or False
+                    self._guess = (self._lead_map(frame_of(batch)) or (False,))[0] or False
             m = self._guess or None
-        if m is None or raw is None or batch.height <= skip:
+        if m is None or raw is None or batch.height <= skip or (isinstance(batch, ByteLines) and batch.blank):
             return None
-        work = batch.slice(skip) if skip else batch
+        work = frame_of(batch).slice(skip) if skip else batch
         return m, pool.submit(csvcells.read_clean, work, (*raw, skip) if skip else raw, m, self.zone), skip
 
     def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None, prepared=None) -> bool:
         """Take a batch. True when every line of it was a clean row of the columns in force (the clean
-        path reads a batch only then): no such line can hold what a free-text scanner looks for."""
+        path reads a batch only then) or blank: no such line can hold what a free-text scanner looks for."""
         self.clean = False
         if batch.height:
             self._feed_batch(batch, raw, prepared)
@@ -141,11 +142,15 @@ class Reader:
             # an uncompressed file's size tells how many readings will come: thin with that window from
             # the start rather than thinning everything kept again each time it doubles
             self.sized = True
-            size = int(batch.select(pl.col("text").str.len_bytes().sum()).item()) + batch.height
+            if isinstance(batch, ByteLines):   # its bytes are its lines and their newlines
+                size = batch.end + (batch.buf[batch.end - 1:batch.end] != b"\n")
+            else:
+                size = int(batch.select(pl.col("text").str.len_bytes().sum()).item()) + batch.height
             self.thinner.expect(self.src.size * batch.height / max(1, size))
         if prepared is not None:
             m, future, skip = prepared
             if skip:
+                batch = frame_of(batch)
                 self._feed(batch.head(skip), None)
                 batch, raw = batch.slice(skip), (*raw, skip)
             if self.lead is not None and not skip:
@@ -167,19 +172,49 @@ class Reader:
         if raw is not None and batch.height > 1 and self._map_of_first_line(batch):
             # a batch that starts with a header (the file's first): the header alone, then its rows
             # may take the clean path
+            batch = frame_of(batch)
             self._general(batch.head(1))
             batch, raw = batch.slice(1), (*raw, 1)
+        if isinstance(batch, ByteLines) and batch.blank and self._blank(batch):
+            return
         if raw is not None:
             done = csvcells.read_clean(batch, raw, self.maps.get(self.in_force), self.zone)
             if done is not None:
                 self._take_clean(done)
                 return
-        self._general(batch)
+        self._general(frame_of(batch))
+
+    def _blank(self, batch: ByteLines) -> bool:
+        """A batch of blank lines under columns with a memory column, counted as the general path counts
+        them (each a blank line, once the unusable lines are known to be no other parser's) without
+        cutting it into lines: a gigabyte of them costs what reading its bytes costs. False when the
+        general path must read it."""
+        m = self.maps.get(self.in_force)
+        if m is None or not m.roles or self.rest_counted is False:
+            return False
+        if self.rest_counted is None:
+            # the first unusable lines decide whether another parser reads them
+            k = min(batch.height, 200)
+            self._general(batch.head(k))
+            if k < batch.height:
+                rest = ByteLines(batch.buf[k:batch.end], batch.end - k, batch.first + k, batch.height - k)
+                if self.rest_counted:
+                    self._blank(rest)
+                else:
+                    self._general(rest.frame())
+            self.clean = True
+            return True
+        self.headerless = self.headerless or self.in_force == 0
+        self.rest_rows += batch.height
+        self.skipped.add_count("blank line", batch.height, list(range(batch.first, batch.first + min(5, batch.height))))
+        self.clean = True
+        return True
 
     def _hold(self, batch: pl.DataFrame, raw, prepared=None) -> None:
         """Lines before the first start line wait until the columns of their rows are known: inferred from
         their first LEAD_LINES (or all of them, once a start line ends them or the file ends)."""
         before = sum(b.height for b, _ in self.lead)
+        batch = frame_of(batch)
         self.lead.append((batch, raw))
         if before + batch.height >= LEAD_LINES or self._start_rows(batch).height:
             self._decide_lead(prepared)
