@@ -62,9 +62,9 @@ def _batches(src: Source, batch_bytes: int | None = None, parse=lines.parse_buff
 def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
     """Every batch of a big source to the reader and the scanners, in file order. The scanners read a
     batch in a thread while the reader takes the next (polars lets go of the GIL: two cores); a reader
-    with `prepare` also gets the next batches' stateless work started in threads meanwhile, and its
-    batches as lines.ByteLines where the bytes allow (cut into lines only if it or the scanners need
-    them). A batch the reader says it took whole as data rows of its format, or as blank lines (feed
+    with `prepare` also gets the next batches' stateless work started in threads meanwhile; one that
+    says it takes bytes (`TAKES_BYTES`) gets its batches as lines.ByteLines where the bytes allow (cut
+    into lines only if it or the scanners need them). A batch the reader says it took whole as data rows of its format, or as blank lines (feed
     returns True), holds nothing for the scanners."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
@@ -82,7 +82,7 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
             scanned = None if taken else pool.submit(scanners.feed, lines.frame_of(batch), raw)
 
         # (a wrapper is stripped from each line: its lines are not their bytes)
-        as_bytes = prepare is not None and src.wrapper is None
+        as_bytes = getattr(reader, "TAKES_BYTES", False) and src.wrapper is None
         batches = lines.prefetched(_batches(src, PREPARED_BATCH_BYTES if prepare else None,
                                             lines.parse_bytes if as_bytes else lines.parse_buffer), depth=1)
         for batch, raw in batches:

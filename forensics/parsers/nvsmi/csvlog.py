@@ -71,6 +71,8 @@ class Reader:
     path cuts them again); `prepare` starts that stateless work in a thread pool ahead of feed. A batch
     may come as io.lines.ByteLines: cut into lines only where the clean path does not take it."""
 
+    TAKES_BYTES = True
+
     def __init__(self, src: Source | None, opts: Options, path: str | None = None, nested: bool = False):
         self.src, self.opts, self.nested = src, opts, nested
         # None until the first 200 unusable lines tell whether another parser reads them; when none does,
