@@ -79,7 +79,7 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
             taken = reader.feed(batch, raw) if prepared is None else reader.feed(batch, raw, prepared)
             if scanned is not None:
                 scanned.result()
-            scanned = None if taken else pool.submit(scanners.feed, lines.frame_of(batch), raw)
+            scanned = None if taken else pool.submit(_scan, scanners, batch, raw)
 
         # (a wrapper is stripped from each line: its lines are not their bytes)
         as_bytes = getattr(reader, "TAKES_BYTES", False) and src.wrapper is None
@@ -93,6 +93,16 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
             take(*waiting.popleft())
         if scanned is not None:
             scanned.result()
+
+
+def _scan(scanners: Scanners, batch, raw) -> None:
+    """The scanners' feed of a batch; of one line repeated, the first copy tells whether any copy holds
+    something for them."""
+    if isinstance(batch, lines.ByteLines) and batch.unit() is not None:
+        if not scanners.feed(batch.head(1)):
+            return
+        batch, raw = batch.after(1), None
+    scanners.feed(lines.frame_of(batch), raw)
 
 
 def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed]]:

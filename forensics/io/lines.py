@@ -105,11 +105,28 @@ class ByteLines:
         self.buf, self.end, self.first, self.height = buf, end, first, height
         self._frame: pl.DataFrame | None = None
         self._text: pl.Series | None = None
+        self._unit: bytes | None | bool = False
 
     @property
     def blank(self) -> bool:
         """Every line is empty (the bytes are nothing but newlines)."""
         return self.end == self.height and self.buf[self.end - 1:self.end] == b"\n"
+
+    def unit(self) -> bytes | None:
+        """The line (with its newline) when the batch is that one line repeated, else None."""
+        if self._unit is False:
+            self._unit = None
+            size = self.buf.find(b"\n", 0, self.end) + 1
+            if size and self.end % size == 0 and self.height > 1:
+                a = np.frombuffer(self.buf, np.uint8, count=self.end).reshape(-1, size)
+                if (a == a[0]).all():
+                    self._unit = self.buf[:size]
+        return self._unit
+
+    def after(self, k: int) -> "ByteLines":
+        """The lines after the first k of a batch of one line repeated (unit())."""
+        size = len(self.unit())
+        return ByteLines(self.buf[k * size:self.end], self.end - k * size, self.first + k, self.height - k)
 
     def frame(self) -> pl.DataFrame:
         if self._frame is None:

@@ -161,12 +161,16 @@ def test_batches_give_the_same_parsed(head, gpus, samples, faults, size, raw, ah
 
 @pytest.mark.parametrize("head", ["usual", "headerless", "command"])
 @pytest.mark.parametrize("size", [1, 7, 150, 450, None])
-def test_blank_lines_in_bytes_are_counted_as_lines_are(head, size):
-    """A stretch of blank lines (a gigabyte of them after a CSV) fed as ByteLines is counted without
-    being cut into lines: the same Parsed as the lines read one by one, before and after the first 200
+@pytest.mark.parametrize("repeated", ["x", "Unable to determine the device handle for GPU 0000:12:00.0: Unknown Error",
+                                      "Thu Oct  1 00:00:00 UTC 2026", "row"])
+def test_blank_and_repeated_lines_in_bytes_are_counted_as_lines_are(head, size, repeated):
+    """Stretches of blank lines and of one line repeated (a gigabyte of them after a CSV: junk, a driver
+    error, a date, a data row) fed as ByteLines: counted without being cut into lines where the first
+    copies say how; the same Parsed as the lines read one by one, before and after the first 200
     unusable lines decide that no other parser reads them."""
     lines = _log(head, 3, 20, [(4, "junk")])
-    lines = lines[:30] + [""] * 700 + lines[30:] + [""] * 300
+    again = lines[-1] if repeated == "row" else repeated
+    lines = lines[:30] + [""] * 700 + lines[30:] + [again] * 900 + [""] * 300
     for raw in ("bytes", True):
         _check(lines, size, raw, True)
 

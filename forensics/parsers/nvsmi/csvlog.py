@@ -184,7 +184,34 @@ class Reader:
             if done is not None:
                 self._take_clean(done)
                 return
+        if isinstance(batch, ByteLines) and batch.unit() is not None and self._repeated(batch):
+            return
         self._general(frame_of(batch))
+
+    # copies of a repeated line the general path reads before the rest are counted like them
+    REPEAT_HEAD = 256
+
+    def _repeated(self, batch: ByteLines) -> bool:
+        """A batch of one line repeated (a progress bar's or a junk line's megabytes): its first copies
+        read by the general path; when they were all counted as skipped for one reason (the unusable
+        lines are known to be no other parser's), so are the others, without cutting them into lines.
+        False when the general path must read the batch."""
+        if self.rest_counted is not True:
+            return False
+        k = min(batch.height, self.REPEAT_HEAD)
+        before = (self.rows, len(self.errors), len(self.rest), self.in_force, dict(self.skipped.counts))
+        self._general(batch.head(k))
+        grew = {r: n - before[4].get(r, 0) for r, n in self.skipped.counts.items() if n != before[4].get(r, 0)}
+        rest = batch.after(k)
+        if (self.rows, len(self.errors), len(self.rest), self.in_force) == before[:4] and len(grew) == 1 \
+                and list(grew.values()) == [k] and self.rest_counted:
+            if rest.height:
+                self.rest_rows += rest.height
+                self.skipped.add_count(next(iter(grew)), rest.height,
+                                       list(range(rest.first, rest.first + min(5, rest.height))))
+        elif rest.height:
+            self._general(rest.frame())
+        return True
 
     def _blank(self, batch: ByteLines) -> bool:
         """A batch of blank lines under columns with a memory column, counted as the general path counts
