@@ -438,16 +438,21 @@ class Row:
     target: str = ""
     ok: bool | None = None
     note: str = ""
+    cpu: float | None = None      # user + system seconds of the timed command
+    floor_cpu: float | None = None
 
 
 def _fmt(rows: list[Row]) -> str:
-    head = f"{'input':<26} {'MB':>7} {'what':<30} {'s':>7} {'peak MB':>8} {'floor':<24} {'floor s':>7} {'ratio':>6} {'target':<9} ok"
+    head = (f"{'input':<26} {'MB':>7} {'what':<30} {'s':>7} {'CPU s':>6} {'peak MB':>8} {'floor':<24} {'floor s':>7} "
+            f"{'CPU s':>6} {'ratio':>6} {'target':<9} ok")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r.input:<26} {r.size_mb:>7.0f} {r.what:<30} {r.seconds:>7.2f} "
+            f"{(f'{r.cpu:.2f}' if r.cpu is not None else ''):>6} "
             f"{(f'{r.peak_mb:.0f}' if r.peak_mb is not None else ''):>8} {r.floor:<24} "
             f"{(f'{r.floor_s:.2f}' if r.floor_s is not None else ''):>7} "
+            f"{(f'{r.floor_cpu:.2f}' if r.floor_cpu is not None else ''):>6} "
             f"{(f'{r.ratio:.2f}' if r.ratio is not None else ''):>6} {r.target:<9} "
             f"{'' if r.ok is None else ('yes' if r.ok else 'NO')}{('  ' + r.note) if r.note else ''}")
     return "\n".join(lines)
@@ -519,16 +524,17 @@ def main() -> None:
                 print(f"timing {label} ...", file=sys.stderr)
                 run, cp, html, fl, summary = report_run(path, work, args.repeat, floors)
                 row = Row(label, mb, f"report -> {run.out}", run.seconds, run.peak_mb, names[0], fl[0].seconds,
-                          run.seconds / fl[0].seconds)
+                          run.seconds / fl[0].seconds, cpu=run.cpu, floor_cpu=fl[0].cpu)
                 limit = CSV_TARGETS.get(size) if kind in CSV_SHAPES else KERN_TARGET if kind == "kern" and \
                     size == "month" else FREETEXT_TARGET if kind == "freetext" else None
                 if limit is not None:
                     row.target, row.ok = f"<= {limit}", row.ratio <= limit
                 rows.append(row)
                 for n, f in zip(names[1:], fl[1:]):
-                    rows.append(Row(label, mb, "  vs " + n, run.seconds, None, n, f.seconds, run.seconds / f.seconds))
+                    rows.append(Row(label, mb, "  vs " + n, run.seconds, None, n, f.seconds, run.seconds / f.seconds,
+                                    cpu=run.cpu, floor_cpu=f.cpu))
                 for n, f in zip(names, fl):
-                    rows.append(Row(label, mb, "  floor: " + n, f.seconds, f.peak_mb))
+                    rows.append(Row(label, mb, "  floor: " + n, f.seconds, f.peak_mb, cpu=f.cpu))
                 if kind in CSV_SHAPES or kind == "kern":
                     ok, note = (planted_leak(summary, SIZES[size], kind) if kind in CSV_SHAPES
                                 else planted_ooms(summary, SIZES[size], fl[0].out))
