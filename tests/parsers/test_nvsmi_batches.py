@@ -170,9 +170,10 @@ def test_blank_and_repeated_lines_in_bytes_are_counted_as_lines_are(head, size, 
     unusable lines decide that no other parser reads them."""
     lines = _log(head, 3, 20, [(4, "junk")])
     again = lines[-1] if repeated == "row" else repeated
-    lines = lines[:30] + [""] * 700 + lines[30:] + [again] * 900 + [""] * 300
-    for raw in ("bytes", True):
-        _check(lines, size, raw, True)
+    for log in (lines[:30] + [""] * 700 + lines[30:] + [again] * 900 + [""] * 300,
+                lines + [again] * 900):   # (the first unusable lines: no other parser's yet decided)
+        for raw in ("bytes", True):
+            _check(log, size, raw, True)
 
 
 @pytest.mark.parametrize("size", [1, 7])

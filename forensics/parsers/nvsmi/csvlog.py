@@ -197,6 +197,15 @@ class Reader:
         read by the general path; when they were all counted as skipped for one reason (the unusable
         lines are known to be no other parser's), so are the others, without cutting them into lines.
         False when the general path must read the batch."""
+        if self.rest_counted is None:
+            # the first unusable lines decide whether another parser reads them
+            k = min(batch.height, 200)
+            self._general(batch.head(k))
+            if k < batch.height:
+                rest = batch.after(k)
+                if self.rest_counted is None or not self._repeated(rest):
+                    self._general(rest.frame())
+            return True
         if self.rest_counted is not True:
             return False
         k = min(batch.height, self.REPEAT_HEAD)
