@@ -64,8 +64,8 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
     batch in a thread while the reader takes the next (polars lets go of the GIL: two cores); a reader
     with `prepare` also gets the next batches' stateless work started in threads meanwhile; one that
     says it takes bytes (`TAKES_BYTES`) gets its batches as lines.ByteLines where the bytes allow (cut
-    into lines only if it or the scanners need them). A batch the reader says it took whole as data rows of its format, or as blank lines (feed
-    returns True), holds nothing for the scanners."""
+    into lines only if it or the scanners need them). A batch the reader says it took whole as data
+    rows of its format, or as blank lines (feed returns True), holds nothing for the scanners."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
