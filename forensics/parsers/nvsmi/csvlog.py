@@ -15,8 +15,9 @@ file holds more readings than thinning.MAX_READINGS, each series is thinned as i
 A batch of nothing but clean rows of the map in force, with its bytes at hand, has its cells cut by
 polars' CSV reader (csvcells.read_clean); any other batch takes the general path, with the same
 result. A big file's batches come as bytes (io.lines.ByteLines), cut into lines only for the general
-path; a batch of blank lines, or of one line repeated, is counted from its first lines. Header carry-over, numbering, thinning and the GPU ids are the reader's state, so where the
-batches end never changes the result.
+path; a batch of blank lines, or of one line repeated, is counted from its first lines. Header
+carry-over, numbering, thinning and the GPU ids are the reader's state, so where the batches end never
+changes the result.
 """
 from __future__ import annotations
 
