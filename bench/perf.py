@@ -27,9 +27,12 @@ Then times, each as its own process, back to back (peak RSS from /usr/bin/time -
   polars regex scan of its lines for one key (`gpu_mem_alloc=…GB` extracted as a number); each
   decompressor alone.
 Targets: a CSV report <= 1.5x the projected scan on the month, <= 2x on the week; the kern.log <= 2x
-grep; the free-text log <= 2x its polars regex scan; peak RSS <= 1.5 GB on the month. Timings are the best of `--repeat` runs, a report and its floors
-taking turns (a shared machine's speed drifts), so the ratios are measured in one run; the load average
-is printed with them.
+grep; the free-text log <= 2x its polars regex scan; peak RSS <= 1.5 GB on the month. Timings are the
+medians of `--repeat` runs, a report and its floors taking turns (a shared machine's speed drifts), so
+the ratios are measured in one run; the load average is printed with them. Each report is also checked
+against what was planted (a `planted` row): a CSV's verdict is a leak, found on GPU 3 alone, linear, its
+onset within 2 % of the span of the planted one (the month is thinned before it is analyzed); the
+kern.log's OOM kills are the planted ones (the victims' pids), as many as `grep -c` counts reports.
 """
 from __future__ import annotations
 
@@ -108,11 +111,14 @@ CSV_SHAPES = {
 }
 
 
+LEAK_ONSET = 0.4   # the share of the span before GPU 3 starts to leak
+
+
 def gen_csv(path: Path, days: int, shape: str = "bench", seed: int = 1) -> int:
-    """1 Hz, 8 GPUs; GPU 3 leaks linearly from 40% of the span to +16 GiB at its end."""
+    """1 Hz, 8 GPUs; GPU 3 leaks linearly from LEAK_ONSET of the span to +16 GiB at its end."""
     header, cells, _ = CSV_SHAPES[shape]
     total_s = days * DAY
-    onset = int(total_s * 0.4)
+    onset = int(total_s * LEAK_ONSET)
     with open(path, "wb") as fh:
         if header:
             fh.write((header + "\n").encode())
@@ -184,13 +190,17 @@ def _syslog_lines(sec: np.ndarray, up_us: np.ndarray, msgs: pl.Series) -> pl.Ser
                                     msgs])).to_series()
 
 
+def oom_days(days: int, seed: int = 2) -> set[int]:
+    """The days gen_kern puts an OOM report on (its victim's pid is 40000 + the day)."""
+    rng = np.random.default_rng(seed)
+    return set(rng.choice(days, max(1, days // 6), replace=False).tolist())
+
+
 def gen_kern(path: Path, days: int, seed: int = 2) -> int:
     """A syslog kern.log of `days`/30 GB with an OOM report every ~6 days (at least one) and Xids."""
     target = MONTH_BYTES * days // 30
     per_day = target // days
-    rng = np.random.default_rng(seed)
-    n_ooms = max(1, days // 6)
-    oom_days = set(rng.choice(days, n_ooms, replace=False).tolist())
+    ooms = oom_days(days, seed)
     boot_s = 3 * DAY  # booted three days before the log starts
     with open(path, "wb") as fh:
         for d in range(days):
@@ -205,7 +215,7 @@ def gen_kern(path: Path, days: int, seed: int = 2) -> int:
             msgs = pl.Series([_KERN_ORDINARY[w].format(a=x, b=y, c=z) for w, x, y, z in zip(which, a, b, c)],
                              dtype=pl.String)
             lines = _syslog_lines(sec, up_us, msgs)
-            if d in oom_days:
+            if d in ooms:
                 at = n // 2
                 pid = 40000 + d
                 rep = _oom_report(pid, 1_900_000_000 // 1024 * 31)
@@ -349,17 +359,18 @@ def measure(cmd: list[str], stdout=None, check: bool = True) -> Run:
     return Run(dt, peak / 1024, (p.stdout or "") + (p.stderr or ""), cpu, p.returncode)
 
 
-def _best(runs: list[Run]) -> Run:
-    top = min(runs, key=lambda r: r.seconds)
-    top.peak_mb = max(r.peak_mb for r in runs)
-    return top
+def _median(runs: list[Run]) -> Run:
+    """The run of median time (the lower middle one of an even number), with the highest peak of all."""
+    mid = sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
+    mid.peak_mb = max(r.peak_mb for r in runs)
+    return mid
 
 
 def report_run(path: Path, work: Path, repeat: int, floors: list[list[str]],
-               floor_stdout=None) -> tuple[Run, float | None, int, list[Run]]:
-    """(the run, seconds of change-point search inside it, HTML size, the floors' runs). The report and
-    its floors run in turn, so that a change in the machine's speed (a shared VM's speed drifts by tens
-    of percent over minutes) falls on both sides of the ratios."""
+               floor_stdout=None) -> tuple[Run, float | None, int, list[Run], dict]:
+    """(the run, seconds of change-point search inside it, HTML size, the floors' runs, the JSON summary).
+    The report and its floors run in turn, so that a change in the machine's speed (a shared VM's speed
+    drifts by tens of percent over minutes) falls on both sides of the ratios."""
     html, js = work / f"{path.name}.html", work / f"{path.name}.json"
     cmd = [sys.executable, "-c", _REPORT_CHILD.format(root=str(ROOT)), str(path), "-o", str(html), "--json", str(js)]
     runs, floor_runs = [], [[] for _ in floors]
@@ -367,11 +378,38 @@ def report_run(path: Path, work: Path, repeat: int, floors: list[list[str]],
         runs.append(measure(cmd))
         for f, out in zip(floors, floor_runs):
             out.append(measure(f, floor_stdout))
-    run = _best(runs)
+    run = _median(runs)
     m = re.findall(r"CHANGE_POINTS ([\d.]+)", run.out)
-    verdict = json.loads(js.read_text()).get("verdict")
-    run.out = verdict or ""
-    return run, (float(m[-1]) if m else None), html.stat().st_size, [_best(r) for r in floor_runs]
+    summary = json.loads(js.read_text())
+    run.out = summary.get("verdict") or ""
+    return run, (float(m[-1]) if m else None), html.stat().st_size, [_median(r) for r in floor_runs], summary
+
+
+def planted_leak(summary: dict, days: int, shape: str) -> tuple[bool, str]:
+    """Whether the report found the leak gen_csv planted: verdict leak, one leak finding, on GPU 3 (its
+    index, or its bus id where the query has no index), linear, its onset within 2 % of the span."""
+    leaks = [f for f in summary.get("findings", []) if f.get("kind") == "leak"]
+    ids = {str(LEAK_GPU), f"00000000:{LEAK_GPU * 16 + 0x18:02X}:00.0"}
+    planted = T0.timestamp() + LEAK_ONSET * days * DAY
+    if not leaks:
+        return False, f"verdict {summary.get('verdict')}, no leak finding"
+    f = leaks[0]
+    onset = datetime.fromisoformat(f["start"].replace("Z", "+00:00")).timestamp() if f.get("start") else None
+    off = None if onset is None else (onset - planted) / (days * DAY)
+    ok = (summary.get("verdict") == "leak" and len(leaks) == 1 and f.get("gpu") in ids
+          and f.get("pattern") == "linear" and off is not None and abs(off) <= 0.02)
+    where = "no onset" if off is None else f"onset {off * 100:+.2f} % of the span"
+    return ok, f"{summary.get('verdict')}: {len(leaks)} leak(s), GPU {f.get('gpu')}, {f.get('pattern')}, {where}"
+
+
+def planted_ooms(summary: dict, days: int, grep_out: str) -> tuple[bool, str]:
+    """Whether the report's OOM kills are gen_kern's (their victims' pids), one per report grep counts
+    (four of its lines per report)."""
+    want = sorted(40000 + d for d in oom_days(days))
+    got = sorted(f.get("pid") for f in summary.get("findings", []) if f.get("kind") == "oom_kill")
+    grep_lines = int(grep_out.split()[0]) if grep_out.strip() else -1
+    ok = got == want and grep_lines == 4 * len(want)
+    return ok, f"OOM kills of pids {got} (planted {want}); grep -c: {grep_lines} lines"
 
 
 def compress(path: Path, kind: str) -> Path:
@@ -400,16 +438,21 @@ class Row:
     target: str = ""
     ok: bool | None = None
     note: str = ""
+    cpu: float | None = None      # user + system seconds of the timed command
+    floor_cpu: float | None = None
 
 
 def _fmt(rows: list[Row]) -> str:
-    head = f"{'input':<26} {'MB':>7} {'what':<30} {'s':>7} {'peak MB':>8} {'floor':<24} {'floor s':>7} {'ratio':>6} {'target':<9} ok"
+    head = (f"{'input':<26} {'MB':>7} {'what':<30} {'s':>7} {'CPU s':>6} {'peak MB':>8} {'floor':<24} {'floor s':>7} "
+            f"{'CPU s':>6} {'ratio':>6} {'target':<9} ok")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r.input:<26} {r.size_mb:>7.0f} {r.what:<30} {r.seconds:>7.2f} "
+            f"{(f'{r.cpu:.2f}' if r.cpu is not None else ''):>6} "
             f"{(f'{r.peak_mb:.0f}' if r.peak_mb is not None else ''):>8} {r.floor:<24} "
             f"{(f'{r.floor_s:.2f}' if r.floor_s is not None else ''):>7} "
+            f"{(f'{r.floor_cpu:.2f}' if r.floor_cpu is not None else ''):>6} "
             f"{(f'{r.ratio:.2f}' if r.ratio is not None else ''):>6} {r.target:<9} "
             f"{'' if r.ok is None else ('yes' if r.ok else 'NO')}{('  ' + r.note) if r.note else ''}")
     return "\n".join(lines)
@@ -434,7 +477,7 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(GENERATORS), help="comma list of " + ", ".join(GENERATORS))
     ap.add_argument("--quick", action="store_true", help="a smoke run: a day of each input, one run each")
     ap.add_argument("--compressed", default="", help="compressed forms (zst,gz) timed at the largest size")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
     ap.add_argument("--dir", default=None, help="work folder (default: a new one under /tmp, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the generated inputs")
     args = ap.parse_args()
@@ -479,18 +522,24 @@ def main() -> None:
                 else:
                     floors, names = [["grep", "-c", STEP_GREP, str(path)]], ["grep -c (memory lines)"]
                 print(f"timing {label} ...", file=sys.stderr)
-                run, cp, html, fl = report_run(path, work, args.repeat, floors)
+                run, cp, html, fl, summary = report_run(path, work, args.repeat, floors)
                 row = Row(label, mb, f"report -> {run.out}", run.seconds, run.peak_mb, names[0], fl[0].seconds,
-                          run.seconds / fl[0].seconds)
+                          run.seconds / fl[0].seconds, cpu=run.cpu, floor_cpu=fl[0].cpu)
                 limit = CSV_TARGETS.get(size) if kind in CSV_SHAPES else KERN_TARGET if kind == "kern" and \
                     size == "month" else FREETEXT_TARGET if kind == "freetext" else None
                 if limit is not None:
                     row.target, row.ok = f"<= {limit}", row.ratio <= limit
                 rows.append(row)
                 for n, f in zip(names[1:], fl[1:]):
-                    rows.append(Row(label, mb, "  vs " + n, run.seconds, None, n, f.seconds, run.seconds / f.seconds))
+                    rows.append(Row(label, mb, "  vs " + n, run.seconds, None, n, f.seconds, run.seconds / f.seconds,
+                                    cpu=run.cpu, floor_cpu=f.cpu))
                 for n, f in zip(names, fl):
-                    rows.append(Row(label, mb, "  floor: " + n, f.seconds, f.peak_mb))
+                    rows.append(Row(label, mb, "  floor: " + n, f.seconds, f.peak_mb, cpu=f.cpu))
+                if kind in CSV_SHAPES or kind == "kern":
+                    ok, note = (planted_leak(summary, SIZES[size], kind) if kind in CSV_SHAPES
+                                else planted_ooms(summary, SIZES[size], fl[0].out))
+                    rows.append(Row(label, mb, "  planted: what was found", run.seconds, None,
+                                    target="as planted", ok=ok, note=note))
                 if size == "month":
                     rows.append(Row(label, mb, "  peak memory", run.seconds, run.peak_mb, target=f"<= {PEAK_MB} MB",
                                     ok=run.peak_mb <= PEAK_MB))
@@ -500,7 +549,7 @@ def main() -> None:
                 if size == sizes[-1]:
                     for pack in packs:
                         cpath = compress(path, pack)
-                        crun, _, _, (dec,) = report_run(cpath, work, args.repeat, [decompress_cmd(cpath)],
+                        crun, _, _, (dec,), _ = report_run(cpath, work, args.repeat, [decompress_cmd(cpath)],
                                                         floor_stdout=subprocess.DEVNULL)
                         over = (crun.seconds - run.seconds) / dec.seconds
                         rows.append(Row(f"{label} .{pack}", cpath.stat().st_size / 1e6, f"report -> {crun.out}",
@@ -512,7 +561,7 @@ def main() -> None:
     print()
     print(_fmt(rows))
     print(f"\nload average before {load_before}, after {_load()} on {os.cpu_count()} cores (a shared machine: "
-          f"timings are the best of {args.repeat}, each report back to back with its floors); "
+          f"timings are the medians of {args.repeat}, each report back to back with its floors); "
           f"total {time.perf_counter() - started:.0f} s")
     print("reproduce: python bench/perf.py " + " ".join(sys.argv[1:]))
 

@@ -49,12 +49,12 @@ def streamed(src: Source) -> bool:
     return src.encoding == "utf-8" and (bool(src.compression) or src.size >= STREAM_MIN_BYTES)
 
 
-def _batches(src: Source, batch_bytes: int | None = None):
+def _batches(src: Source, batch_bytes: int | None = None, parse=lines.parse_buffer):
     """(lines, raw bytes of the batch or None) of the whole source; counts its lines on the way."""
     stats = lines.ReadStats()
     # BATCH_BYTES read at call time (tests shrink it); a smaller size only for the default
     size = lines.BATCH_BYTES if batch_bytes is None else min(batch_bytes, lines.BATCH_BYTES)
-    for batch in lines.cleaned_batches(src, size, stats=stats):
+    for batch in lines.cleaned_batches(src, size, stats=stats, parse=parse):
         yield batch, stats.raw
     src.streamed_lines = stats.lines
 
@@ -62,9 +62,10 @@ def _batches(src: Source, batch_bytes: int | None = None):
 def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
     """Every batch of a big source to the reader and the scanners, in file order. The scanners read a
     batch in a thread while the reader takes the next (polars lets go of the GIL: two cores); a reader
-    with `prepare` also gets the next batches' stateless work started in threads meanwhile. A batch the
-    reader says it took whole as data rows of its format (feed returns True) holds nothing for the
-    scanners."""
+    with `prepare` also gets the next batches' stateless work started in threads meanwhile; one that
+    says it takes bytes (`TAKES_BYTES`) gets its batches as lines.ByteLines where the bytes allow (cut
+    into lines only if it or the scanners need them). A batch the reader says it took whole as data
+    rows of its format, or as blank lines (feed returns True), holds nothing for the scanners."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -78,9 +79,12 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
             taken = reader.feed(batch, raw) if prepared is None else reader.feed(batch, raw, prepared)
             if scanned is not None:
                 scanned.result()
-            scanned = None if taken else pool.submit(scanners.feed, batch, raw)
+            scanned = None if taken else pool.submit(_scan, scanners, batch, raw)
 
-        batches = lines.prefetched(_batches(src, PREPARED_BATCH_BYTES if prepare else None), depth=1)
+        # (a wrapper is stripped from each line: its lines are not their bytes)
+        as_bytes = getattr(reader, "TAKES_BYTES", False) and src.wrapper is None
+        batches = lines.prefetched(_batches(src, PREPARED_BATCH_BYTES if prepare else None,
+                                            lines.parse_bytes if as_bytes else lines.parse_buffer), depth=1)
         for batch, raw in batches:
             waiting.append((batch, raw, prepare(prep_pool, batch, raw) if prepare else None))
             if len(waiting) > (PREPARED_AHEAD if prepare else 0):
@@ -89,6 +93,16 @@ def _feed_streamed(src: Source, reader, scanners: Scanners) -> None:
             take(*waiting.popleft())
         if scanned is not None:
             scanned.result()
+
+
+def _scan(scanners: Scanners, batch, raw) -> None:
+    """The scanners' feed of a batch; of one line repeated, the first copy tells whether any copy holds
+    something for them."""
+    if isinstance(batch, lines.ByteLines) and batch.unit() is not None:
+        if not scanners.feed(batch.head(1)):
+            return
+        batch, raw = batch.after(1), None
+    scanners.feed(lines.frame_of(batch), raw)
 
 
 def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed]]:

@@ -232,3 +232,33 @@ def test_batches_a_reader_took_whole_as_rows_skip_the_scanners(tmp_path, monkeyp
     assert primary.samples.height == 3000
     assert [e for f in found for e in f.events["kind"].to_list()] == ["gpu_oom"]
     assert 0 < sum(seen) < 3001 / 4, seen   # most batches were taken whole as rows
+
+
+@pytest.mark.parametrize("tail", ["\n" * 30000, "\n" * 150 + "x\n" + "\n" * 30000])
+def test_blank_lines_after_a_streamed_csv_are_counted_as_in_one_pass(tmp_path, monkeypatch, tail):
+    """A CSV followed by many blank lines (issue 45: a gigabyte of them): streamed, the blank batches are
+    counted from their bytes and never cut into lines nor scanned, with what one pass of the lines gives."""
+    from forensics import ingest, parsers
+    from forensics.options import Options
+    from forensics.parsers import scanners as scanning
+
+    head = "timestamp, index, name, pci.bus_id, memory.total [MiB], memory.used [MiB]"
+    rows = [f"2026/10/01 00:{i // 60:02d}:{i % 60:02d}.000, 0, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559 MiB, "
+            f"{30000 + i} MiB" for i in range(400)]
+    p = tmp_path / "gpu.csv"
+    p.write_text("\n".join([head, *rows]) + "\n" + tail)
+    _same_parse(p, monkeypatch, batch_bytes=3000)
+    seen = []
+    orig = scanning.Scanners.feed
+
+    def feed(self, batch, raw=None):
+        seen.append(batch.height)
+        return orig(self, batch, raw)
+    monkeypatch.setattr(scanning.Scanners, "feed", feed)
+    monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(fastpath, "BATCH_BYTES", 3000)
+    src = Source.open(p)
+    module, _ = parsers.claim(src.head())
+    primary, _ = ingest.read_source(src, module, Options(tz="UTC"))
+    assert primary.skipped.counts["blank line"] == tail.count("\n") - ("x" in tail)
+    assert len(seen) <= 2 and sum(seen) < 3000, seen   # only the batches where the rows end (and the x)

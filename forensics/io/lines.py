@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
+import numpy as np
 import polars as pl
 
 from forensics.errors import InputError, permission_error
@@ -86,9 +87,102 @@ def parse_buffer(buf: bytes, end: int, first_line: int, stats: ReadStats) -> pl.
     return df
 
 
+def newlines(buf: bytes, end: int) -> int:
+    """buf.count(b"\\n", 0, end), in pieces that stay in the CPU's cache (5x faster)."""
+    a = np.frombuffer(buf, np.uint8, count=end)
+    step = 1 << 18
+    return sum(int(np.count_nonzero(a[i:i + step] == 10)) for i in range(0, end, step))
+
+
+class ByteLines:
+    """The whole lines of a batch left in their bytes, buf[:end]: lines first .. first + height - 1,
+    ASCII without NUL or CR and none over-long, so each line is its bytes (parse_bytes makes one only
+    then). A reader that reads the bytes itself (nvsmi/csvcells.read_clean) has the batch cut into
+    lines only when it asks: text() cuts the text alone, frame() the (line, text) frame parse_buffer
+    gives."""
+
+    def __init__(self, buf: bytes, end: int, first: int, height: int):
+        self.buf, self.end, self.first, self.height = buf, end, first, height
+        self._frame: pl.DataFrame | None = None
+        self._text: pl.Series | None = None
+        self._unit: bytes | None | bool = False
+
+    @property
+    def blank(self) -> bool:
+        """Every line is empty (the bytes are nothing but newlines)."""
+        return self.end == self.height and self.buf[self.end - 1:self.end] == b"\n"
+
+    def unit(self) -> bytes | None:
+        """The line (with its newline) when the batch is that one line repeated, else None."""
+        if self._unit is False:
+            self._unit = None
+            size = self.buf.find(b"\n", 0, self.end) + 1
+            if size and self.end % size == 0 and self.height > 1:
+                a = np.frombuffer(self.buf, np.uint8, count=self.end).reshape(-1, size)
+                if (a == a[0]).all():
+                    self._unit = self.buf[:size]
+        return self._unit
+
+    def after(self, k: int) -> "ByteLines":
+        """The lines after the first k of a batch of one line repeated (unit())."""
+        size = len(self.unit())
+        return ByteLines(self.buf[k * size:self.end], self.end - k * size, self.first + k, self.height - k)
+
+    def frame(self) -> pl.DataFrame:
+        if self._frame is None:
+            self._frame = parse_buffer(self.buf, self.end, self.first, ReadStats())
+        return self._frame
+
+    def text(self) -> pl.Series:
+        if self._frame is not None:
+            return self._frame["text"]
+        if self._text is None:
+            try:
+                text = pl.read_csv(self.buf, has_header=False, separator="\x00", quote_char=None,
+                                   schema={"text": pl.String})["text"]
+            except pl.exceptions.PolarsError:
+                return self.frame()["text"]
+            self._text = text.head(self.height).fill_null("")
+        return self._text
+
+    def head(self, n: int) -> pl.DataFrame:
+        """The first n lines (only their bytes cut)."""
+        at = 0
+        for _ in range(n):
+            nl = self.buf.find(b"\n", at, self.end)
+            if nl < 0:
+                at = self.end
+                break
+            at = nl + 1
+        return parse_buffer(self.buf[:at], at, self.first, ReadStats())
+
+
+def _no_line_over(buf: bytes, end: int, limit: int) -> bool:
+    """No newline-free run of `limit` bytes in buf[:end] (a sufficient test: a run of half of it
+    without a newline fails it)."""
+    half = max(1, limit // 2)
+    return end <= half or all(buf.find(b"\n", i, i + half) >= 0 for i in range(0, end - half + 1, half))
+
+
+def parse_bytes(buf: bytes, end: int, first_line: int, stats: ReadStats):
+    """raw_batches' `parse` for a reader that takes ByteLines: the whole lines in buf[:end] as ByteLines
+    where their bytes are their text (ASCII, no NUL, no CR, none over-long), else parse_buffer's frame."""
+    if end == 0 or not buf.isascii() or buf.find(b"\x00", 0, end) >= 0 or buf.find(b"\r", 0, end) >= 0 \
+            or not _no_line_over(buf, end, MAX_LINE_CHARS):
+        return parse_buffer(buf, end, first_line, stats)
+    height = newlines(buf, end) + (buf[end - 1:end] != b"\n")
+    stats.raw = (buf, end)
+    return ByteLines(buf, end, first_line, height)
+
+
+def frame_of(batch) -> pl.DataFrame:
+    """A batch's (line, text) frame, whether it came as a frame or as ByteLines."""
+    return batch.frame() if isinstance(batch, ByteLines) else batch
+
+
 def _parsed(parse, buf: bytes, end: int, first_line: int, stats: ReadStats) -> Iterator:
     """parse(buf, end, ...) in parts of at most about MAX_BATCH_LINES whole lines."""
-    n = buf.count(b"\n", 0, end)
+    n = newlines(buf, end)
     if n <= MAX_BATCH_LINES:
         yield parse(buf, end, first_line, stats)
         return

@@ -44,11 +44,12 @@ class Scanners:
             out += [x for x in m.SCAN_BLOCK_LITERALS if x not in out]
         return out
 
-    def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None) -> None:
+    def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None) -> bool:
         """`raw`: the batch's bytes (buf, end) when its lines are exactly buf[:end]: a `|` is then
-        looked for in them first (a `|` byte is a `|` in the lines, whatever else the reader replaced)."""
+        looked for in them first (a `|` byte is a `|` in the lines, whatever else the reader replaced).
+        Whether a line passed the prefilters (a scanner's hint was tried on it)."""
         if not self.mods or not batch.height:
-            return
+            return False
         t = pl.col("text")
         if self.quick == self.prefilter:
             keep = batch.select(t.str.contains(self.prefilter))["text"]
@@ -73,7 +74,7 @@ class Scanners:
                 keep = keep | pl.Series(rows)
         cand = rows_where(batch, keep)
         if not cand.height:
-            return
+            return False
         for m in self.mods:
             h = rows_where(cand, pl.col("text").str.contains(m.SCAN_HINT))
             if h.height and m.NAME in self.capped:
@@ -84,6 +85,7 @@ class Scanners:
                 self.kept[m.NAME] += h.height
             if h.height:
                 self.hits[m.NAME].append(owned(h))
+        return True
 
     def finish(self, src, opts) -> list[Parsed]:
         out = []

@@ -1,6 +1,6 @@
 """nvidia-smi CSV: one reader for any file size. Its lines split into batches of 1, 7 or all lines (with
-their bytes or without, the clean path prepared ahead in threads or not) give the same Parsed:
-samples, events, skipped counts and examples, notes, meta, clock."""
+their bytes or without, as io.lines.ByteLines or as frames, the clean path prepared ahead in threads or
+not) give the same Parsed: samples, events, skipped counts and examples, notes, meta, clock."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics import parsers
+from forensics.io import lines as io_lines
 from forensics.io.sources import Source
 from forensics.options import Options
 from forensics.parsers.nvsmi import csvlog
@@ -28,9 +29,10 @@ def _frame(lines: list[str]) -> pl.DataFrame:
                         schema={"line": pl.Int64, "text": pl.String})
 
 
-def _fed(df: pl.DataFrame, size: int | None, raw: bool, ahead: bool, opts: Options = OPTS):
-    """The reader fed `size` lines at a time (None: all), the bytes with each batch when `raw`, the
-    clean path prepared two batches ahead when `ahead`."""
+def _fed(df: pl.DataFrame, size: int | None, raw: bool | str, ahead: bool, opts: Options = OPTS):
+    """The reader fed `size` lines at a time (None: all), the bytes with each batch when `raw` (as
+    io.lines.ByteLines where they allow when raw == "bytes", as ingest feeds a big file), the clean path
+    prepared two batches ahead when `ahead`."""
     reader = csvlog.Reader(None, opts, path="prop.csv")
     size = size or max(1, df.height)
     batches = [df.slice(i, size) for i in range(0, df.height, size)]
@@ -39,6 +41,10 @@ def _fed(df: pl.DataFrame, size: int | None, raw: bool, ahead: bool, opts: Optio
         for b in batches:
             data = ("\n".join(b["text"].to_list()) + "\n").encode() if raw else None
             r = (data, len(data)) if raw else None
+            if raw == "bytes":
+                stats = io_lines.ReadStats()
+                b = io_lines.parse_bytes(data, len(data), int(b["line"][0]), stats)
+                r = stats.raw
             waiting.append((b, r, reader.prepare(pool, b, r) if ahead else None))
             if len(waiting) > 2:
                 b0, r0, p0 = waiting.pop(0)
@@ -148,9 +154,26 @@ def _log(head_name: str, gpus: int, samples: int, faults: list[tuple[int, str]])
 @SETTINGS
 @given(st.sampled_from(list(HEADS)), st.integers(1, 4), st.integers(1, 40),
        st.lists(st.tuples(st.integers(0, 39), st.sampled_from(FAULTS)), max_size=4),
-       st.sampled_from([1, 7, None]), st.booleans(), st.booleans())
+       st.sampled_from([1, 7, None]), st.sampled_from([False, True, "bytes"]), st.booleans())
 def test_batches_give_the_same_parsed(head, gpus, samples, faults, size, raw, ahead):
     _check(_log(head, gpus, samples, faults), size, raw, ahead)
+
+
+@pytest.mark.parametrize("head", ["usual", "headerless", "command"])
+@pytest.mark.parametrize("size", [1, 7, 150, 450, None])
+@pytest.mark.parametrize("repeated", ["x", "Unable to determine the device handle for GPU 0000:12:00.0: Unknown Error",
+                                      "Thu Oct  1 00:00:00 UTC 2026", "row"])
+def test_blank_and_repeated_lines_in_bytes_are_counted_as_lines_are(head, size, repeated):
+    """Stretches of blank lines and of one line repeated (a gigabyte of them after a CSV: junk, a driver
+    error, a date, a data row) fed as ByteLines: counted without being cut into lines where the first
+    copies say how; the same Parsed as the lines read one by one, before and after the first 200
+    unusable lines decide that no other parser reads them."""
+    lines = _log(head, 3, 20, [(4, "junk")])
+    again = lines[-1] if repeated == "row" else repeated
+    for log in (lines[:30] + [""] * 700 + lines[30:] + [again] * 900 + [""] * 300,
+                lines + [again] * 900):   # (the first unusable lines: no other parser's yet decided)
+        for raw in ("bytes", True):
+            _check(log, size, raw, True)
 
 
 @pytest.mark.parametrize("size", [1, 7])
@@ -158,6 +181,7 @@ def test_declared_columns_in_batches(size):
     opts = Options(tz="UTC", columns=["timestamp", "index", "memory.used", "memory.total"])
     lines = _log("headerless", 3, 20, [(5, "junk"), (9, "driver error")])
     _check(lines, size, True, True, opts)
+    _check(lines, size, "bytes", True, opts)
 
 
 def _recorded() -> list[Path]:
@@ -182,13 +206,13 @@ def test_recorded_logs_in_batches(size):
     for f in files:
         df = Source.open(f, str(f)).frame()
         try:
-            for raw in (False, True):
-                _same(_fed(df, size, raw, raw), _fed(df, None, False, False))
+            for raw in (False, True, "bytes"):
+                _same(_fed(df, size, raw, bool(raw)), _fed(df, None, False, False))
         except AssertionError as e:
             raise AssertionError(f"{f}: {e}") from e
 
 
-@pytest.mark.parametrize("head, raw", [("usual", True), ("usual", False), ("nounits", True)])
+@pytest.mark.parametrize("head, raw", [("usual", True), ("usual", False), ("nounits", True), ("usual", "bytes")])
 def test_thinned_as_it_reads_is_thinning_the_whole(monkeypatch, head, raw):
     """Past thinning.MAX_READINGS each series is thinned batch by batch, the window doubling as more
     come: what is kept is what thinning all readings at once with the final window keeps (placeholders

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from forensics import clock
+from forensics.io.lines import ByteLines
 from forensics.frames import rows_where
 from forensics.parsers.nvsmi import common as C
 from forensics.parsers.nvsmi.csvcolumns import MEMORY, ColumnMap
@@ -426,7 +427,8 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
     ("plain", rows, keys, ids) when read_plain reads them, ("cells", rows, ids) when read_cells reads
     them without a row that does not fit, a placeholder or a row without a GPU; None for any other
     batch (the general path then reads it, with the same result). `raw`: (buf, end[, skip]), the
-    batch's lines are buf[:end] less the first `skip` ones. Stateless: it may run in a thread."""
+    batch's lines are buf[:end] less the first `skip` ones; a batch of io.lines.ByteLines (no `skip`) is
+    cut into lines only for their text. Stateless: it may run in a thread."""
     if m is None or not batch.height or not {"timestamp", "memory.used"} <= set(m.roles) \
             or not {"index", "uuid", "pci.bus_id"} & set(m.roles):
         return None
@@ -441,6 +443,9 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
         return None
     memory = {m.roles[r] for r in MEMORY if r in m.roles}
     want = plain_cells(m)
+    lazy = isinstance(batch, ByteLines)
+    first = batch.first if lazy else int(batch["line"][0])
+    text = batch.text() if lazy else batch["text"]
 
     def cut(columns: list[int]) -> pl.DataFrame | None:
         try:
@@ -449,7 +454,7 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
             cells = pl.read_csv(buf, has_header=False, separator=",", quote_char=None, skip_lines=sum(skip),
                                 schema={f"field_{i}": pl.String for i in range(n)}, columns=columns,
                                 truncate_ragged_lines=False, row_index_name="line",
-                                row_index_offset=int(batch["line"][0]))
+                                row_index_offset=first)
         except pl.exceptions.PolarsError:
             return None   # invalid UTF-8 (its replacement is the general path's business)
         if end < len(buf):
@@ -461,7 +466,7 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
 
     # the usual log: the GPU's ids right after the timestamp, repeating with the number of GPUs,
     # checked in the lines and not cut
-    prefix = id_prefix(batch["text"], m)
+    prefix = id_prefix(text, m)
     cells = cut([i for i in want if not (prefix and 1 <= i <= prefix.k)])
     if cells is None:
         return None
@@ -475,7 +480,7 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
     # the id and name checks strip the space themselves, the memory cells must lose it (their fast
     # path reads "N MiB"); memory.free is read only without memory.used
     cells = cells.select(
-        "line", batch["text"],
+        "line", text,
         *[(pl.col(f"field_{i}").str.strip_prefix(" ") if i in memory else pl.col(f"field_{i}")) for i in want],
         pl.lit(None, dtype=pl.String).alias(f"field_{n}"))
     rows, ids, bad = read_cells(cells, m, zone)

@@ -14,8 +14,10 @@ file holds more readings than thinning.MAX_READINGS, each series is thinned as i
 
 A batch of nothing but clean rows of the map in force, with its bytes at hand, has its cells cut by
 polars' CSV reader (csvcells.read_clean); any other batch takes the general path, with the same
-result. Header carry-over, numbering, thinning and the GPU ids are the reader's state, so where the
-batches end never changes the result.
+result. A big file's batches come as bytes (io.lines.ByteLines), cut into lines only for the general
+path; a batch of blank lines, or of one line repeated, is counted from its first lines. Header
+carry-over, numbering, thinning and the GPU ids are the reader's state, so where the batches end never
+changes the result.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from forensics import clock
-from forensics.io.lines import read_whole
+from forensics.io.lines import ByteLines, frame_of, read_whole
 from forensics.frames import rows_where
 from forensics.io.sources import Source
 from forensics.model import Parsed, Skipped, samples_frame
@@ -68,7 +70,10 @@ class Reader:
     """nvidia-smi CSV lines fed in batches (`line`, `text`; in file order), the Parsed at finish().
 
     `raw` (feed, prepare): the batch's bytes (buf, end) when its lines are exactly buf[:end] (the clean
-    path cuts them again); `prepare` starts that stateless work in a thread pool ahead of feed."""
+    path cuts them again); `prepare` starts that stateless work in a thread pool ahead of feed. A batch
+    may come as io.lines.ByteLines: cut into lines only where the clean path does not take it."""
+
+    TAKES_BYTES = True
 
     def __init__(self, src: Source | None, opts: Options, path: str | None = None, nested: bool = False):
         self.src, self.opts, self.nested = src, opts, nested
@@ -121,16 +126,16 @@ class Reader:
                 self._guess = self._map_of_first_line(batch)
                 skip = 1 if self._guess else 0
                 if not self._guess:
-                    self._guess = (self._lead_map(batch) or (False,))[0] or False
+                    self._guess = (self._lead_map(frame_of(batch)) or (False,))[0] or False
             m = self._guess or None
-        if m is None or raw is None or batch.height <= skip:
+        if m is None or raw is None or batch.height <= skip or (isinstance(batch, ByteLines) and batch.blank):
             return None
-        work = batch.slice(skip) if skip else batch
+        work = frame_of(batch).slice(skip) if skip else batch
         return m, pool.submit(csvcells.read_clean, work, (*raw, skip) if skip else raw, m, self.zone), skip
 
     def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None, prepared=None) -> bool:
         """Take a batch. True when every line of it was a clean row of the columns in force (the clean
-        path reads a batch only then): no such line can hold what a free-text scanner looks for."""
+        path reads a batch only then) or blank: no such line can hold what a free-text scanner looks for."""
         self.clean = False
         if batch.height:
             self._feed_batch(batch, raw, prepared)
@@ -141,11 +146,15 @@ class Reader:
             # an uncompressed file's size tells how many readings will come: thin with that window from
             # the start rather than thinning everything kept again each time it doubles
             self.sized = True
-            size = int(batch.select(pl.col("text").str.len_bytes().sum()).item()) + batch.height
+            if isinstance(batch, ByteLines):   # its bytes are its lines and their newlines
+                size = batch.end + (batch.buf[batch.end - 1:batch.end] != b"\n")
+            else:
+                size = int(batch.select(pl.col("text").str.len_bytes().sum()).item()) + batch.height
             self.thinner.expect(self.src.size * batch.height / max(1, size))
         if prepared is not None:
             m, future, skip = prepared
             if skip:
+                batch = frame_of(batch)
                 self._feed(batch.head(skip), None)
                 batch, raw = batch.slice(skip), (*raw, skip)
             if self.lead is not None and not skip:
@@ -167,19 +176,85 @@ class Reader:
         if raw is not None and batch.height > 1 and self._map_of_first_line(batch):
             # a batch that starts with a header (the file's first): the header alone, then its rows
             # may take the clean path
+            batch = frame_of(batch)
             self._general(batch.head(1))
             batch, raw = batch.slice(1), (*raw, 1)
+        if isinstance(batch, ByteLines) and batch.blank and self._blank(batch):
+            return
         if raw is not None:
             done = csvcells.read_clean(batch, raw, self.maps.get(self.in_force), self.zone)
             if done is not None:
                 self._take_clean(done)
                 return
-        self._general(batch)
+        if isinstance(batch, ByteLines) and batch.unit() is not None and self._repeated(batch):
+            return
+        self._general(frame_of(batch))
+
+    # copies of a repeated line the general path reads before the rest are counted like them
+    REPEAT_HEAD = 256
+
+    def _repeated(self, batch: ByteLines) -> bool:
+        """A batch of one line repeated (a progress bar's or a junk line's megabytes): its first copies
+        read by the general path; when they were all counted as skipped for one reason (the unusable
+        lines are known to be no other parser's), so are the others, without cutting them into lines.
+        False when the general path must read the batch."""
+        if self.rest_counted is None:
+            # the first unusable lines decide whether another parser reads them
+            k = min(batch.height, 200)
+            self._general(batch.head(k))
+            if k < batch.height:
+                rest = batch.after(k)
+                if self.rest_counted is None or not self._repeated(rest):
+                    self._general(rest.frame())
+            return True
+        if self.rest_counted is not True:
+            return False
+        k = min(batch.height, self.REPEAT_HEAD)
+        before = (self.rows, len(self.errors), len(self.rest), self.in_force, dict(self.skipped.counts))
+        self._general(batch.head(k))
+        grew = {r: n - before[4].get(r, 0) for r, n in self.skipped.counts.items() if n != before[4].get(r, 0)}
+        rest = batch.after(k)
+        if (self.rows, len(self.errors), len(self.rest), self.in_force) == before[:4] and len(grew) == 1 \
+                and list(grew.values()) == [k] and self.rest_counted:
+            if rest.height:
+                self.rest_rows += rest.height
+                self.skipped.add_count(next(iter(grew)), rest.height,
+                                       list(range(rest.first, rest.first + min(5, rest.height))))
+        elif rest.height:
+            self._general(rest.frame())
+        return True
+
+    def _blank(self, batch: ByteLines) -> bool:
+        """A batch of blank lines under columns with a memory column, counted as the general path counts
+        them (each a blank line, once the unusable lines are known to be no other parser's) without
+        cutting it into lines: a gigabyte of them costs what reading its bytes costs. False when the
+        general path must read it."""
+        m = self.maps.get(self.in_force)
+        if m is None or not m.roles or self.rest_counted is False:
+            return False
+        if self.rest_counted is None:
+            # the first unusable lines decide whether another parser reads them
+            k = min(batch.height, 200)
+            self._general(batch.head(k))
+            if k < batch.height:
+                rest = ByteLines(batch.buf[k:batch.end], batch.end - k, batch.first + k, batch.height - k)
+                if self.rest_counted:
+                    self._blank(rest)
+                else:
+                    self._general(rest.frame())
+            self.clean = True
+            return True
+        self.headerless = self.headerless or self.in_force == 0
+        self.rest_rows += batch.height
+        self.skipped.add_count("blank line", batch.height, list(range(batch.first, batch.first + min(5, batch.height))))
+        self.clean = True
+        return True
 
     def _hold(self, batch: pl.DataFrame, raw, prepared=None) -> None:
         """Lines before the first start line wait until the columns of their rows are known: inferred from
         their first LEAD_LINES (or all of them, once a start line ends them or the file ends)."""
         before = sum(b.height for b, _ in self.lead)
+        batch = frame_of(batch)
         self.lead.append((batch, raw))
         if before + batch.height >= LEAD_LINES or self._start_rows(batch).height:
             self._decide_lead(prepared)
