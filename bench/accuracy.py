@@ -812,12 +812,12 @@ def view_of(path: Path) -> tuple[str | None, str | None]:
     from forensics.io.sources import Source
     try:
         src = Source.open(path, str(path))
-        module, _ = parsers.claim_file(src)
+        fmt, _ = parsers.claim_file(src)
     except (InputError, OSError):
         return None, None
-    if module is None:
+    if fmt is None:
         return None, None
-    name = module.NAME
+    name = fmt.name
     if name == "nvidia-smi-csv":
         # the timed --query-gpu CSV has a timestamp column; the classic `-l 1` one has none
         header = next((ln for ln in src.head() if "memory" in ln.lower()), "")

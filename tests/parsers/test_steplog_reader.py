@@ -32,19 +32,19 @@ def _samples_by_format() -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {name: [] for name in MODULES}
     for f in files:
         try:
-            module, _ = parsers.claim(Source.open(f).head())
+            fmt, _ = parsers.claim(Source.open(f).head())
         except InputError:
             continue
-        if module is not None and module.NAME in out:
-            out[module.NAME].append(f)
+        if fmt is not None and fmt.name in out:
+            out[fmt.name].append(f)
     return out
 
 
 SAMPLES = _samples_by_format()
 
 
-def _read(module, src, frame: pl.DataFrame, size: int):
-    reader = module.Reader(src, OPTS)
+def _read(fmt, src, frame: pl.DataFrame, size: int):
+    reader = fmt.reader(src, OPTS)
     for at in range(0, frame.height, size):
         reader.feed(frame.slice(at, size))
     return reader.finish()
@@ -74,9 +74,9 @@ def test_batches_of_1_7_or_all_lines_give_the_same_parsed(name, data):
     frame = src.frame()
     start = data.draw(st.integers(0, max(frame.height - 1, 0)), label="start")
     frame = frame.slice(start, data.draw(st.integers(1, frame.height), label="length"))
-    whole = _read(module, src, frame, max(frame.height, 1))
+    whole = _read(module.FORMAT, src, frame, max(frame.height, 1))
     for size in (1, 7):
-        assert_same_parsed(_read(module, src, frame, size), whole)
+        assert_same_parsed(_read(module.FORMAT, src, frame, size), whole)
     every_line = extract_all(frame, OPTS.tz_for(src.path))
     every_line.notes.extend(module.notes(every_line))
     assert_same_parsed(whole, every_line)
@@ -123,7 +123,7 @@ def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
     want = module.parse(src, OPTS)
     assert want.samples.height > 1000 and want.events.height > 0
     src = Source.open(path)
-    reader = module.Reader(src, OPTS)
+    reader = module.reader(src, OPTS)
     n = 0
     for batch in io_lines.cleaned_batches(src, 4096):
         reader.feed(batch)
@@ -132,13 +132,13 @@ def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
     assert_same_parsed(reader.finish(), want)
 
 
-def _read_in_parts(monkeypatch, module, src, frame: pl.DataFrame, part: int, size: int):
+def _read_in_parts(monkeypatch, fmt, src, frame: pl.DataFrame, part: int, size: int):
     """`_read` with the kept lines read in parts of `part` lines; also how many parts were read."""
     parts = []
     monkeypatch.setattr(reader_mod, "PART_LINES", part)
     read = reader_mod.Parts.read
     monkeypatch.setattr(reader_mod.Parts, "read", lambda self, f: (parts.append(f.height), read(self, f)))
-    got = _read(module, src, frame, size)
+    got = _read(fmt, src, frame, size)
     monkeypatch.undo()
     return got, len(parts)
 
@@ -151,8 +151,8 @@ def test_every_sample_read_in_parts_gives_what_one_part_gives(monkeypatch, name)
     for path in SAMPLES[name]:
         src = Source.open(path)
         frame = src.frame()
-        got, n = _read_in_parts(monkeypatch, MODULES[name], src, frame, 2, 3)
-        assert_same_parsed(got, _read(MODULES[name], src, frame, max(frame.height, 1)))
+        got, n = _read_in_parts(monkeypatch, MODULES[name].FORMAT, src, frame, 2, 3)
+        assert_same_parsed(got, _read(MODULES[name].FORMAT, src, frame, max(frame.height, 1)))
         parts += n
     assert parts > len(SAMPLES[name])   # (some file was cut: an HF Trainer block is never cut)
 
