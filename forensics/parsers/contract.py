@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-# a format's name is shown to users, written to the JSON summary and names its samples folder
+# a format's name is shown to users, written to the JSON summary and names its default samples folder
 NAME_RE = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 
 
@@ -59,12 +59,13 @@ class Format:
       the reason it claims the file, or None. A binary format (a pickle) has `sniff_bytes(first: bytes)`
       instead: it claims a file by its first bytes (decompressed, up to 64 KiB) before any text is
       decoded; its `parse` reads the file itself (`src.open_binary()`), no free-text scanner reads it,
-      and its evidence `line` numbers count records (its module's docstring says what a record is).
+      and its evidence `line` numbers count records (its module's docstring says what a record is,
+      `Parsed.lines` how many there are).
     - `parse(src, opts) -> Parsed`: the whole file into the two fixed schemas.
     - `reader`: for a format whose files can be big, `reader(src, opts)` (a class or a function) gives
       an object with `feed(batch)` (the file's `line`, `text` rows, batch by batch, in order) and
-      `finish() -> Parsed`; ingest feeds it
-      a small file's lines as one batch and a big one's in many. `feed` may return True to say it took
+      `finish() -> Parsed`; ingest feeds it a small file's lines as one batch and a big one's in many
+      (its `parse` is mostly the same reader fed the whole file). `feed` may return True to say it took
       the batch whole as data rows of its format, which hold nothing for the scanners (they skip it).
     - `whole_document`: the files are one document rather than lines (a JSON response, often one line
       over the line reader's limit): `parse` reads `src.read_bytes()` and no scanner reads them.
