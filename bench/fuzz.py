@@ -130,9 +130,9 @@ def properties(only: set[str] | None, names: set[str] | None = None):
     ]
     for m in parsers.PARSERS:
         seeds = fuzzing.seeds_for(m)
-        if not seeds or (names and m.NAME not in names):
+        if not seeds or (names and m.name not in names):
             continue
-        out.append((f"{m.NAME}.parse/scan: mutations", "forced", fuzzing.forced_cases(m, seeds),
+        out.append((f"{m.name}.parse/scan: mutations", "forced", fuzzing.forced_cases(m, seeds),
                     lambda d, m=m: fuzzing.check_forced(m, d)))
     return [p for p in out if not only or p[1] in only]
 

@@ -74,7 +74,7 @@ BINARY_SEEDS = sorted([*(ROOT / "sample_logs").glob("*/*.pickle"), *REALWORLD.gl
 def seeds_for(module) -> list[tuple[str, str]]:
     """Seeds whose head this module claims (so mutations exercise its parse, not only its sniff); for
     a binary format, the binary seeds it claims (their bytes in place of the text)."""
-    if hasattr(module, "sniff_bytes"):
+    if module.sniff_bytes is not None:
         return [(p.name, p.read_bytes()) for p in BINARY_SEEDS if module.sniff_bytes(p.read_bytes()[:65536])]
     out = []
     for name, text in SEEDS:
@@ -284,10 +284,10 @@ def check_sniff(head: list[str]) -> None:
     sniff_bytes on the head's bytes)."""
     for m in parsers.TEXT_SNIFFERS:
         r = m.sniff(head)
-        assert r is None or (isinstance(r, str) and r), f"{m.NAME}.sniff returned {r!r}"
+        assert r is None or (isinstance(r, str) and r), f"{m.name}.sniff returned {r!r}"
     for m in parsers.BYTE_SNIFFERS:
         r = m.sniff_bytes("\n".join(head).encode("utf-8", "surrogatepass"))
-        assert r is None or (isinstance(r, str) and r), f"{m.NAME}.sniff_bytes returned {r!r}"
+        assert r is None or (isinstance(r, str) and r), f"{m.name}.sniff_bytes returned {r!r}"
     parsers.claim(head)
 
 
@@ -319,16 +319,16 @@ def check_forced(module, data: bytes, name: str = "input.log") -> bool:
     try:
         try:
             src = Source.open(p, name)
-            if not (module.sniff_bytes(src.first_bytes()) if hasattr(module, "sniff_bytes") else module.sniff(src.head())):
+            if not (module.sniff_bytes(src.first_bytes()) if module.sniff_bytes is not None else module.sniff(src.head())):
                 return False
             parsed = module.parse(src, _opts(data))
-            check_rows(parsed, src, f"{name} ({module.NAME}.parse)", guarded=False)
-            if hasattr(module, "scan"):
-                hits = src.frame().filter(pl.col("text").str.contains(module.SCAN_HINT))
+            check_rows(parsed, src, f"{name} ({module.name}.parse)", guarded=False)
+            if module.scan is not None:
+                hits = src.frame().filter(pl.col("text").str.contains(module.scan.hint))
                 if hits.height:
-                    scanned = module.scan(hits, src, _opts(data))
+                    scanned = module.scan.read(hits, src, _opts(data))
                     if scanned is not None:
-                        check_rows(scanned, src, f"{name} ({module.NAME}.scan)", guarded=False)
+                        check_rows(scanned, src, f"{name} ({module.name}.scan)", guarded=False)
         except ForensicsError:
             return False
         return True
@@ -348,7 +348,7 @@ def forced_cases(module, seeds):
     """The cases of a parser's own property (tests/test_fuzz_parsers.py and bench/fuzz.py): for a binary format, its seeds
     with bytes flipped, cut or spliced in anywhere; else its seeds damaged as real logs are, junk lines
     after them."""
-    if hasattr(module, "sniff_bytes"):
+    if module.sniff_bytes is not None:
         return st.tuples(st.sampled_from([s for _, s in seeds]),
                          st.lists(st.tuples(st.floats(0, 1), st.binary(max_size=8)), max_size=4),
                          st.floats(0.05, 1)).map(_edited)

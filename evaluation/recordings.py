@@ -142,7 +142,7 @@ def view_of(path: Path) -> tuple[str | None, str | None]:
         return None, None
     if module is None:
         return None, None
-    name = module.NAME
+    name = module.name
     if name == "nvidia-smi-csv":
         # the timed --query-gpu CSV has a timestamp column; the classic `-l 1` one has none
         header = next((ln for ln in src.head() if "memory" in ln.lower()), "")

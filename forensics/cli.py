@@ -491,17 +491,17 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     for shown, open_src in members():
         try:
             src = open_src()
-            module, reason = parsers.claim_file(src)
+            fmt, reason = parsers.claim_file(src)
         except InputError as e:
             print(printable(f"{shown}\t-\t{e}"))
             continue
         extra = []
         if src.compression:
             extra.append(src.compression)
-        if src.wrapper and not parsers.reads_whole(module):
+        if src.wrapper and not (fmt is not None and fmt.reads_whole):
             extra.append(f"wrapper: {src.wrapper.describe()}")
         suffix = f" ({'; '.join(extra)})" if extra else ""
-        print(printable(f"{shown}\t{module.NAME if module else '-'}\t{reason}{suffix}"))
+        print(printable(f"{shown}\t{fmt.name if fmt else '-'}\t{reason}{suffix}"))
 
 
 @app.command(cls=_Command, epilog=_examples(

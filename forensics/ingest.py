@@ -26,6 +26,7 @@ from forensics.model import (
     conform,
 )
 from forensics.io.sources import CUT_AT_END, Source, discover, outside_note
+from forensics.parsers.contract import Format
 from forensics.parsers.scanners import Scanners
 from forensics.frames import rows_where
 
@@ -105,19 +106,19 @@ def _scan(scanners: Scanners, batch, raw) -> None:
     scanners.feed(lines.frame_of(batch), raw)
 
 
-def read_source(src: Source, module, opts: Options) -> tuple[Parsed, list[Parsed]]:
+def read_source(src: Source, fmt: Format, opts: Options) -> tuple[Parsed, list[Parsed]]:
     """(what the claiming parser read, what the free-text scanners found) in one pass over the source.
 
-    A parser with a `Reader` gets the source's lines batch by batch (one batch for a small file); one
+    A format with a `reader` gets the source's lines batch by batch (one batch for a small file); one
     without reads its (small) files whole with `parse`. The scanners get every batch the reader does
     not say it took whole as its own data rows."""
-    if parsers.reads_whole(module):
+    if fmt.reads_whole:
         # one document (a JSON response) or a binary file, read by its parse: no log lines for the scanners
-        return module.parse(src, opts), []
-    scanners = Scanners({module.NAME, *getattr(module, "COVERS", ())})
-    make = getattr(module, "Reader", None)
+        return fmt.parse(src, opts), []
+    scanners = Scanners({fmt.name, *fmt.covers})
+    make = fmt.reader
     if make is None:
-        primary = module.parse(src, opts)
+        primary = fmt.parse(src, opts)
         scanners.feed(src.frame())
         return primary, scanners.finish(src, opts)
     reader = make(src, opts)
@@ -198,17 +199,17 @@ def parse_one(src: Source, opts: Options) -> tuple[InputInfo, list[Parsed]]:
     returned InputInfo (`skip_reasons`) and said in one line in `InputInfo.problems`."""
     info = InputInfo(path=src.path, compression=src.compression)
     # a binary format claims its files by their bytes, before any text is decoded
-    module, reason = parsers.claim_file(src)
-    binary = hasattr(module, "sniff_bytes")
+    fmt, reason = parsers.claim_file(src)
+    binary = fmt is not None and fmt.sniff_bytes is not None
     info.reason = reason
-    if src.wrapper and not parsers.reads_whole(module):
+    if src.wrapper and not (fmt is not None and fmt.reads_whole):
         # a format read from its bytes has no line wrapper stripped (jq's indent is no CI log's)
         info.wrapper = src.wrapper.describe()
     results: list[Parsed] = []
     skipped = Skipped()
-    if module is not None:
-        info.format = module.NAME
-        primary, found = read_source(src, module, opts)
+    if fmt is not None:
+        info.format = fmt.name
+        primary, found = read_source(src, fmt, opts)
         results.append(primary)
         results.extend(found)
         info.clock = primary.clock

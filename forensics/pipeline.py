@@ -11,7 +11,6 @@ from forensics import detect
 from forensics.detect.measure import series_labels
 from forensics import ingest
 from forensics import timeline
-from forensics.parsers.kernel import oom
 from forensics.options import Options
 
 # told what each stage did and how long it took (`-v`): stage name, seconds, one line of what it did
@@ -32,8 +31,8 @@ def load(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = N
     # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
     # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views
     # of one ring buffer (same instant once aligned). After alignment, so the copies could anchor clocks.
-    bundle.events = timeline.merge_twin_events(oom.dedupe_events(bundle.events))
-    bundle.samples = timeline.merge_twin_samples(oom.dedupe_samples(bundle.samples))
+    bundle.events = timeline.merge_twin_events(timeline.dedupe_events(bundle.events))
+    bundle.samples = timeline.merge_twin_samples(timeline.dedupe_samples(bundle.samples))
     _series_budget(bundle, opts)
     if stage:
         clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)

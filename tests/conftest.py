@@ -24,14 +24,14 @@ def realworld(name: str) -> Path:
 
 
 def parse_file(path: Path | str, opts: Options | None = None, expect: str | None = None):
-    """Claim and parse one file the way `report` does; returns (module, Parsed).
+    """Claim and parse one file the way `report` does; returns (its Format, Parsed).
     With `expect`, asserts which parser claims it."""
     opts = opts or Options(tz="UTC")
     src = Source.open(Path(path), str(path))
     module, reason = parsers.claim(src.head())
     if expect is not None:
         assert module is not None, f"{path}: nobody claimed it ({reason})"
-        assert module.NAME == expect, f"{path}: claimed by {module.NAME} ({reason}), expected {expect}"
+        assert module.name == expect, f"{path}: claimed by {module.name} ({reason}), expected {expect}"
     assert module is not None, reason
     return module, module.parse(src, opts)
 

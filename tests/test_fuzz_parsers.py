@@ -27,7 +27,7 @@ SETTINGS = dict(deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much, HealthCheck.large_base_example])
 
-MODULE_IDS = [m.NAME for m in parsers.PARSERS]
+MODULE_IDS = [m.name for m in parsers.PARSERS]
 
 
 @settings(max_examples=_examples(60), **SETTINGS)
@@ -53,7 +53,7 @@ def test_every_parser_on_mutations_of_what_it_claims(module):
     """A message (ForensicsError), or rows that hold."""
     seeds = seeds_for(module)
     if not seeds:
-        pytest.skip(f"no seed file is claimed by {module.NAME}")
+        pytest.skip(f"no seed file is claimed by {module.name}")
 
     @settings(max_examples=_examples(12), **SETTINGS)
     @given(forced_cases(module, seeds))
@@ -65,7 +65,7 @@ def test_every_parser_on_mutations_of_what_it_claims(module):
 
 def test_every_parser_has_a_seed():
     """The mutation property means little for a parser no seed exercises."""
-    missing = [m.NAME for m in parsers.PARSERS if not seeds_for(m)]
+    missing = [m.name for m in parsers.PARSERS if not seeds_for(m)]
     assert not missing, f"no seed claimed by {missing}: add a small file to tests/torture/seeds/"
 
 

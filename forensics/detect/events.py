@@ -16,7 +16,7 @@ from forensics.detect.thresholds import (FRAGMENTATION_SHARE, JITTER_SHARE, KILL
 from forensics.model import detail_dict
 from forensics.units import elapsed_text, human, seconds_text
 from forensics.frames import rows_where
-from forensics.parsers.kernel import xid as xid_table
+from forensics import xid_catalog
 
 EVIDENCE_MAX = 5
 # what an oom_kill event's `inferred_from` names (kernel/oom.py), in words
@@ -284,7 +284,7 @@ def _xids(xids: pl.DataFrame) -> list[Finding]:
     out = []
     for (gpu, instance, compute, code), items in groups.items():
         first, d = items[0]
-        x = xid_table.info(code)
+        x = xid_catalog.info(code)
         where = (f"GPU {gpu}" if gpu is not None else "a GPU") + (
             f" (MIG GPU instance {instance}" + (f", compute instance {compute})" if compute is not None else ")")
             if instance is not None else "")

@@ -13,7 +13,7 @@ import polars as pl
 from forensics.detect.findings import Finding
 from forensics.detect.thresholds import JOB_EDGE_INTERVALS, JOB_EDGE_S
 from forensics.frames import rows_where
-from forensics.parsers.kernel import xid as xid_table
+from forensics import xid_catalog
 
 EVENT_KINDS = ("oom_kill", "gpu_oom", "xid")
 FATAL_KINDS = ("oom_kill", "gpu_oom")
@@ -75,7 +75,7 @@ def tie_events(findings: list[Finding], job: Job | None) -> None:
 def xid_is_fatal(code) -> bool:
     """After this Xid (as its event detail gives the code) the job on that GPU could not go on."""
     try:
-        return xid_table.info(None if code is None else int(code)).fatal
+        return xid_catalog.info(None if code is None else int(code)).fatal
     except (TypeError, ValueError):
         return False
 

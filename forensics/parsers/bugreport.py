@@ -188,3 +188,9 @@ def parse(src, opts: Options) -> Parsed:
     p.notes.append(f"{len(read_secs)} of {sec['sec'].n_unique()} sections read (nvidia-smi, kernel messages, "
                    "/proc/meminfo, the header); the others hold no memory readings")
     return p
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse, covers=COVERS)

@@ -1,12 +1,12 @@
 """The free-text scanners run together: facts that turn up in any text file (a CUDA OOM at the end of a
 training log, an OOM-killer report pasted into a job's stderr) are looked for in every input.
 
-Each scanner declares, beside its `SCAN_HINT` regex, what every line the hint matches holds:
-`SCAN_PREFILTER` (a regex, mostly a literal alternation, which the regex engine runs at memory speed),
-optionally `SCAN_QUICK` (a cheaper superset of it, tried first), `SCAN_BLOCK_LITERALS` (lowercase
-literals for readers that test whole blocks of bytes, kernel/blocks.py) and `SCAN_PIPE_ROWS` (the lines
-whose first non-blank is `|` count too). One pass of all the prefilters together leaves a few lines,
-and each hint runs on those only. tests/parsers/test_scanners.py checks the declarations against every
+Each format's `Scan` (parsers/contract.py) declares, beside its `hint` regex, what every line the hint
+matches holds: `prefilter` (a regex, mostly a literal alternation, which the regex engine runs at memory
+speed), optionally `quick` (a cheaper superset of it, tried first), `block_literals` (lowercase literals
+for readers that test whole blocks of bytes, kernel/blocks.py) and `pipe_rows` (the lines whose first
+non-blank is `|` count too). One pass of all the prefilters together leaves a few lines, and each hint
+runs on those only. tests/parsers/test_scanners.py checks the declarations against every
 sample line, so a hint edited without its prefilter fails there instead of losing lines.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from forensics.frames import owned, rows_where
 from forensics.model import Parsed
 
 # Hint lines kept per file by a scanner whose every hint line is an event (it declares
-# SCAN_EVENT_LINES = True): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
+# `event_lines`): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
 # its message, for as long as it runs; past this many they are counted, not kept, and a note says so.
 MAX_EVENT_LINES = 10_000
 
@@ -28,20 +28,20 @@ class Scanners:
     """The scanners not in `skip`, fed batch by batch; finish() gives their results."""
 
     def __init__(self, skip: set[str]):
-        self.mods = [m for m in parsers.SCANNERS if m.NAME not in skip]
-        self.hits: dict[str, list[pl.DataFrame]] = {m.NAME: [] for m in self.mods}
-        self.capped = {m.NAME for m in self.mods if getattr(m, "SCAN_EVENT_LINES", False)}
+        self.mods = [f for f in parsers.SCANNERS if f.name not in skip]
+        self.hits: dict[str, list[pl.DataFrame]] = {f.name: [] for f in self.mods}
+        self.capped = {f.name for f in self.mods if f.scan.event_lines}
         self.kept = dict.fromkeys(self.capped, 0)
         self.unkept = dict.fromkeys(self.capped, 0)
-        self.prefilter = "|".join(f"(?:{m.SCAN_PREFILTER})" for m in self.mods)
-        self.quick = "|".join(f"(?:{getattr(m, 'SCAN_QUICK', m.SCAN_PREFILTER)})" for m in self.mods)
-        self.pipe_rows = any(getattr(m, "SCAN_PIPE_ROWS", False) for m in self.mods)
+        self.prefilter = "|".join(f"(?:{f.scan.prefilter})" for f in self.mods)
+        self.quick = "|".join(f"(?:{f.scan.quick or f.scan.prefilter})" for f in self.mods)
+        self.pipe_rows = any(f.scan.pipe_rows for f in self.mods)
 
     def block_literals(self) -> list[str]:
         """The lowercase literals one of which every line worth a scanner's look holds."""
         out: list[str] = []
-        for m in self.mods:
-            out += [x for x in m.SCAN_BLOCK_LITERALS if x not in out]
+        for f in self.mods:
+            out += [x for x in f.scan.block_literals if x not in out]
         return out
 
     def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None) -> bool:
@@ -75,27 +75,27 @@ class Scanners:
         cand = rows_where(batch, keep)
         if not cand.height:
             return False
-        for m in self.mods:
-            h = rows_where(cand, pl.col("text").str.contains(m.SCAN_HINT))
-            if h.height and m.NAME in self.capped:
-                room = MAX_EVENT_LINES - self.kept[m.NAME]
+        for f in self.mods:
+            h = rows_where(cand, pl.col("text").str.contains(f.scan.hint))
+            if h.height and f.name in self.capped:
+                room = MAX_EVENT_LINES - self.kept[f.name]
                 if h.height > room:
-                    self.unkept[m.NAME] += h.height - room
+                    self.unkept[f.name] += h.height - room
                     h = h.head(room)
-                self.kept[m.NAME] += h.height
+                self.kept[f.name] += h.height
             if h.height:
-                self.hits[m.NAME].append(owned(h))
+                self.hits[f.name].append(owned(h))
         return True
 
     def finish(self, src, opts) -> list[Parsed]:
         out = []
-        for m in self.mods:
-            if self.hits[m.NAME]:
-                p = m.scan(pl.concat(self.hits[m.NAME]), src, opts)
+        for f in self.mods:
+            if self.hits[f.name]:
+                p = f.scan.read(pl.concat(self.hits[f.name]), src, opts)
                 if p is not None and p.records:
                     out.append(p)
-            if self.unkept.get(m.NAME):
-                src.problems.append(f"{src.path}: {self.unkept[m.NAME]} more {m.NAME} lines after the first "
+            if self.unkept.get(f.name):
+                src.problems.append(f"{src.path}: {self.unkept[f.name]} more {f.name} lines after the first "
                                     f"{MAX_EVENT_LINES} were counted, not read (at most {MAX_EVENT_LINES} are kept "
                                     "per file: counts of their events stop there)")
         return out

@@ -1,5 +1,6 @@
-"""One row per kernel event and task-table reading that several views of one ring buffer repeat
-(raw `dmesg`, `dmesg -T`, `dmesg --time-format iso`, kern.log), once they are aligned.
+"""One row per kernel event and task-table reading that several files repeat: rotated files that
+overlap (dedupe_events, before alignment too) and several views of one ring buffer (raw `dmesg`,
+`dmesg -T`, `dmesg --time-format iso`, kern.log) once they are aligned (merge_twin_events).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import polars as pl
 from forensics.frames import rows_where
 
 
-TWIN_KINDS = ("oom_kill", "oom_invoked", "oom_reaped", "xid")
+KERNEL_KINDS = ("oom_kill", "oom_invoked", "oom_reaped", "xid")
 TWIN_WINDOW_S = 2.0  # dmesg -T truncates to the second; two real kills of one pid are never this close
 
 
@@ -19,7 +20,7 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
     `dmesg -T`, `dmesg --time-format iso`, kern.log): same kind, pid and bytes, from different files,
     within TWIN_WINDOW_S once aligned. Kept: the copy with the finest clock (sub-second, then an
     explicit one), the others' file:line go into its detail as `twins` so the report can quote them."""
-    kernel = rows_where(events, pl.col("kind").is_in(TWIN_KINDS) & pl.col("time").is_not_null())
+    kernel = rows_where(events, pl.col("kind").is_in(KERNEL_KINDS) & pl.col("time").is_not_null())
     if kernel.height < 2 or kernel["source"].n_unique() < 2:
         return events
     kernel = kernel.with_row_index("_k").with_columns(
@@ -96,3 +97,44 @@ def merge_twin_samples(samples: pl.DataFrame) -> pl.DataFrame:
     if drop.height == 0:
         return samples
     return samples.join(drop, on=["source", "line", "series"], how="anti", nulls_equal=True)
+
+
+def dedupe_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Drop kernel events that a second input repeats: rotated files overlap (kern.log.1 and kern.log
+    hold the same lines after a copytruncate; a dmesg dump repeats what kern.log has).
+
+    Two rows are the same event when they come from different sources and have the same kind, pid and
+    either the same uptime (µs resolution: another boot or host matching it by chance is not a
+    practical concern) or the same wall time and evidence text. The row kept is the one with a wall
+    clock, then the earliest source in input order. Repeats inside one source are real repeats and
+    stay. Rows without any clock are never merged (two hosts' trimmed pastes can be identical)."""
+    return _dedupe(events, pl.col("kind").is_in(KERNEL_KINDS),
+                   [["kind", "pid", "uptime"], ["kind", "pid", "time", "text"]])
+
+
+def dedupe_samples(samples: pl.DataFrame) -> pl.DataFrame:
+    """The same for the task-table `host.rss` samples of overlapping kernel logs."""
+    return _dedupe(samples, pl.col("series") == "host.rss",
+                   [["series", "pid", "uptime", "bytes"], ["series", "pid", "time", "bytes"]])
+
+
+def _dedupe(df: pl.DataFrame, mine: pl.Expr, key_sets: list[list[str]]) -> pl.DataFrame:
+    if df.height == 0:
+        return df
+    df = df.with_row_index("_i")
+    rows = rows_where(df, mine & (pl.col("time").is_not_null() | pl.col("uptime").is_not_null()))
+    if rows.height == 0:
+        return df.drop("_i")
+    src_order = {s: i for i, s in enumerate(df["source"].unique(maintain_order=True).to_list())}
+    rows = rows.with_columns(
+        pl.col("source").replace_strict(src_order, default=None, return_dtype=pl.Int64).alias("_src"),
+        pl.col("time").is_null().alias("_no_time"),
+    ).sort(["_no_time", "_src", "_i"])
+    drop: set[int] = set()
+    for keys in key_sets:
+        clock_col = "uptime" if "uptime" in keys else "time"
+        cand = rows.filter(pl.col(clock_col).is_not_null() & ~pl.col("_i").is_in(list(drop)))
+        first_src = cand.group_by(keys, maintain_order=True).agg(pl.col("_src").first().alias("_keep_src"))
+        dup = cand.join(first_src, on=keys, how="left", nulls_equal=True).filter(pl.col("_src") != pl.col("_keep_src"))
+        drop.update(dup["_i"].to_list())
+    return df.filter(~pl.col("_i").is_in(list(drop))).drop("_i")

@@ -16,7 +16,7 @@ def test_a_log_after_many_blank_lines_is_read(tmp_path, blank, name, text, parse
     p = tmp_path / name
     p.write_text("\n" * blank + text)
     module, parsed = parse_file(p)
-    assert module.NAME == parser
+    assert module.name == parser
     assert parsed.samples.height >= 60
 
 

@@ -64,4 +64,4 @@ def test_legacy_sanitizer_frame(tmp_path):                   # D-R6
                  "=========     Host Frame:m" + " (" * (N // 4) + ") [0x1234]\n=========\n"
                  "========= LEAK SUMMARY: 1024 bytes leaked in 1 allocations\n========= ERROR SUMMARY: 1 error\n")
     module, parsed = parse_file(p)
-    assert module is sanitizer
+    assert module is sanitizer.FORMAT

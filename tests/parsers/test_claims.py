@@ -69,11 +69,11 @@ def sample_files() -> list[Path]:
 
 
 def sniffers(head: list[str]) -> list[str]:
-    return [m.NAME for m in parsers.TEXT_SNIFFERS if m.sniff(head)]
+    return [m.name for m in parsers.TEXT_SNIFFERS if m.sniff(head)]
 
 
 def byte_sniffers(first: bytes) -> list[str]:
-    return [m.NAME for m in parsers.BYTE_SNIFFERS if m.sniff_bytes(first)]
+    return [m.name for m in parsers.BYTE_SNIFFERS if m.sniff_bytes(first)]
 
 
 def _claims(path: Path, want: str) -> None:
@@ -87,7 +87,7 @@ def _claims(path: Path, want: str) -> None:
 
 
 def test_sample_folders_are_parser_names():
-    names = {m.NAME for m in parsers.PARSERS}
+    names = {m.name for m in parsers.PARSERS}
     folders = {p.name for p in REALWORLD.iterdir() if p.is_dir()}
     assert folders and folders <= names, folders - names
 
@@ -104,17 +104,17 @@ def test_recorded_samples_claimed_by_own_parser_and_no_other(path):
 
 def test_every_parser_has_realworld_or_recorded_samples():
     have = {p.relative_to(REALWORLD).parts[0] for p in realworld_files()} | {SAMPLE_FILE_FORMAT[p.name] for p in sample_files()}
-    missing = {m.NAME for m in parsers.PARSERS} - have
+    missing = {m.name for m in parsers.PARSERS} - have
     assert not missing, f"parsers without any real sample: {missing}"
 
 
 def test_overlaps_are_generic_parsers_after_the_specific_one():
-    order = [m.NAME for m in parsers.PARSERS]
+    order = [m.name for m in parsers.PARSERS]
     for claimer, own in GENERIC_OVERLAPS:
         assert order.index(claimer) > order.index(own), (claimer, own)
 
 
 def test_parser_names_unique_and_order_specific_to_generic():
-    names = [m.NAME for m in parsers.PARSERS]
+    names = [m.name for m in parsers.PARSERS]
     assert len(names) == len(set(names))
     assert names[-1] == "step-markers", "the tolerant step-marker scanner must stay last"

@@ -152,7 +152,7 @@ def test_scanner_declarations_hold_for_the_samples():
         hinted = src.frame().filter(pl.col("text").str.contains(frameworks.SCAN_HINT))
         for text in hinted["text"]:
             assert any(x in text.lower() for x in frameworks.SCAN_BLOCK_LITERALS), text
-    assert frameworks.NAME in {m.NAME for m in scanners.mods}
+    assert frameworks.NAME in {f.name for f in scanners.mods}
 
 
 @settings(max_examples=150, deadline=None, database=None, derandomize=True,

@@ -207,7 +207,7 @@ def test_sniff_names_the_keys_found():
     from forensics import parsers
     head = [f"step={i} mem_gib: {i}.5 reserved_mb={1000 + i}" for i in range(3)]
     module, reason = parsers.claim(head)
-    assert module.NAME == "step-markers"
+    assert module.name == "step-markers"
     assert "`mem_gib`" in reason and "`reserved_mb`" in reason
 
 

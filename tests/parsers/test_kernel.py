@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from conftest import REALWORLD, parse_file, realworld
-from forensics import ingest
+from forensics import ingest, timeline
 from forensics.options import Options
 from forensics.parsers.kernel import nvrm_log, oom
 from forensics.parsers.kernel import syslog as kernel
@@ -601,7 +601,7 @@ def test_dedupe_overlapping_rotated_files(tmp_path):
     bundle = ingest.load([str(d)], Options(tz="UTC", year=2024))
     before = bundle.events.filter(pl.col("kind") == "oom_kill")
     assert before.height == 5
-    after = oom.dedupe_events(bundle.events).filter(pl.col("kind") == "oom_kill").sort("pid")
+    after = timeline.dedupe_events(bundle.events).filter(pl.col("kind") == "oom_kill").sort("pid")
     assert after["pid"].to_list() == [1, 2, 3]
     assert after["source"].to_list() == [str(d / "kern.log.1"), str(d / "kern.log.1"), str(d / "kern.log")]
     assert after["time"].null_count() == 0  # the copy with a wall clock wins over the dmesg one
@@ -613,10 +613,10 @@ def test_dedupe_keeps_repeats_inside_one_file_and_clockless_rows(tmp_path):
     (tmp_path / "a.log").write_text(kill + same_second * 2)
     (tmp_path / "b.log").write_text(kill)
     bundle = ingest.load([str(tmp_path)], UTC)
-    after = oom.dedupe_events(bundle.events)
+    after = timeline.dedupe_events(bundle.events)
     assert after.filter(pl.col("kind") == "oom_kill").height == 2   # no clock: never merged
     assert after.filter(pl.col("kind") == "xid").height == 2        # one file: real repeats
-    assert oom.dedupe_events(bundle.events.clear()).height == 0
+    assert timeline.dedupe_events(bundle.events.clear()).height == 0
 
 
 def test_only_the_kernel_speaks_for_the_kernel(tmp_path):
@@ -636,5 +636,5 @@ def test_dedupe_task_table_samples(tmp_path):
     (d / "kern.log").write_text(table + table.replace("1000.00000", "2000.00000").replace("10:00:00", "10:16:40"))
     bundle = ingest.load([str(d)], Options(tz="UTC", year=2024))
     assert bundle.samples.height == 3
-    kept = oom.dedupe_samples(bundle.samples)
+    kept = timeline.dedupe_samples(bundle.samples)
     assert kept.height == 2 and kept["source"].to_list() == [str(d / "kern.log.1"), str(d / "kern.log")]

@@ -116,10 +116,10 @@ def _lines_of(path: Path, size: int | None):
     """(primary, found, source) with the lines fed in batches of `size` lines (None: all at once)."""
     src = Source.open(path)
     module, _ = parsers.claim(src.head())
-    assert module is not None and module.NAME in KERNEL_FORMATS
+    assert module is not None and module.name in KERNEL_FORMATS
     frame = src.frame()
     reader = KernelReader(src, OPTS)
-    scanners = scanning.Scanners({module.NAME, *module.COVERS})
+    scanners = scanning.Scanners({module.name, *module.covers})
     step = size or max(frame.height, 1)
     for off in range(0, max(frame.height, 1), step):
         batch = frame.slice(off, step)
@@ -175,7 +175,7 @@ def _kernel_samples() -> list[Path]:
             module, _ = parsers.claim(src.head())
         except InputError:
             continue
-        if module is not None and module.NAME in KERNEL_FORMATS and src.encoding == "utf-8":
+        if module is not None and module.name in KERNEL_FORMATS and src.encoding == "utf-8":
             out.append(f)
     return out
 

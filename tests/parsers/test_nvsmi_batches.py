@@ -194,7 +194,7 @@ def _recorded() -> list[Path]:
             module, _ = parsers.claim(src.head())
         except Exception:   # noqa: BLE001 - a file the reader refuses is no CSV log
             continue
-        if module is csvlog:
+        if module is csvlog.FORMAT:
             out.append(f)
     return out
 

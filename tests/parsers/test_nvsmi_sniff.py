@@ -40,8 +40,8 @@ def test_no_nvsmi_sniff_claims_another_format(path):
 
 
 def test_nvsmi_parsers_come_first():
-    names = [m.__name__.rsplit(".", 1)[1] for m in parsers.PARSERS]
-    mine = [m.__name__.rsplit(".", 1)[1] for m in MINE]
+    names = [f.name for f in parsers.PARSERS]
+    mine = [m.FORMAT.name for m in MINE]
     assert names[: len(mine)] == mine
 
 

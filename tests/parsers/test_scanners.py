@@ -56,33 +56,33 @@ ASCII = LINES.filter(pl.col("text").str.len_bytes() == pl.col("text").str.len_ch
 
 
 def _held(m) -> pl.Expr:
-    """A line passes m's declared prefilter (a `|`-led row counts for SCAN_PIPE_ROWS)."""
+    """A line passes m's declared prefilter (a `|`-led row counts for scan.pipe_rows)."""
     t = pl.col("text")
-    pipe = t.str.strip_chars_start().str.starts_with("|") if getattr(m, "SCAN_PIPE_ROWS", False) else pl.lit(False)
-    return t.str.contains(m.SCAN_PREFILTER) | pipe
+    pipe = t.str.strip_chars_start().str.starts_with("|") if m.scan.pipe_rows else pl.lit(False)
+    return t.str.contains(m.scan.prefilter) | pipe
 
 
-@pytest.mark.parametrize("m", parsers.SCANNERS, ids=lambda m: m.NAME)
+@pytest.mark.parametrize("m", parsers.SCANNERS, ids=lambda m: m.name)
 def test_every_hinted_line_passes_the_declared_prefilters(m):
     t = pl.col("text")
-    hinted = LINES.filter(t.str.contains(m.SCAN_HINT))
-    assert hinted.height >= 3, f"{m.NAME}: too few sample lines to check its prefilter"
+    hinted = LINES.filter(t.str.contains(m.scan.hint))
+    assert hinted.height >= 3, f"{m.name}: too few sample lines to check its prefilter"
     missed = hinted.filter(~_held(m))
-    assert missed.height == 0, f"{m.NAME}: SCAN_PREFILTER misses {missed['text'].to_list()[:5]}"
-    quick = getattr(m, "SCAN_QUICK", None)
+    assert missed.height == 0, f"{m.name}: scan.prefilter misses {missed['text'].to_list()[:5]}"
+    quick = m.scan.quick
     if quick is not None:
         missed = hinted.filter(_held(m) & ~t.str.contains(quick)
-                               & ~(t.str.strip_chars_start().str.starts_with("|") & getattr(m, "SCAN_PIPE_ROWS", False)))
-        assert missed.height == 0, f"{m.NAME}: SCAN_QUICK misses {missed['text'].to_list()[:5]}"
+                               & ~(t.str.strip_chars_start().str.starts_with("|") & m.scan.pipe_rows))
+        assert missed.height == 0, f"{m.name}: scan.quick misses {missed['text'].to_list()[:5]}"
     # the block literals must hold every line the prefilter passes (blocks are tested before lines)
     passed = ASCII.filter(_held(m))
     low = t.str.to_lowercase()
-    held = pl.any_horizontal([low.str.contains(x, literal=True) for x in m.SCAN_BLOCK_LITERALS])
-    if getattr(m, "SCAN_PIPE_ROWS", False):
+    held = pl.any_horizontal([low.str.contains(x, literal=True) for x in m.scan.block_literals])
+    if m.scan.pipe_rows:
         held = held | t.str.contains("|", literal=True)
     missed = passed.filter(~held)
-    assert missed.height == 0, f"{m.NAME}: SCAN_BLOCK_LITERALS miss {missed['text'].to_list()[:5]}"
-    assert all(x == x.lower() and "\n" not in x for x in m.SCAN_BLOCK_LITERALS)
+    assert missed.height == 0, f"{m.name}: scan.block_literals miss {missed['text'].to_list()[:5]}"
+    assert all(x == x.lower() and "\n" not in x for x in m.scan.block_literals)
 
 
 def test_kernel_keep_hint_lines_hold_its_block_literals():
@@ -102,9 +102,9 @@ def test_a_hinted_line_inside_any_text_still_passes(line, before, after):
     """What the hint finds inside a longer line (a prefix, trailing text), the prefilters find too."""
     text = before + line + after
     for m in parsers.SCANNERS:
-        if re.search(m.SCAN_HINT, text) and not (getattr(m, "SCAN_PIPE_ROWS", False) and text.lstrip().startswith("|")):
-            assert re.search(m.SCAN_PREFILTER, text), (m.NAME, text)
-            assert any(x in text.lower() for x in m.SCAN_BLOCK_LITERALS), (m.NAME, text)
+        if re.search(m.scan.hint, text) and not (m.scan.pipe_rows and text.lstrip().startswith("|")):
+            assert re.search(m.scan.prefilter, text), (m.name, text)
+            assert any(x in text.lower() for x in m.scan.block_literals), (m.name, text)
 
 
 _HINT_WORDS = ["allocated", "reserved", "cached", "occupied", "gpu:", "gpu =", "free gpu", "free_gpu", "iter",
@@ -123,14 +123,14 @@ def test_quick_pass_holds_the_hints_in_any_case(words, filler):
     frame = pl.DataFrame({"text": [line]})
     t = pl.col("text")
     for m in parsers.SCANNERS:
-        wanted = frame.select(t.str.contains(m.SCAN_HINT) | t.str.contains(m.SCAN_PREFILTER)).item()
-        quick = getattr(m, "SCAN_QUICK", m.SCAN_PREFILTER)
-        if wanted and not (getattr(m, "SCAN_PIPE_ROWS", False) and line.lstrip().startswith("|")):
-            assert frame.select(t.str.contains(quick)).item(), (m.NAME, line)
+        wanted = frame.select(t.str.contains(m.scan.hint) | t.str.contains(m.scan.prefilter)).item()
+        quick = m.scan.quick or m.scan.prefilter
+        if wanted and not (m.scan.pipe_rows and line.lstrip().startswith("|")):
+            assert frame.select(t.str.contains(quick)).item(), (m.name, line)
 
 
 def _hits(sc: Scanners) -> dict[str, list[int]]:
-    return {m.NAME: pl.concat(sc.hits[m.NAME])["line"].to_list() if sc.hits[m.NAME] else [] for m in sc.mods}
+    return {m.name: pl.concat(sc.hits[m.name])["line"].to_list() if sc.hits[m.name] else [] for m in sc.mods}
 
 
 def test_scanners_keep_what_each_hint_keeps_on_every_sample_line():
@@ -140,7 +140,7 @@ def test_scanners_keep_what_each_hint_keeps_on_every_sample_line():
     sc.feed(frame)
     got = _hits(sc)
     for m in sc.mods:
-        assert got[m.NAME] == frame.filter(pl.col("text").str.contains(m.SCAN_HINT))["line"].to_list(), m.NAME
+        assert got[m.name] == frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list(), m.name
     assert sum(len(v) for v in got.values()) > 100
 
 
@@ -162,5 +162,5 @@ def test_quick_pass_gives_the_same_hits_when_it_turns_itself_off():
         frame = pl.DataFrame({"line": range(1, len(every) + 1), "text": every})
         got = _hits(sc)
         for m in sc.mods:
-            assert got[m.NAME] == frame.filter(pl.col("text").str.contains(m.SCAN_HINT))["line"].to_list(), m.NAME
+            assert got[m.name] == frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list(), m.name
     assert sc.quick == sc.prefilter   # the chatty batch turned it off

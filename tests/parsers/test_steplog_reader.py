@@ -33,19 +33,19 @@ def _samples_by_format() -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {name: [] for name in MODULES}
     for f in files:
         try:
-            module, _ = parsers.claim(Source.open(f).head())
+            fmt, _ = parsers.claim(Source.open(f).head())
         except InputError:
             continue
-        if module is not None and module.NAME in out:
-            out[module.NAME].append(f)
+        if fmt is not None and fmt.name in out:
+            out[fmt.name].append(f)
     return out
 
 
 SAMPLES = _samples_by_format()
 
 
-def _read(module, src, frame: pl.DataFrame, size: int):
-    reader = module.Reader(src, OPTS)
+def _read(fmt, src, frame: pl.DataFrame, size: int):
+    reader = fmt.reader(src, OPTS)
     for at in range(0, frame.height, size):
         reader.feed(frame.slice(at, size))
     return reader.finish()
@@ -75,9 +75,9 @@ def test_batches_of_1_7_or_all_lines_give_the_same_parsed(name, data):
     frame = src.frame()
     start = data.draw(st.integers(0, max(frame.height - 1, 0)), label="start")
     frame = frame.slice(start, data.draw(st.integers(1, frame.height), label="length"))
-    whole = _read(module, src, frame, max(frame.height, 1))
+    whole = _read(module.FORMAT, src, frame, max(frame.height, 1))
     for size in (1, 7):
-        assert_same_parsed(_read(module, src, frame, size), whole)
+        assert_same_parsed(_read(module.FORMAT, src, frame, size), whole)
     every_line = extract_all(frame, OPTS.tz_for(src.path))
     every_line.notes.extend(module.notes(every_line))
     assert_same_parsed(whole, every_line)
@@ -124,7 +124,7 @@ def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
     want = module.parse(src, OPTS)
     assert want.samples.height > 1000 and want.events.height > 0
     src = Source.open(path)
-    reader = module.Reader(src, OPTS)
+    reader = module.reader(src, OPTS)
     n = 0
     for batch in io_lines.cleaned_batches(src, 4096):
         reader.feed(batch)
@@ -152,15 +152,15 @@ def test_a_big_log_read_through_raw_batches(tmp_path):
     path.write_text("2026-10-01 10:00:00,000 INFO train: [step 0] allocated: 10 MB, cached: 20 MB\n"
                     + "\n".join(lines) + "\n")
     src = Source.open(path)
-    module, _ = parsers.claim(src.head())
-    want = module.parse(src, OPTS)
-    every = Scanners({module.NAME, *getattr(module, "COVERS", ())})
+    fmt, _ = parsers.claim(src.head())
+    want = fmt.parse(src, OPTS)
+    every = Scanners({fmt.name, *fmt.covers})
     every.feed(Source.open(path).frame())
     want_found = every.finish(Source.open(path), OPTS)
     assert len(want_found) >= 2
 
     src = Source.open(path)
-    reader, scanners = module.Reader(src, OPTS), Scanners({module.NAME, *getattr(module, "COVERS", ())})
+    reader, scanners = fmt.reader(src, OPTS), Scanners({fmt.name, *fmt.covers})
     n = 0
     for item in reader.raw_batches(scanners, 4096):
         reader.feed_raw(item, scanners)
@@ -198,13 +198,13 @@ def test_a_streamed_step_log_reads_as_one_read_whole(tmp_path, monkeypatch):
         assert_frame_equal(g.events, w.events)
 
 
-def _read_in_parts(monkeypatch, module, src, frame: pl.DataFrame, part: int, size: int):
+def _read_in_parts(monkeypatch, fmt, src, frame: pl.DataFrame, part: int, size: int):
     """`_read` with the kept lines read in parts of `part` lines; also how many parts were read."""
     parts = []
     monkeypatch.setattr(reader_mod, "PART_LINES", part)
     read = reader_mod.Parts.read
     monkeypatch.setattr(reader_mod.Parts, "read", lambda self, f: (parts.append(f.height), read(self, f)))
-    got = _read(module, src, frame, size)
+    got = _read(fmt, src, frame, size)
     monkeypatch.undo()
     return got, len(parts)
 
@@ -217,8 +217,8 @@ def test_every_sample_read_in_parts_gives_what_one_part_gives(monkeypatch, name)
     for path in SAMPLES[name]:
         src = Source.open(path)
         frame = src.frame()
-        got, n = _read_in_parts(monkeypatch, MODULES[name], src, frame, 2, 3)
-        assert_same_parsed(got, _read(MODULES[name], src, frame, max(frame.height, 1)))
+        got, n = _read_in_parts(monkeypatch, MODULES[name].FORMAT, src, frame, 2, 3)
+        assert_same_parsed(got, _read(MODULES[name].FORMAT, src, frame, max(frame.height, 1)))
         parts += n
     assert parts > len(SAMPLES[name])   # (some file was cut: an HF Trainer block is never cut)
 

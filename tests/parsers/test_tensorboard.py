@@ -26,7 +26,7 @@ MIB, GIB = 1 << 20, 1 << 30
 def read(path: Path):
     src = Source.open(path, str(path))
     module, _ = parsers.claim_file(src)
-    assert module is tensorboard
+    assert module is tensorboard.FORMAT
     return module.parse(src, Options(tz="UTC"))
 
 

@@ -10,11 +10,10 @@ import polars as pl
 import pytest
 
 from conftest import REALWORLD, parse_file, realworld
-from forensics import ingest
+from forensics import ingest, xid_catalog
 from forensics.options import Options
 from forensics.parsers.kernel import nvrm_log
 from forensics.parsers.kernel import syslog as kernel
-from forensics.parsers.kernel import xid
 from forensics.io.sources import Source
 
 NAME = "nvrm-xid"
@@ -182,6 +181,6 @@ def test_xid_scan_in_a_training_log(tmp_path):
 
 
 def test_meaning_table():
-    assert xid.meaning(79)[0] == "GPU has fallen off the bus"
-    assert xid.meaning(9999) == (xid.UNKNOWN_MEANING, "unknown")
-    assert set(xid.XIDS) == {13, 31, 43, 45, 48, 62, 63, 64, 69, 74, 79, 92, 94, 95, 109, 119, 120, 140, 154}
+    assert xid_catalog.meaning(79)[0] == "GPU has fallen off the bus"
+    assert xid_catalog.meaning(9999) == (xid_catalog.UNKNOWN_MEANING, "unknown")
+    assert set(xid_catalog.XIDS) == {13, 31, 43, 45, 48, 62, 63, 64, 69, 74, 79, 92, 94, 95, 109, 119, 120, 140, 154}

@@ -195,3 +195,9 @@ def parse(src, opts) -> Parsed:
         out.notes.append("no container ended by a signal or out of memory in it")
     out.events = events_frame(rows)
     return out
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

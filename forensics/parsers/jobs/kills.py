@@ -143,3 +143,16 @@ def read(lines: pl.DataFrame, src, opts) -> Parsed:
         r["detail"] = json.dumps({k: v for k, v in r.pop("d").items() if v is not None})
     out.events = events_frame(rows)
     return out
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+)

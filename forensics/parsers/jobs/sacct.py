@@ -141,3 +141,9 @@ def parse(src, opts) -> Parsed:
         p.clock = "wall-assumed"
     p.events = events_frame(events)
     return p
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -102,3 +102,9 @@ def parse(src, opts) -> Parsed:
     elif not p.notes:
         p.notes.append("no seff job summary with a State was found")
     return p
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -49,3 +49,17 @@ def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
     dec = kp.decode(lines, opts, src.path, src.mtime, join=False)
     events, _, _ = xid.xid_events(dec.kernel_records())
     return Parsed(events=events, clock=dec.clock if events.height else "none", notes=dec.notes if events.height else [])
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+    covers=COVERS,
+)

@@ -98,7 +98,7 @@ class KernelReader:
         if self.src.wrapper is not None or self.src.encoding != "utf-8":
             return None
         regexes, pipe = blocks.block_prefilter([*KEEP_BLOCK_LITERALS, *scanners.block_literals()],
-                                               any(getattr(m, "SCAN_PIPE_ROWS", False) for m in scanners.mods))
+                                               scanners.pipe_rows)
         return blocks.Reader(self.src, regexes, pipe, batch_bytes).batches()
 
     def feed_raw(self, rb: blocks.RawBatch, scanners) -> None:

@@ -63,3 +63,17 @@ def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
     if events.height == 0:
         return Parsed()
     return Parsed(events=events, clock=dec.clock, notes=dec.notes)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+    covers=COVERS,
+)

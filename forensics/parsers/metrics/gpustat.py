@@ -85,3 +85,9 @@ def parse(src, opts) -> Parsed:
         p.clock = "wall-assumed"
     p.samples = samples_frame(df.drop("snap", "when"))
     return p
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -215,3 +215,9 @@ def parse(src, opts) -> Parsed:
     df = df.with_columns(pl.col("snap").rank("dense").cast(pl.Int64).alias("seq"))
     p.samples = samples_frame(df.drop("snap"))
     return p
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -115,3 +115,7 @@ def parse(src, opts) -> Parsed:
     return p
 
 
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -235,3 +235,9 @@ def parse(src, opts) -> Parsed:
     if other:
         p.notes.append(other)
     return p
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse, whole_document=WHOLE_DOCUMENT)

@@ -188,3 +188,9 @@ def _series(tag: str) -> str:
     if "alloc" in t or "bytes_in_use" in t:
         return "max_allocated" if peak else "allocated"
     return "memory.used"
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff_bytes=sniff_bytes, parse=parse)

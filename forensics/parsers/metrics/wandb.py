@@ -212,3 +212,9 @@ class Reader:
 
 def parse(src, opts) -> Parsed:
     return read_whole(Reader(src, opts), src)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)

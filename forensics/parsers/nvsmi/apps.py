@@ -351,3 +351,9 @@ def _meta(p: Parsed, rows: pl.DataFrame, blocks: pl.DataFrame) -> None:
 
 
 C.register_section(NAME, parse_lines)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

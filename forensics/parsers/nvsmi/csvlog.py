@@ -588,3 +588,9 @@ def _meta(p: Parsed, ids: pl.DataFrame) -> None:
 
 
 C.register_section(NAME, parse_lines)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)

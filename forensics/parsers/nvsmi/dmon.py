@@ -189,3 +189,9 @@ def _read(part: pl.DataFrame, names: list[str], units: list[str | None], zone: s
 
 
 C.register_section(NAME, parse_lines)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -242,3 +242,9 @@ def _parse_xml(df: pl.DataFrame, path: str, opts: Options, nested: bool) -> Pars
 
 
 C.register_section(NAME, parse_lines)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -177,3 +177,9 @@ def _bare_rows(df: pl.DataFrame, p: Parsed) -> pl.DataFrame:
 
 
 C.register_section(NAME, parse_lines)
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -498,3 +498,15 @@ def _cross_check(out: Parsed, runs: list[_Run], primary: bool) -> None:
         out.meta.update(meta)
     if primary and not runs:
         out.notes.append("no compute-sanitizer records found")
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS),
+)

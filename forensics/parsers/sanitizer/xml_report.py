@@ -235,3 +235,10 @@ def parse(src: Source, opts: Options) -> Parsed:
     elif leaks:
         out.notes.append("XML output carries no LEAK SUMMARY line; the leak total is the sum of the records")
     return out
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+# its samples are recordings (sample_logs/), none in tests/samples/
+FORMAT = Format(name=NAME, sniff=sniff, parse=parse, samples="sample_logs/sanitizer_cpp_xml")

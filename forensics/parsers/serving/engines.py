@@ -246,3 +246,16 @@ def _stamp(rows: list[dict], src, opts, out: Parsed) -> None:
     for r, t in zip(rows, local.to_list()):
         r["time"] = t
     out.clock = "wall-yearless" if yearless and opts.year is None else "wall-assumed"
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS),
+)

@@ -92,3 +92,16 @@ def scan(lines: pl.DataFrame, src, opts) -> Parsed:
     if parsed.records:
         parsed.notes.extend(notes(parsed))
     return parsed
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, quick=SCAN_QUICK, pipe_rows=SCAN_PIPE_ROWS),
+)

@@ -363,3 +363,16 @@ def _clip(s: str | None, n: int = 300) -> str | None:
         return None
     s = s.strip()
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+)

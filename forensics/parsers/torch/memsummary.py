@@ -160,3 +160,15 @@ def _cell(text: str | None, is_size: bool) -> int | None:
     if unit in ("K", "M"):
         return None
     return units.parse_size(f"{number} {unit or 'B'}")
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, pipe_rows=SCAN_PIPE_ROWS),
+)

@@ -466,3 +466,15 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
     if events:
         out.meta["gpu_ooms"] = len(events)
     return out
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format, Scan
+
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
+              block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+)

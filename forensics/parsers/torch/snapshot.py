@@ -475,3 +475,9 @@ def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> l
                     "kind": "allocation_site", "bytes": s.live_bytes, "detail": json.dumps(detail),
                     "text": render(line)})
     return out
+
+
+# the one name the parser list reads (parsers/contract.py)
+from forensics.parsers.contract import Format
+
+FORMAT = Format(name=NAME, sniff_bytes=sniff_bytes, parse=parse)
