@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 KNOWN = {
     # the caching allocator absorbs the growth: nvidia-smi sees one rise of reserved memory near the
     # end, not a trend (the step log shows the leak)
-    ("infer_cache_leak_sigkill", "smi_csv"): "allocator hides the growth from the device view",
     ("infer_cache_leak_sigkill", "dmon"): "allocator hides the growth from the device view",
     ("infer_cache_leak_sigkill", "apps"): "allocator hides the growth from the device view",
     ("infer_cache_leak_exit", "smi_l1"): "allocator hides the growth from the device view",

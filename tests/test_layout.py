@@ -5,7 +5,7 @@ and the evaluation package (`evaluation`):
 - no module over 900 lines, no function over 80 lines (those listed in LONG_FUNCTIONS excepted, and no
   function at all over 150);
 - no module reaching into another's private names;
-- detection imports no parser (the known exceptions listed in DETECT_IMPORTS_PARSERS, and an xfail);
+- detection imports no parser (the Xid catalog and the event de-duplication live outside parsers/);
 - evaluation apart from tests and benchmarks: no test imports `bench`, `bench` imports no test, and
   `evaluation` imports neither.
 Each list of exceptions must shrink when one is fixed: a listed exception that no longer holds fails."""
@@ -36,13 +36,6 @@ LONG_FUNCTIONS = {
     "forensics.parsers.jobs.containers:parse", "forensics.record:record", "forensics.parsers.torch.snapshot_reader:TraceReader._run",
     "forensics.report.verdict:verdict_ctx", "forensics.parsers.torch.snapshot_fast:_fields",
     "forensics.parsers.torch.snapshot_pickle:PlainUnpickler._rare",
-}
-# Known exception (issue 44 item 1): the Xid catalog sits in the kernel-log parser's package, so importing
-# detection imports every parser (forensics/parsers/__init__.py imports them all). It moves to a format-free
-# module; then this list is empty.
-DETECT_IMPORTS_PARSERS = {
-    ("forensics.detect.events", "forensics.parsers.kernel.xid"),
-    ("forensics.detect.jobs", "forensics.parsers.kernel.xid"),
 }
 
 
@@ -200,14 +193,11 @@ def _detect_parser_imports() -> set[tuple[str, str]]:
             for target, _, _ in _imports(m, p) if target.startswith("forensics.parsers")}
 
 
-def test_detection_imports_no_parser_but_the_known_exceptions():
+def test_detection_imports_no_parser():
     found = _detect_parser_imports()
-    assert found <= DETECT_IMPORTS_PARSERS, f"detection imports parsers: {sorted(found - DETECT_IMPORTS_PARSERS)}"
-    assert found == DETECT_IMPORTS_PARSERS, f"no longer imported, take off the list: {DETECT_IMPORTS_PARSERS - found}"
+    assert not found, f"detection imports parsers: {sorted(found)}"
 
 
-@pytest.mark.xfail(reason="known exception (DETECT_IMPORTS_PARSERS): the Xid catalog is in parsers/kernel, "
-                          "so importing detection imports every parser (issue 44 item 1)", strict=True)
 def test_importing_detection_loads_no_parser():
     code = "import sys, forensics.detect; print(sorted(m for m in sys.modules if m.startswith('forensics.parsers')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
