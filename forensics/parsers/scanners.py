@@ -74,8 +74,13 @@ class Scanners:
         cand = rows_where(batch, keep)
         if not cand.height:
             return
-        for m in self.mods:
-            h = rows_where(cand, pl.col("text").str.contains(m.SCAN_HINT))
+        # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
+        # batch's few candidate lines
+        hints = cand.select(pl.col("text").str.contains(m.SCAN_HINT).alias(str(i)) for i, m in enumerate(self.mods))
+        for m, mask in zip(self.mods, hints.iter_columns()):
+            if not mask.any():
+                continue
+            h = rows_where(cand, mask)
             if h.height and m.NAME in self.capped:
                 room = MAX_EVENT_LINES - self.kept[m.NAME]
                 if h.height > room:
