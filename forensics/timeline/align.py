@@ -58,7 +58,7 @@ def align(bundle: Bundle, opts: Options) -> Bundle:
 
 
 def _base_anchors(samples, events, infos: dict[str, InputInfo], opts: Options) -> None:
-    timed = set(stamps.times(samples, events).drop_nulls("time")["source"].unique().to_list())
+    timed = stamps.sources_with(samples, events)["time"]
     for path, info in infos.items():
         if path not in timed:
             continue

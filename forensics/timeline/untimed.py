@@ -194,10 +194,8 @@ def _index_column(df: pl.DataFrame) -> pl.Expr:
 
 def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
     interval, end = opts.interval, opts.end
-    timed = set(stamps.times(samples, events).drop_nulls("time")["source"].unique().to_list())
-    with_uptime = set(pl.concat([samples.select("source", "uptime"), events.select("source", "uptime")])
-                      .drop_nulls("uptime")["source"].unique().to_list())
-    has_rows = set(stamps.times(samples, events)["source"].unique().to_list())
+    have = stamps.sources_with(samples, events, ("time", "uptime"))
+    timed, with_uptime, has_rows = have["time"], have["uptime"], have[None]
     untimed = [p for p in infos if p in has_rows and p not in timed and p not in with_uptime]
     if not untimed:
         return samples, events
