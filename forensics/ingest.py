@@ -28,7 +28,7 @@ from forensics.model import (
 )
 from forensics.io.sources import CUT_AT_END, Source, discover, outside_note
 from forensics.parsers.scanners import Scanners
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 
 
 def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
@@ -339,7 +339,7 @@ def _once_per_step(results: list[Parsed], info: InputInfo) -> None:
     rows = rows.join(shared.select(_STEP_KEY), on=_STEP_KEY, nulls_equal=True)
     first = rows.sort("line").group_by(_STEP_KEY).agg(pl.col("_p").first().alias("_keep"))
     drop = rows.join(first, on=_STEP_KEY, nulls_equal=True).filter(pl.col("_p") != pl.col("_keep"))
-    for (i,), gone in drop.partition_by("_p", as_dict=True).items():
+    for (i,), gone in partitions(drop, "_p").items():
         p = results[i]
         p.samples = (conform(p.samples, SAMPLES_SCHEMA).with_row_index("_r")
                      .filter(~pl.col("_r").cast(pl.Int64).is_in(gone["_r"].implode())).drop("_r"))

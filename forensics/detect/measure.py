@@ -17,7 +17,7 @@ from forensics.detect import lifetimes
 from forensics.detect.thresholds import AXIS_MISSING_SHARE, MIN_POINTS
 from forensics.detect.findings import Evidence
 from forensics.detect.series import SeriesFit, analyze_xy
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.units import human
 
 DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
@@ -147,7 +147,8 @@ def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
         return "time", _sorted_by(df, "time", ["seq", "line"])
     order = "seq" if df["seq"].null_count() == 0 else "line"
     if df["step"].null_count() <= AXIS_MISSING_SHARE * n:
-        return "step", _sorted_by(df.filter(pl.col("step").is_not_null()), order, [])
+        stepped = df.filter(pl.col("step").is_not_null()) if df["step"].null_count() else df
+        return "step", _sorted_by(stepped, order, [])
     return "index", _sorted_by(df, order, [])
 
 
@@ -394,13 +395,13 @@ def series_frames(samples: pl.DataFrame):
     cols = keys + ["label", "time", "seq", "line", "step", "bytes", "total_bytes"]
     out = []
     named = samples.select(cols).with_columns(series_labels(samples))
-    for k, df in named.partition_by(keys, as_dict=True, maintain_order=True).items():
+    for k, df in partitions(named, *keys).items():
         if k[4] is None:
             continue
         if df["label"].null_count() == df.height:   # one series, unlabelled: no partition to run
             out.append((tuple(k) + (None,), df))
             continue
-        for (label,), part in df.partition_by("label", as_dict=True, maintain_order=True).items():
+        for (label,), part in partitions(df, "label").items():
             out.append((tuple(k) + (label,), part))
     return out
 

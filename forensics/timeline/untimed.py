@@ -13,7 +13,7 @@ import polars as pl
 
 from forensics.model import InputInfo
 from forensics.options import Options
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.timeline import stamps
 from forensics.timeline.stamps import MIB, US
 
@@ -246,7 +246,7 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
 def _split(df: pl.DataFrame, sources: list[str]) -> dict[str, pl.DataFrame]:
     """The rows of each of `sources`, with `_r` their row number in `df`."""
     part = rows_where(df.with_row_index("_r"), pl.col("source").is_in(sources))
-    return {k[0]: v for k, v in part.partition_by("source", as_dict=True).items()}
+    return {k[0]: v for k, v in partitions(part, "source").items()}
 
 
 def _scatter(df: pl.DataFrame, times: list[pl.DataFrame]) -> pl.DataFrame:
