@@ -105,13 +105,19 @@ def sample_incidents() -> list[Path]:
     return sorted(p for p in samples.iterdir() if p.is_dir() and (p / "README.md").exists())
 
 
+def cpu_seconds() -> float:
+    """CPU of this process and of its children that ended (a scan's workers end with it)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def peak_rss_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024
 
 
 class TreeMemory:
-    """Samples the resident memory of every descendant process (the scan's workers live under a
-    forkserver, so getrusage(RUSAGE_CHILDREN) does not see them): peak of one worker and of all."""
+    """Samples the resident memory of every descendant process (getrusage's peak of the children is
+    the largest one, not their sum): peak of one worker and of all."""
 
     def __init__(self, interval: float = 0.2):
         import threading
@@ -259,31 +265,34 @@ def main() -> None:
             arch = work / f"archive-{n}"
             size = build_archive(arch, n, tpls)
             load = os.getloadavg()[0]   # other work on the machine, seen before the scans
-            times, peak_one, peak_all = [], 0, 0
+            times, cpus, peak_one, peak_all = [], [], 0, 0
             for r in range(max(1, args.repeat)):
                 out = work / f"out-{n}-{r}"   # a fresh folder: a rerun into the same one skips unchanged jobs
                 cfg = sc.ScanConfig(archive=arch, out_dir=out, opts=Options(tz="UTC"), workers=args.workers)
-                t = time.perf_counter()
+                t, c = time.perf_counter(), cpu_seconds()
                 with TreeMemory() as mem:
                     res = sc.run_scan(cfg)
                 times.append(time.perf_counter() - t)
+                cpus.append(cpu_seconds() - c)
                 peak_one, peak_all = max(peak_one, mem.peak_one), max(peak_all, mem.peak_all)
                 shutil.rmtree(out, ignore_errors=True)
             dt = min(times)
             rows.append((n, dt, n / dt, size / dt / 1e6, size / n / 1e6, res.failed,
-                         peak_one / 2**20, peak_all / 2**20, times, load))
+                         peak_one / 2**20, peak_all / 2**20, times, load, min(cpus) / n * 1000))
             shutil.rmtree(arch, ignore_errors=True)
         print(f"\nbatch scan, {args.workers} workers, every job distinct ({args.synthetic} synthetic in each "
               f"{len(tpls)}, the rest copies of the {len(tpls) - args.synthetic} sample incidents)"
               + (f", best of {args.repeat} scans" if args.repeat > 1 else ""))
         print(f"{'jobs':>6} {'MB/job':>7} {'seconds':>8} {'jobs/s':>7} {'MB/s':>7} {'failed':>6} "
-              f"{'worker MB':>9} {'all MB':>7} {'load':>5}" + ("  all runs (s)" if args.repeat > 1 else ""))
-        for n, dt, jps, mbs, mbj, failed, one, total, times, load in rows:
+              f"{'worker MB':>9} {'all MB':>7} {'load':>5} {'CPU ms/job':>10}" + ("  all runs (s)" if args.repeat > 1 else ""))
+        for n, dt, jps, mbs, mbj, failed, one, total, times, load, cpu in rows:
             print(f"{n:>6} {mbj:>7.2f} {dt:>8.1f} {jps:>7.1f} {mbs:>7.1f} {failed:>6} {one:>9.0f} {total:>7.0f} {load:>5.2f}"
+                  f" {cpu:>10.0f}"
                   + ("  " + " ".join(f"{x:.1f}" for x in times) if args.repeat > 1 else ""))
         print(f"peak memory of the main process: {peak_rss_mb(resource.RUSAGE_SELF):.0f} MB "
               "(worker MB: the largest worker; all MB: main process and workers together, sampled every 0.2 s; "
-              "load: the 1-minute load average before the scans)")
+              "load: the 1-minute load average before the scans; CPU ms/job: the scan's processes, all of them, the "
+              "least of the runs)")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
