@@ -32,8 +32,12 @@ from forensics.frames import partitions, rows_where
 
 
 def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
-    df = conform(df, schema)
-    return df.with_columns(pl.lit(path, dtype=pl.String).alias("source"))
+    """df in `schema`, its source set to `path` (a column replaced on a copy: `with_columns` would be a
+    query per table per file)."""
+    df = conform(df, schema).clone()
+    df.replace_column(df.get_column_index("source"),
+                      pl.Series("source", [path], dtype=pl.String).new_from_index(0, df.height))
+    return df
 
 
 # Files at least this big are read batch by batch, in bounded memory; smaller ones are one batch. A
@@ -324,14 +328,13 @@ def _once_per_step(results: list[Parsed], info: InputInfo) -> None:
     counter) are one reading printed twice: the copy on the earlier line is kept, the other parsers'
     copies are dropped (and said in a note), so the series is neither counted twice at that step nor
     split into twins. Readings without a step are left alone: nothing says when they were taken."""
-    parts = []
-    for i, p in enumerate(results):
-        s = p.samples
-        if s is not None and s.height and s["step"].null_count() < s.height:
-            parts.append(conform(s, SAMPLES_SCHEMA).select(*_STEP_KEY, "line")
-                         .with_columns(pl.lit(i).alias("_p"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_r")))
-    if len(parts) < 2:
+    stepped = [(i, p.samples) for i, p in enumerate(results)
+               if p.samples is not None and p.samples.height and p.samples["step"].null_count() < p.samples.height]
+    if len(stepped) < 2:   # (the usual case: one parser's readings per file) nothing to compare, no query
         return
+    parts = [conform(s, SAMPLES_SCHEMA).select(*_STEP_KEY, "line")
+             .with_columns(pl.lit(i).alias("_p"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_r"))
+             for i, s in stepped]
     rows = pl.concat(parts).filter(pl.col("step").is_not_null())
     shared = rows.group_by(_STEP_KEY).agg(pl.col("_p").n_unique().alias("_n")).filter(pl.col("_n") > 1)
     if not shared.height:
