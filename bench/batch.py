@@ -5,10 +5,12 @@
     python bench/batch.py --jobs 200 1000 --workers 2 --repeat 2   # best of two scans of each archive
     python bench/batch.py --stages        # where a job's CPU goes: per stage, in one process
 
-Jobs are made from the recorded incidents in sample_logs/ (copied as they are) and from seeded
-synthetic ones (a few MB each: 1 Hz nvidia-smi CSV for several GPUs over hours, a training log with
-step markers, a kern.log). Job files are hard links of a small set of distinct templates so the
-archive costs little disk, but every job is fingerprinted, parsed, analyzed and reported on its own.
+Jobs are made from the recorded incidents in sample_logs/ and from seeded synthetic ones (a few MB
+each: 1 Hz nvidia-smi CSV for several GPUs over hours, a training log with step markers, a kern.log).
+Every job is a folder of its own files, never hard links, so no two jobs share cached pages: a
+sample incident is copied byte for byte, and each synthetic job is generated from its own seed (its
+own leak GPU, onset, rate and noise), so no two synthetic jobs hold the same bytes. `--synthetic`
+sets the share: of every (samples + N) jobs, N are synthetic.
 Prints one table: jobs, seconds, jobs/s, MB/s, peak memory of the main process and of the largest worker.
 """
 from __future__ import annotations
@@ -67,33 +69,46 @@ def synthetic_job(folder: Path, seed: int) -> None:
 
 
 def build_archive(root: Path, jobs: int, templates: list[Path]) -> int:
-    """`jobs` job folders made of hard links to the templates; returns total bytes."""
+    """`jobs` job folders, each of its own files (see the module's docstring); returns total bytes.
+    A None template stands for a synthetic job, generated here from the job's number."""
     total = 0
     for j in range(jobs):
         tpl = templates[j % len(templates)]
         dest = root / f"2026-11-{1 + j % 28:02d}" / f"job-{j:05d}"
+        if tpl is None:
+            synthetic_job(dest, seed=j + 1)
+            total += sum(f.stat().st_size for f in dest.iterdir())
+            continue
         for f in tpl.rglob("*"):
             if f.is_file() and f.name != "README.md":
                 target = dest / f.relative_to(tpl)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(f, target)
-                except OSError:
-                    shutil.copy2(f, target)
+                shutil.copyfile(f, target)
                 total += f.stat().st_size
     return total
 
 
 def templates(work: Path, n_synthetic: int) -> list[Path]:
+    """Synthetic job templates (for --stages, which runs over templates), then the sample incidents."""
     out = []
     for i in range(n_synthetic):
         d = work / "tpl" / f"synthetic-{i}"
         synthetic_job(d, seed=i + 1)
         out.append(d)
+    return out + sample_incidents()
+
+
+def sample_incidents() -> list[Path]:
     samples = ROOT / "sample_logs"
-    if samples.is_dir():
-        out.extend(sorted(p for p in samples.iterdir() if p.is_dir() and (p / "README.md").exists()))
-    return out
+    if not samples.is_dir():
+        return []
+    return sorted(p for p in samples.iterdir() if p.is_dir() and (p / "README.md").exists())
+
+
+def cpu_seconds() -> float:
+    """CPU of this process and of its children that ended (a scan's workers end with it)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def peak_rss_mb(who: int) -> float:
@@ -101,8 +116,8 @@ def peak_rss_mb(who: int) -> float:
 
 
 class TreeMemory:
-    """Samples the resident memory of every descendant process (the scan's workers live under a
-    forkserver, so getrusage(RUSAGE_CHILDREN) does not see them): peak of one worker and of all."""
+    """Samples the resident memory of every descendant process (getrusage's peak of the children is
+    the largest one, not their sum): peak of one worker and of all."""
 
     def __init__(self, interval: float = 0.2):
         import threading
@@ -228,7 +243,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, nargs="*", default=[250, 500, 1000])
     ap.add_argument("--workers", type=int, default=sc.usable_cpus())
-    ap.add_argument("--synthetic", type=int, default=12, help="distinct synthetic job templates")
+    ap.add_argument("--synthetic", type=int, default=12,
+                    help="synthetic jobs in each (sample incidents + N) jobs, each from its own seed")
     ap.add_argument("--repeat", type=int, default=1,
                     help="scans of each archive (each into a fresh output folder); the fastest is reported, as "
                          "this machine's speed drifts between runs")
@@ -239,37 +255,44 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gf-batch-"))
     try:
-        tpls = templates(work, args.synthetic)
         if args.stages:
-            stage_table(tpls, max(2, args.repeat))
+            stage_table(templates(work, args.synthetic), max(2, args.repeat))
             return
+        # None: a synthetic job, generated for each job from its own seed
+        tpls = [None] * args.synthetic + sample_incidents()
         rows = []
         for n in args.jobs:
             arch = work / f"archive-{n}"
             size = build_archive(arch, n, tpls)
-            times, peak_one, peak_all = [], 0, 0
+            load = os.getloadavg()[0]   # other work on the machine, seen before the scans
+            times, cpus, peak_one, peak_all = [], [], 0, 0
             for r in range(max(1, args.repeat)):
                 out = work / f"out-{n}-{r}"   # a fresh folder: a rerun into the same one skips unchanged jobs
                 cfg = sc.ScanConfig(archive=arch, out_dir=out, opts=Options(tz="UTC"), workers=args.workers)
-                t = time.perf_counter()
+                t, c = time.perf_counter(), cpu_seconds()
                 with TreeMemory() as mem:
                     res = sc.run_scan(cfg)
                 times.append(time.perf_counter() - t)
+                cpus.append(cpu_seconds() - c)
                 peak_one, peak_all = max(peak_one, mem.peak_one), max(peak_all, mem.peak_all)
                 shutil.rmtree(out, ignore_errors=True)
             dt = min(times)
             rows.append((n, dt, n / dt, size / dt / 1e6, size / n / 1e6, res.failed,
-                         peak_one / 2**20, peak_all / 2**20, times))
+                         peak_one / 2**20, peak_all / 2**20, times, load, min(cpus) / n * 1000))
             shutil.rmtree(arch, ignore_errors=True)
-        print(f"\nbatch scan, {args.workers} workers, {len(tpls)} distinct job templates"
+        print(f"\nbatch scan, {args.workers} workers, every job distinct ({args.synthetic} synthetic in each "
+              f"{len(tpls)}, the rest copies of the {len(tpls) - args.synthetic} sample incidents)"
               + (f", best of {args.repeat} scans" if args.repeat > 1 else ""))
         print(f"{'jobs':>6} {'MB/job':>7} {'seconds':>8} {'jobs/s':>7} {'MB/s':>7} {'failed':>6} "
-              f"{'worker MB':>9} {'all MB':>7}" + ("  all runs (s)" if args.repeat > 1 else ""))
-        for n, dt, jps, mbs, mbj, failed, one, total, times in rows:
-            print(f"{n:>6} {mbj:>7.2f} {dt:>8.1f} {jps:>7.1f} {mbs:>7.1f} {failed:>6} {one:>9.0f} {total:>7.0f}"
+              f"{'worker MB':>9} {'all MB':>7} {'load':>5} {'CPU ms/job':>10}" + ("  all runs (s)" if args.repeat > 1 else ""))
+        for n, dt, jps, mbs, mbj, failed, one, total, times, load, cpu in rows:
+            print(f"{n:>6} {mbj:>7.2f} {dt:>8.1f} {jps:>7.1f} {mbs:>7.1f} {failed:>6} {one:>9.0f} {total:>7.0f} {load:>5.2f}"
+                  f" {cpu:>10.0f}"
                   + ("  " + " ".join(f"{x:.1f}" for x in times) if args.repeat > 1 else ""))
         print(f"peak memory of the main process: {peak_rss_mb(resource.RUSAGE_SELF):.0f} MB "
-              "(worker MB: the largest worker; all MB: main process and workers together, sampled every 0.2 s)")
+              "(worker MB: the largest worker; all MB: main process and workers together, sampled every 0.2 s; "
+              "load: the 1-minute load average before the scans; CPU ms/job: the scan's processes, all of them, the "
+              "least of the runs)")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

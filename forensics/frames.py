@@ -1,10 +1,13 @@
-"""Two frame helpers used on hot paths.
+"""Frame helpers used on hot paths.
 
 rows_where: `DataFrame.filter` runs as a one-node lazy query whose work is handed to polars' thread
 pool while the caller waits, a fixed cost per call whatever the frame's size (a thread wake-up on each
 side). Evaluating the predicate with `select` (which polars runs on the calling thread for small
 frames) and filtering each column as a Series avoids it. A job's small logs run hundreds of filters on
 frames of a few hundred rows, where that adds up; big frames gain nothing and lose nothing.
+
+partitions: `partition_by(..., as_dict=True)` reads each partition's key with a query of its own (one
+per series, per source, ...); the keys are read from each partition's first row instead.
 
 owned: a copy of kept rows out of a batch's string buffers (see its docstring).
 
@@ -31,6 +34,11 @@ def rows_where(df: pl.DataFrame, predicate: pl.Expr | pl.Series) -> pl.DataFrame
     if mask.dtype != pl.Boolean or not df.width:
         return df.filter(mask)
     return pl.DataFrame([s.filter(mask) for s in df.iter_columns()])
+
+
+def partitions(df: pl.DataFrame, *by: str) -> dict[tuple, pl.DataFrame]:
+    """df.partition_by(by, as_dict=True, maintain_order=True): {key values: rows}, in order of first appearance."""
+    return {tuple(part.get_column(c)[0] for c in by): part for part in df.partition_by(list(by), maintain_order=True)}
 
 
 def owned(df: pl.DataFrame) -> pl.DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+import numpy as np
 import polars as pl
 
 from forensics.io import archives, lines
@@ -28,12 +29,16 @@ from forensics.model import (
 from forensics.io.sources import CUT_AT_END, Source, discover, outside_note
 from forensics.parsers.contract import Format
 from forensics.parsers.scanners import Scanners
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 
 
 def _tag(df: pl.DataFrame, schema: dict, path: str) -> pl.DataFrame:
-    df = conform(df, schema)
-    return df.with_columns(pl.lit(path, dtype=pl.String).alias("source"))
+    """df in `schema`, its source set to `path` (a column replaced on a copy: `with_columns` would be a
+    query per table per file)."""
+    df = conform(df, schema).clone()
+    df.replace_column(df.get_column_index("source"),
+                      pl.Series("source", [path], dtype=pl.String).new_from_index(0, df.height))
+    return df
 
 
 # Files at least this big are read batch by batch, in bounded memory; smaller ones are one batch. A
@@ -305,22 +310,24 @@ def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> Non
     dup = pl.col("time").is_not_null() & ~pl.struct(key).is_first_distinct()
     # only rows whose cheap per-column hash repeats can be duplicates: the exact struct comparison
     # runs on those (usually none; 3x faster on a month of readings)
-    dups = rows_where(rows_where(in_order, _row_hash(key).is_duplicated()), dup)
+    cand = rows_where(in_order, _row_hash(key).is_duplicated())
+    dups = rows_where(cand, dup) if cand.height else cand
     if dups.height and _sampled_within_a_tick(in_order):
         dups = dups.clear()
     if dups.height:
         skipped.add_lines(DUPLICATE, sorted(dups["line"].to_list()))
         p.samples = s.filter(~pl.col("_row").is_in(dups["_row"].implode())).drop("_row")
         in_order = in_order.filter(~pl.col("_row").is_in(dups["_row"].implode()))
-    timed = rows_where(in_order, pl.col("time").is_not_null())
+    timed = in_order if not in_order["time"].null_count() else rows_where(in_order, pl.col("time").is_not_null())
     if timed.height < 2:
         return
     messages: list[str] = []
     prev = pl.col("time").shift(1).over(_SERIES_KEY)
     # A reading can be more than 1 s older than an earlier one of its series only if it is more than
     # 1 s older than the latest time read before it: when no row is, skip the per-series window.
-    lag = timed.select((pl.col("time").cum_max() - pl.col("time")).dt.total_microseconds().max()).item()
-    if lag is not None and lag <= 1_000_000:
+    us = timed["time"].to_numpy().view(np.int64)   # µs (SAMPLES_SCHEMA's unit), no nulls: numpy, no query
+    lag = int((np.maximum.accumulate(us) - us).max())
+    if lag <= 1_000_000:
         back = timed.clear()
     else:
         back = timed.with_columns(((prev - pl.col("time")).dt.total_microseconds() / 1e6).alias("_back"),
@@ -349,14 +356,13 @@ def _once_per_step(results: list[Parsed], info: InputInfo) -> None:
     counter) are one reading printed twice: the copy on the earlier line is kept, the other parsers'
     copies are dropped (and said in a note), so the series is neither counted twice at that step nor
     split into twins. Readings without a step are left alone: nothing says when they were taken."""
-    parts = []
-    for i, p in enumerate(results):
-        s = p.samples
-        if s is not None and s.height and s["step"].null_count() < s.height:
-            parts.append(conform(s, SAMPLES_SCHEMA).select(*_STEP_KEY, "line")
-                         .with_columns(pl.lit(i).alias("_p"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_r")))
-    if len(parts) < 2:
+    stepped = [(i, p.samples) for i, p in enumerate(results)
+               if p.samples is not None and p.samples.height and p.samples["step"].null_count() < p.samples.height]
+    if len(stepped) < 2:   # (the usual case: one parser's readings per file) nothing to compare, no query
         return
+    parts = [conform(s, SAMPLES_SCHEMA).select(*_STEP_KEY, "line")
+             .with_columns(pl.lit(i).alias("_p"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_r"))
+             for i, s in stepped]
     rows = pl.concat(parts).filter(pl.col("step").is_not_null())
     shared = rows.group_by(_STEP_KEY).agg(pl.col("_p").n_unique().alias("_n")).filter(pl.col("_n") > 1)
     if not shared.height:
@@ -364,7 +370,7 @@ def _once_per_step(results: list[Parsed], info: InputInfo) -> None:
     rows = rows.join(shared.select(_STEP_KEY), on=_STEP_KEY, nulls_equal=True)
     first = rows.sort("line").group_by(_STEP_KEY).agg(pl.col("_p").first().alias("_keep"))
     drop = rows.join(first, on=_STEP_KEY, nulls_equal=True).filter(pl.col("_p") != pl.col("_keep"))
-    for (i,), gone in drop.partition_by("_p", as_dict=True).items():
+    for (i,), gone in partitions(drop, "_p").items():
         p = results[i]
         p.samples = (conform(p.samples, SAMPLES_SCHEMA).with_row_index("_r")
                      .filter(~pl.col("_r").cast(pl.Int64).is_in(gone["_r"].implode())).drop("_r"))
@@ -376,7 +382,7 @@ def _once_per_step(results: list[Parsed], info: InputInfo) -> None:
 def _gpu_presence(timed: pl.DataFrame, path: str) -> list[str]:
     """GPUs of an nvidia-smi log that vanish, come back or appear late while the others go on."""
     per_gpu = rows_where(timed, (pl.col("series") == "memory.used") & pl.col("gpu").is_not_null())
-    if per_gpu.select(pl.col("gpu").n_unique()).item() < 2:
+    if per_gpu["gpu"].n_unique() < 2:
         return []
     secs = pl.col("time").dt.epoch("us") / 1e6
     stats = (per_gpu.sort("line").with_columns(secs.alias("_t"))

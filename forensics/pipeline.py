@@ -27,6 +27,16 @@ def load(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = N
         read = sum(1 for i in bundle.inputs if i.format)
         stage("read", t1 - t0, f"{len(bundle.inputs)} files, {read} recognized, "
                                f"{bundle.samples.height:,} readings, {bundle.events.height:,} events")
+    bundle = place(bundle, opts)
+    if stage:
+        clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)
+        stage("align", time.perf_counter() - t1, f"{clocked} files on the clock, {bundle.samples.height:,} "
+                                                 f"readings and {bundle.events.height:,} events after merging copies")
+    return bundle
+
+
+def place(bundle, opts: Options):
+    """What was read, put on one timeline, each kernel event and reading once, within the series budget."""
     bundle = timeline.align(bundle, opts)
     # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
     # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views
@@ -34,10 +44,6 @@ def load(paths: list[str], opts: Options, progress: ingest.ProgressFn | None = N
     bundle.events = timeline.merge_twin_events(timeline.dedupe_events(bundle.events))
     bundle.samples = timeline.merge_twin_samples(timeline.dedupe_samples(bundle.samples))
     _series_budget(bundle, opts)
-    if stage:
-        clocked = sum(1 for i in bundle.inputs if i.format and i.start is not None)
-        stage("align", time.perf_counter() - t1, f"{clocked} files on the clock, {bundle.samples.height:,} "
-                                                 f"readings and {bundle.events.height:,} events after merging copies")
     return bundle
 
 

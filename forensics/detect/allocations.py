@@ -24,7 +24,7 @@ import polars as pl
 
 from forensics.detect.findings import Evidence, Finding
 from forensics.detect.thresholds import SITE_MATCH, SITE_MIN_STEPS, SITE_QUARTERS
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.model import detail_dict
 from forensics.units import human, rate_text
 
@@ -49,7 +49,7 @@ def _steps_from_log(samples: pl.DataFrame, t0: datetime, t1: datetime) -> tuple[
     if s.height < 2:
         return None
     best = None
-    for (src,), g in s.group_by(["source"], maintain_order=True):
+    for (src,), g in partitions(s, "source").items():
         g = g.sort("time").unique(["step"], keep="first", maintain_order=True)
         inside = g.filter(pl.col("time").is_between(t0, t1))
         use = inside if inside.height >= 2 else g

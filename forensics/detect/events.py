@@ -15,7 +15,7 @@ from forensics.detect.thresholds import (FRAGMENTATION_SHARE, JITTER_SHARE, KILL
                                          SLOWDOWN_MIN_STEPS, SLOWDOWN_RATIO, SLOWDOWN_SHARE)
 from forensics.model import detail_dict
 from forensics.units import elapsed_text, human, seconds_text
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics import xid_catalog
 
 EVIDENCE_MAX = 5
@@ -244,7 +244,7 @@ def _sanitizer(leaks: pl.DataFrame) -> list[Finding]:
 def _kv_cache_leaks(leaks: pl.DataFrame) -> list[Finding]:
     """A serving engine's own leak check (parsers/serving/engines.py): one finding per input."""
     out = []
-    for source, rows in leaks.group_by("source", maintain_order=True):
+    for source, rows in partitions(leaks, "source").items():
         rows = rows.to_dicts()
         d = detail_dict(rows[0]["detail"])
         avail, total = d.get("available_tokens"), d.get("total_tokens")

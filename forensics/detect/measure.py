@@ -17,7 +17,7 @@ from forensics.detect import lifetimes
 from forensics.detect.thresholds import AXIS_MISSING_SHARE, MIN_POINTS
 from forensics.detect.findings import Evidence
 from forensics.detect.series import SeriesFit, analyze_xy
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.units import human
 
 DRAW_POINTS = 2000            # points kept per series for the report's chart (min-max per bucket)
@@ -147,7 +147,8 @@ def _pick_x(df: pl.DataFrame) -> tuple[str, pl.DataFrame]:
         return "time", _sorted_by(df, "time", ["seq", "line"])
     order = "seq" if df["seq"].null_count() == 0 else "line"
     if df["step"].null_count() <= AXIS_MISSING_SHARE * n:
-        return "step", _sorted_by(df.filter(pl.col("step").is_not_null()), order, [])
+        stepped = df.filter(pl.col("step").is_not_null()) if df["step"].null_count() else df
+        return "step", _sorted_by(stepped, order, [])
     return "index", _sorted_by(df, order, [])
 
 
@@ -155,18 +156,20 @@ def measure_series(key: tuple, df: pl.DataFrame) -> Series:
     """The whole series (kept for drawing and for residual processes) and its job lifetimes, each
     analyzed on its own (`parts`); the series' result shows the lifetime that matters most."""
     source, host, gpu, pid, series, label = key
-    df = rows_where(df, pl.col("bytes").is_not_null())
+    if df["bytes"].null_count():
+        df = rows_where(df, pl.col("bytes").is_not_null())
     kind, df = _pick_x(df) if df.height else ("index", df)
-    t0 = None
+    t0 = us = None
     if kind == "time" and df.height:
-        us0 = int(df["time"].dt.epoch("us")[0])
+        us = _epoch_us(df["time"])
+        us0 = int(us[0])
         t0 = datetime.fromtimestamp(us0 // 1_000_000, tz=timezone.utc) + timedelta(microseconds=us0 % 1_000_000)
     cap = df["total_bytes"].max() if df.height else None
     res = SeriesResult(key=key, source=source, host=host, gpu=gpu, pid=pid, series=series, label=label,
                        n=df.height, x_kind=kind, classification="too_short",
                        capacity=int(cap) if cap is not None else None,
                        slope_unit={"time": "bytes/hour", "step": "bytes/step"}.get(kind, "bytes/sample"))
-    whole = _arrays(res, df, kind, t0)
+    whole = _arrays(res, df, kind, t0, us)
     y = whole.y
     if series in FRAMEWORK_SERIES or (whole.steps is not None and series not in DEVICE_SERIES):
         spans = lifetimes.step_lifetimes(whole.steps, y.size)
@@ -186,14 +189,13 @@ def measure_series(key: tuple, df: pl.DataFrame) -> Series:
     return whole
 
 
-def _arrays(res: SeriesResult, df: pl.DataFrame, kind: str, t0: datetime | None) -> Series:
-    """The whole series' arrays in the file's (or the clock's) order: seconds since t0 when timed,
-    the step numbers of an untimed step log, else the sample index. Its lifetimes are cut from these
-    (`_part`), so a restarted step counter is still seen going back."""
+def _arrays(res: SeriesResult, df: pl.DataFrame, kind: str, t0: datetime | None, us: np.ndarray | None) -> Series:
+    """The whole series' arrays in the file's (or the clock's) order: seconds since t0 when timed (`us`:
+    the times in µs since the epoch), the step numbers of an untimed step log, else the sample index.
+    Its lifetimes are cut from these (`_part`), so a restarted step counter is still seen going back."""
     sec = None
     steps = df["step"].to_numpy().astype(np.float64) if df["step"].null_count() < df.height else None
     if kind == "time" and df.height:
-        us = df["time"].dt.epoch("us").to_numpy().astype(np.int64)
         t0_us = (t0 - _EPOCH) // timedelta(microseconds=1) if t0 is not None else int(us[0])
         sec = (us - t0_us).astype(np.float64) / 1e6
         x = sec
@@ -201,12 +203,24 @@ def _arrays(res: SeriesResult, df: pl.DataFrame, kind: str, t0: datetime | None)
         x = steps
     else:
         col = "seq" if df["seq"].null_count() == 0 else "line"
-        x = df[col].fill_null(0).to_numpy().astype(np.float64) if df.height else np.zeros(0)
+        x = _no_nulls(df[col]).astype(np.float64) if df.height else np.zeros(0)
         if x.size and (np.diff(x) <= 0).any():
             x = np.arange(x.size, dtype=np.float64)
     y = df["bytes"].to_numpy().astype(np.float64)
-    lines = df["line"].fill_null(0).to_numpy()
+    lines = _no_nulls(df["line"])
     return Series(res, None, kind, x, y, lines, steps, t0, sec)
+
+
+def _epoch_us(times: pl.Series) -> np.ndarray:
+    """µs since the epoch of a time column without nulls (numpy's view of the column: no query)."""
+    if times.dtype == pl.Datetime("us", times.dtype.time_zone):
+        return times.to_numpy().view(np.int64)
+    return times.dt.epoch("us").to_numpy().astype(np.int64)
+
+
+def _no_nulls(col: pl.Series) -> np.ndarray:
+    """An integer column as numpy, nulls read as 0 (the fill is a query: only when there are nulls)."""
+    return (col.fill_null(0) if col.null_count() else col).to_numpy()
 
 
 def _part(whole: Series, res: SeriesResult, lt: lifetimes.Lifetime) -> Series:
@@ -360,6 +374,9 @@ def gpu_of_unnamed(host: str | None, gpus) -> tuple | None:
 def series_labels(samples: pl.DataFrame) -> pl.Series:
     """Each sample's label as series_frames keys it: None where the labels of its (source, host, GPU,
     process, series) change with nearly every sample (the same rule, for all samples in one query)."""
+    labels = samples["label"]
+    if labels.null_count() == labels.len():   # no labels (most logs): nothing to decide, no query
+        return labels
     keys = ["source", "host", "gpu", "pid", "series"]
     per = samples.group_by(*keys, "label").len().group_by(keys).agg(
         pl.len().alias("_labels"), pl.col("len").median().alias("_median"))
@@ -378,10 +395,13 @@ def series_frames(samples: pl.DataFrame):
     cols = keys + ["label", "time", "seq", "line", "step", "bytes", "total_bytes"]
     out = []
     named = samples.select(cols).with_columns(series_labels(samples))
-    for k, df in named.partition_by(keys, as_dict=True, maintain_order=True).items():
+    for k, df in partitions(named, *keys).items():
         if k[4] is None:
             continue
-        for (label,), part in df.partition_by("label", as_dict=True, maintain_order=True).items():
+        if df["label"].null_count() == df.height:   # one series, unlabelled: no partition to run
+            out.append((tuple(k) + (None,), df))
+            continue
+        for (label,), part in partitions(df, "label").items():
             out.append((tuple(k) + (label,), part))
     return out
 

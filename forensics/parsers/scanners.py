@@ -75,8 +75,13 @@ class Scanners:
         cand = rows_where(batch, keep)
         if not cand.height:
             return False
-        for f in self.mods:
-            h = rows_where(cand, pl.col("text").str.contains(f.scan.hint))
+        # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
+        # batch's few candidate lines
+        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(self.mods))
+        for f, mask in zip(self.mods, hints.iter_columns()):
+            if not mask.any():
+                continue
+            h = rows_where(cand, mask)
             if h.height and f.name in self.capped:
                 room = MAX_EVENT_LINES - self.kept[f.name]
                 if h.height > room:

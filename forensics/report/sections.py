@@ -305,8 +305,13 @@ _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss",
              "scope", "constraint", "memcg", "task_memcg", "oom_memcg", "cpuset", "nodemask", "global_oom")
 
 
+def _sorted_by_time(df: pl.DataFrame) -> pl.DataFrame:
+    """df by time, nulls last (no query for the usual zero or one row)."""
+    return df if df.height < 2 else df.sort("time", nulls_last=True)
+
+
 def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
-    kills = events.filter(pl.col("kind") == "oom_kill").sort("time", nulls_last=True)
+    kills = _sorted_by_time(rows_where(events, pl.col("kind") == "oom_kill"))
     rows = []
     for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
         d = detail_dict(e["detail"])
@@ -321,7 +326,7 @@ def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
 
 
 def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
-    ooms = events.filter(pl.col("kind") == "gpu_oom").sort("time", nulls_last=True)
+    ooms = _sorted_by_time(rows_where(events, pl.col("kind") == "gpu_oom"))
     rows = []
     for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
         facts = _details(detail_dict(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])

@@ -19,22 +19,25 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     Grouping tens of millions of rows on six nullable text keys is slow, so rows are grouped on a
     64-bit hash of the keys instead, and the keys are read back once per series."""
     keys = list(SERIES_KEY)
-    s = rows_where(samples, pl.col("bytes").is_not_null())
+    s = rows_where(samples, pl.col("bytes").is_not_null()) if samples["bytes"].null_count() else samples
     if s.is_empty():
         return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
     # the key columns hashed as they are: half the cost of casting them to categorical codes first
     # (the hashes only group rows; series ids come from sorting the keys below)
-    s = s.with_columns(pl.struct(keys[:5]).hash(20240601).alias("_h5"))
-    s = s.with_columns(pl.struct("_h5", keys[5]).hash(20240601).alias("_h6"))
+    h5 = pl.struct(keys[:5]).hash(20240601).alias("_h5")
+    s = s.with_columns(h5, pl.struct(h5, keys[5]).hash(20240601).alias("_h6"))
     # as detect.series_frames does: a label that changes with nearly every reading ("step 17") does
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
     per_label = s.group_by("_h5", "_h6").agg(pl.len().alias("c")).group_by("_h5").agg(
         pl.len().alias("labels"), pl.col("c").median().alias("median"))
     loose = rows_where(per_label, (pl.col("labels") > 1) & (pl.col("median") < MIN_POINTS))["_h5"]
-    s = s.with_columns(
-        pl.when(pl.col("_h5").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"),
-        pl.when(pl.col("_h5").is_in(loose.implode())).then(pl.col("_h5")).otherwise(pl.col("_h6")).alias("_h"),
-    )
+    if loose.len():
+        s = s.with_columns(
+            pl.when(pl.col("_h5").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"),
+            pl.when(pl.col("_h5").is_in(loose.implode())).then(pl.col("_h5")).otherwise(pl.col("_h6")).alias("_h"),
+        )
+    else:   # (the usual case) every label names its series: no query to keep them
+        s = s.hstack([s["_h6"].alias("_h")])
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
     flags = s.group_by("_h").agg(
         *[pl.col(k).first() for k in keys],
@@ -44,7 +47,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.when(pl.col("has_time")).then(pl.lit("time"))
         .when(pl.col("has_step")).then(pl.lit("step"))
         .otherwise(pl.lit("index")).alias("xkind")
-    ).sort(keys, nulls_last=False).with_row_index("sid").with_columns(pl.col("sid").cast(pl.Int64))
+    ).sort(keys, nulls_last=False)
+    flags.insert_column(0, pl.Series("sid", range(flags.height), dtype=pl.Int64))   # (a cast would be a query)
     rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
         flags.select("_h", "sid", "xkind"), on="_h", how="inner")
     rows = rows.with_columns(
@@ -52,7 +56,9 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
         .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
     )
-    rows = rows_where(rows, pl.col("x").is_not_null()).select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
+    if rows["x"].null_count():
+        rows = rows_where(rows, pl.col("x").is_not_null())
+    rows = rows.select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
     stats = rows.group_by("sid").agg(
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),
@@ -84,10 +90,8 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     if part.is_empty():
         return {}
     width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
-    part = part.with_columns(
-        ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    )
-    agg = part.group_by("sid", "b").agg(
+    bucket = ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+    agg = part.group_by("sid", bucket).agg(
         pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
         pl.col("y").min().alias("ymin"),
         pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),

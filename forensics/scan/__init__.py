@@ -581,6 +581,9 @@ def _worker_main(conn, max_bytes: int | None) -> None:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    # the analysis' modules imported once, before the first job: every job of this worker finds them
+    # loaded, and the first job's `seconds` is its own work, not the imports
+    from forensics import pipeline, report  # noqa: F401
     while True:
         try:
             a = conn.recv()

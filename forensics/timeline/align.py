@@ -58,7 +58,8 @@ def align(bundle: Bundle, opts: Options) -> Bundle:
 
 
 def _base_anchors(samples, events, infos: dict[str, InputInfo], opts: Options) -> None:
-    timed = set(stamps.times(samples, events).drop_nulls("time")["source"].unique().to_list())
+    timed = stamps.sources_with(samples, events)["time"]
+    with_events = None   # the sources with events, asked once: a CSV's has none to look at for dmesg -T
     for path, info in infos.items():
         if path not in timed:
             continue
@@ -73,7 +74,9 @@ def _base_anchors(samples, events, infos: dict[str, InputInfo], opts: Options) -
                 info.anchor = f"{year_from}; {local}"
             else:
                 info.anchor = local
-            if uptime.is_ctime_source(events, path):
+            if with_events is None:
+                with_events = set(events["source"].unique().to_list()) if events.height else set()
+            if path in with_events and uptime.is_ctime_source(events, path):
                 info.anchor += f"; {DMESG_T_CAVEAT}"
         else:
             info.anchor = "clock from the log's own timestamps"

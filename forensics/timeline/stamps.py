@@ -49,9 +49,34 @@ def times(samples: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 
 def spans(samples: pl.DataFrame, events: pl.DataFrame) -> dict[str, tuple[datetime, datetime]]:
-    t = times(samples, events).drop_nulls("time").group_by("source").agg(
-        pl.col("time").min().alias("start"), pl.col("time").max().alias("end"))
-    return {r["source"]: (r["start"], r["end"]) for r in t.iter_rows(named=True)}
+    """(first, last) time of each source that has one, over both tables (one query per table)."""
+    out: dict[str, tuple[datetime, datetime]] = {}
+    for df in (samples, events):
+        if not df.height:
+            continue
+        t = df.group_by("source").agg(pl.col("time").min().alias("start"), pl.col("time").max().alias("end"))
+        for src, start, end in t.iter_rows():
+            if start is None:
+                continue
+            if src in out:
+                start, end = min(start, out[src][0]), max(end, out[src][1])
+            out[src] = (start, end)
+    return out
+
+
+def sources_with(samples: pl.DataFrame, events: pl.DataFrame, cols: tuple[str, ...] = ("time",)) -> dict:
+    """The sources that have rows in either table (key None) and, for each column of `cols`, those with
+    a value in it: one query per table instead of one per question."""
+    out: dict = {None: set(), **{c: set() for c in cols}}
+    for df in (samples, events):
+        if not df.height:
+            continue
+        for row in df.group_by("source").agg(pl.col(c).is_not_null().any() for c in cols).iter_rows():
+            out[None].add(row[0])
+            for c, has in zip(cols, row[1:]):
+                if has:
+                    out[c].add(row[0])
+    return out
 
 
 def zone_reason(path: str, opts: Options) -> tuple[str, str]:

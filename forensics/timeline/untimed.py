@@ -13,7 +13,7 @@ import polars as pl
 
 from forensics.model import InputInfo
 from forensics.options import Options
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.timeline import stamps
 from forensics.timeline.stamps import MIB, US
 
@@ -194,10 +194,8 @@ def _index_column(df: pl.DataFrame) -> pl.Expr:
 
 def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
     interval, end = opts.interval, opts.end
-    timed = set(stamps.times(samples, events).drop_nulls("time")["source"].unique().to_list())
-    with_uptime = set(pl.concat([samples.select("source", "uptime"), events.select("source", "uptime")])
-                      .drop_nulls("uptime")["source"].unique().to_list())
-    has_rows = set(stamps.times(samples, events)["source"].unique().to_list())
+    have = stamps.sources_with(samples, events, ("time", "uptime"))
+    timed, with_uptime, has_rows = have["time"], have["uptime"], have[None]
     untimed = [p for p in infos if p in has_rows and p not in timed and p not in with_uptime]
     if not untimed:
         return samples, events
@@ -248,7 +246,7 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
 def _split(df: pl.DataFrame, sources: list[str]) -> dict[str, pl.DataFrame]:
     """The rows of each of `sources`, with `_r` their row number in `df`."""
     part = rows_where(df.with_row_index("_r"), pl.col("source").is_in(sources))
-    return {k[0]: v for k, v in part.partition_by("source", as_dict=True).items()}
+    return {k[0]: v for k, v in partitions(part, "source").items()}
 
 
 def _scatter(df: pl.DataFrame, times: list[pl.DataFrame]) -> pl.DataFrame:
