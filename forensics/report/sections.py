@@ -9,6 +9,7 @@ import polars as pl
 
 from forensics.detect.callpaths import sanitizer_groups
 from forensics.frames import rows_where
+from forensics.kinds import KINDS
 from forensics.detect.jobs import xid_is_fatal
 from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label
 from forensics.model import detail_dict
@@ -30,10 +31,6 @@ _BYTES_KEY = re.compile(r"bytes|rss|total_vm|pgtables|^(requested|total|free|all
                         r"_(in_use|used|free|reserved|allocated|unallocated|capacity|limit|size)$")
 
 
-# what a finding's `bytes` is, by kind: a bare "Bytes" tells the reader nothing
-BYTES_LABEL = {"leak": "Peak", "cache_growth": "Peak", "cache_warmup": "Peak", "gpu_oom": "Tried to allocate", "oom_kill": "Resident memory (RSS) when killed",
-               "sanitizer_leak": "Never freed", "allocation_leak": "Still allocated",
-               "allocation_footprint": "Allocated in all", "residual_process": "Still held"}
 
 def _detail_value(key: str, v, clock: Clock) -> str | int | None:
     """One extra fact for people; nested records (the detector's per-series list) are left to the
@@ -150,7 +147,8 @@ def finding_ctx(f, clock: Clock) -> dict:
     if f.growth_bytes is not None:
         facts.append(["Growth", human(f.growth_bytes)])
     if f.bytes is not None:
-        facts.append([BYTES_LABEL.get(f.kind, "Size"), human(f.bytes)])
+        # what a finding's `bytes` is, by kind: a bare "Bytes" tells the reader nothing
+        facts.append([KINDS[f.kind].bytes_label if f.kind in KINDS else "Size", human(f.bytes)])
     if RAN_OUT.get((f.detail or {}).get("ran_out")):
         at = clock.when(f.exhaust_at)
         facts.append(["Memory", f"ran out ({RAN_OUT[f.detail['ran_out']]})" + (f" — {at['local']}" if at else "")])
