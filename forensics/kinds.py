@@ -4,13 +4,16 @@ label, the finding order, the scan index's and compare's counts are derived from
 schema (forensics/report/summary.schema.json) and the table in docs/design.md are tested against it
 (tests/test_kinds.py). Adding a kind: its detector, one `Kind(...)` below, its tests.
 
-No detection, report or parser code is imported here, so every layer may read the registry."""
+No detection, report or parser code is imported here (only the data model), so every layer may read
+the registry."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
+
+from forensics.model import detail_dict
 
 _INT64 = 2**63    # a whole float beyond int64 is no integer fact (JSON readers take int64)
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
@@ -205,6 +208,17 @@ class Kind:
 
     def json_facts(self, detail: dict) -> dict:
         return {f.name: f.value(detail) for f in self.facts}
+
+    def event_detail(self, text: str | None) -> dict:
+        """An event's detail as the events frame carries it (JSON text), each key a fact of this kind is
+        read from typed as the fact declares (a value of another type is unknown, None); other keys as
+        they are."""
+        d = detail_dict(text)
+        for f in self.facts:
+            key = f.key or f.name
+            if f.read is None and key in d:
+                d[key] = f.type.read(d[key])
+        return d
 
 
 _KINDS = (

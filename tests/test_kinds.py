@@ -115,3 +115,12 @@ def test_the_report_and_the_scan_use_the_registry():
         k.index_column: 1 for k in KINDS.values() if k.index_column}
     f = Finding(kind="oom_kill", severity="critical", summary="x", bytes=2**30)
     assert ["Resident memory (RSS) when killed", "1.00 GiB"] in finding_ctx(f, Clock("UTC"))["facts"]
+
+
+def test_an_events_detail_is_read_back_typed():
+    """Event facts travel as JSON text in the events frame; read back through the registry, a value of
+    the wrong type is unknown rather than a string compared with a number."""
+    d = KINDS["kv_cache_leak"].event_detail(json.dumps({"engine": "sglang", "available_tokens": 35244.0,
+                                                          "total_tokens": "42308", "sizes_line": 3}))
+    assert d == {"engine": "sglang", "available_tokens": 35244, "total_tokens": None, "sizes_line": 3}
+    assert KINDS["kv_cache_leak"].event_detail("not json") == {}
