@@ -3,6 +3,7 @@ CUDA OOMs, Xids and inputs."""
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import polars as pl
@@ -107,6 +108,28 @@ def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
     return out
 
 
+@dataclass
+class EvidenceLine:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class FindingView:
+    """A finding as the report shows it (the templates read these fields, the golden files hold them)."""
+    kind: str
+    severity: str
+    summary: str
+    facts: list[list[str]]      # [label, text]: the common fields, in a fixed order
+    details: list[list]         # [label, text or number]: the finding's own facts
+    evidence: list[EvidenceLine]
+    evidence_more: int          # evidence lines left out (the JSON summary has them)
+    causes: list[str]
+    checks: list[str]
+    related: list[str]
+
+
 def finding_ctx(f, clock: Clock) -> dict:
     facts = []
     where = []
@@ -168,13 +191,11 @@ def finding_ctx(f, clock: Clock) -> dict:
     # "ran_out" is said by the "Memory" fact above
     details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
                        evidence_texts=[e.text or "" for e in f.evidence])
-    evidence = [{"path": e.path, "line": e.line, "text": clip(e.text)} for e in f.evidence[:MAX_EVIDENCE]]
-    return {
-        "kind": f.kind, "severity": f.severity, "summary": clip(f.summary, 600), "facts": facts,
-        "details": details, "evidence": evidence, "evidence_more": max(0, len(f.evidence) - MAX_EVIDENCE),
-        "causes": [clip(c, 300) for c in f.causes[:10]], "checks": [clip(c, 300) for c in f.checks[:10]],
-        "related": [clip(c, 300) for c in f.related[:10]],
-    }
+    return asdict(FindingView(
+        kind=f.kind, severity=f.severity, summary=clip(f.summary, 600), facts=facts, details=details,
+        evidence=[EvidenceLine(e.path, e.line, clip(e.text)) for e in f.evidence[:MAX_EVIDENCE]],
+        evidence_more=max(0, len(f.evidence) - MAX_EVIDENCE), causes=[clip(c, 300) for c in f.causes[:10]],
+        checks=[clip(c, 300) for c in f.checks[:10]], related=[clip(c, 300) for c in f.related[:10]]))
 
 
 def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
