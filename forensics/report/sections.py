@@ -320,6 +320,37 @@ def _known_bytes(g) -> int:
     return sum(r["bytes"] or 0 for r in g.rows)
 
 
+@dataclass
+class OomKillRow:
+    when: dict | None               # Clock.when's local and UTC text
+    pid: int | None
+    process: str | None
+    bytes_text: str | None
+    facts: list[list]               # [label, text]
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class GpuOomRow:
+    when: dict | None
+    gpu: str | None
+    pid: int | None
+    bytes_text: str | None
+    facts: list[list]
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class EventTable:
+    rows: list
+    total: int
+    omitted: int                    # rows left out
+
+
 _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",
              "scope", "constraint", "memcg", "task_memcg", "oom_memcg", "cpuset", "nodemask", "global_oom")
 
@@ -333,10 +364,10 @@ def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
         ordered.update(d)
         facts = _details(ordered, clock, skip=("pid", "process", "victim", "message", "host", "evidence_lines"),
                          evidence_texts=[e["text"] or ""])
-        rows.append({"when": clock.when(e["time"]), "pid": e["pid"], "process": clip(e["process"], 120),
-                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
-                     "path": e["source"], "line": e["line"], "text": clip(e["text"])})
-    return {"rows": rows, "total": kills.height, "omitted": max(0, kills.height - len(rows))}
+        rows.append(OomKillRow(when=clock.when(e["time"]), pid=e["pid"], process=clip(e["process"], 120),
+                             bytes_text=human(e["bytes"]) if e["bytes"] is not None else None, facts=facts,
+                             path=e["source"], line=e["line"], text=clip(e["text"])))
+    return asdict(EventTable(rows, kills.height, max(0, kills.height - len(rows))))
 
 
 def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
@@ -344,16 +375,41 @@ def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     rows = []
     for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
         facts = _details(detail_dict(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])
-        rows.append({"when": clock.when(e["time"]), "gpu": e["gpu"], "pid": e["pid"],
-                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
-                     "path": e["source"], "line": e["line"], "text": clip(e["text"])})
-    return {"rows": rows, "total": ooms.height, "omitted": max(0, ooms.height - len(rows))}
+        rows.append(GpuOomRow(when=clock.when(e["time"]), gpu=e["gpu"], pid=e["pid"],
+                              bytes_text=human(e["bytes"]) if e["bytes"] is not None else None, facts=facts,
+                              path=e["source"], line=e["line"], text=clip(e["text"])))
+    return asdict(EventTable(rows, ooms.height, max(0, ooms.height - len(rows))))
+
+
+@dataclass
+class XidGroup:
+    """One GPU's Xids of one code."""
+    gpu: str | None
+    code: str | None        # as the event's detail gives it
+    meaning: str | None
+    weight: str | None
+    count: int
+    first: dict | None
+    last: dict | None
+    pids: list[int]
+    processes: list[str]
+    fatal: bool
+    path: str               # the first line's
+    line: int
+    text: str
+
+
+@dataclass
+class XidTable:
+    groups: list[XidGroup]
+    total: int
+    omitted: int            # groups left out
 
 
 def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     xids = events.filter(pl.col("kind") == "xid")
     if xids.is_empty():
-        return {"groups": [], "total": 0, "omitted": 0}
+        return asdict(XidTable([], 0, 0))
     xids = xids.with_row_index("_i").with_columns(
         pl.col("detail").str.json_path_match("$.code").alias("_code"),
         pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
@@ -375,12 +431,12 @@ def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     for g in groups.head(MAX_TABLE_ROWS).iter_rows(named=True):
         code = g["_code"]
         fatal = xid_is_fatal(code)
-        out.append({"gpu": g["gpu"], "code": code, "meaning": clip(g["meaning"], 300) if g["meaning"] else None,
-                    "weight": clip(g["weight"], 300) if g["weight"] else None,
-                    "count": g["count"], "first": clock.when(g["first"]), "last": clock.when(g["last"]),
-                    "pids": g["pids"], "processes": [clip(p, 80) for p in g["processes"]], "fatal": fatal,
-                    "path": g["path"], "line": g["line"], "text": clip(g["text"])})
-    return {"groups": out, "total": xids.height, "omitted": max(0, groups.height - len(out))}
+        out.append(XidGroup(gpu=g["gpu"], code=code, meaning=clip(g["meaning"], 300) if g["meaning"] else None,
+                            weight=clip(g["weight"], 300) if g["weight"] else None, count=g["count"],
+                            first=clock.when(g["first"]), last=clock.when(g["last"]), pids=g["pids"],
+                            processes=[clip(p, 80) for p in g["processes"]], fatal=fatal, path=g["path"],
+                            line=g["line"], text=clip(g["text"])))
+    return asdict(XidTable(out, xids.height, max(0, groups.height - len(out))))
 
 
 def inputs_ctx(inputs: list, clock: Clock) -> dict:
