@@ -439,6 +439,46 @@ def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     return asdict(XidTable(out, xids.height, max(0, groups.height - len(out))))
 
 
+@dataclass
+class SkipReason:
+    reason: str
+    count: int
+    examples: list[int]     # the first few line numbers
+
+
+@dataclass
+class InputRow:
+    path: str
+    format: str | None
+    reason: str | None      # why its parser claimed it, or why none did
+    lines: int
+    records: int
+    skipped: int
+    skip_reasons: list[SkipReason]
+    start: dict | None
+    end: dict | None
+    range: dict | None      # Clock.span: local and UTC text
+    clock: str
+    anchor: str | None
+    compression: str | None
+    wrapper: str | None
+    notes: list[str]
+    error: str | None
+    used: bool
+
+
+@dataclass
+class InputsView:
+    rows: list[InputRow]
+    omitted: int
+    total: int
+    lines: int
+    records: int
+    skipped: int
+    unreadable: int
+    unrecognized: int
+
+
 def inputs_ctx(inputs: list, clock: Clock) -> dict:
     rows = []
     for i in inputs[:MAX_INPUT_ROWS]:
@@ -446,20 +486,15 @@ def inputs_ctx(inputs: list, clock: Clock) -> dict:
         reasons = []
         for reason, n in sorted((i.skip_reasons or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
             ex = (getattr(i, "skip_examples", None) or {}).get(reason) or []
-            reasons.append({"reason": clip(reason, 200), "count": n, "examples": list(ex)[:5]})
-        rows.append({
-            "path": i.path, "format": i.format, "reason": clip(i.reason, 200), "lines": i.lines,
-            "records": i.records, "skipped": i.skipped, "skip_reasons": reasons,
-            "start": s, "end": e, "range": clock.span(i.start, i.end), "clock": i.clock, "anchor": clip(i.anchor, 300) if i.anchor else None,
-            "compression": i.compression, "wrapper": clip(i.wrapper, 200) if i.wrapper else None,
-            "notes": [clip(n, 300) for n in (i.notes or [])[:10]], "error": clip(i.error, 600) if i.error else None,
-            "used": bool(i.format) and not i.error,
-        })
-    return {
-        "rows": rows, "omitted": max(0, len(inputs) - len(rows)),
-        "total": len(inputs),
-        "lines": sum(i.lines for i in inputs), "records": sum(i.records for i in inputs),
-        "skipped": sum(i.skipped for i in inputs),
-        "unreadable": sum(1 for i in inputs if i.error),
-        "unrecognized": sum(1 for i in inputs if not i.format and not i.error),
-    }
+            reasons.append(SkipReason(clip(reason, 200), n, list(ex)[:5]))
+        rows.append(InputRow(
+            path=i.path, format=i.format, reason=clip(i.reason, 200), lines=i.lines, records=i.records,
+            skipped=i.skipped, skip_reasons=reasons, start=s, end=e, range=clock.span(i.start, i.end), clock=i.clock,
+            anchor=clip(i.anchor, 300) if i.anchor else None, compression=i.compression,
+            wrapper=clip(i.wrapper, 200) if i.wrapper else None, notes=[clip(n, 300) for n in (i.notes or [])[:10]],
+            error=clip(i.error, 600) if i.error else None, used=bool(i.format) and not i.error))
+    return asdict(InputsView(
+        rows=rows, omitted=max(0, len(inputs) - len(rows)), total=len(inputs), lines=sum(i.lines for i in inputs),
+        records=sum(i.records for i in inputs), skipped=sum(i.skipped for i in inputs),
+        unreadable=sum(1 for i in inputs if i.error),
+        unrecognized=sum(1 for i in inputs if not i.format and not i.error)))
