@@ -284,6 +284,30 @@ def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
     }
 
 
+@dataclass
+class AllocationRow:
+    """A call path of a memory snapshot: an allocation_leak's, or one of an allocation_footprint's sites."""
+    leak: bool
+    site: str | None
+    frames: list[str]
+    count: int | None
+    bytes_text: str
+    growth_text: str | None     # leaks: what the trace added
+    rate: str | None
+    quarters: list[int] | None
+    evidence: EvidenceLine | None
+
+
+@dataclass
+class AllocationsView:
+    rows: list[AllocationRow]
+    leaks: int
+    leak_bytes_text: str
+    footprint_bytes_text: str
+    footprint_sites: int        # paths in all
+    footprint_shown: int
+
+
 def allocations_ctx(findings: list) -> dict | None:
     """A memory snapshot's live allocations by call path: the sites that keep accumulating (leaks)
     first, then the footprint (allocated once and kept)."""
@@ -298,22 +322,23 @@ def allocations_ctx(findings: list) -> dict | None:
                                      rate_text(f.rate_bytes_per_hour, a.get("seconds")) if f.rate_bytes_per_hour else None)
                          if x)
         ev = f.evidence[-1] if f.evidence else None
-        rows.append({"leak": True, "site": clip(a.get("site"), 300), "frames": [clip(x, 300) for x in (a.get("path") or [])[:MAX_FRAMES]],
-                     "count": a.get("count"), "bytes_text": human(f.bytes or 0),
-                     "growth_text": f"+{human(f.growth_bytes or 0)} in {a.get('survivors')} allocation(s)",
-                     "rate": rate or None, "quarters": a.get("quarters"),
-                     "evidence": {"path": ev.path, "line": ev.line, "text": clip(ev.text)} if ev else None})
+        rows.append(AllocationRow(
+            leak=True, site=clip(a.get("site"), 300), frames=[clip(x, 300) for x in (a.get("path") or [])[:MAX_FRAMES]],
+            count=a.get("count"), bytes_text=human(f.bytes or 0),
+            growth_text=f"+{human(f.growth_bytes or 0)} in {a.get('survivors')} allocation(s)", rate=rate or None,
+            quarters=a.get("quarters"), evidence=EvidenceLine(ev.path, ev.line, clip(ev.text)) if ev else None))
     for f in prints:
         for s in f.allocation.get("sites") or []:
-            rows.append({"leak": False, "site": clip(s.get("site"), 300),
-                         "frames": [clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]],
-                         "count": s.get("count"), "bytes_text": human(s.get("bytes") or 0), "growth_text": None,
-                         "rate": None, "quarters": None,
-                         "evidence": {"path": f.source, "line": s.get("line"), "text": clip(s.get("text"))}})
-    return {"rows": rows, "leaks": len(leaks), "leak_bytes_text": human(sum(f.bytes or 0 for f in leaks)),
-            "footprint_bytes_text": human(sum(f.bytes or 0 for f in prints)),
-            "footprint_sites": sum(f.allocation.get("sites_total") or 0 for f in prints),
-            "footprint_shown": sum(len(f.allocation.get("sites") or []) for f in prints)}
+            rows.append(AllocationRow(
+                leak=False, site=clip(s.get("site"), 300),
+                frames=[clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]], count=s.get("count"),
+                bytes_text=human(s.get("bytes") or 0), growth_text=None, rate=None, quarters=None,
+                evidence=EvidenceLine(f.source, s.get("line"), clip(s.get("text")))))
+    return asdict(AllocationsView(
+        rows=rows, leaks=len(leaks), leak_bytes_text=human(sum(f.bytes or 0 for f in leaks)),
+        footprint_bytes_text=human(sum(f.bytes or 0 for f in prints)),
+        footprint_sites=sum(f.allocation.get("sites_total") or 0 for f in prints),
+        footprint_shown=sum(len(f.allocation.get("sites") or []) for f in prints)))
 
 
 def _known_bytes(g) -> int:
