@@ -243,6 +243,32 @@ def _is_user_frame(frame) -> bool:
     return not _LIB_FRAME.search(_frame_text(frame))
 
 
+@dataclass
+class SanitizerSite:
+    """compute-sanitizer's leaks of one call path."""
+    site: str
+    count: int
+    bytes: int | None
+    bytes_text: str
+    expected: bool              # the caching allocator's own segments at exit
+    truncated: bool
+    user_frames: list[str]
+    library_frames: list[str]
+    frames_more: int
+    evidence: EvidenceLine      # its first leak
+
+
+@dataclass
+class SanitizerView:
+    groups: list[SanitizerSite]
+    groups_omitted: int
+    allocations: int
+    bytes: int
+    bytes_text: str
+    expected_allocations: int
+    expected_bytes_text: str | None
+
+
 def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
     """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first. A group the
     detector found to be a leak's site (detect/allocations.py: one allocation of the leak's size a
@@ -265,23 +291,18 @@ def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
         lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
         known = [r["bytes"] for r in g.rows if r["bytes"] is not None]
         first = g.rows[0]
-        out.append({
-            "site": clip(g.label, 300) if g.label else "(no backtrace)",
-            "count": len(g.rows), "bytes": sum(known) if known else None,
-            "bytes_text": human(sum(known)) if known else "—",
-            "expected": g.expected, "truncated": g.truncated,
-            "user_frames": user[:MAX_FRAMES], "library_frames": lib[:MAX_FRAMES],
-            "frames_more": max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
-            "evidence": {"path": first["source"], "line": first["line"], "text": clip(first["text"])},
-        })
+        out.append(SanitizerSite(
+            site=clip(g.label, 300) if g.label else "(no backtrace)", count=len(g.rows),
+            bytes=sum(known) if known else None, bytes_text=human(sum(known)) if known else "—",
+            expected=g.expected, truncated=g.truncated, user_frames=user[:MAX_FRAMES], library_frames=lib[:MAX_FRAMES],
+            frames_more=max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
+            evidence=EvidenceLine(first["source"], first["line"], clip(first["text"]))))
     total = leaks["bytes"].sum()
     expected = [r for g in groups if g.expected for r in g.rows]
-    return {
-        "groups": out, "groups_omitted": max(0, len(groups) - len(out)),
-        "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
-        "expected_allocations": len(expected),
-        "expected_bytes_text": human(sum(r["bytes"] or 0 for r in expected)) if expected else None,
-    }
+    return asdict(SanitizerView(
+        groups=out, groups_omitted=max(0, len(groups) - len(out)), allocations=leaks.height, bytes=total,
+        bytes_text=human(total), expected_allocations=len(expected),
+        expected_bytes_text=human(sum(r["bytes"] or 0 for r in expected)) if expected else None))
 
 
 @dataclass
