@@ -198,17 +198,46 @@ def finding_ctx(f, clock: Clock) -> dict:
         checks=[clip(c, 300) for c in f.checks[:10]], related=[clip(c, 300) for c in f.related[:10]]))
 
 
+@dataclass
+class EventKindCount:
+    kind: str
+    label: str
+    count: int
+    first: str | None       # local time text
+    last: str | None
+
+
+@dataclass
+class EventLine:
+    """An event on the report's timeline of what happened."""
+    kind: str
+    label: str
+    when: dict | None
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class EventsView:
+    total: int
+    by_kind: list[EventKindCount]
+    rows: list[EventLine]
+    omitted: int            # timeline rows left out
+    untimed: int            # events without a clock
+
+
 def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     if events.is_empty():
-        return {"total": 0, "by_kind": [], "rows": [], "omitted": 0, "untimed": 0}
+        return asdict(EventsView(total=0, by_kind=[], rows=[], omitted=0, untimed=0))
     by_kind = events.group_by("kind").agg(
         pl.len().alias("count"), pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
     ).sort("count", "kind", descending=[True, False])
     kinds = []
     for r in by_kind.iter_rows(named=True):
         f, l = clock.when(r["first"]), clock.when(r["last"])
-        kinds.append({"kind": r["kind"], "label": EVENT_STYLE.get(r["kind"], (r["kind"],))[0], "count": r["count"],
-                      "first": f["local"] if f else None, "last": l["local"] if l else None})
+        kinds.append(EventKindCount(kind=r["kind"], label=EVENT_STYLE.get(r["kind"], (r["kind"],))[0], count=r["count"],
+                                    first=f["local"] if f else None, last=l["local"] if l else None))
     # sanitizer leak records and a snapshot's call paths get their own sections; here the timeline of
     # things that happened
     timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak", "allocation_site"]))
@@ -216,11 +245,11 @@ def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     rows = []
     for e in ordered.iter_rows(named=True):
         w = clock.when(e["time"])
-        rows.append({"kind": e["kind"], "label": event_label(e), "when": w, "path": e["source"], "line": e["line"],
-                     "text": clip(e["text"])})
-    return {"total": events.height, "by_kind": kinds, "rows": rows,
-            "omitted": max(0, timeline_events.height - len(rows)),
-            "untimed": int(events["time"].null_count())}
+        rows.append(EventLine(kind=e["kind"], label=event_label(e), when=w, path=e["source"], line=e["line"],
+                              text=clip(e["text"])))
+    return asdict(EventsView(total=events.height, by_kind=kinds, rows=rows,
+                             omitted=max(0, timeline_events.height - len(rows)),
+                             untimed=int(events["time"].null_count())))
 
 
 def _frame_text(frame) -> str:
