@@ -114,7 +114,7 @@ def test_the_report_and_the_scan_use_the_registry():
     assert {c: row[c] for c in SUMMARY_SCHEMA if c in {k.index_column for k in KINDS.values()}} == {
         k.index_column: 1 for k in KINDS.values() if k.index_column}
     f = Finding(kind="oom_kill", severity="critical", summary="x", bytes=2**30)
-    assert ["Resident memory (RSS) when killed", "1.00 GiB"] in finding_ctx(f, Clock("UTC"))["facts"]
+    assert ["Resident memory (RSS) when killed", "1.00 GiB"] in finding_ctx(f, Clock("UTC")).facts
 
 
 def test_an_events_detail_is_read_back_typed():

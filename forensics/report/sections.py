@@ -1,9 +1,9 @@
-"""The report's sections below the charts, as plain data: findings, events, sanitizer leak sites, OOM kills,
-CUDA OOMs, Xids and inputs."""
+"""The report's sections below the charts, each a dataclass of plain values: findings, events, sanitizer leak sites,
+OOM kills, CUDA OOMs, Xids and inputs."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
@@ -130,7 +130,7 @@ class FindingView:
     related: list[str]
 
 
-def finding_ctx(f, clock: Clock) -> dict:
+def finding_ctx(f, clock: Clock) -> FindingView:
     facts = []
     where = []
     if getattr(f, "rank", None) is not None:
@@ -191,11 +191,11 @@ def finding_ctx(f, clock: Clock) -> dict:
     # "ran_out" is said by the "Memory" fact above
     details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
                        evidence_texts=[e.text or "" for e in f.evidence])
-    return asdict(FindingView(
+    return FindingView(
         kind=f.kind, severity=f.severity, summary=clip(f.summary, 600), facts=facts, details=details,
         evidence=[EvidenceLine(e.path, e.line, clip(e.text)) for e in f.evidence[:MAX_EVIDENCE]],
         evidence_more=max(0, len(f.evidence) - MAX_EVIDENCE), causes=[clip(c, 300) for c in f.causes[:10]],
-        checks=[clip(c, 300) for c in f.checks[:10]], related=[clip(c, 300) for c in f.related[:10]]))
+        checks=[clip(c, 300) for c in f.checks[:10]], related=[clip(c, 300) for c in f.related[:10]])
 
 
 @dataclass
@@ -227,9 +227,9 @@ class EventsView:
     untimed: int            # events without a clock
 
 
-def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+def events_ctx(events: pl.DataFrame, clock: Clock) -> EventsView:
     if events.is_empty():
-        return asdict(EventsView(total=0, by_kind=[], rows=[], omitted=0, untimed=0))
+        return EventsView(total=0, by_kind=[], rows=[], omitted=0, untimed=0)
     by_kind = events.group_by("kind").agg(
         pl.len().alias("count"), pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
     ).sort("count", "kind", descending=[True, False])
@@ -247,9 +247,9 @@ def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
         w = clock.when(e["time"])
         rows.append(EventLine(kind=e["kind"], label=event_label(e), when=w, path=e["source"], line=e["line"],
                               text=clip(e["text"])))
-    return asdict(EventsView(total=events.height, by_kind=kinds, rows=rows,
+    return EventsView(total=events.height, by_kind=kinds, rows=rows,
                              omitted=max(0, timeline_events.height - len(rows)),
-                             untimed=int(events["time"].null_count())))
+                             untimed=int(events["time"].null_count()))
 
 
 def _frame_text(frame) -> str:
@@ -298,7 +298,7 @@ class SanitizerView:
     expected_bytes_text: str | None
 
 
-def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
+def sanitizer_ctx(events: pl.DataFrame, findings=()) -> SanitizerView | None:
     """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first. A group the
     detector found to be a leak's site (detect/allocations.py: one allocation of the leak's size a
     step) is no longer the allocator's cache at exit."""
@@ -328,10 +328,10 @@ def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
             evidence=EvidenceLine(first["source"], first["line"], clip(first["text"]))))
     total = leaks["bytes"].sum()
     expected = [r for g in groups if g.expected for r in g.rows]
-    return asdict(SanitizerView(
+    return SanitizerView(
         groups=out, groups_omitted=max(0, len(groups) - len(out)), allocations=leaks.height, bytes=total,
         bytes_text=human(total), expected_allocations=len(expected),
-        expected_bytes_text=human(sum(r["bytes"] or 0 for r in expected)) if expected else None))
+        expected_bytes_text=human(sum(r["bytes"] or 0 for r in expected)) if expected else None)
 
 
 @dataclass
@@ -358,7 +358,7 @@ class AllocationsView:
     footprint_shown: int
 
 
-def allocations_ctx(findings: list) -> dict | None:
+def allocations_ctx(findings: list) -> AllocationsView | None:
     """A memory snapshot's live allocations by call path: the sites that keep accumulating (leaks)
     first, then the footprint (allocated once and kept)."""
     leaks = [f for f in findings if f.kind == "allocation_leak" and f.allocation]
@@ -384,11 +384,11 @@ def allocations_ctx(findings: list) -> dict | None:
                 frames=[clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]], count=s.get("count"),
                 bytes_text=human(s.get("bytes") or 0), growth_text=None, rate=None, quarters=None,
                 evidence=EvidenceLine(f.source, s.get("line"), clip(s.get("text")))))
-    return asdict(AllocationsView(
+    return AllocationsView(
         rows=rows, leaks=len(leaks), leak_bytes_text=human(sum(f.bytes or 0 for f in leaks)),
         footprint_bytes_text=human(sum(f.bytes or 0 for f in prints)),
         footprint_sites=sum(f.allocation.get("sites_total") or 0 for f in prints),
-        footprint_shown=sum(len(f.allocation.get("sites") or []) for f in prints)))
+        footprint_shown=sum(len(f.allocation.get("sites") or []) for f in prints))
 
 
 def _known_bytes(g) -> int:
@@ -430,7 +430,7 @@ _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss",
              "scope", "constraint", "memcg", "task_memcg", "oom_memcg", "cpuset", "nodemask", "global_oom")
 
 
-def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> EventTable:
     kills = events.filter(pl.col("kind") == "oom_kill").sort("time", nulls_last=True)
     rows = []
     for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
@@ -442,10 +442,10 @@ def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
         rows.append(OomKillRow(when=clock.when(e["time"]), pid=e["pid"], process=clip(e["process"], 120),
                              bytes_text=human(e["bytes"]) if e["bytes"] is not None else None, facts=facts,
                              path=e["source"], line=e["line"], text=clip(e["text"])))
-    return asdict(EventTable(rows, kills.height, max(0, kills.height - len(rows))))
+    return EventTable(rows, kills.height, max(0, kills.height - len(rows)))
 
 
-def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> EventTable:
     ooms = events.filter(pl.col("kind") == "gpu_oom").sort("time", nulls_last=True)
     rows = []
     for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
@@ -453,7 +453,7 @@ def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
         rows.append(GpuOomRow(when=clock.when(e["time"]), gpu=e["gpu"], pid=e["pid"],
                               bytes_text=human(e["bytes"]) if e["bytes"] is not None else None, facts=facts,
                               path=e["source"], line=e["line"], text=clip(e["text"])))
-    return asdict(EventTable(rows, ooms.height, max(0, ooms.height - len(rows))))
+    return EventTable(rows, ooms.height, max(0, ooms.height - len(rows)))
 
 
 @dataclass
@@ -481,10 +481,10 @@ class XidTable:
     omitted: int            # groups left out
 
 
-def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+def xids_ctx(events: pl.DataFrame, clock: Clock) -> XidTable:
     xids = events.filter(pl.col("kind") == "xid")
     if xids.is_empty():
-        return asdict(XidTable([], 0, 0))
+        return XidTable([], 0, 0)
     xids = xids.with_row_index("_i").with_columns(
         pl.col("detail").str.json_path_match("$.code").alias("_code"),
         pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
@@ -511,7 +511,7 @@ def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
                             first=clock.when(g["first"]), last=clock.when(g["last"]), pids=g["pids"],
                             processes=[clip(p, 80) for p in g["processes"]], fatal=fatal, path=g["path"],
                             line=g["line"], text=clip(g["text"])))
-    return asdict(XidTable(out, xids.height, max(0, groups.height - len(out))))
+    return XidTable(out, xids.height, max(0, groups.height - len(out)))
 
 
 @dataclass
@@ -554,7 +554,7 @@ class InputsView:
     unrecognized: int
 
 
-def inputs_ctx(inputs: list, clock: Clock) -> dict:
+def inputs_ctx(inputs: list, clock: Clock) -> InputsView:
     rows = []
     for i in inputs[:MAX_INPUT_ROWS]:
         s, e = clock.when(i.start), clock.when(i.end)
@@ -568,8 +568,8 @@ def inputs_ctx(inputs: list, clock: Clock) -> dict:
             anchor=clip(i.anchor, 300) if i.anchor else None, compression=i.compression,
             wrapper=clip(i.wrapper, 200) if i.wrapper else None, notes=[clip(n, 300) for n in (i.notes or [])[:10]],
             error=clip(i.error, 600) if i.error else None, used=bool(i.format) and not i.error))
-    return asdict(InputsView(
+    return InputsView(
         rows=rows, omitted=max(0, len(inputs) - len(rows)), total=len(inputs), lines=sum(i.lines for i in inputs),
         records=sum(i.records for i in inputs), skipped=sum(i.skipped for i in inputs),
         unreadable=sum(1 for i in inputs if i.error),
-        unrecognized=sum(1 for i in inputs if not i.format and not i.error)))
+        unrecognized=sum(1 for i in inputs if not i.format and not i.error))
