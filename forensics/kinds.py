@@ -129,7 +129,7 @@ def _ranks(d: dict) -> list[dict]:
 
 @dataclass(frozen=True)
 class FactType:
-    read: Callable          # the detail's value -> the JSON value
+    read: Callable | None   # the detail's value -> the JSON value (None: the Fact reads the whole detail)
     ref: dict               # its schema when the fact has no description of its own
     typed: dict | None = None   # its schema beside a description or a minimum (None: `ref`)
 
@@ -161,7 +161,7 @@ def list_of(read: Callable, items: dict, extra: dict | None = None) -> FactType:
 
 def custom(schema: dict) -> FactType:
     """A fact read from the whole detail by the Fact's own `read`."""
-    return FactType(lambda _: None, schema)
+    return FactType(None, schema)
 
 
 @dataclass(frozen=True)

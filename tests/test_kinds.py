@@ -81,6 +81,7 @@ def test_declarations_are_well_formed():
         assert k.severities and set(k.severities) <= set(SEVERITY_RANK), k.name
         names = [f.name for f in k.facts]
         assert len(names) == len(set(names)), k.name
+        assert all(f.read or f.type.read for f in k.facts), f"{k.name}: a custom fact without its reader"
         assert k.description and "\n" not in k.description, k.name
 
 
