@@ -155,10 +155,9 @@ def one_of(*values: str) -> FactType:
     return FactType(json_str, {"enum": [*values, None]})
 
 
-def list_of(read: Callable, items: dict, extra: dict | None = None) -> FactType:
+def list_of(read: Callable, items: dict) -> FactType:
     """A list, each item read by `read` (an absent item is left out)."""
-    return FactType(lambda xs: [read(x) for x in xs or () if x is not None],
-                    {"type": "array", **(extra or {}), "items": items})
+    return FactType(lambda xs: [read(x) for x in xs or () if x is not None], {"type": "array", "items": items})
 
 
 def custom(schema: dict) -> FactType:
@@ -194,7 +193,7 @@ class Kind:
     name: str
     severities: tuple[str, ...]     # those its detector gives, the usual first
     order: int                      # among findings of one severity, lower first (detect/analyze.py)
-    description: str                # one line: the schema's and docs/design.md's
+    description: str                # one line (the schema's description of its facts)
     facts: tuple[Fact, ...] = ()    # beyond the common fields, every finding of the kind has them all
     section: str | None = None      # the report's own section for it (a key of the report context), beside
                                     # the findings list
