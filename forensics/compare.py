@@ -35,6 +35,7 @@ from forensics.report.formatting import instant, verdict_words
 from forensics.report.html import environment, script_json
 from forensics.report.markdown import md_text
 from forensics.detect.findings import iso
+from forensics.kinds import KINDS
 from forensics.options import Options
 from forensics.units import human, rate_text
 from forensics.version import __version__
@@ -127,7 +128,7 @@ def _outcome_reason(kind: str, before: dict, after: dict, rb: dict | None, ra: d
 
 def _counts(summary: dict) -> dict:
     kinds = [f["kind"] for f in summary["findings"]]
-    return {k: kinds.count(k) for k in ("gpu_oom", "oom_kill", "residual_process", "xid")}
+    return {k.name: kinds.count(k.name) for k in KINDS.values() if k.compared}
 
 
 # ---- series, matched across the two runs -----------------------------------------------------------

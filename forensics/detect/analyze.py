@@ -20,12 +20,11 @@ from forensics.detect.findings import SEVERITY_RANK, Finding
 from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
 from forensics.detect.measure import DEVICE_SERIES, HOST_SERIES, POOL_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.detect.thresholds import POOL_FULL
+from forensics.kinds import KINDS
 from forensics.ranks import RankMap
 from forensics.units import human
 
-KIND_ORDER = {"leak": 0, "allocation_leak": 1, "gpu_oom": 2, "distributed_failure": 2, "oom_kill": 3,
-              "residual_process": 4, "cache_growth": 5, "slowdown": 6, "xid": 7, "sanitizer_leak": 8,
-              "cache_warmup": 9, "collective_error": 10, "allocation_footprint": 11, "kv_cache_leak": 8}
+KIND_ORDER = {k.name: k.order for k in KINDS.values()}
 
 
 VERDICT_TONES = {"leak": "critical", "cache_growth": "warning", "no_leak": "ok", "inconclusive": "neutral"}

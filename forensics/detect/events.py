@@ -13,6 +13,7 @@ from forensics.detect.measure import HOST_SERIES, sample_evidence
 from forensics.detect.thresholds import (FRAGMENTATION_SHARE, JITTER_SHARE, KILL_AFTER_GROWTH_S,
                                          KILL_AFTER_GROWTH_SHARE, RESIDUAL_INTERVALS, RESIDUAL_OVERLAP_SAMPLES,
                                          SLOWDOWN_MIN_STEPS, SLOWDOWN_RATIO, SLOWDOWN_SHARE)
+from forensics.kinds import KINDS
 from forensics.model import detail_dict
 from forensics.units import elapsed_text, human, seconds_text
 from forensics.frames import partitions, rows_where
@@ -246,7 +247,7 @@ def _kv_cache_leaks(leaks: pl.DataFrame) -> list[Finding]:
     out = []
     for source, rows in partitions(leaks, "source").items():
         rows = rows.to_dicts()
-        d = detail_dict(rows[0]["detail"])
+        d = KINDS["kv_cache_leak"].event_detail(rows[0]["detail"])
         avail, total = d.get("available_tokens"), d.get("total_tokens")
         how = ""
         if avail is not None and total is not None:

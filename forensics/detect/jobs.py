@@ -14,8 +14,9 @@ from forensics.detect.findings import Finding
 from forensics.detect.thresholds import JOB_EDGE_INTERVALS, JOB_EDGE_S
 from forensics.frames import rows_where
 from forensics import xid_catalog
+from forensics.kinds import KINDS
 
-EVENT_KINDS = ("oom_kill", "gpu_oom", "xid")
+EVENT_KINDS = tuple(k.name for k in KINDS.values() if k.job_event)
 FATAL_KINDS = ("oom_kill", "gpu_oom")
 # what ended a job when no OOM and no fatal Xid did: a kill whose cause the record does not give
 KILL_KINDS = ("job_killed",)

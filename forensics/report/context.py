@@ -1,23 +1,55 @@
 """The report's context: everything the HTML and Markdown show, built from the bundle and the analysis.
 
-`build_context` does all the work of choosing, downsampling and formatting; its result holds only
-str/int/float/bool/list/dict/None, so it can be compared with a golden file. The renderers (html, markdown)
-only lay that data out.
+`build_context` does all the work of choosing, downsampling and formatting into a ReportContext (its
+sections are sections.py's dataclasses); it returns that as str/int/float/bool/list/dict/None, so it can
+be compared with a golden file. The renderers (html, markdown) only lay that data out.
 """
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from datetime import datetime, timezone
 
 from forensics.detect.findings import SEVERITY_RANK, iso
 from forensics.report.charts import build_charts, zoom_panels
 from forensics.report.formatting import Clock, clip, lookup
 from forensics.report.limits import MAX_FINDINGS, MAX_INPUT_ROWS, MAX_PROBLEMS
-from forensics.report.sections import (allocations_ctx, events_ctx, finding_ctx, gpu_ooms_ctx, inputs_ctx,
-                                       oom_kills_ctx, sanitizer_ctx, xids_ctx)
+from forensics.report.sections import (AllocationsView, EventsView, EventTable, FindingView, InputsView,
+                                       SanitizerView, XidTable, allocations_ctx, events_ctx, finding_ctx,
+                                       gpu_ooms_ctx, inputs_ctx, oom_kills_ctx, sanitizer_ctx, xids_ctx)
 from forensics.report.summary import embedded_summary
 from forensics.report.verdict import verdict_ctx
 from forensics.version import __version__
+
+
+@dataclass
+class ReportContext:
+    """What the HTML and Markdown show; each section as forensics/report/sections.py's view of it."""
+    tool: str
+    version: str
+    generated_at: str
+    title: str
+    zone: dict                  # name, is_utc, from_user, offset
+    clock_notes: list[str]
+    empty: bool                 # no readings and no events
+    empty_reasons: list[str]
+    verdict: dict               # verdict.py
+    counts: dict                # inputs, samples, events, findings, series
+    charts: list[dict]          # charts.py
+    charts_omitted: list
+    zooms: list[dict]
+    findings: list[FindingView]     # most severe first, capped
+    findings_omitted: list[dict]    # kind, severity, count
+    sanitizer: SanitizerView | None
+    allocations: AllocationsView | None
+    oom_kills: EventTable           # of OomKillRow
+    gpu_ooms: EventTable            # of GpuOomRow
+    xids: XidTable
+    events: EventsView
+    inputs: InputsView
+    problems: list[str]
+    problems_omitted: int
+    summary: dict               # the embedded JSON summary
 
 
 def build_context(bundle, analysis, opts) -> dict:
@@ -66,33 +98,42 @@ def build_context(bundle, analysis, opts) -> dict:
             else:
                 empty_reasons.append(clip(f"{i.path}: read as {i.format}, but no memory readings or events "
                                            f"were found ({i.skipped} lines skipped)", 400))
-    ctx = {
-        "tool": "gpu-forensics",
-        "version": __version__,
-        "generated_at": iso(now.replace(microsecond=0)),
-        "title": f"GPU memory report: {verdict['label']}" if not empty else "GPU memory report: nothing readable",
-        "zone": {"name": clock.name, "is_utc": clock.is_utc, "from_user": bool(getattr(opts, "tz_from_user", False)),
-                 "offset": clock.offset(data_start) if data_start else None},
-        "clock_notes": clock_notes,
-        "empty": empty,
-        "empty_reasons": empty_reasons,
-        "verdict": verdict,
-        "counts": {"inputs": len(bundle.inputs), "samples": samples.height, "events": events.height,
-                   "findings": len(findings), "series": sum(len(c["series"]) for c in charts)},
-        "charts": charts,
-        "charts_omitted": omitted,
-        "zooms": zooms,
-        "findings": [finding_ctx(f, clock) for f in shown],
-        "findings_omitted": [{"kind": k, "severity": s, "count": n} for (k, s), n in sorted(rest.items())],
-        "sanitizer": sanitizer_ctx(events, findings),
-        "allocations": allocations_ctx(findings),
-        "oom_kills": oom_kills_ctx(events, clock),
-        "gpu_ooms": gpu_ooms_ctx(events, clock),
-        "xids": xids_ctx(events, clock),
-        "events": events_ctx(events, clock),
-        "inputs": inputs,
-        "problems": [clip(p, 600) for p in bundle.problems[:MAX_PROBLEMS]],
-        "problems_omitted": max(0, len(bundle.problems) - MAX_PROBLEMS),
-        "summary": embedded_summary(bundle, analysis),
-    }
-    return ctx
+    ctx = ReportContext(
+        tool="gpu-forensics",
+        version=__version__,
+        generated_at=iso(now.replace(microsecond=0)),
+        title=f"GPU memory report: {verdict['label']}" if not empty else "GPU memory report: nothing readable",
+        zone={"name": clock.name, "is_utc": clock.is_utc, "from_user": bool(getattr(opts, "tz_from_user", False)),
+              "offset": clock.offset(data_start) if data_start else None},
+        clock_notes=clock_notes,
+        empty=empty,
+        empty_reasons=empty_reasons,
+        verdict=verdict,
+        counts={"inputs": len(bundle.inputs), "samples": samples.height, "events": events.height,
+                "findings": len(findings), "series": sum(len(c["series"]) for c in charts)},
+        charts=charts,
+        charts_omitted=omitted,
+        zooms=zooms,
+        findings=[finding_ctx(f, clock) for f in shown],
+        findings_omitted=[{"kind": k, "severity": s, "count": n} for (k, s), n in sorted(rest.items())],
+        sanitizer=sanitizer_ctx(events, findings),
+        allocations=allocations_ctx(findings),
+        oom_kills=oom_kills_ctx(events, clock),
+        gpu_ooms=gpu_ooms_ctx(events, clock),
+        xids=xids_ctx(events, clock),
+        events=events_ctx(events, clock),
+        inputs=inputs,
+        problems=[clip(p, 600) for p in bundle.problems[:MAX_PROBLEMS]],
+        problems_omitted=max(0, len(bundle.problems) - MAX_PROBLEMS),
+        summary=embedded_summary(bundle, analysis),
+    )
+    return {f.name: _plain(getattr(ctx, f.name)) for f in fields(ctx)}
+
+
+def _plain(v):
+    """A section's view as plain data (the charts and the verdict are plain data already: not copied)."""
+    if is_dataclass(v):
+        return asdict(v)
+    if isinstance(v, list):
+        return [asdict(x) if is_dataclass(x) else x for x in v]
+    return v

@@ -1,14 +1,16 @@
-"""The report's sections below the charts, as plain data: findings, events, sanitizer leak sites, OOM kills,
-CUDA OOMs, Xids and inputs."""
+"""The report's sections below the charts, each a dataclass of plain values: findings, events, sanitizer leak sites,
+OOM kills, CUDA OOMs, Xids and inputs."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
 
 from forensics.detect.callpaths import sanitizer_groups
 from forensics.frames import rows_where
+from forensics.kinds import KINDS
 from forensics.detect.jobs import xid_is_fatal
 from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label
 from forensics.model import detail_dict
@@ -30,10 +32,6 @@ _BYTES_KEY = re.compile(r"bytes|rss|total_vm|pgtables|^(requested|total|free|all
                         r"_(in_use|used|free|reserved|allocated|unallocated|capacity|limit|size)$")
 
 
-# what a finding's `bytes` is, by kind: a bare "Bytes" tells the reader nothing
-BYTES_LABEL = {"leak": "Peak", "cache_growth": "Peak", "cache_warmup": "Peak", "gpu_oom": "Tried to allocate", "oom_kill": "Resident memory (RSS) when killed",
-               "sanitizer_leak": "Never freed", "allocation_leak": "Still allocated",
-               "allocation_footprint": "Allocated in all", "residual_process": "Still held"}
 
 def _detail_value(key: str, v, clock: Clock) -> str | int | None:
     """One extra fact for people; nested records (the detector's per-series list) are left to the
@@ -110,7 +108,29 @@ def _details(d: dict, clock: Clock, skip=(), evidence_texts=()) -> list[list]:
     return out
 
 
-def finding_ctx(f, clock: Clock) -> dict:
+@dataclass
+class EvidenceLine:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class FindingView:
+    """A finding as the report shows it (the templates read these fields, the golden files hold them)."""
+    kind: str
+    severity: str
+    summary: str
+    facts: list[list[str]]      # [label, text]: the common fields, in a fixed order
+    details: list[list]         # [label, text or number]: the finding's own facts
+    evidence: list[EvidenceLine]
+    evidence_more: int          # evidence lines left out (the JSON summary has them)
+    causes: list[str]
+    checks: list[str]
+    related: list[str]
+
+
+def finding_ctx(f, clock: Clock) -> FindingView:
     facts = []
     where = []
     if getattr(f, "rank", None) is not None:
@@ -150,7 +170,8 @@ def finding_ctx(f, clock: Clock) -> dict:
     if f.growth_bytes is not None:
         facts.append(["Growth", human(f.growth_bytes)])
     if f.bytes is not None:
-        facts.append([BYTES_LABEL.get(f.kind, "Size"), human(f.bytes)])
+        # what a finding's `bytes` is, by kind: a bare "Bytes" tells the reader nothing
+        facts.append([KINDS[f.kind].bytes_label if f.kind in KINDS else "Size", human(f.bytes)])
     if RAN_OUT.get((f.detail or {}).get("ran_out")):
         at = clock.when(f.exhaust_at)
         facts.append(["Memory", f"ran out ({RAN_OUT[f.detail['ran_out']]})" + (f" — {at['local']}" if at else "")])
@@ -170,26 +191,53 @@ def finding_ctx(f, clock: Clock) -> dict:
     # "ran_out" is said by the "Memory" fact above
     details = _details(f.detail or {}, clock, skip=("ran_out",) if RAN_OUT.get((f.detail or {}).get("ran_out")) else (),
                        evidence_texts=[e.text or "" for e in f.evidence])
-    evidence = [{"path": e.path, "line": e.line, "text": clip(e.text)} for e in f.evidence[:MAX_EVIDENCE]]
-    return {
-        "kind": f.kind, "severity": f.severity, "summary": clip(f.summary, 600), "facts": facts,
-        "details": details, "evidence": evidence, "evidence_more": max(0, len(f.evidence) - MAX_EVIDENCE),
-        "causes": [clip(c, 300) for c in f.causes[:10]], "checks": [clip(c, 300) for c in f.checks[:10]],
-        "related": [clip(c, 300) for c in f.related[:10]],
-    }
+    return FindingView(
+        kind=f.kind, severity=f.severity, summary=clip(f.summary, 600), facts=facts, details=details,
+        evidence=[EvidenceLine(e.path, e.line, clip(e.text)) for e in f.evidence[:MAX_EVIDENCE]],
+        evidence_more=max(0, len(f.evidence) - MAX_EVIDENCE), causes=[clip(c, 300) for c in f.causes[:10]],
+        checks=[clip(c, 300) for c in f.checks[:10]], related=[clip(c, 300) for c in f.related[:10]])
 
 
-def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+@dataclass
+class EventKindCount:
+    kind: str
+    label: str
+    count: int
+    first: str | None       # local time text
+    last: str | None
+
+
+@dataclass
+class EventLine:
+    """An event on the report's timeline of what happened."""
+    kind: str
+    label: str
+    when: dict | None
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class EventsView:
+    total: int
+    by_kind: list[EventKindCount]
+    rows: list[EventLine]
+    omitted: int            # timeline rows left out
+    untimed: int            # events without a clock
+
+
+def events_ctx(events: pl.DataFrame, clock: Clock) -> EventsView:
     if events.is_empty():
-        return {"total": 0, "by_kind": [], "rows": [], "omitted": 0, "untimed": 0}
+        return EventsView(total=0, by_kind=[], rows=[], omitted=0, untimed=0)
     by_kind = events.group_by("kind").agg(
         pl.len().alias("count"), pl.col("time").min().alias("first"), pl.col("time").max().alias("last"),
     ).sort("count", "kind", descending=[True, False])
     kinds = []
     for r in by_kind.iter_rows(named=True):
         f, l = clock.when(r["first"]), clock.when(r["last"])
-        kinds.append({"kind": r["kind"], "label": EVENT_STYLE.get(r["kind"], (r["kind"],))[0], "count": r["count"],
-                      "first": f["local"] if f else None, "last": l["local"] if l else None})
+        kinds.append(EventKindCount(kind=r["kind"], label=EVENT_STYLE.get(r["kind"], (r["kind"],))[0], count=r["count"],
+                                    first=f["local"] if f else None, last=l["local"] if l else None))
     # sanitizer leak records and a snapshot's call paths get their own sections; here the timeline of
     # things that happened
     timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak", "allocation_site"]))
@@ -197,11 +245,11 @@ def events_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     rows = []
     for e in ordered.iter_rows(named=True):
         w = clock.when(e["time"])
-        rows.append({"kind": e["kind"], "label": event_label(e), "when": w, "path": e["source"], "line": e["line"],
-                     "text": clip(e["text"])})
-    return {"total": events.height, "by_kind": kinds, "rows": rows,
-            "omitted": max(0, timeline_events.height - len(rows)),
-            "untimed": int(events["time"].null_count())}
+        rows.append(EventLine(kind=e["kind"], label=event_label(e), when=w, path=e["source"], line=e["line"],
+                              text=clip(e["text"])))
+    return EventsView(total=events.height, by_kind=kinds, rows=rows,
+                             omitted=max(0, timeline_events.height - len(rows)),
+                             untimed=int(events["time"].null_count()))
 
 
 def _frame_text(frame) -> str:
@@ -224,7 +272,33 @@ def _is_user_frame(frame) -> bool:
     return not _LIB_FRAME.search(_frame_text(frame))
 
 
-def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
+@dataclass
+class SanitizerSite:
+    """compute-sanitizer's leaks of one call path."""
+    site: str
+    count: int
+    bytes: int | None
+    bytes_text: str
+    expected: bool              # the caching allocator's own segments at exit
+    truncated: bool
+    user_frames: list[str]
+    library_frames: list[str]
+    frames_more: int
+    evidence: EvidenceLine      # its first leak
+
+
+@dataclass
+class SanitizerView:
+    groups: list[SanitizerSite]
+    groups_omitted: int
+    allocations: int
+    bytes: int
+    bytes_text: str
+    expected_allocations: int
+    expected_bytes_text: str | None
+
+
+def sanitizer_ctx(events: pl.DataFrame, findings=()) -> SanitizerView | None:
     """The leak sites table: the findings' groups (detect/callpaths.py), most bytes first. A group the
     detector found to be a leak's site (detect/allocations.py: one allocation of the leak's size a
     step) is no longer the allocator's cache at exit."""
@@ -246,26 +320,45 @@ def sanitizer_ctx(events: pl.DataFrame, findings=()) -> dict | None:
         lib = [_frame_text(fr) for fr in frames if not _is_user_frame(fr)]
         known = [r["bytes"] for r in g.rows if r["bytes"] is not None]
         first = g.rows[0]
-        out.append({
-            "site": clip(g.label, 300) if g.label else "(no backtrace)",
-            "count": len(g.rows), "bytes": sum(known) if known else None,
-            "bytes_text": human(sum(known)) if known else "—",
-            "expected": g.expected, "truncated": g.truncated,
-            "user_frames": user[:MAX_FRAMES], "library_frames": lib[:MAX_FRAMES],
-            "frames_more": max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
-            "evidence": {"path": first["source"], "line": first["line"], "text": clip(first["text"])},
-        })
+        out.append(SanitizerSite(
+            site=clip(g.label, 300) if g.label else "(no backtrace)", count=len(g.rows),
+            bytes=sum(known) if known else None, bytes_text=human(sum(known)) if known else "—",
+            expected=g.expected, truncated=g.truncated, user_frames=user[:MAX_FRAMES], library_frames=lib[:MAX_FRAMES],
+            frames_more=max(0, len(user) - MAX_FRAMES) + max(0, len(lib) - MAX_FRAMES),
+            evidence=EvidenceLine(first["source"], first["line"], clip(first["text"]))))
     total = leaks["bytes"].sum()
     expected = [r for g in groups if g.expected for r in g.rows]
-    return {
-        "groups": out, "groups_omitted": max(0, len(groups) - len(out)),
-        "allocations": leaks.height, "bytes": total, "bytes_text": human(total),
-        "expected_allocations": len(expected),
-        "expected_bytes_text": human(sum(r["bytes"] or 0 for r in expected)) if expected else None,
-    }
+    return SanitizerView(
+        groups=out, groups_omitted=max(0, len(groups) - len(out)), allocations=leaks.height, bytes=total,
+        bytes_text=human(total), expected_allocations=len(expected),
+        expected_bytes_text=human(sum(r["bytes"] or 0 for r in expected)) if expected else None)
 
 
-def allocations_ctx(findings: list) -> dict | None:
+@dataclass
+class AllocationRow:
+    """A call path of a memory snapshot: an allocation_leak's, or one of an allocation_footprint's sites."""
+    leak: bool
+    site: str | None
+    frames: list[str]
+    count: int | None
+    bytes_text: str
+    growth_text: str | None     # leaks: what the trace added
+    rate: str | None
+    quarters: list[int] | None
+    evidence: EvidenceLine | None
+
+
+@dataclass
+class AllocationsView:
+    rows: list[AllocationRow]
+    leaks: int
+    leak_bytes_text: str
+    footprint_bytes_text: str
+    footprint_sites: int        # paths in all
+    footprint_shown: int
+
+
+def allocations_ctx(findings: list) -> AllocationsView | None:
     """A memory snapshot's live allocations by call path: the sites that keep accumulating (leaks)
     first, then the footprint (allocated once and kept)."""
     leaks = [f for f in findings if f.kind == "allocation_leak" and f.allocation]
@@ -279,26 +372,58 @@ def allocations_ctx(findings: list) -> dict | None:
                                      rate_text(f.rate_bytes_per_hour, a.get("seconds")) if f.rate_bytes_per_hour else None)
                          if x)
         ev = f.evidence[-1] if f.evidence else None
-        rows.append({"leak": True, "site": clip(a.get("site"), 300), "frames": [clip(x, 300) for x in (a.get("path") or [])[:MAX_FRAMES]],
-                     "count": a.get("count"), "bytes_text": human(f.bytes or 0),
-                     "growth_text": f"+{human(f.growth_bytes or 0)} in {a.get('survivors')} allocation(s)",
-                     "rate": rate or None, "quarters": a.get("quarters"),
-                     "evidence": {"path": ev.path, "line": ev.line, "text": clip(ev.text)} if ev else None})
+        rows.append(AllocationRow(
+            leak=True, site=clip(a.get("site"), 300), frames=[clip(x, 300) for x in (a.get("path") or [])[:MAX_FRAMES]],
+            count=a.get("count"), bytes_text=human(f.bytes or 0),
+            growth_text=f"+{human(f.growth_bytes or 0)} in {a.get('survivors')} allocation(s)", rate=rate or None,
+            quarters=a.get("quarters"), evidence=EvidenceLine(ev.path, ev.line, clip(ev.text)) if ev else None))
     for f in prints:
         for s in f.allocation.get("sites") or []:
-            rows.append({"leak": False, "site": clip(s.get("site"), 300),
-                         "frames": [clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]],
-                         "count": s.get("count"), "bytes_text": human(s.get("bytes") or 0), "growth_text": None,
-                         "rate": None, "quarters": None,
-                         "evidence": {"path": f.source, "line": s.get("line"), "text": clip(s.get("text"))}})
-    return {"rows": rows, "leaks": len(leaks), "leak_bytes_text": human(sum(f.bytes or 0 for f in leaks)),
-            "footprint_bytes_text": human(sum(f.bytes or 0 for f in prints)),
-            "footprint_sites": sum(f.allocation.get("sites_total") or 0 for f in prints),
-            "footprint_shown": sum(len(f.allocation.get("sites") or []) for f in prints)}
+            rows.append(AllocationRow(
+                leak=False, site=clip(s.get("site"), 300),
+                frames=[clip(x, 300) for x in (s.get("path") or [])[:MAX_FRAMES]], count=s.get("count"),
+                bytes_text=human(s.get("bytes") or 0), growth_text=None, rate=None, quarters=None,
+                evidence=EvidenceLine(f.source, s.get("line"), clip(s.get("text")))))
+    return AllocationsView(
+        rows=rows, leaks=len(leaks), leak_bytes_text=human(sum(f.bytes or 0 for f in leaks)),
+        footprint_bytes_text=human(sum(f.bytes or 0 for f in prints)),
+        footprint_sites=sum(f.allocation.get("sites_total") or 0 for f in prints),
+        footprint_shown=sum(len(f.allocation.get("sites") or []) for f in prints))
 
 
 def _known_bytes(g) -> int:
     return sum(r["bytes"] or 0 for r in g.rows)
+
+
+@dataclass
+class OomKillRow:
+    when: dict | None               # Clock.when's local and UTC text
+    pid: int | None
+    process: str | None
+    bytes_text: str | None
+    facts: list[list]               # [label, text]
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class GpuOomRow:
+    when: dict | None
+    gpu: str | None
+    pid: int | None
+    bytes_text: str | None
+    facts: list[list]
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class EventTable:
+    rows: list
+    total: int
+    omitted: int                    # rows left out
 
 
 _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss", "oom_score_adj", "uid",
@@ -310,7 +435,7 @@ def _sorted_by_time(df: pl.DataFrame) -> pl.DataFrame:
     return df if df.height < 2 else df.sort("time", nulls_last=True)
 
 
-def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> EventTable:
     kills = _sorted_by_time(rows_where(events, pl.col("kind") == "oom_kill"))
     rows = []
     for e in kills.head(MAX_TABLE_ROWS).iter_rows(named=True):
@@ -319,27 +444,52 @@ def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> dict:
         ordered.update(d)
         facts = _details(ordered, clock, skip=("pid", "process", "victim", "message", "host", "evidence_lines"),
                          evidence_texts=[e["text"] or ""])
-        rows.append({"when": clock.when(e["time"]), "pid": e["pid"], "process": clip(e["process"], 120),
-                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
-                     "path": e["source"], "line": e["line"], "text": clip(e["text"])})
-    return {"rows": rows, "total": kills.height, "omitted": max(0, kills.height - len(rows))}
+        rows.append(OomKillRow(when=clock.when(e["time"]), pid=e["pid"], process=clip(e["process"], 120),
+                             bytes_text=human(e["bytes"]) if e["bytes"] is not None else None, facts=facts,
+                             path=e["source"], line=e["line"], text=clip(e["text"])))
+    return EventTable(rows, kills.height, max(0, kills.height - len(rows)))
 
 
-def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+def gpu_ooms_ctx(events: pl.DataFrame, clock: Clock) -> EventTable:
     ooms = _sorted_by_time(rows_where(events, pl.col("kind") == "gpu_oom"))
     rows = []
     for e in ooms.head(MAX_TABLE_ROWS).iter_rows(named=True):
         facts = _details(detail_dict(e["detail"]), clock, skip=("host",), evidence_texts=[e["text"] or ""])
-        rows.append({"when": clock.when(e["time"]), "gpu": e["gpu"], "pid": e["pid"],
-                     "bytes_text": human(e["bytes"]) if e["bytes"] is not None else None, "facts": facts,
-                     "path": e["source"], "line": e["line"], "text": clip(e["text"])})
-    return {"rows": rows, "total": ooms.height, "omitted": max(0, ooms.height - len(rows))}
+        rows.append(GpuOomRow(when=clock.when(e["time"]), gpu=e["gpu"], pid=e["pid"],
+                              bytes_text=human(e["bytes"]) if e["bytes"] is not None else None, facts=facts,
+                              path=e["source"], line=e["line"], text=clip(e["text"])))
+    return EventTable(rows, ooms.height, max(0, ooms.height - len(rows)))
 
 
-def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
+@dataclass
+class XidGroup:
+    """One GPU's Xids of one code."""
+    gpu: str | None
+    code: str | None        # as the event's detail gives it
+    meaning: str | None
+    weight: str | None
+    count: int
+    first: dict | None
+    last: dict | None
+    pids: list[int]
+    processes: list[str]
+    fatal: bool
+    path: str               # the first line's
+    line: int
+    text: str
+
+
+@dataclass
+class XidTable:
+    groups: list[XidGroup]
+    total: int
+    omitted: int            # groups left out
+
+
+def xids_ctx(events: pl.DataFrame, clock: Clock) -> XidTable:
     xids = events.filter(pl.col("kind") == "xid")
     if xids.is_empty():
-        return {"groups": [], "total": 0, "omitted": 0}
+        return XidTable([], 0, 0)
     xids = xids.with_row_index("_i").with_columns(
         pl.col("detail").str.json_path_match("$.code").alias("_code"),
         pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
@@ -361,35 +511,70 @@ def xids_ctx(events: pl.DataFrame, clock: Clock) -> dict:
     for g in groups.head(MAX_TABLE_ROWS).iter_rows(named=True):
         code = g["_code"]
         fatal = xid_is_fatal(code)
-        out.append({"gpu": g["gpu"], "code": code, "meaning": clip(g["meaning"], 300) if g["meaning"] else None,
-                    "weight": clip(g["weight"], 300) if g["weight"] else None,
-                    "count": g["count"], "first": clock.when(g["first"]), "last": clock.when(g["last"]),
-                    "pids": g["pids"], "processes": [clip(p, 80) for p in g["processes"]], "fatal": fatal,
-                    "path": g["path"], "line": g["line"], "text": clip(g["text"])})
-    return {"groups": out, "total": xids.height, "omitted": max(0, groups.height - len(out))}
+        out.append(XidGroup(gpu=g["gpu"], code=code, meaning=clip(g["meaning"], 300) if g["meaning"] else None,
+                            weight=clip(g["weight"], 300) if g["weight"] else None, count=g["count"],
+                            first=clock.when(g["first"]), last=clock.when(g["last"]), pids=g["pids"],
+                            processes=[clip(p, 80) for p in g["processes"]], fatal=fatal, path=g["path"],
+                            line=g["line"], text=clip(g["text"])))
+    return XidTable(out, xids.height, max(0, groups.height - len(out)))
 
 
-def inputs_ctx(inputs: list, clock: Clock) -> dict:
+@dataclass
+class SkipReason:
+    reason: str
+    count: int
+    examples: list[int]     # the first few line numbers
+
+
+@dataclass
+class InputRow:
+    path: str
+    format: str | None
+    reason: str | None      # why its parser claimed it, or why none did
+    lines: int
+    records: int
+    skipped: int
+    skip_reasons: list[SkipReason]
+    start: dict | None
+    end: dict | None
+    range: dict | None      # Clock.span: local and UTC text
+    clock: str
+    anchor: str | None
+    compression: str | None
+    wrapper: str | None
+    notes: list[str]
+    error: str | None
+    used: bool
+
+
+@dataclass
+class InputsView:
+    rows: list[InputRow]
+    omitted: int
+    total: int
+    lines: int
+    records: int
+    skipped: int
+    unreadable: int
+    unrecognized: int
+
+
+def inputs_ctx(inputs: list, clock: Clock) -> InputsView:
     rows = []
     for i in inputs[:MAX_INPUT_ROWS]:
         s, e = clock.when(i.start), clock.when(i.end)
         reasons = []
         for reason, n in sorted((i.skip_reasons or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
             ex = (getattr(i, "skip_examples", None) or {}).get(reason) or []
-            reasons.append({"reason": clip(reason, 200), "count": n, "examples": list(ex)[:5]})
-        rows.append({
-            "path": i.path, "format": i.format, "reason": clip(i.reason, 200), "lines": i.lines,
-            "records": i.records, "skipped": i.skipped, "skip_reasons": reasons,
-            "start": s, "end": e, "range": clock.span(i.start, i.end), "clock": i.clock, "anchor": clip(i.anchor, 300) if i.anchor else None,
-            "compression": i.compression, "wrapper": clip(i.wrapper, 200) if i.wrapper else None,
-            "notes": [clip(n, 300) for n in (i.notes or [])[:10]], "error": clip(i.error, 600) if i.error else None,
-            "used": bool(i.format) and not i.error,
-        })
-    return {
-        "rows": rows, "omitted": max(0, len(inputs) - len(rows)),
-        "total": len(inputs),
-        "lines": sum(i.lines for i in inputs), "records": sum(i.records for i in inputs),
-        "skipped": sum(i.skipped for i in inputs),
-        "unreadable": sum(1 for i in inputs if i.error),
-        "unrecognized": sum(1 for i in inputs if not i.format and not i.error),
-    }
+            reasons.append(SkipReason(clip(reason, 200), n, list(ex)[:5]))
+        rows.append(InputRow(
+            path=i.path, format=i.format, reason=clip(i.reason, 200), lines=i.lines, records=i.records,
+            skipped=i.skipped, skip_reasons=reasons, start=s, end=e, range=clock.span(i.start, i.end), clock=i.clock,
+            anchor=clip(i.anchor, 300) if i.anchor else None, compression=i.compression,
+            wrapper=clip(i.wrapper, 200) if i.wrapper else None, notes=[clip(n, 300) for n in (i.notes or [])[:10]],
+            error=clip(i.error, 600) if i.error else None, used=bool(i.format) and not i.error))
+    return InputsView(
+        rows=rows, omitted=max(0, len(inputs) - len(rows)), total=len(inputs), lines=sum(i.lines for i in inputs),
+        records=sum(i.records for i in inputs), skipped=sum(i.skipped for i in inputs),
+        unreadable=sum(1 for i in inputs if i.error),
+        unrecognized=sum(1 for i in inputs if not i.format and not i.error))
