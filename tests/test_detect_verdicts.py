@@ -313,3 +313,15 @@ def test_a_leak_in_bursts_and_pauses_is_no_warm_up():
     (f,) = leaks(an)
     assert f.pattern == "linear"
     assert 16 <= (f.start_index or 0) <= 30 and abs(f.rate_bytes_per_step - 155.7 * MiB) < 0.15 * 155.7 * MiB
+
+
+def test_a_ramp_after_the_start_up_is_judged_against_its_own_noise():
+    # compute-apps of a real job (H100, bench/heldout3/leak_oom_spine_late, MiB a second): its context,
+    # the working set at once, flat, then +768 MiB a second to a CUDA OOM. The start-up's jump made the
+    # whole series look noisy, and the ramp after it was called a warm-up's plateau.
+    mib = [552] * 4 + [3888] * 4 + [4656, 5424, 6192, 7056, 7824, 8592]
+    an = run(frame(np.array(mib, float) * MiB, pid=1047, series="process.used"))
+    assert an.verdict == "leak", an.verdict_reason
+    (f,) = leaks(an)
+    assert abs(f.rate_bytes_per_hour / 3600 - 768 * MiB) < 0.1 * 768 * MiB
+    assert 6.5 <= (f.start - frame(np.zeros(1))["time"][0]).total_seconds() <= 8.5

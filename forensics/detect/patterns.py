@@ -13,7 +13,7 @@ import numpy as np
 
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
-from forensics.detect.thresholds import (CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
+from forensics.detect.thresholds import (LEVEL_RESOLUTION, CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
                                          FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
                                          JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
@@ -258,8 +258,14 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         return None
     end = float(xb[-1])
     n_ramp = int(sel.sum())
-    # the slope's standard error on n_ramp evenly spread buckets is sigma_b * sqrt(12 / n) / span
-    z = rate * (end - onset) / (sigma_b * math.sqrt(12.0 / max(n_ramp, 2)))
+    sigma_z = sigma_b
+    if past is not None:
+        # the start-up's jump inflated the whole series' noise estimate: the slope is judged against
+        # the noise of the readings it was fitted on
+        level = float(robust.median(np.abs(yb[sel])))
+        sigma_z = min(sigma_b, max(robust.noise(xb[sel], yb[sel]), LEVEL_RESOLUTION * level, 1.0))
+    # the slope's standard error on n_ramp evenly spread buckets is sigma * sqrt(12 / n) / span
+    z = rate * (end - onset) / (sigma_z * math.sqrt(12.0 / max(n_ramp, 2)))
     # growth so far: as measured (end level minus onset level), not as extrapolated from the rate
     end_level = float(robust.median(yb[-3:]))
     growth = end_level - start_level
