@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from test_detect import GiB, MiB, frame, leaks, rng, run
+from test_detect import T0, GiB, MiB, frame, leaks, rng, run
 
 # the `log_memory(step_name)` recipe: memory read at four points of every step
 PHASES = {"before forward": 0.0, "after forward": 3.2, "after backward": 1.1, "after step": 0.0}
@@ -324,4 +324,4 @@ def test_a_ramp_after_the_start_up_is_judged_against_its_own_noise():
     assert an.verdict == "leak", an.verdict_reason
     (f,) = leaks(an)
     assert abs(f.rate_bytes_per_hour / 3600 - 768 * MiB) < 0.1 * 768 * MiB
-    assert 6.5 <= (f.start - frame(np.zeros(1))["time"][0]).total_seconds() <= 8.5
+    assert 6.5 <= (f.start - T0).total_seconds() <= 8.5

@@ -27,6 +27,7 @@ from forensics.options import Options
 from forensics.parsers.kernel.reader import KernelReader
 from forensics.parsers.nvsmi import common as nvsmi
 from forensics.units import human
+from forensics.parsers.contract import Format
 
 NAME = "nvidia-bug-report"
 # its sections are read by these formats' readers: their free-text scanners must not read them again
@@ -191,6 +192,4 @@ def parse(src, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, covers=COVERS)

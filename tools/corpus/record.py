@@ -471,7 +471,7 @@ class Recorder:
 def main() -> None:
     global LOGFILE, PIDS_FILE
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--half", choices=["tune", "heldout", "heldout2", "heldout3", "styles"])
+    p.add_argument("--half", help="a half of the cases module (--list shows them)")
     p.add_argument("--out", type=Path)
     p.add_argument("--tgz", type=Path)
     p.add_argument("--deadline", type=float, default=540.0)
@@ -488,6 +488,8 @@ def main() -> None:
         return
     if not (a.half and a.out):
         p.error("--half and --out are needed")
+    if a.half not in cases.CASES:
+        p.error(f"--half {a.half}: not a half of {a.cases_module} (choose from {', '.join(cases.CASES)})")
     a.out.mkdir(parents=True, exist_ok=True)
     LOGFILE = a.out / "_runs" / f"{a.half}-driver.log"
     LOGFILE.parent.mkdir(parents=True, exist_ok=True)

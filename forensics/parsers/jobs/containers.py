@@ -22,6 +22,7 @@ import re
 from datetime import datetime, timezone
 
 from forensics.model import Parsed, events_frame
+from forensics.parsers.contract import Format
 
 NAME = "container-status"
 
@@ -198,6 +199,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

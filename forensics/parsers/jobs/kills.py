@@ -29,6 +29,7 @@ from forensics import clock
 from forensics.io.lines import read_whole
 from forensics.parsers.hint_reader import PROVENANCE, HintReader
 from forensics.model import Parsed, events_frame
+from forensics.parsers.contract import Format, Scan
 
 NAME = "job-kill-records"
 
@@ -146,8 +147,6 @@ def read(lines: pl.DataFrame, src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

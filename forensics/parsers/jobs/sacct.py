@@ -21,6 +21,7 @@ import polars as pl
 from forensics import clock
 from forensics.model import Parsed, events_frame
 from forensics.units import human
+from forensics.parsers.contract import Format
 
 NAME = "slurm-sacct"
 
@@ -144,6 +145,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -21,6 +21,7 @@ import re
 
 from forensics.model import Parsed, events_frame
 from forensics.units import human
+from forensics.parsers.contract import Format
 
 NAME = "slurm-seff"
 
@@ -105,6 +106,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

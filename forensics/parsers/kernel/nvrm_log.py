@@ -12,6 +12,7 @@ from forensics.options import Options
 from forensics.parsers.kernel import prefix as kp
 from forensics.parsers.kernel import xid
 from forensics.parsers.kernel.reader import KernelReader as Reader
+from forensics.parsers.contract import Format, Scan
 
 NAME = "nvrm-xid"
 # the reader reads the whole kernel log (OOM killer too), so the kernel scanner is not needed
@@ -52,8 +53,6 @@ def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

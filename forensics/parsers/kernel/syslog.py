@@ -17,6 +17,7 @@ from forensics.parsers.kernel import oom
 from forensics.parsers.kernel import prefix as kp
 from forensics.parsers.kernel import sniff_fast
 from forensics.parsers.kernel.reader import KernelReader as Reader
+from forensics.parsers.contract import Format, Scan
 
 NAME = "kernel-log"
 COVERS = ("nvrm-xid",)
@@ -66,8 +67,6 @@ def scan(lines: pl.DataFrame, src, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

@@ -19,6 +19,7 @@ import polars as pl
 
 from forensics import clock
 from forensics.model import Parsed, samples_frame
+from forensics.parsers.contract import Format
 
 NAME = "gpustat"
 MIB = 1 << 20
@@ -88,6 +89,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

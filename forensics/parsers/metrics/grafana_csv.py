@@ -30,6 +30,7 @@ from forensics.frames import rows_where
 from forensics.io.lines import read_whole
 from forensics.parsers.metrics import common, exporters
 from forensics import clock
+from forensics.parsers.contract import Format
 
 NAME = "grafana-csv"
 
@@ -198,6 +199,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)

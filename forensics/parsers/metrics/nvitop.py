@@ -24,6 +24,7 @@ import polars as pl
 
 from forensics import clock
 from forensics.model import Parsed, samples_frame
+from forensics.parsers.contract import Format
 
 NAME = "nvitop"
 
@@ -141,6 +142,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

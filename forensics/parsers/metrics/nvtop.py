@@ -40,6 +40,7 @@ import re
 import polars as pl
 
 from forensics.model import IMPLAUSIBLE, MAX_PLAUSIBLE_BYTES, Parsed, samples_frame
+from forensics.parsers.contract import Format
 
 NAME = "nvtop"
 
@@ -218,6 +219,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

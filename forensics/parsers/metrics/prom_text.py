@@ -17,6 +17,7 @@ import polars as pl
 
 from forensics.model import Parsed
 from forensics.parsers.metrics import exporters
+from forensics.parsers.contract import Format
 
 NAME = "prometheus-text"
 
@@ -116,6 +117,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

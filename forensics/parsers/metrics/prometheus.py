@@ -23,6 +23,7 @@ import polars as pl
 from forensics.errors import InputError
 from forensics.model import Parsed
 from forensics.parsers.metrics import exporters
+from forensics.parsers.contract import Format
 
 NAME = "prometheus-json"
 WHOLE_DOCUMENT = True
@@ -238,6 +239,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, whole_document=WHOLE_DOCUMENT)

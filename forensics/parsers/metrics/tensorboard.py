@@ -33,6 +33,7 @@ from forensics.errors import InputError
 from forensics.io.sources import Source
 from forensics.model import Parsed, samples_frame
 from forensics.options import Options
+from forensics.parsers.contract import Format
 
 NAME = "tensorboard-events"
 EXTRA = "pip install 'gpu-forensics[tensorboard]'"
@@ -191,6 +192,4 @@ def _series(tag: str) -> str:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff_bytes=sniff_bytes, parse=parse)

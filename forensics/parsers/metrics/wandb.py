@@ -30,6 +30,7 @@ from forensics.frames import rows_where
 from forensics.io.lines import read_whole
 from forensics.model import Parsed, Skipped, samples_frame
 from forensics.parsers.metrics import common
+from forensics.parsers.contract import Format
 
 NAME = "wandb-system-metrics"
 
@@ -215,6 +216,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)

@@ -36,6 +36,7 @@ from forensics.parsers.nvsmi import common as C
 from forensics.parsers.nvsmi import csvcells
 from forensics.parsers.nvsmi.csvcolumns import ColumnMap, declared_map, infer_map, map_from_names
 from forensics.thinning import RunningCount, Thinner
+from forensics.parsers.contract import Format
 
 NAME = "nvidia-smi-csv"
 
@@ -591,6 +592,4 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)

@@ -19,6 +19,7 @@ from forensics.model import Parsed, samples_frame
 from forensics.io.sources import Source
 from forensics.parsers.nvsmi import common as C
 from forensics.frames import rows_where
+from forensics.parsers.contract import Format
 
 NAME = "nvidia-smi-dmon"
 
@@ -192,6 +193,4 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

@@ -23,6 +23,7 @@ from forensics.options import Options
 from forensics.model import Parsed, samples_frame
 from forensics.io.sources import Source
 from forensics.parsers.nvsmi import common as C
+from forensics.parsers.contract import Format
 
 NAME = "nvidia-smi-q"
 
@@ -245,6 +246,4 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse)

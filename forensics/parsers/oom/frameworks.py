@@ -25,6 +25,7 @@ from forensics.model import Parsed, events_frame
 from forensics.options import Options
 from forensics.parsers import hint_reader
 from forensics.parsers.torch import oom as torch_oom
+from forensics.parsers.contract import Format, Scan
 
 NAME = "framework-oom"
 
@@ -274,8 +275,6 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

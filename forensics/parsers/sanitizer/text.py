@@ -22,6 +22,7 @@ import polars as pl
 from forensics.options import Options
 from forensics.model import Parsed, events_frame
 from forensics.io.sources import Source
+from forensics.parsers.contract import Format, Scan
 
 NAME = "compute-sanitizer"
 
@@ -501,8 +502,6 @@ def _cross_check(out: Parsed, runs: list[_Run], primary: bool) -> None:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

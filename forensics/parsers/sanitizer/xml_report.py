@@ -34,6 +34,7 @@ from forensics.options import Options
 from forensics.model import Parsed, events_frame
 from forensics.io.sources import Source
 from forensics.parsers.sanitizer.text import allocation_site, compact_stack, through_caching_allocator, user_frames
+from forensics.parsers.contract import Format
 
 NAME = "compute-sanitizer-xml"
 
@@ -238,7 +239,6 @@ def parse(src: Source, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
 
 # its samples are recordings (sample_logs/), none in tests/samples/
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, samples="sample_logs/sanitizer_cpp_xml")

@@ -33,6 +33,7 @@ from forensics import clock
 from forensics.io.lines import read_whole
 from forensics.parsers.hint_reader import PROVENANCE, HintReader
 from forensics.model import Parsed, events_frame, samples_frame
+from forensics.parsers.contract import Format, Scan
 
 NAME = "serving-engine-log"
 GIB = 1 << 30
@@ -249,8 +250,6 @@ def _stamp(rows: list[dict], src, opts, out: Parsed) -> None:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

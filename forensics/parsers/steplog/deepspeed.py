@@ -22,6 +22,7 @@ from forensics.model import Parsed
 from forensics.parsers.steplog import families, generic
 from forensics.io.lines import read_whole
 from forensics.parsers.steplog.reader import StepLogReader
+from forensics.parsers.contract import Format
 
 NAME = "deepspeed-memory"
 COVERS = ("step-markers",)  # its reader reads the generic step-marker lines too
@@ -49,6 +50,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader, covers=COVERS)

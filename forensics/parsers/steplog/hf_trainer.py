@@ -19,6 +19,7 @@ from forensics.model import Parsed
 from forensics.parsers.steplog import families, generic
 from forensics.io.lines import read_whole
 from forensics.parsers.steplog.reader import StepLogReader
+from forensics.parsers.contract import Format
 
 NAME = "hf-trainer-memory"
 COVERS = ("step-markers",)
@@ -44,6 +45,4 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader, covers=COVERS)

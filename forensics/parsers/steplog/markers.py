@@ -15,6 +15,7 @@ from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic
 from forensics.io.lines import read_whole
 from forensics.parsers.steplog.reader import StepLogReader, extract_all
+from forensics.parsers.contract import Format, Scan
 
 NAME = "step-markers"
 
@@ -95,8 +96,6 @@ def scan(lines: pl.DataFrame, src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

@@ -41,6 +41,7 @@ from forensics.io.lines import read_whole
 from forensics.parsers.hint_reader import PROVENANCE, HintReader
 from forensics.model import Parsed, events_frame
 from forensics.parsers import ranks
+from forensics.parsers.contract import Format, Scan
 
 NAME = "torch-distributed"
 
@@ -366,8 +367,6 @@ def _clip(s: str | None, n: int = 300) -> str | None:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

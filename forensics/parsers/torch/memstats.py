@@ -37,6 +37,7 @@ from forensics.io.lines import read_whole
 from forensics.model import Parsed, events_frame, samples_frame
 from forensics.parsers import ranks
 from forensics.parsers.steplog.generic import DEVICE_IN_TAG, STEP_IN_TAG, clock_of, strip_line_time, with_line_time
+from forensics.parsers.contract import Format, Scan
 
 NAME = "pytorch-memory-stats"
 
@@ -267,8 +268,6 @@ def _iso(t) -> str | None:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

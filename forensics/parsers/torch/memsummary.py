@@ -21,6 +21,7 @@ from forensics import units
 from forensics.options import Options
 from forensics.model import Parsed, events_frame, samples_frame
 from forensics.io.sources import Source
+from forensics.parsers.contract import Format, Scan
 
 NAME = "pytorch-memory-summary"
 
@@ -163,8 +164,6 @@ def _cell(text: str | None, is_size: bool) -> int | None:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

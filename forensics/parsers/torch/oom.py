@@ -25,6 +25,7 @@ from forensics.options import Options
 from forensics.model import Parsed, events_frame
 from forensics.io.sources import Source
 from forensics.parsers import hint_reader, ranks
+from forensics.parsers.contract import Format, Scan
 
 NAME = "pytorch-oom"
 
@@ -469,8 +470,6 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format, Scan
-
 FORMAT = Format(
     name=NAME,
     sniff=sniff,

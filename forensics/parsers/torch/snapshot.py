@@ -38,6 +38,7 @@ from forensics.parsers.torch.snapshot_pickle import Malformed, PlainUnpickler, R
 from forensics.parsers.torch.snapshot_reader import TraceReader
 from forensics.thinning import MAX_READINGS, thin_mask
 from forensics.units import human
+from forensics.parsers.contract import Format
 
 NAME = "pytorch-memory-snapshot"
 
@@ -478,6 +479,4 @@ def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> l
 
 
 # the one name the parser list reads (parsers/contract.py)
-from forensics.parsers.contract import Format
-
 FORMAT = Format(name=NAME, sniff_bytes=sniff_bytes, parse=parse)
