@@ -593,3 +593,111 @@ HELDOUT3 = [
          "60 GiB taken at start, then flat; tutorial lines; killed with SIGKILL after step 60.", 24),
 ]
 CASES["heldout3"] = HELDOUT3
+
+
+# ---- held-out set 4 (2026-12-06, second session): the older styles, other endings, new combinations ------
+# Written before the rules of this session's detection work were settled and before recording; kept out of
+# tests/ (bench/heldout4/), run once when the rules are settled. Regimes not recorded before: the first
+# step-log styles (megatron, deepspeed, plain, bytes_k, pipe_gb) under the phases of the newer sets, a
+# staircase and an inference leak into an OOM, a leaky job followed by a healthy one, two processes with
+# `key=value` logs, a noisy leak into an OOM, a short job killed while growing, JAX killed.
+
+H4 = "heldout4"
+
+HELDOUT4 = [
+    Case("megatron_slow_leak_exit", H4, ["wide1", "apps"],
+         simple("linear_late", "--steps 150 --period 0.1 --warm-gib 3 --flat 30 --leak-mib 12 --style megatron",
+                True),
+         "leak", ["leak"], "linear",
+         "A debug hook keeps 12 MiB of activations a step from step 31 of 150; Megatron-style `memory (MB) |` "
+         "lines. Ends normally.", 28),
+    Case("deepspeed_staircase_oom", H4, ["wide500", "dmon"],
+         simple("staircase", "--steps 400 --period 0.12 --fraction 0.08 --warm-gib 2 --stair-mib 1024 "
+                "--stair-every 10 --style deepspeed", True),
+         "leak", ["leak", "gpu_oom"], "step",
+         "Every 10 steps a 1 GiB snapshot kept in a list under a cap of 8 % of the GPU until a CUDA OOM; "
+         "DeepSpeed `see_memory_usage` lines.", 28, stair_every=10),
+    Case("plain_warmup_sigkill", H4, ["ms250", "apps"],
+         kill_at("warmup_plateau", "--steps 400 --period 0.12 --ramp 40 --peak-gib 20 --style plain", False,
+                 step=80),
+         "no_leak", [], None,
+         "Curriculum warm-up to 20 GiB over 40 steps, then flat; plain print lines; killed with SIGKILL after "
+         "step 80.", 26),
+    Case("bytes_k_lru_exit", H4, ["wide1", "dmon"],
+         simple("lru", "--steps 110 --period 0.12 --cap-entries 40 --entry-mib 64 --style bytes_k", False),
+         "no_leak", [], None,
+         "An LRU cache of 64 MiB entries capped at 40 fills over 40 steps and then evicts; memory in raw bytes. "
+         "Ends normally.", 26),
+    Case("pipe_gb_infer_leak_oom", H4, ["wide1", "apps"],
+         simple("infer", "--leak --steps 400 --period 0.12 --fraction 0.08 --warm-gib 2 --max-batch 32 "
+                "--out-mib 24 --onset 12 --style pipe_gb", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "An inference loop caching every batch's output on the GPU from batch 12 under a cap of 8 % of the GPU "
+         "until a CUDA OOM; `| INFO |` lines in GB.", 30),
+    Case("two_procs_kv_exit", H4, ["apps", "wide1"],
+         two_procs("--steps 120 --period 0.15 --warm-gib 6 --style kv_gb",
+                   "linear_late", "--steps 80 --period 0.15 --warm-gib 1 --flat 10 --leak-mib 96 --style kv_gb",
+                   b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU, both with `key=value` GB lines: a flat 6 GiB trainer (a.log) and a second "
+         "job (b.log) keeping 96 MiB a step from its step 11; both end normally.", 32),
+    Case("leaky_then_healthy_jobs", H4, ["wide500", "apps", "dmon"],
+         sequential(("linear_late", "--steps 60 --period 0.15 --warm-gib 2 --flat 10 --leak-mib 128 --style jsonl",
+                     True, "job1.log"), 3.0,
+                    ("flat", "--steps 50 --period 0.15 --warm-gib 6 --style jsonl", False, "job2.log")),
+         "leak", ["leak"], "linear",
+         "Two jobs one after the other on the same GPU: a leaky one (job1.log, 128 MiB a step from its step 11) "
+         "ends normally; 3 s later a healthy one (6 GiB, flat, job2.log) runs and ends normally.", 36),
+    Case("cache_growth_phases_sigkill", H4, ["ms250", "apps"],
+         kill_at("cache_growth", "--steps 400 --period 0.13 --grow-mib 10 --style phases", False, step=75),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 10 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; the "
+         "`log_memory(step_name)` helper at four points of each step; killed with SIGKILL after step 75.", 26),
+    Case("slow_noisy_jsonl_oom", H4, ["wide1", "apps"],
+         simple("slow_noisy", "--steps 600 --period 0.08 --fraction 0.06 --warm-gib 2 --noise-mib 256 "
+                "--leak-mib 24 --onset 20 --style jsonl", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A 2 GiB footprint under noisy batches (0-256 MiB a step), per-step statistics kept from step 20 "
+         "(24 MiB a step) under a cap of 6 % of the GPU until a CUDA OOM; JSON metrics lines.", 30),
+    Case("short_leak_tutorial_sigkill", H4, ["wide1", "used5"],
+         kill_at("linear_late", "--steps 400 --period 0.5 --warm-gib 1 --flat 2 --leak-mib 1024 --style tutorial",
+                 True, step=10),
+         "leak", ["leak"], "linear",
+         "A short job: from step 3 each step keeps 1 GiB; killed with SIGKILL after step 10 (about 5 s), still "
+         "growing. A 5 s `timestamp, memory.used` log beside a 1 s one.", 22),
+    Case("crashloop_absl_oom_x2", H4, ["ms250", "dmon"],
+         crash_loop("leak_oom", "--steps 400 --period 0.12 --fraction 0.06 --warm-gib 1 --leak-mib 192 "
+                    "--onset 10 --style absl", runs=2, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of two runs of a job keeping predictions from step 10 (192 MiB a step) under a 6 % cap; "
+         "glog/absl lines; each run dies of a CUDA OOM.", 36, timeout=100),
+    Case("jax_flat_sigkill", H4, ["wide500", "dmon"],
+         kill_at("jax_train", "--steps 400 --period 0.12 --warm-gib 8 --every 2", False, step=60),
+         "no_leak", [], None,
+         "JAX training with a fixed 8 GiB footprint; memory_stats() logged every 2 steps; killed with SIGKILL "
+         "after step 60.", 26),
+    Case("grad_accum_megatron_sigkill", H4, ["wide500", "apps"],
+         kill_at("grad_accum", "--steps 400 --period 0.13 --accum 4 --micro-mib 768 --style megatron", False,
+                 step=64),
+         "no_leak", [], None,
+         "Gradient accumulation over 4 micro-batches of 768 MiB, freed at each optimizer step; Megatron-style "
+         "lines; killed with SIGKILL after step 64.", 26),
+    Case("eval_spikes_plain_emptycache_exit", H4, ["script1", "apps"],
+         simple("eval_spikes", "--steps 100 --period 0.13 --warm-gib 5 --eval-every 20 --eval-len 4 "
+                "--spike-gib 10 --empty-cache --style plain", False),
+         "no_leak", [], None,
+         "A 5 GiB footprint with a 10 GiB evaluation every 20 steps, freed and returned with empty_cache(); "
+         "plain print lines. Ends normally.", 26),
+    Case("staircase_tutorial_loggers_stopped", H4, ["wide1", "apps"],
+         stop_loggers_at("staircase", "--steps 120 --period 0.12 --warm-gib 2 --stair-mib 768 --stair-every 15 "
+                         "--style tutorial", True, step=70),
+         "leak", ["leak"], "step",
+         "Every 15 steps a 768 MiB snapshot kept in a list; tutorial lines; the GPU loggers stop at step 70 while "
+         "the job goes on to step 120 and ends normally.", 28, stair_every=15),
+    Case("hf_trainer_leak_exit", H4, ["wide1", "apps"],
+         simple("hf_trainer", "--leak --steps 120 --period 0.1 --onset 30 --every 10 --style none", True),
+         "leak", ["leak"], "linear",
+         "A transformers Trainer run whose callback keeps a copy of the token-embedding matrix every step from "
+         "step 30 (64 MiB a step); memory numbers in the Trainer's log dicts. Ends normally.", 38, timeout=120),
+]
+CASES["heldout4"] = HELDOUT4
