@@ -30,7 +30,7 @@ from forensics.parsers.steplog import families, general, generic
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
 # memory that reading takes grows with the lines read at once.
-PART_LINES = 1 << 18
+PART_LINES = 1 << 16
 
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
 # Run as its parts, one search each: `\s=\s` in one alternation with the literals makes the regex
@@ -164,7 +164,7 @@ class StepLogReader:
     def _read(self, final: bool = False) -> None:
         """Read the kept lines in parts of about PART_LINES, each up to a place where nothing before
         depends on what comes after (all of them at the end), keeping the rest for the next part."""
-        if not final and sum(k.height for k in self._kept) < 2 * PART_LINES:
+        if not final and sum(k.height for k in self._kept) < PART_LINES:
             return
         kept = [k for k in self._kept if k.height]
         frame = _union(kept) if kept else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
