@@ -29,7 +29,9 @@ from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
-# memory that reading takes grows with the lines read at once.
+# memory that reading takes grows with the lines read at once. Each part is read as soon as it is full,
+# while the threads of raw_batches cut and search the batches after it (read after the last batch, the
+# reading would wait for the whole search); a part costs a few tens of queries, whatever its size.
 PART_LINES = 1 << 16
 
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
