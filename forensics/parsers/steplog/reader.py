@@ -29,8 +29,10 @@ from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
-# memory that reading takes grows with the lines read at once.
-PART_LINES = 1 << 18
+# memory that reading takes grows with the lines read at once. Each part is read as soon as it is full,
+# while the threads of raw_batches cut and search the batches after it (read after the last batch, the
+# reading would wait for the whole search); a part costs a few tens of queries, whatever its size.
+PART_LINES = 1 << 16
 
 # Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
 # Run as its parts, one search each: `\s=\s` in one alternation with the literals makes the regex
@@ -113,7 +115,7 @@ class StepLogReader:
         self._keep_general(batch, rows_where(cand, pl.col("_mem")).select("line", "text"))
         new = [k for k in self._new if k.height]
         if new:
-            self._kept.append(owned(pl.concat(new).unique("line").sort("line")))
+            self._kept.append(owned(_union(new)))
         self._new = []
         self._prev_tail = owned(batch.tail(1).select("line", "text"))
         self._read()
@@ -123,15 +125,11 @@ class StepLogReader:
         """The lines the general reader looks at (general.py): `kept`, the batch's lines with a memory
         word, and a table's rows."""
         t = pl.col("text")
-        if self._table:
-            rows = rows_where(batch, general.table_rows(t)).select("line", "text")
-            self._new.append(pl.concat([kept, rows.join(kept, on="line", how="anti")]))
-            return
         self._new.append(kept)
-        self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
-        if self._table:   # this batch's rows after the header
-            rows = rows_where(batch, general.table_rows(t)).select("line", "text")
-            self._new.append(rows.join(kept, on="line", how="anti"))
+        if not self._table:
+            self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
+        if self._table:   # (from the header's batch on) the batch's rows
+            self._new.append(rows_where(batch, general.table_rows(t)).select("line", "text"))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
@@ -168,11 +166,10 @@ class StepLogReader:
     def _read(self, final: bool = False) -> None:
         """Read the kept lines in parts of about PART_LINES, each up to a place where nothing before
         depends on what comes after (all of them at the end), keeping the rest for the next part."""
-        if not final and sum(k.height for k in self._kept) < 2 * PART_LINES:
+        if not final and sum(k.height for k in self._kept) < PART_LINES:
             return
         kept = [k for k in self._kept if k.height]
-        frame = (pl.concat(kept).unique("line").sort("line") if kept
-                 else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String}))
+        frame = _union(kept) if kept else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
         while frame.height >= (1 if final else PART_LINES):
             cut = frame.height if final else self._cut(frame)
             if not cut:
@@ -218,6 +215,15 @@ class _Batch:
 
     def __init__(self, frame: pl.DataFrame, look: Future):
         self.frame, self.look = frame, look
+
+
+def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The rows of `frames` (line, text; each sorted by line, a line in several of them the same line)
+    in line order, each line once: concat().unique("line").sort("line") without hashing every line."""
+    df = pl.concat(frames, how="vertical")
+    if not df["line"].is_sorted():
+        df = df.sort("line")
+    return df.filter(pl.col("line").ne_missing(pl.col("line").shift(1)))
 
 
 def _look(batch: pl.DataFrame, regex: str) -> pl.Series:
