@@ -505,6 +505,32 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
 
 
 @app.command(cls=_Command, epilog=_examples(
+    "gpu-forensics formats                  # every format, in the order they are tried",
+    "gpu-forensics formats kernel-log       # one format's reference",
+) + "\n\nOutput: one tab-separated line per format: name, the files it reads, what it gets from them; "
+    "with NAME, that format's declaration and reference. Exit codes: 0 done; 2 no such format.")
+def formats(name: Annotated[str | None, typer.Argument(help="A format's name: print its reference.")] = None) -> None:
+    """List the log formats read (from each parser's own declaration), or one format's reference."""
+    from forensics import parsers
+
+    if name is None:
+        for f in parsers.PARSERS:
+            print(f"{f.name}\t{f.files}\t{f.yields}")
+        return
+    f = parsers.BY_NAME.get(name)
+    if f is None:
+        raise UsageError(f"{name}: no such format, `gpu-forensics formats` lists them")
+    order = [g.name for g in parsers.PARSERS]
+    rules = [f"before {', '.join(f.before)}" if f.before else "", f"after {', '.join(f.after)}" if f.after else "",
+             "after all others (fallback)" if f.fallback else ""]
+    print(f"{f.name}: {f.files}\nyields: {f.yields}\nmodule: {parsers.MODULE[f.name]}\nsamples: {f.samples}/")
+    tried = ("by its first bytes, before any format of text lines" if f.sniff_bytes else
+             f"{order.index(f.name) + 1} of {len(order)}" + "".join(f"; {r}" for r in rules if r))
+    print(f"tried: {tried}" + ("; also looked for inside any text file (scan)" if f.scan else "") + "\n")
+    print(parsers.reference(f))
+
+
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics timeline job-1234/ -o aligned.parquet",
     "gpu-forensics timeline nvidia-smi.csv dmesg.txt --boot-time 2026-11-30T01:02:03Z -o aligned.csv",
 ) + "\n\nA .csv name writes NAME.samples.csv and NAME.events.csv beside it. "

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,29 @@ def test_every_declared_rule_holds_in_the_order():
     groups = [2 if f.fallback else 1 if f.scan else 0 for f in parsers.PARSERS]
     assert groups == sorted(groups)
     assert parsers.PARSERS[-1].fallback and parsers.PARSERS[-1].name == "step-markers"
+
+
+# ---- `gpu-forensics formats`: the list the README and docs/formats.md point to ---------------------
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "forensics", "formats", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_formats_command_lists_every_declaration_in_sniffing_order():
+    done = _cli()
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("\t") for line in done.stdout.splitlines()]
+    assert rows == [[f.name, f.files, f.yields] for f in parsers.PARSERS]
+
+
+def test_the_formats_command_prints_a_formats_reference():
+    done = _cli("pytorch-memory-summary")
+    assert done.returncode == 0, done.stderr
+    fmt = parsers.BY_NAME["pytorch-memory-summary"]
+    assert done.stdout.startswith(f"pytorch-memory-summary: {fmt.files}\n")
+    assert "before pytorch-oom" in done.stdout and "(scan)" in done.stdout
+    assert parsers.reference(fmt) in done.stdout and parsers.reference(fmt).startswith(
+        importlib.import_module("forensics.parsers.torch.memsummary").__doc__.strip()[:40])
+    refused = _cli("no-such-format")
+    assert refused.returncode == 2 and "no such format" in refused.stderr and "Traceback" not in refused.stderr
