@@ -513,21 +513,10 @@ def formats(name: Annotated[str | None, typer.Argument(help="A format's name: pr
     """List the log formats read (from each parser's own declaration), or one format's reference."""
     from forensics import parsers
 
-    if name is None:
-        for f in parsers.PARSERS:
-            print(f"{f.name}\t{f.files}\t{f.yields}")
-        return
-    f = parsers.BY_NAME.get(name)
-    if f is None:
+    if name is not None and name not in parsers.BY_NAME:
         raise UsageError(f"{name}: no such format, `gpu-forensics formats` lists them")
-    order = [g.name for g in parsers.PARSERS]
-    rules = [f"before {', '.join(f.before)}" if f.before else "", f"after {', '.join(f.after)}" if f.after else "",
-             "after all others (fallback)" if f.fallback else ""]
-    print(f"{f.name}: {f.files}\nyields: {f.yields}\nmodule: {parsers.MODULE[f.name]}\nsamples: {f.samples}/")
-    tried = ("by its first bytes, before any format of text lines" if f.sniff_bytes else
-             f"{order.index(f.name) + 1} of {len(order)}" + "".join(f"; {r}" for r in rules if r))
-    print(f"tried: {tried}" + ("; also looked for inside any text file (scan)" if f.scan else "") + "\n")
-    print(parsers.reference(f))
+    print(parsers.described(parsers.BY_NAME[name]) if name else
+          "\n".join(f"{f.name}\t{f.files}\t{f.yields}" for f in parsers.PARSERS))
 
 
 @app.command(cls=_Command, epilog=_examples(

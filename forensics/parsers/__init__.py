@@ -108,6 +108,17 @@ def reference(fmt: Format) -> str:
     return (sys.modules[MODULE[fmt.name]].__doc__ or "").strip()
 
 
+def described(fmt: Format) -> str:
+    """What `gpu-forensics formats NAME` prints: the declaration, where it is tried, the reference."""
+    rules = ([f"before {', '.join(fmt.before)}"] if fmt.before else []) + \
+        ([f"after {', '.join(fmt.after)}"] if fmt.after else []) + (["after all others (fallback)"] if fmt.fallback else [])
+    tried = ("by its first bytes, before any format of text lines" if fmt.sniff_bytes else
+             "; ".join([f"{PARSERS.index(fmt) + 1} of {len(PARSERS)}"] + rules))
+    scan = "; also looked for inside any text file (scan)" if fmt.scan else ""
+    return (f"{fmt.name}: {fmt.files}\nyields: {fmt.yields}\nmodule: {MODULE[fmt.name]}\nsamples: {fmt.samples}/\n"
+            f"tried: {tried}{scan}\n\n{reference(fmt)}")
+
+
 def claim_bytes(first: bytes) -> tuple[Format | None, str]:
     """The first binary format that claims a file by its first bytes, and why; or None."""
     for f in BYTE_SNIFFERS:
