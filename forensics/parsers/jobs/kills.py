@@ -159,7 +159,7 @@ FORMAT = Format(
           "by signal`, a launcher's `exits with return code = -9`; also inside any other log",
     yields="`oom_kill` (the step's cgroup ran out of host memory), `job_killed` with the signal; the report's "
            "\"What ended the job\" uses them",
-    # a kill record ends their files as often as any other log (a shell's Killed under a traceback, a
-    # launcher's return code under torchrun's lines)
+    # a kill record ends their files as often as any other log (a shell's Killed under a traceback or
+    # a server's log, a launcher's return code under torchrun's lines)
     after=("serving-engine-log", "torch-distributed", "pytorch-oom", "framework-oom", "pytorch-memory-stats"),
 )

@@ -107,6 +107,7 @@ FORMAT = Format(
           "their structure (clock prefix, `key=value` / `key: value` / dict / table column, a memory key with a "
           "size unit; docs/formats.md §4.4.1)",
     yields="allocated / reserved / used per step and phase, with step times",
-    # it reads any printed memory line: it claims what no other format does
+    # it reads any printed memory line (DeepSpeed's, Megatron's, HF Trainer's, a memory_stats() dict's keys,
+    # vLLM's recurring profile sentences, nvtop's gpu_mem_bytes_alloc): it claims what no other format does
     fallback=True,
 )
