@@ -89,8 +89,8 @@ def _sniff_order(formats: list[Format]) -> list[Format]:
         ready.sort()
     if len(order) < len(formats):
         stuck = sorted(n for n, w in waits.items() if w > 0)
-        raise TypeError(f"the sniffing order has a cycle among {stuck}: their before/after (or a scan "
-                        "format's before naming one without a scan) contradict each other")
+        raise TypeError(f"the sniffing order has a cycle among {stuck}: their before/after contradict each "
+                        "other or the groups (formats without a scan, then with one, then the fallback)")
     return order
 
 
@@ -110,8 +110,8 @@ def reference(fmt: Format) -> str:
 
 def described(fmt: Format) -> str:
     """What `gpu-forensics formats NAME` prints: the declaration, where it is tried, the reference."""
-    rules = ([f"before {', '.join(fmt.before)}"] if fmt.before else []) + \
-        ([f"after {', '.join(fmt.after)}"] if fmt.after else []) + (["after all others (fallback)"] if fmt.fallback else [])
+    rules = [f"{word} {', '.join(names)}" for word, names in (("before", fmt.before), ("after", fmt.after)) if names]
+    rules += ["after all others (fallback)"] if fmt.fallback else []
     tried = ("by its first bytes, before any format of text lines" if fmt.sniff_bytes else
              "; ".join([f"{PARSERS.index(fmt) + 1} of {len(PARSERS)}"] + rules))
     scan = "; also looked for inside any text file (scan)" if fmt.scan else ""
