@@ -511,4 +511,6 @@ FORMAT = Format(
     files="compute-sanitizer / cuda-memcheck leak reports (all three layouts)",
     yields="`sanitizer_leak` per allocation with its host stack and user-code call path (leaks grouped by helper "
            "and caller), cross-checked against `LEAK SUMMARY`",
+    # a sanitizer line inside a kernel log leaves the file a kernel log (this format's scan reads it there)
+    after=("nvrm-xid", "kernel-log"),
 )
