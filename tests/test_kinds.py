@@ -43,9 +43,9 @@ def test_regenerating_drops_a_kind_taken_out_and_keeps_the_rest():
 
 def test_the_docs_table_is_what_the_registry_generates():
     text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    assert text == schema.with_table(text), (
+    assert text == schema.with_table(text, SCHEMA), (
         "docs/design.md's kinds table is stale: run `python -m forensics.report.schema` in the repository")
-    rows = [line for line in schema.kinds_table().splitlines() if line.startswith("| `")]
+    rows = [line for line in schema.kinds_table(SCHEMA["$defs"]).splitlines() if line.startswith("| `")]
     assert [re.match(r"\| `([a-z_]+)`", r).group(1) for r in rows] == list(KINDS)
     for row, k in zip(rows, KINDS.values()):
         named = re.findall(r"`([a-z_]+)`", row.split(" | ")[3])
@@ -62,7 +62,7 @@ def test_regenerating_writes_both_files(tmp_path):
     (tmp_path / "forensics" / "report" / "summary.schema.json").write_text(json.dumps(stale))
     assert schema.main(tmp_path) == 0
     assert json.loads((tmp_path / "forensics" / "report" / "summary.schema.json").read_text()) == SCHEMA
-    assert (tmp_path / "docs" / "design.md").read_text() == f"intro\n{schema.kinds_table()}\nend\n"
+    assert (tmp_path / "docs" / "design.md").read_text() == f"intro\n{schema.kinds_table(SCHEMA['$defs'])}\nend\n"
     assert schema.main(tmp_path / "elsewhere") == 2
 
 

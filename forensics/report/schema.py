@@ -70,25 +70,37 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _fact(f: Fact) -> str:
-    values = [v for v in f.type.ref.get("enum", []) if v is not None]
-    named = f"`{f.name}`" + (f" ({' | '.join(f'`{v}`' for v in values)})" if values else "")
-    return _cell(named + (f": {f.doc}" if f.doc else ""))
+def _members(node: dict, defs: dict) -> list[str]:
+    """The fields of an object fact (or of a list's items), looked up through `$ref`s."""
+    if "$ref" in node:
+        return _members(defs.get(node["$ref"].rsplit("/", 1)[1], {}), defs)
+    for sub in [node.get("items")] + node.get("oneOf", []):
+        if isinstance(sub, dict) and (found := _members(sub, defs)):
+            return found
+    return list(node.get("properties", {}))
 
 
-def kinds_table() -> str:
-    """docs/design.md's table: one row per kind, in the registry's order."""
+def _fact(f: Fact, defs: dict) -> str:
+    values = " | ".join(f"`{v}`" for v in f.type.ref.get("enum", []) if v is not None)
+    members = ", ".join(f"`{m}`" for m in _members(f.schema(), defs))
+    text = f"`{f.name}`" + (f" ({values})" if values else "") + (f": {f.doc}" if f.doc else "")
+    return _cell(text + (f" ({members})" if members else ""))
+
+
+def kinds_table(defs: dict) -> str:
+    """docs/design.md's table: one row per kind, in the registry's order (`defs`: the schema's
+    definitions, for the fields of a fact that is an object)."""
     rows = [TABLE_START, "| kind | severities | what it is | fields |", "| --- | --- | --- | --- |"]
     for k in KINDS.values():
-        facts = "; ".join(_fact(f) for f in k.facts) or "(the common fields)"
+        facts = "; ".join(_fact(f, defs) for f in k.facts) or "(the common fields)"
         rows.append(f"| `{k.name}` | {', '.join(k.severities)} | {_cell(k.description)} | {facts} |")
     return "\n".join(rows + [TABLE_END])
 
 
-def with_table(doc: str) -> str:
+def with_table(doc: str, schema: dict) -> str:
     """The document with its kinds table (between the two markers) generated again."""
     start, end = doc.index(TABLE_START), doc.index(TABLE_END) + len(TABLE_END)
-    return doc[:start] + kinds_table() + doc[end:]
+    return doc[:start] + kinds_table(with_kinds(schema)["$defs"]) + doc[end:]
 
 
 def main(root: Path) -> int:
@@ -97,8 +109,9 @@ def main(root: Path) -> int:
     if not design.is_file():
         print(f"{root}: not the repository (no docs/design.md), run it from the repository's root", file=sys.stderr)
         return 2
-    schema_path.write_text(schema_text(json.loads(schema_path.read_text(encoding="utf-8"))), encoding="utf-8")
-    design.write_text(with_table(design.read_text(encoding="utf-8")), encoding="utf-8")
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    schema_path.write_text(schema_text(schema), encoding="utf-8")
+    design.write_text(with_table(design.read_text(encoding="utf-8"), schema), encoding="utf-8")
     print(f"wrote {schema_path} and the kinds table of {design}")
     return 0
 
