@@ -505,6 +505,21 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
 
 
 @app.command(cls=_Command, epilog=_examples(
+    "gpu-forensics formats                  # every format, in the order they are tried",
+    "gpu-forensics formats kernel-log       # one format's reference",
+) + "\n\nOutput: one tab-separated line per format: name, the files it reads, what it gets from them; "
+    "with NAME, that format's declaration and reference. Exit codes: 0 done; 2 no such format.")
+def formats(name: Annotated[str | None, typer.Argument(help="A format's name: print its reference.")] = None) -> None:
+    """List the log formats read (from each parser's own declaration), or one format's reference."""
+    from forensics import parsers
+
+    if name is not None and name not in parsers.BY_NAME:
+        raise UsageError(f"{name}: no such format, `gpu-forensics formats` lists them")
+    print(parsers.described(parsers.BY_NAME[name]) if name else
+          "\n".join(f"{f.name}\t{f.files}\t{f.yields}" for f in parsers.PARSERS))
+
+
+@app.command(cls=_Command, epilog=_examples(
     "gpu-forensics timeline job-1234/ -o aligned.parquet",
     "gpu-forensics timeline nvidia-smi.csv dmesg.txt --boot-time 2026-11-30T01:02:03Z -o aligned.csv",
 ) + "\n\nA .csv name writes NAME.samples.csv and NAME.events.csv beside it. "

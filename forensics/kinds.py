@@ -1,10 +1,11 @@
 """The kinds of finding, each declared once: its severities, its typed JSON facts, its report section and
 what it means. The JSON summary's per-kind facts, the JSON Schema's kind section, the report's size
-label, the finding order, the kinds tied to a job's lifetime and compare's counts are derived from here;
-the committed schema (forensics/report/summary.schema.json), the table in docs/design.md, the detectors'
-kinds and severities, the report's sections and the scan index's columns are tested against it
-(tests/test_kinds.py). Adding a kind: its detector, one `Kind(...)` below, its tests; tests/test_kinds.py
-then prints the schema definition to paste and names the docs row to add.
+label, the finding order, the kinds tied to a job's lifetime and compare's counts are derived from here,
+and so are the JSON Schema's kind section (forensics/report/summary.schema.json) and the table in
+docs/design.md, both written by `python -m forensics.report.schema`; the detectors' kinds and
+severities, the report's sections and the scan index's columns are tested against it
+(tests/test_kinds.py, which also fails while a generated file is stale). Adding a kind: its detector,
+one `Kind(...)` below, its tests, and that command.
 
 No detection, report or parser code is imported here (only the data model), so every layer may read
 the registry."""

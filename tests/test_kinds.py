@@ -1,5 +1,6 @@
-"""The finding-kind registry (forensics/kinds.py) is the one declaration of a kind: the committed JSON
-Schema, the docs table, the detectors' findings and the report's and scan's uses of a kind agree with it."""
+"""The finding-kind registry (forensics/kinds.py) is the one declaration of a kind: the JSON Schema's kind
+section and the docs table are generated from it (forensics/report/schema.py), the detectors' findings
+and the report's and scan's uses of a kind agree with it."""
 from __future__ import annotations
 
 import ast
@@ -12,44 +13,57 @@ import pytest
 from conftest import ROOT
 from forensics.detect.findings import Finding, finding_json
 from forensics.kinds import KINDS, SEVERITY_RANK, schema_section
+from forensics.report import schema
 from forensics.report.sections import finding_ctx
 from forensics.report.formatting import Clock
 from forensics.scan import SUMMARY_SCHEMA, _row_from_summary
 
-SCHEMA = json.loads(resources.files("forensics.report").joinpath("summary.schema.json").read_text())
+SCHEMA = schema.committed()
 DETECT = ROOT / "forensics" / "detect"
 
 
 def test_the_committed_schema_is_what_the_registry_generates():
+    """Its kind section is generated (`python -m forensics.report.schema`): never edited by hand."""
+    text = resources.files("forensics.report").joinpath("summary.schema.json").read_text(encoding="utf-8")
+    assert text == schema.schema_text(SCHEMA), (
+        "forensics/report/summary.schema.json is stale: run `python -m forensics.report.schema` in the repository")
     want = schema_section()
-    finding = SCHEMA["$defs"]["finding"]
-    assert finding["properties"]["kind"]["enum"] == want["enum"]
-    assert finding["allOf"] == want["allOf"]
-    for name, d in want["$defs"].items():
-        assert SCHEMA["$defs"].get(name) == d, (
-            f"summary.schema.json's $defs.{name} differs from forensics/kinds.py; it should read:\n"
-            + json.dumps(d, indent=1))
-    # a kind taken out of the registry leaves no definition behind
-    stale = set(SCHEMA["$defs"]) & (set(KINDS) - set(want["$defs"]))
-    assert not stale, stale
+    assert SCHEMA["$defs"]["finding"]["properties"]["kind"]["enum"] == want["enum"] == list(KINDS)
+    assert SCHEMA["$defs"]["finding"]["allOf"] == want["allOf"]
+    assert all(SCHEMA["$defs"][name] == d for name, d in want["$defs"].items())
 
 
-def _design_rows() -> dict[str, str]:
-    rows = {}
-    for line in (ROOT / "docs" / "design.md").read_text().splitlines():
-        m = re.match(r"\| `([a-z_]+)` \| (.*) \|$", line)
-        if m and m.group(1) in KINDS:
-            rows[m.group(1)] = m.group(2)
-    return rows
+def test_regenerating_drops_a_kind_taken_out_and_keeps_the_rest():
+    stale = json.loads(json.dumps(SCHEMA))
+    stale["$defs"]["finding"]["allOf"].append({"if": {}, "then": {"$ref": "#/$defs/gone_kind"}})
+    stale["$defs"]["gone_kind"] = {"description": "a kind no longer declared"}
+    stale["$defs"]["leak"]["description"] = "edited by hand"
+    assert schema.with_kinds(stale) == SCHEMA
 
 
-def test_the_docs_table_names_each_kinds_facts_in_order():
-    rows = _design_rows()
-    assert list(rows) == list(KINDS), "docs/design.md's per-kind table: one row per kind, in the registry's order"
-    for name, row in rows.items():
-        facts = [f.name for f in KINDS[name].facts]
-        named = list(dict.fromkeys(t for t in re.findall(r"`([a-z_]+)`", row) if t in facts))
-        assert named == facts, f"docs/design.md's row for `{name}` names {named}, the registry {facts}"
+def test_the_docs_table_is_what_the_registry_generates():
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    assert text == schema.with_table(text, SCHEMA), (
+        "docs/design.md's kinds table is stale: run `python -m forensics.report.schema` in the repository")
+    rows = [line for line in schema.kinds_table(SCHEMA["$defs"]).splitlines() if line.startswith("| `")]
+    assert [re.match(r"\| `([a-z_]+)`", r).group(1) for r in rows] == list(KINDS)
+    for row, k in zip(rows, KINDS.values()):
+        named = re.findall(r"`([a-z_]+)`", row.split(" | ")[3])
+        facts = [f.name for f in k.facts]
+        assert list(dict.fromkeys(n for n in named if n in facts)) == facts, k.name
+
+
+def test_regenerating_writes_both_files(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "forensics" / "report").mkdir(parents=True)
+    (tmp_path / "docs" / "design.md").write_text(f"intro\n{schema.TABLE_START}\n| old |\n{schema.TABLE_END}\nend\n")
+    stale = json.loads(json.dumps(SCHEMA))
+    del stale["$defs"]["xid"]
+    (tmp_path / "forensics" / "report" / "summary.schema.json").write_text(json.dumps(stale))
+    assert schema.main(tmp_path) == 0
+    assert json.loads((tmp_path / "forensics" / "report" / "summary.schema.json").read_text()) == SCHEMA
+    assert (tmp_path / "docs" / "design.md").read_text() == f"intro\n{schema.kinds_table(SCHEMA['$defs'])}\nend\n"
+    assert schema.main(tmp_path / "elsewhere") == 2
 
 
 def _findings_made() -> list[tuple[str, set[str], str]]:

@@ -1,6 +1,6 @@
 """The timeline on real files through the real parsers (ingest.load -> align), and on recorded incidents.
 
-Tests that need a parser skip while it is not registered in forensics/parsers/__init__.py `_ORDER`.
+Tests that need a parser skip while no parser module declares it (forensics/parsers/__init__.py finds them).
 The recorded-incident tests run on every `sample_logs/<incident>/` folder that holds `dmesg.txt`
 (raw `dmesg`) beside `dmesg-T.txt` and/or `dmesg-iso.txt` of the same boot, and `nvidia-smi.csv`
 (`--query-gpu=timestamp,...`); `README.md` front matter gives `tz`, `killed_pid` and `kill_time`

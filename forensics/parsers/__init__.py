@@ -1,7 +1,12 @@
-"""The parser list: every entry is a module that ends with one `FORMAT = Format(...)` (contract.py says
-what each field is); only that declaration is read here. Sniffing goes from specific to generic: the
-first format whose `sniff_bytes` answers claims the file, else the first whose `sniff` does.
-Adding a format = its module, one entry below, its samples (tests/samples/<name>/) and its tests.
+"""The parser list, derived from the parser modules themselves: a module of this package with a line
+that starts `FORMAT = Format(` is a parser, and only that declaration is read (contract.py says what
+each field is). Adding a format = its module, its samples (tests/samples/<name>/) and its tests.
+
+The sniffing order, in one sentence: formats without a `scan` first, then those with one (their lines
+turn up inside other formats' files, so their sniffs are the more generic), then the `fallback`;
+within that, a format before those its `before` names and after those its `after` names, ties by
+name. A cycle, or a name no format has, fails at import. The first format whose `sniff_bytes`
+answers claims a file, else the first whose `sniff` does.
 
 Regexes spell a digit `[0-9]`, not `\\d`: polars keeps only the last 32 compiled regexes per thread and
 a job uses more, so most are compiled again for every job (some for every file), and Unicode's `\\d`
@@ -10,58 +15,108 @@ a job uses more, so most are compiled again for every job (some for every file),
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 
 from forensics.parsers.contract import Format
 
-# Specific before generic. The order is tested: every sample is claimed by its own parser and by
-# no earlier one.
-_ORDER: list[str] = [
-    "nvsmi.query", "nvsmi.table", "nvsmi.dmon", "nvsmi.apps", "nvsmi.csvlog",
-    "bugreport",  # nvidia-bug-report.log: a bundle of sections, each handed to its format's reader
-    "kernel.nvrm_log", "kernel.syslog",  # nvrm_log: files mostly of NVRM lines; syslog: dmesg/syslog/journal
-    "sanitizer.xml_report", "sanitizer.text",
-    "metrics.prometheus", "metrics.prom_text", "metrics.grafana_csv",  # GPU exporters' series: Prometheus, /metrics, Grafana
-    "metrics.wandb", "metrics.mlflow", "metrics.lightning",  # experiment trackers' and frameworks' metric files
-    "metrics.gpustat",  # gpustat's one line per GPU with its processes
-    "metrics.nvitop",  # nvitop -1: nvidia-smi's table redrawn under its own banner, with its processes
-    "metrics.nvtop",  # nvtop -s / -l: a JSON array per snapshot, devices and their processes in bytes
-    "jobs.containers",  # kubectl describe pod / docker inspect: how a container ended
-    "jobs.sacct",  # Slurm's accounting table: OUT_OF_MEMORY, cancelled and signalled steps, MaxRSS
-    "jobs.seff",  # Slurm's seff summary: State OUT_OF_MEMORY, memory used of the request
-    "metrics.tensorboard",  # claims by its bytes (sniff_bytes): TensorBoard event files
-    "steplog.deepspeed", "steplog.megatron", "steplog.hf_trainer",
-    "serving.engines",  # vLLM's and SGLang's memory profile, KV-cache usage and leak check; in any log from its scan
-    "torch.snapshot",    # claims by its bytes (sniff_bytes): memory snapshot pickles
-    "torch.memsummary",  # before torch.oom: a summary file often also holds the OOM (found by its scan)
-    "torch.distributed",  # torchrun's and c10d's own logs; before torch.oom: their tracebacks end in the ranks' errors
-    "torch.oom",  # claims only a traceback ending in an OOM; OOMs inside other logs come from its scan
-    "oom.frameworks",  # the same for the other frameworks' OOMs (JAX, TensorFlow, CUDA C, ggml, CuPy)
-    "torch.memstats",  # files mostly of memory_stats() dicts; dicts inside training logs come from its scan
-    "jobs.kills",  # Slurm's OOM and cancel records, a shell's "Killed", a killed worker; in any log from its scan
-    "steplog.markers",  # tolerant generic scanner of printed memory lines: keep it LAST
-]
+_DECLARES = b"\nFORMAT = Format("
 
 
-def _formats(names: list[str]) -> list[Format]:
-    out: list[Format] = []
-    for name in names:
+def _modules() -> list[str]:
+    """The package's modules that declare a format, by path (a cheap byte search: nothing else is
+    imported to find them)."""
+    root = Path(__file__).parent
+    return [".".join(p.relative_to(root).with_suffix("").parts) for p in sorted(root.rglob("*.py"))
+            if _DECLARES in p.read_bytes()]
+
+
+def _imported(modules: list[str]) -> dict[str, Format]:
+    """{module: its FORMAT}."""
+    out: dict[str, Format] = {}
+    for name in modules:
         fmt = getattr(importlib.import_module(f"{__name__}.{name}"), "FORMAT", None)
         if not isinstance(fmt, Format):
             raise TypeError(f"{__name__}.{name}: a parser module ends with FORMAT = Format(...)")
-        if any(f.name == fmt.name for f in out):
-            raise TypeError(f"{__name__}.{name}: format name {fmt.name!r} is taken by another parser")
-        out.append(fmt)
-    unknown = {c for f in out for c in f.covers} - {f.name for f in out}
-    if unknown:
-        raise TypeError(f"covers names no format: {sorted(unknown)}")
+        out[name] = fmt
     return out
 
 
-PARSERS: list[Format] = _formats(_ORDER)
+def checked(formats: list[Format]) -> list[Format]:
+    """The formats in sniffing order, checked together: names unique, every name a field gives is a
+    format's, one fallback at most, no cycle in the order."""
+    names = [f.name for f in formats]
+    taken = sorted({n for n in names if names.count(n) > 1})
+    if taken:
+        raise TypeError(f"format names declared twice: {taken}")
+    for field in ("covers", "before", "after"):
+        unknown = {c for f in formats for c in getattr(f, field)} - set(names)
+        if unknown:
+            raise TypeError(f"{field} names no format: {sorted(unknown)}")
+    fallback = [f.name for f in formats if f.fallback]
+    if len(fallback) > 1:
+        raise TypeError(f"one fallback format at most, not {fallback}")
+    return _sniff_order(formats)
+
+
+def _group(f: Format) -> int:
+    return 2 if f.fallback else 1 if f.scan is not None else 0
+
+
+def _sniff_order(formats: list[Format]) -> list[Format]:
+    """The formats in the order they are tried (the module docstring's sentence): a topological sort
+    of the groups' and the declarations' edges, the first ready name first."""
+    by_name = {f.name: f for f in formats}
+    later: dict[str, set[str]] = {n: set() for n in by_name}     # a -> the formats tried after a
+    for f in formats:
+        later[f.name] |= set(f.before)
+        for a in f.after:
+            later[a].add(f.name)
+        later[f.name] |= {g.name for g in formats if _group(g) > _group(f)}
+    waits = {n: 0 for n in by_name}
+    for succ in later.values():
+        for n in succ:
+            waits[n] += 1
+    ready = sorted(n for n, w in waits.items() if w == 0)
+    order: list[Format] = []
+    while ready:
+        n = ready.pop(0)
+        order.append(by_name[n])
+        for m in later[n]:
+            waits[m] -= 1
+            if waits[m] == 0:
+                ready.append(m)
+        ready.sort()
+    if len(order) < len(formats):
+        stuck = sorted(n for n, w in waits.items() if w > 0)
+        raise TypeError(f"the sniffing order has a cycle among {stuck}: their before/after contradict each "
+                        "other or the groups (formats without a scan, then with one, then the fallback)")
+    return order
+
+
+_DECLARED = _imported(_modules())
+PARSERS: list[Format] = checked(list(_DECLARED.values()))
 BY_NAME: dict[str, Format] = {f.name: f for f in PARSERS}
+MODULE: dict[str, str] = {f.name: f"{__name__}.{m}" for m, f in _DECLARED.items()}   # format -> its module
 SCANNERS: list[Format] = [f for f in PARSERS if f.scan is not None]
 BYTE_SNIFFERS: list[Format] = [f for f in PARSERS if f.sniff_bytes is not None]
 TEXT_SNIFFERS: list[Format] = [f for f in PARSERS if f.sniff is not None]
+
+
+def reference(fmt: Format) -> str:
+    """A format's reference text: its module's docstring."""
+    return (sys.modules[MODULE[fmt.name]].__doc__ or "").strip()
+
+
+def described(fmt: Format) -> str:
+    """What `gpu-forensics formats NAME` prints: the declaration, where it is tried, the reference."""
+    rules = [f"{word} {', '.join(names)}" for word, names in (("before", fmt.before), ("after", fmt.after)) if names]
+    rules += ["after all others (fallback)"] if fmt.fallback else []
+    tried = ("by its first bytes, before any format of text lines" if fmt.sniff_bytes else
+             "; ".join([f"{PARSERS.index(fmt) + 1} of {len(PARSERS)}"] + rules))
+    scan = "; also looked for inside any text file (scan)" if fmt.scan else ""
+    return (f"{fmt.name}: {fmt.files}\nyields: {fmt.yields}\nmodule: {MODULE[fmt.name]}\nsamples: {fmt.samples}/\n"
+            f"tried: {tried}{scan}\n\n{reference(fmt)}")
 
 
 def claim_bytes(first: bytes) -> tuple[Format | None, str]:

@@ -192,4 +192,13 @@ def parse(src, opts: Options) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, covers=COVERS)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    covers=COVERS,
+    files="`nvidia-bug-report.log(.gz)` (nvidia-bug-report.sh): read section by section",
+    yields="its `nvidia-smi --query` section as `nvidia-smi-q`, its `dmesg:` and kernel-log sections as "
+           "`kernel-log` (the dmesg placed by kern.log lines that carry clock and uptime), `/proc/meminfo` as "
+           "facts",
+)

@@ -1,7 +1,9 @@
 """What a parser module declares: one `FORMAT = Format(...)` at its end, the only name the parser list
-(parsers/__init__.py) reads. The declaration is checked when it is made, so a format with a field
-missing or of the wrong type fails at import, naming the format and the field; tests/parsers/
-test_formats.py checks what needs the source tree (its samples folder) and the list as a whole.
+(parsers/__init__.py) reads, and by which it finds the module. The declaration is checked when it is
+made, so a format with a field missing or of the wrong type fails at import, naming the format and the
+field; the list checks the declarations together (names unique, `covers`, `before` and `after` naming
+known formats, a sniffing order without a cycle) and tests/parsers/test_formats.py what needs the
+source tree (its samples folder).
 """
 from __future__ import annotations
 
@@ -72,6 +74,11 @@ class Format:
     - `scan`: how the format's facts are found inside any text file (`Scan`), or None.
     - `covers`: the formats whose scans this format's own reader already does on its files (a kernel
       log's reader reads its Xid lines): those scans are not run on them again.
+    - `files`, `yields`: one line each, what files it reads and what it gets from them; `gpu-forensics
+      formats` lists them (the module's docstring is the format's reference).
+    - `before`, `after`: the formats this one must be tried before (more generic ones whose sniff also
+      answers on its files) or after (more specific ones it would take files from); `fallback`: it
+      claims what no other format does and is tried last. parsers/__init__.py says the order they give.
     """
     name: str
     parse: Callable
@@ -82,6 +89,11 @@ class Format:
     scan: Scan | None = None
     covers: tuple[str, ...] = ()
     samples: str = ""
+    files: str = ""
+    yields: str = ""
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    fallback: bool = False
 
     def __post_init__(self) -> None:
         where = f"format {self.name!r}"
@@ -97,12 +109,22 @@ class Format:
         if self.scan is not None:
             _need(isinstance(self.scan, Scan), where, "scan must be a Scan(...)")
             self.scan.check(where)
-        _need(isinstance(self.covers, tuple) and all(isinstance(c, str) for c in self.covers), where,
-              "covers must be a tuple of format names")
+        for field in ("covers", "before", "after"):
+            names = getattr(self, field)
+            _need(isinstance(names, tuple) and all(isinstance(c, str) for c in names), where,
+                  f"{field} must be a tuple of format names")
+            _need(self.name not in names, where, f"{field} names the format itself")
+        _need(isinstance(self.fallback, bool), where, "fallback must be True or False")
+        _need(not (self.fallback and (self.before or self.after)), where,
+              "a fallback format is tried after all others: it has no before or after")
         _need(isinstance(self.samples, str) and not self.samples.startswith("/"), where,
               "samples must be a folder relative to the repository root")
         if not self.samples:
             object.__setattr__(self, "samples", f"tests/samples/{self.name}")
+        for field, what in (("files", "the files it reads"), ("yields", "what it gets from them")):
+            text = getattr(self, field)
+            _need(isinstance(text, str) and text.strip() != "" and "\n" not in text, where,
+                  f"{field} must be one line saying {what}")
 
     @property
     def reads_whole(self) -> bool:

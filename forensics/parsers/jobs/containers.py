@@ -199,4 +199,11 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="`kubectl describe pod` (`Last State: Terminated`, `Reason: OOMKilled`, `Exit Code: 137`) and `docker "
+          'inspect` (`"OOMKilled"`, `"ExitCode"`)',
+    yields="`oom_kill`, or `job_killed` for a 137 whose cause was not recorded",
+)

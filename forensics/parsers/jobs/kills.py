@@ -154,4 +154,12 @@ FORMAT = Format(
     reader=Reader,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+    files="Slurm's OOM and cancel records (`Detected 1 oom_kill event in StepId=…`, `srun: error: …: Out Of "
+          "Memory`, `*** STEP … CANCELLED AT …`), a shell's `Killed` line, `DataLoader worker (pid N) is killed "
+          "by signal`, a launcher's `exits with return code = -9`; also inside any other log",
+    yields="`oom_kill` (the step's cgroup ran out of host memory), `job_killed` with the signal; the report's "
+           "\"What ended the job\" uses them",
+    # a kill record ends their files as often as any other log (a shell's Killed under a traceback or
+    # a server's log, a launcher's return code under torchrun's lines)
+    after=("serving-engine-log", "torch-distributed", "pytorch-oom", "framework-oom", "pytorch-memory-stats"),
 )

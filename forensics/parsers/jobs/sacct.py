@@ -145,4 +145,11 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="Slurm's `sacct` table, printed or `--parsable` (`State` OUT_OF_MEMORY, CANCELLED, TIMEOUT, `ExitCode` "
+          "signals, `MaxRSS`)",
+    yields="`oom_kill` with the step's MaxRSS, `job_killed`",
+)

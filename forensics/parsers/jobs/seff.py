@@ -106,4 +106,11 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="Slurm's `seff` summary, printed, indented or as `# ` comments (`State: OUT_OF_MEMORY`, `Memory "
+          "Utilized`, `Memory Efficiency`)",
+    yields="`oom_kill` with the memory used, `job_killed`, a note of used of requested",
+)

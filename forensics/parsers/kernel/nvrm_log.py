@@ -61,4 +61,8 @@ FORMAT = Format(
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
     covers=COVERS,
+    files="NVRM Xid lines (every driver generation, MIG `GPU-I`/`GPU-CI`)",
+    yields="`xid` events with code, pid, process, PCI id / GPU UUID, MIG instance and the code's meaning",
+    # NVRM lines under a syslog prefix are kernel messages: a file mostly of them is read here whole
+    before=("kernel-log",),
 )

@@ -75,4 +75,7 @@ FORMAT = Format(
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
     covers=COVERS,
+    files="kernel logs: raw dmesg, `dmesg -T`, `--time-format iso`, syslog/kern.log, journalctl (short, "
+          "short-iso, JSON), RFC 3339, Talos, OpenWrt, Cloud Logging",
+    yields="`oom_invoked`, `oom_kill` (victim, RSS breakdown, cgroup scope), `oom_reaped`, task-table RSS",
 )

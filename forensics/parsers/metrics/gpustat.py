@@ -89,4 +89,10 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="gpustat lines (with or without its header, `-i` / `--watch`, `-upc`)",
+    yields="`memory.used` per GPU with capacity, `process.used` per process",
+)

@@ -199,4 +199,12 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    files="Grafana panel CSV download of the GPU exporters' series (joined by time, one frame per series, Grafana"
+          " ≤ 6 series as rows)",
+    yields="the same as `prometheus-json`",
+)

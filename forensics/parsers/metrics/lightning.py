@@ -133,4 +133,11 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    files="Lightning `CSVLogger` metrics.csv with `DeviceStatsMonitor` (or `GPUStatsMonitor`) columns",
+    yields="allocated / reserved per step",
+)

@@ -166,4 +166,12 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    files="MLflow system metrics (FileStore `metrics/system/gpu_N_memory_usage_megabytes`, "
+          "`system_memory_usage_megabytes`, metric history CSV or JSON lines)",
+    yields="`memory.used` per GPU (decimal MB), capacity; the host's used memory (`host.used`)",
+)

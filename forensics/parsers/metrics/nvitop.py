@@ -142,4 +142,10 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="nvitop `-1` / `--once` (unicode, `--ascii`, `--compact`, the early NVIDIA-SMI banner)",
+    yields="`memory.used` per GPU with capacity, `process.used` per process (pid, command), `host.used`",
+)

@@ -219,4 +219,11 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="nvtop `-s` / `--snapshot`, `-l` / `--loop` JSON (3.2+, 3.3.0 without commas)",
+    yields="`memory.used` per GPU with capacity, `process.used` per process (pid, command); devices without "
+           "memory bytes counted",
+)

@@ -117,4 +117,11 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="Prometheus text exposition (`curl :9400/metrics`, one scrape or several concatenated) of the GPU "
+          "exporters and Triton's `nv_gpu_memory_*`",
+    yields="the same as `prometheus-json`",
+)

@@ -239,4 +239,13 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, whole_document=WHOLE_DOCUMENT)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    whole_document=WHOLE_DOCUMENT,
+    files="Prometheus HTTP API JSON (`query_range`, `query`; whole, `jq .data`, `jq .data.result`) of "
+          "dcgm-exporter, nvidia_gpu_exporter, nvidia_gpu_prometheus_exporter and cAdvisor GPU memory",
+    yields="`memory.used` per GPU and host, `process.used` per pod or process (the leak finding names the pod), "
+           "capacity",
+)

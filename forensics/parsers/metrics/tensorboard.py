@@ -192,4 +192,12 @@ def _series(tag: str) -> str:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff_bytes=sniff_bytes, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff_bytes=sniff_bytes,
+    parse=parse,
+    files="TensorBoard event files (`events.out.tfevents.*`) with memory scalars (`memory/allocated_mib`, "
+          "`gpu/mem_reserved_gb`; `add_scalar` and TF2 tensor scalars); needs the extra `pip install "
+          "'gpu-forensics[tensorboard]'`",
+    yields="allocated / reserved / used per step and wall time, unit from the tag",
+)

@@ -216,4 +216,12 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    files='W&B system metrics (`wandb-events.jsonl`, `run.history(stream="system")` as CSV or JSON lines)',
+    yields="`memory.used` per GPU, capacity; the process's host RSS (`host.rss`) and the host's used memory "
+           "(`host.used`)",
+)

@@ -355,4 +355,10 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="`nvidia-smi --query-compute-apps …`",
+    yields="`process.used` per pid and GPU",
+)

@@ -592,4 +592,12 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    files="`nvidia-smi --query-gpu … --format=csv` (header or not, units or not, timestamp or not, repeated "
+          "headers, driver errors)",
+    yields="`memory.used` per GPU, capacity",
+)

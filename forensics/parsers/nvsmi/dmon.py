@@ -193,4 +193,10 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="`nvidia-smi dmon` / `pmon`",
+    yields="frame-buffer use per GPU / process",
+)

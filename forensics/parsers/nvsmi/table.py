@@ -181,4 +181,12 @@ C.register_section(NAME, parse_lines)
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    files="plain `nvidia-smi` tables (old and new layouts, process table, MIG devices; also pasted from the "
+          "middle, or the MIG-devices section alone; its rows grep'd out of the box, `nvidia-smi | grep -E "
+          "'MiB|python'`, with a `--query-gpu` CSV after them)",
+    yields="per-GPU, per-MIG-device and per-process use",
+)

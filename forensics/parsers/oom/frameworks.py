@@ -281,4 +281,10 @@ FORMAT = Format(
     parse=parse,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+    files="other frameworks' out-of-memory errors: JAX/XLA `RESOURCE_EXHAUSTED` (with its peak buffers), "
+          "TensorFlow `OOM when allocating tensor` (with the BFC `Limit`/`InUse` stats), CUDA runtime/driver API "
+          "(`cudaMalloc ... out of memory`, `CUDA_ERROR_OUT_OF_MEMORY`, `cudaErrorMemoryAllocation`), "
+          "ggml/llama.cpp `failed to allocate CUDA0 buffer`, CuPy `OutOfMemoryError`; also inside any other log",
+    yields="`gpu_oom` with framework, requested bytes, device, allocator, limit, in use, shape, node and "
+           "allocation site",
 )

@@ -508,4 +508,9 @@ FORMAT = Format(
     parse=parse,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS),
+    files="compute-sanitizer / cuda-memcheck leak reports (all three layouts)",
+    yields="`sanitizer_leak` per allocation with its host stack and user-code call path (leaks grouped by helper "
+           "and caller), cross-checked against `LEAK SUMMARY`",
+    # a sanitizer line inside a kernel log leaves the file a kernel log (this format's scan reads it there)
+    after=("nvrm-xid", "kernel-log"),
 )

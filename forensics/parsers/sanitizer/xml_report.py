@@ -241,4 +241,11 @@ def parse(src: Source, opts: Options) -> Parsed:
 # the one name the parser list reads (parsers/contract.py)
 
 # its samples are recordings (sample_logs/), none in tests/samples/
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, samples="sample_logs/sanitizer_cpp_xml")
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    samples="sample_logs/sanitizer_cpp_xml",
+    files="compute-sanitizer `--xml --save` output",
+    yields="`sanitizer_leak` per allocation with its host stack and user-code call path",
+)

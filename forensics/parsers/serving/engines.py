@@ -257,4 +257,8 @@ FORMAT = Format(
     reader=Reader,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS),
+    files="vLLM and SGLang logs: vLLM's start-up memory profile, `GPU KV cache usage`, SGLang's `token usage` and"
+          " `KV cache pool leak detected!`; also inside any other log",
+    yields="the memory footprint (weights, non-torch, activation peak, KV cache) as a marker and note, "
+           "`kv_cache.used` with the cache's size as capacity, `kv_cache_leak`",
 )

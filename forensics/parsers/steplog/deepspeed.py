@@ -50,4 +50,12 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader, covers=COVERS)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    covers=COVERS,
+    files="DeepSpeed `see_memory_usage` lines",
+    yields="allocated / reserved per step",
+)

@@ -45,4 +45,12 @@ def parse(src, opts) -> Parsed:
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff=sniff, parse=parse, reader=Reader, covers=COVERS)
+FORMAT = Format(
+    name=NAME,
+    sniff=sniff,
+    parse=parse,
+    reader=Reader,
+    covers=COVERS,
+    files="HF Trainer memory metrics",
+    yields="allocated / reserved per step",
+)

@@ -103,4 +103,11 @@ FORMAT = Format(
     reader=Reader,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, quick=SCAN_QUICK, pipe_rows=SCAN_PIPE_ROWS),
+    files="step markers `[step N] allocated: X MB, cached: Y MB` and any other printed memory lines, read by "
+          "their structure (clock prefix, `key=value` / `key: value` / dict / table column, a memory key with a "
+          "size unit; docs/formats.md §4.4.1)",
+    yields="allocated / reserved / used per step and phase, with step times",
+    # it reads any printed memory line (DeepSpeed's, Megatron's, HF Trainer's, a memory_stats() dict's keys,
+    # vLLM's recurring profile sentences, nvtop's gpu_mem_bytes_alloc): it claims what no other format does
+    fallback=True,
 )

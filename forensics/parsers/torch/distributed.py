@@ -374,4 +374,11 @@ FORMAT = Format(
     reader=Reader,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+    files="a distributed job's logs: torchrun's agent lines and failure summary (`Root Cause (first observed "
+          "failure)`), NCCL watchdog timeouts and ProcessGroupNCCL errors, NCCL errors, `DistBackendError`, "
+          "gloo's transport errors, NCCL_DEBUG=INFO communicator lines; also inside any other log",
+    yields="`collective_error`, `rank_exit`, `rank_signal`, `rank_info` (which pid and GPU a rank is); each rank "
+           "of an interleaved step log (`[default1]:`, `[rank1]:`, `[Rank 1]`, `rank 1`) is a series of its own",
+    # a distributed job's traceback ends in its ranks' errors, an OOM among them
+    before=("pytorch-oom",),
 )

@@ -275,4 +275,10 @@ FORMAT = Format(
     reader=Reader,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS),
+    files="printed `torch.cuda.memory_stats()` dicts (repr of every Python version, JSON, pprint), alone or "
+          "inside a training log; JAX's `Device.memory_stats()` dicts the same",
+    yields="exact allocated / reserved / active bytes per step; `num_ooms` and `num_alloc_retries` rises as "
+           "events; JAX: allocated (`bytes_in_use`), peak, `bytes_limit` as capacity",
+    # an OOM's traceback with the dicts printed under it is the OOM's
+    after=("pytorch-oom", "framework-oom"),
 )

@@ -170,4 +170,8 @@ FORMAT = Format(
     parse=parse,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, pipe_rows=SCAN_PIPE_ROWS),
+    files="`torch.cuda.memory_summary()` tables",
+    yields="allocated / reserved / peaks",
+    # a summary file often also holds the OOM it explains (found by that format's scan)
+    before=("pytorch-oom",),
 )

@@ -476,4 +476,8 @@ FORMAT = Format(
     parse=parse,
     scan=Scan(read=scan, hint=SCAN_HINT, prefilter=SCAN_PREFILTER,
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
+    files="PyTorch CUDA OOM messages of every era (and ROCm's `HIP out of memory`), also inside any other log",
+    yields="`gpu_oom` with requested, free, total, allocated, reserved bytes and other processes",
+    # PyTorch's traceback may print the CUDA API's error under its own message
+    before=("framework-oom",),
 )

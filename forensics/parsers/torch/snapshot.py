@@ -479,4 +479,13 @@ def _site_events(site_list: list[T.Site], trace: dict, render, timed: bool) -> l
 
 
 # the one name the parser list reads (parsers/contract.py)
-FORMAT = Format(name=NAME, sniff_bytes=sniff_bytes, parse=parse)
+FORMAT = Format(
+    name=NAME,
+    sniff_bytes=sniff_bytes,
+    parse=parse,
+    files="PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot()`, `pickle.dump(_snapshot())`, every "
+          "layout since 2.0; claimed by content, read as plain data: nothing in a pickle runs)",
+    yields="allocated / reserved over the trace (rebuilt from the dump), `gpu_oom` per `oom` entry, the live "
+           "allocations per call path → `allocation_leak` (the path that keeps accumulating, with bytes per step)"
+           " and the footprint",
+)
