@@ -245,3 +245,13 @@ def test_junk_never_crashes_and_what_is_not_read_is_counted(lines, words):
     res = _read(lines, sk)
     assert res.samples.height == 0 or res.samples["bytes"].min() >= 0
     assert sk.total <= len(lines)
+
+
+def test_year_less_clocks_on_no_kept_line_leave_the_times_alone():
+    """A head whose only year-less clocks (vLLM's `INFO 12-06 …`) sit on lines that make no series, beside
+    lines of other forms that do, crashed the sniff (an empty list of per-layout times was concatenated)."""
+    from forensics.parsers.steplog import markers
+    samples = HERE.parent / "samples"
+    head = ((samples / "nvtop" / "nvtop_processes_rx6750gre.json").read_text().splitlines()[1:]
+            + (samples / "serving-engine-log" / "vllm_profile_table.txt").read_text().splitlines())
+    markers.sniff(head)   # claims it or not; never raises

@@ -734,6 +734,8 @@ def _year_times(r: pl.DataFrame, yearless: pl.DataFrame, zone: str, year, mtime)
                 + sub["_day"].cast(pl.String).str.zfill(2))
         naive = (date + " " + sub["_hms"]).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
         done.append(sub.select("line", "piece").with_columns(clock.localize(pl.lit(naive), zone).alias("_time")))
+    if not done:   # (the year-less lines were none of the lines kept)
+        return r
     times = pl.concat(done, how="vertical")
     return (r.join(times, on=["line", "piece"], how="left", maintain_order="left")
             .with_columns(pl.coalesce("time", "_time").alias("time")).drop("_time"))
