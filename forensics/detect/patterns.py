@@ -396,7 +396,12 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     if growth < leak_min:
         return None
     rate = float(sum(sh[1:]) / (sx[-1] - sx[0])) if sx[-1] > sx[0] else growth / max(end_x - sx[0], 1e-9)
-    onset = _refine_step(xb, yb, sx[0], interval)
+    # the first stair is placed between the rises next to it: the job's start-up, a larger rise
+    # within half a spacing before it, would otherwise be the best split of the window
+    first = steps[run[0]]
+    after = max((e[1] for e in events if e[1] <= first[0]), default=-math.inf)
+    before = min((e[0] for e in events if e[0] >= first[1]), default=math.inf)
+    onset = _refine_step(xb, yb, sx[0], interval, after, before)
     pre = yb[xb < onset]
     start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
     z = growth / sigma_b
@@ -458,10 +463,11 @@ def _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b) -> Leak | None
     return _stair_leak(x, y, events, leak_min, sigma_b, duration, float(x[-1]), edge=float(x[0]) - 1.0)
 
 
-def _refine_step(xb, yb, x_step, interval) -> float:
-    """Where the first step happens: the split that best separates two levels near it."""
+def _refine_step(xb, yb, x_step, interval, after=-math.inf, before=math.inf) -> float:
+    """Where the first step happens: the split that best separates two levels near it, between the
+    rise before it (ending at `after`) and the one after it (starting at `before`), both left out."""
     lo, hi = x_step - 0.5 * interval, x_step + 0.5 * interval
-    sel = np.nonzero((xb >= lo) & (xb <= hi))[0]
+    sel = np.nonzero((xb >= lo) & (xb <= hi) & (xb > after) & (xb < before))[0]
     if sel.size < REFINE_MIN_POINTS:
         return x_step
     y = yb[sel]
