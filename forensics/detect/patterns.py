@@ -232,8 +232,10 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         k -= 1
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
-    # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth)
-    if _decelerating(xb[i0:], yb[i0:], sigma_b):
+    # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
+    # The curve is judged up to the ramp's end: a flat top after it is the quiet tail, judged on its own
+    # length (`_still_growing`), not a slope that fell
+    if _decelerating(xb[i0:segs[k_last].i1], yb[i0:segs[k_last].i1], sigma_b):
         return None
     if first_k > 0:
         prev = segs[first_k - 1]
