@@ -243,7 +243,9 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
                 and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
             return None
     onset, start_level = _refine_onset(xb, yb, segs, first_k)
-    past = _past_startup_jump(xb, yb, onset, leak_min, sigma_b)
+    # the start-up's jump may be the step into the ramp's first segment, which a continuous hinge
+    # cannot fit: it is looked for from the reading before that segment on
+    past = _past_startup_jump(xb, yb, min(onset, float(xb[max(i0 - 1, 0)])), leak_min, sigma_b)
     if past is not None:
         onset, start_level = past
     if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
