@@ -19,8 +19,6 @@ KNOWN = {
     # end, not a trend (the step log shows the leak)
     ("infer_cache_leak_sigkill", "dmon"): "allocator hides the growth from the device view",
     ("infer_cache_leak_sigkill", "apps"): "allocator hides the growth from the device view",
-    ("infer_cache_leak_exit", "smi_l1"): "allocator hides the growth from the device view",
-    ("infer_cache_leak_exit", "apps"): "allocator hides the growth from the device view",
     # two processes on one GPU: the flat one exits mid-growth and the device total falls; only the
     # per-process rows (compute-apps) separate them
     ("two_procs_one_leaks_exit", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
