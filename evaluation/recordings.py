@@ -34,6 +34,7 @@ VIEWS = ("all", "smi_csv", "smi_l1", "steplog", "dmon", "apps")
 VIEW_TITLES = {"all": "all files", "smi_csv": "nvidia-smi CSV", "smi_l1": "nvidia-smi -l 1",
                "steplog": "step log", "dmon": "dmon", "apps": "compute-apps"}
 DEVICE_VIEWS = ("smi_csv", "smi_l1", "dmon", "apps")   # device memory, as nvidia-smi sees it
+TOTAL_VIEWS = ("smi_csv", "smi_l1", "dmon")             # the GPU's total, every process's memory summed
 STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory")
 
 
@@ -49,6 +50,7 @@ class Recording:
     jobs: list[tuple[datetime, datetime]] = field(default_factory=list)   # lifetimes, UTC
     tz: str = "UTC"
     flat_in_device_views: str | None = None   # why the device views do not hold the leak (truth file key)
+    mixed_in_total: str | None = None          # why the GPU's total does not hold it (`shared_total`)
 
 
 def _utc(text) -> datetime | None:
@@ -99,6 +101,27 @@ def pool_kept_flat(jobs: list[dict]) -> str | None:
             "device memory cannot show it")
 
 
+def shared_total(jobs: list[dict]) -> str | None:
+    """Why the GPU's total memory cannot show a leak, from the truth file's jobs: another job on the GPU
+    started or ended between the leak's onset and the leaking job's end, or outlived it. The total then
+    moves by that job's memory (a fall larger than the leak, or a fall back to where the leak began
+    while the other job goes on, a transient allocation's shape), which the total cannot tell from the
+    leak's own; only per-process memory (compute-apps) separates them."""
+    for lk in jobs:
+        onset, end = _utc(lk.get("leak_onset_time")), _utc(lk.get("end"))
+        if not lk.get("leaks") or onset is None or end is None:
+            continue
+        for other in jobs:
+            a, b = _utc(other.get("start")), _utc(other.get("end"))
+            if other is lk or a is None or b is None or not (a < end and b > _utc(lk.get("start"))):
+                continue
+            if onset < a < end or onset < b < end or b > end:
+                return (f"pid {other.get('pid')} shares the GPU and {'started' if onset < a < end else 'ended'} "
+                        f"{'during the leak' if onset < a < end or onset < b < end else 'after the leaking job'}"
+                        ": the GPU's total moves by its memory too")
+    return None
+
+
 def read_recordings(base: Path, root: str) -> list[Recording]:
     """Recordings under `base`: folders with a README.md front matter that states an expected verdict,
     or with a truth.json (tests/corpus format)."""
@@ -120,7 +143,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
             out.append(Recording(t.get("case") or d.name, root, d, t["expected_verdict"],
                                  _listed(t.get("expected_findings")), t.get("pattern"),
                                  _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
-                                 t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or [])))
+                                 t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or []),
+                                 shared_total(t.get("jobs") or [])))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
@@ -179,6 +203,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     - otherwise (GPU memory growth, or a healthy run): every memory view shows it;
     - a leak that grew inside an allocator pool that did not grow with it (truth.json's reserved numbers,
       `pool_kept_flat`, or its `flat_in_device_views`): the device views cannot show it;
+    - a leak of one of several jobs sharing the GPU, when another of them started or ended during the
+      leak or outlived it (truth.json's jobs, `shared_total`): the GPU's total cannot show it;
     and whatever the incident (`run_recording`): a view with fewer readings of the job's working set
     than the tool needs to see a trend (SHORT_MIN) holds too little of it: it must say `inconclusive`."""
     if view == "all":
@@ -193,6 +219,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
             None, "device memory alone cannot tell the caching allocator from a leak")
     if rec.flat_in_device_views and view in DEVICE_VIEWS:
         return None, rec.flat_in_device_views
+    if rec.mixed_in_total and view in TOTAL_VIEWS:
+        return None, rec.mixed_in_total
     if rec.expected == "no_leak" and "oom_kill" in kinds:
         return (None, "a host-memory incident: the step log holds GPU counts only") if view == "steplog" else ("no_leak", "")
     return rec.expected, ""

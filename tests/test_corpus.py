@@ -19,11 +19,6 @@ KNOWN = {
     # end, not a trend (the step log shows the leak)
     ("infer_cache_leak_sigkill", "dmon"): "allocator hides the growth from the device view",
     ("infer_cache_leak_sigkill", "apps"): "allocator hides the growth from the device view",
-    # two processes on one GPU: the flat one exits mid-growth and the device total falls; only the
-    # per-process rows (compute-apps) separate them
-    ("two_procs_one_leaks_exit", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
-    ("two_procs_one_leaks_exit", "dmon"): "a co-tenant's exit hides the leak in the device total",
-    ("two_procs_leaky_oom", "dmon"): "a co-tenant's exit hides the leak in the device total",
     # a 5 s noheader log of a short job: five readings, two of them rising to the end (inconclusive)
     ("linear_late_oom", "smi_l1"): "two rising readings at 5 s sampling are not a trend",
 }

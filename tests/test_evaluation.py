@@ -72,3 +72,19 @@ def test_scoring_counts_found_missed_and_false_leaks(monkeypatch):
     assert (false.fp, false.healthy_false, false.false_leak_verdicts, false.tp) == (1, 1, 1, 0)
     prec, rec, _ = false.prf()
     assert prec == 0.0 and rec == 1.0
+
+
+def test_the_gpu_total_does_not_hold_a_leak_another_job_moves():
+    from evaluation.recordings import shared_total
+
+    def job(pid, start, end, onset=None):
+        return {"pid": pid, "start": f"2026-12-01T22:34:{start:02d}Z", "end": f"2026-12-01T22:34:{end:02d}Z",
+                "leaks": onset is not None,
+                "leak_onset_time": f"2026-12-01T22:34:{onset:02d}Z" if onset is not None else None}
+
+    # a co-tenant exits during the leak; the leaking job dies first while the co-tenant goes on
+    assert "ended during the leak" in shared_total([job(980, 10, 40), job(991, 15, 50, onset=25)])
+    assert "after the leaking job" in shared_total([job(1008, 10, 50), job(1019, 15, 40, onset=25)])
+    # a co-tenant that came and went before the leak began, or jobs one after the other: the total holds it
+    assert shared_total([job(980, 10, 20), job(991, 15, 50, onset=25)]) is None
+    assert shared_total([job(1, 0, 10, onset=5), job(2, 12, 20, onset=15)]) is None
