@@ -242,7 +242,7 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         if (prev.i1 - prev.i0 > MIN_SEGMENT + 1 and prev.y1 - prev.y0 >= EVENT_SIGMAS * sigma_b
                 and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
             return None
-    onset, start_level = _refine_onset(xb, yb, segs, first_k)
+    onset, start_level = _refine_onset(xb, yb, segs, first_k, sigma_b)
     # the start-up's jump may be the step into the ramp's first segment, which a continuous hinge
     # cannot fit: it is looked for from the reading before that segment on
     past = _past_startup_jump(xb, yb, min(onset, float(xb[max(i0 - 1, 0)])), leak_min, sigma_b)
@@ -323,13 +323,13 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     return mean_slope > 0 and end_slope < DECELERATION * mean_slope
 
 
-def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
+def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     """Where the growth starts, to better than a bucket, and the level there: a continuous hinge
     fitted on the buckets from the previous segment's start to the end (previous trend + a slope
     change at t0)."""
     s = segs[first_k]
     if first_k == 0:
-        return float(xb[0]), float(s.y0)
+        return _level_then_ramp(xb[s.i0:s.i1], yb[s.i0:s.i1], sigma_b)
     prev = segs[first_k - 1]
     lo_i = prev.i0
     x = xb[lo_i:]
@@ -349,6 +349,28 @@ def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
         if best is None or sse < best:
             best, best_t, level = sse, float(t0), float(coef[0] + coef[1] * (t0 - x[0]))
     return best_t, level
+
+
+def _level_then_ramp(x, y, sigma_b) -> tuple[float, float]:
+    """Where a ramp that is the series' first segment begins, and its level there: a slow leak under
+    noise starts a while after the log does, yet the change-point search, which prices a whole new
+    segment, keeps the flat stretch before it in the ramp's segment. A hinge (level, then the slope)
+    whose fit beats the straight line by a change point's price (`PENALTY_PER_CHANGE`) places it; else
+    the ramp begins with the log."""
+    b, a = robust.line_fit(x - x[0], y)
+    if x.size < CURVE_MIN_POINTS:
+        return float(x[0]), float(a)
+    sse_line = float(((a + b * (x - x[0]) - y) ** 2).sum())
+    cands = np.linspace(float(x[0]), float(x[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
+    stack = np.empty((cands.size, x.size, 2))
+    stack[:, :, 0] = 1.0
+    stack[:, :, 1] = np.maximum(0.0, x[None, :] - cands[:, None])
+    coefs = robust.lstsq_each(stack, y)
+    sse = np.array([float(((A @ c - y) ** 2).sum()) for A, c in zip(stack, coefs)])
+    k = int(np.argmin(sse))
+    if sse_line - float(sse[k]) < PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
+        return float(x[0]), float(a)
+    return float(cands[k]), float(coefs[k][0])
 
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
