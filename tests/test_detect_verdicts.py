@@ -359,3 +359,13 @@ def test_the_first_stair_is_not_placed_at_the_start_up():
     an = run(frame(y))
     (f,) = leaks(an)
     assert f.pattern == "step" and abs((f.start - T0).total_seconds() - 27) <= 5
+
+
+def test_a_short_job_s_trend_begins_after_its_start_up_under_noise():
+    # 5 s sampling: the context, the working set reached over two readings, then +750 MiB a reading
+    # give or take 200 (noise): no two rises alike, yet the start-up's two rises stand far above the rest
+    mib = [576, 758, 6439, 12048, 12805, 13542, 14201, 15036, 15558, 16439]
+    an = run(frame(np.array(mib, float) * MiB, dt=5.0))
+    assert an.verdict == "leak", an.verdict_reason
+    (f,) = leaks(an)
+    assert 14.0 <= (f.start - T0).total_seconds() <= 16.0
