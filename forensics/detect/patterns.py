@@ -13,7 +13,7 @@ import numpy as np
 
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
-from forensics.detect.thresholds import (LEVEL_RESOLUTION, CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
+from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
                                          FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
                                          JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
@@ -159,11 +159,13 @@ def _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, dur
     short against its length. With `bursts`, the tail starts where the growth after the ramp ended, if
     that growth was at least half the ramp's."""
     for cand in sorted(ramps, key=lambda e: -e[2]):
-        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
         grown_to = cand[1]
         later = [e for e in events if e[0] >= cand[1]]
         if bursts and later and sum(e[2] for e in later) >= RAMP_TAIL_SHARE * cand[2]:
             grown_to = max(e[1] for e in later)
+        if end_x - grown_to > max(TAIL_QUIET_FRACTION * duration, RAMP_TAIL_SHARE * (grown_to - float(xb[0]))):
+            continue   # a quiet tail too long for a ramp from the series' start: no need to measure this one
+        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
         if ramp is not None and end_x - grown_to <= max(TAIL_QUIET_FRACTION * duration,
                                                         RAMP_TAIL_SHARE * (grown_to - min(ramp.onset, cand[0]))):
             return ramp
@@ -329,7 +331,7 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     change at t0)."""
     s = segs[first_k]
     if first_k == 0:
-        return _level_then_ramp(xb[s.i0:s.i1], yb[s.i0:s.i1], sigma_b)
+        return _level_then_ramp(xb[s.i0:s.i1], yb[s.i0:s.i1], sigma_b) or (float(xb[0]), float(s.y0))
     prev = segs[first_k - 1]
     lo_i = prev.i0
     x = xb[lo_i:]
@@ -351,26 +353,32 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     return best_t, level
 
 
-def _level_then_ramp(x, y, sigma_b) -> tuple[float, float]:
+def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
     """Where a ramp that is the series' first segment begins, and its level there: a slow leak under
     noise starts a while after the log does, yet the change-point search, which prices a whole new
     segment, keeps the flat stretch before it in the ramp's segment. A hinge (level, then the slope)
     whose fit beats the straight line by a change point's price (`PENALTY_PER_CHANGE`) places it; else
-    the ramp begins with the log."""
-    b, a = robust.line_fit(x - x[0], y)
+    (None) the ramp begins with the log."""
     if x.size < CURVE_MIN_POINTS:
-        return float(x[0]), float(a)
+        return None
+    b, a = robust.line_fit(x - x[0], y)
     sse_line = float(((a + b * (x - x[0]) - y) ** 2).sum())
+    # least squares of y on (1, max(0, x - t0)) for every candidate t0 at once, in closed form
     cands = np.linspace(float(x[0]), float(x[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
-    stack = np.empty((cands.size, x.size, 2))
-    stack[:, :, 0] = 1.0
-    stack[:, :, 1] = np.maximum(0.0, x[None, :] - cands[:, None])
-    coefs = robust.lstsq_each(stack, y)
-    sse = np.array([float(((A @ c - y) ** 2).sum()) for A, c in zip(stack, coefs)])
+    h = np.maximum(0.0, x[None, :] - cands[:, None])
+    mean = float(y.mean())
+    yc = y - mean                        # centred: the sums of squares keep their precision
+    n = float(x.size)
+    sh, shh, shy = h.sum(axis=1), (h * h).sum(axis=1), h @ yc
+    det = n * shh - sh * sh
+    ok = det > ZERO_VARIANCE * n * n
+    slope = np.where(ok, n * shy / np.where(ok, det, 1.0), 0.0)
+    level = -slope * sh / n
+    sse = np.where(ok, float(yc @ yc) - slope * shy, np.inf)
     k = int(np.argmin(sse))
     if sse_line - float(sse[k]) < PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
-        return float(x[0]), float(a)
-    return float(cands[k]), float(coefs[k][0])
+        return None
+    return float(cands[k]), mean + float(level[k])
 
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
