@@ -13,7 +13,7 @@ import numpy as np
 
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
-from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
+from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, HINGE_PRICE, CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
                                          FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
                                          JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
@@ -357,8 +357,9 @@ def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
     """Where a ramp that is the series' first segment begins, and its level there: a slow leak under
     noise starts a while after the log does, yet the change-point search, which prices a whole new
     segment, keeps the flat stretch before it in the ramp's segment. A hinge (level, then the slope)
-    whose fit beats the straight line by a change point's price (`PENALTY_PER_CHANGE`) places it; else
-    (None) the ramp begins with the log."""
+    places it when its fit beats the straight line by its price: two of a change point's three
+    parameters (the kink's position and the slope's change; no jump in level), `HINGE_PRICE` of
+    `PENALTY_PER_CHANGE`; else (None) the ramp begins with the log."""
     if x.size < CURVE_MIN_POINTS:
         return None
     b, a = robust.line_fit(x - x[0], y)
@@ -376,7 +377,7 @@ def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
     level = -slope * sh / n
     sse = np.where(ok, float(yc @ yc) - slope * shy, np.inf)
     k = int(np.argmin(sse))
-    if sse_line - float(sse[k]) < PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
+    if sse_line - float(sse[k]) < HINGE_PRICE * PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
         return None
     return float(cands[k]), mean + float(level[k])
 
