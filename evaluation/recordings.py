@@ -257,13 +257,13 @@ def working_readings(b: list[int]) -> int:
     return n
 
 
+_KEY = ["source", "series", "gpu", "pid"]   # one series of a view's samples
+
+
 def _held(samples: pl.DataFrame) -> pl.DataFrame:
     """The readings of each series above its idle floor (as detection's lifetimes see it), by time."""
     lo, hi = pl.col("bytes").min().over(_KEY), pl.col("bytes").max().over(_KEY)
     return samples.filter((pl.col("bytes") > lo + IDLE_BAND * (hi - lo)) | (hi == lo)).sort("time")
-
-
-_KEY = ["source", "series", "gpu", "pid"]
 
 
 def _timed(samples: pl.DataFrame) -> bool:
