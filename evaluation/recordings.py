@@ -142,7 +142,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
             jobs = [(a, b) for a, b in ((_utc(j.get("start")), _utc(j.get("end"))) for j in t.get("jobs") or [])
                     if a is not None and b is not None]
             spans = [(a, b) for a, b in ((_utc(j.get("leak_onset_time")), _utc(j.get("end")))
-                                         for j in t.get("jobs") or [] if j.get("leaks")) if a is not None and b is not None]
+                                         for j in t.get("jobs") or [] if j.get("leaks"))
+                     if a is not None and b is not None]
             out.append(Recording(t.get("case") or d.name, root, d, t["expected_verdict"],
                                  _listed(t.get("expected_findings")), t.get("pattern"),
                                  _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
