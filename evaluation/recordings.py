@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from forensics import parsers
-from forensics.detect.thresholds import IDLE_BAND, SHORT_MIN, SHORT_SIMILAR
+from forensics.detect.thresholds import IDLE_BAND, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR
 from forensics.errors import InputError
 from forensics.io.sources import Source, discover
 
@@ -34,6 +34,7 @@ VIEWS = ("all", "smi_csv", "smi_l1", "steplog", "dmon", "apps")
 VIEW_TITLES = {"all": "all files", "smi_csv": "nvidia-smi CSV", "smi_l1": "nvidia-smi -l 1",
                "steplog": "step log", "dmon": "dmon", "apps": "compute-apps"}
 DEVICE_VIEWS = ("smi_csv", "smi_l1", "dmon", "apps")   # device memory, as nvidia-smi sees it
+TOTAL_VIEWS = ("smi_csv", "smi_l1", "dmon")             # the GPU's total, every process's memory summed
 STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory")
 
 
@@ -49,6 +50,8 @@ class Recording:
     jobs: list[tuple[datetime, datetime]] = field(default_factory=list)   # lifetimes, UTC
     tz: str = "UTC"
     flat_in_device_views: str | None = None   # why the device views do not hold the leak (truth file key)
+    mixed_in_total: str | None = None          # why the GPU's total does not hold it (`shared_total`)
+    leak_spans: list[tuple[datetime, datetime]] = field(default_factory=list)   # (leak onset, job end), UTC
 
 
 def _utc(text) -> datetime | None:
@@ -99,6 +102,27 @@ def pool_kept_flat(jobs: list[dict]) -> str | None:
             "device memory cannot show it")
 
 
+def shared_total(jobs: list[dict]) -> str | None:
+    """Why the GPU's total memory cannot show a leak, from the truth file's jobs: another job on the GPU
+    started or ended between the leak's onset and the leaking job's end, or outlived it. The total then
+    moves by that job's memory (a fall larger than the leak, or a fall back to where the leak began
+    while the other job goes on, a transient allocation's shape), which the total cannot tell from the
+    leak's own; only per-process memory (compute-apps) separates them."""
+    for lk in jobs:
+        onset, end = _utc(lk.get("leak_onset_time")), _utc(lk.get("end"))
+        if not lk.get("leaks") or onset is None or end is None:
+            continue
+        for other in jobs:
+            a, b = _utc(other.get("start")), _utc(other.get("end"))
+            if other is lk or a is None or b is None or not (a < end and b > _utc(lk.get("start"))):
+                continue
+            if onset < a < end or onset < b < end or b > end:
+                return (f"pid {other.get('pid')} shares the GPU and {'started' if onset < a < end else 'ended'} "
+                        f"{'during the leak' if onset < a < end or onset < b < end else 'after the leaking job'}"
+                        ": the GPU's total moves by its memory too")
+    return None
+
+
 def read_recordings(base: Path, root: str) -> list[Recording]:
     """Recordings under `base`: folders with a README.md front matter that states an expected verdict,
     or with a truth.json (tests/corpus format)."""
@@ -117,19 +141,24 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
                 continue
             jobs = [(a, b) for a, b in ((_utc(j.get("start")), _utc(j.get("end"))) for j in t.get("jobs") or [])
                     if a is not None and b is not None]
+            spans = [(a, b) for a, b in ((_utc(j.get("leak_onset_time")), _utc(j.get("end")))
+                                         for j in t.get("jobs") or [] if j.get("leaks"))
+                     if a is not None and b is not None]
             out.append(Recording(t.get("case") or d.name, root, d, t["expected_verdict"],
                                  _listed(t.get("expected_findings")), t.get("pattern"),
                                  _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
-                                 t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or [])))
+                                 t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or []),
+                                 shared_total(t.get("jobs") or []), spans))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
                 continue
             a, b = _utc(m.get("start")), _utc(m.get("end"))
+            onset = _utc(m.get("onset_time"))
             out.append(Recording(m.get("incident") or d.name, root, d, m["expected_verdict"],
-                                 _listed(m.get("expected_findings")), m.get("pattern"), _utc(m.get("onset_time")),
+                                 _listed(m.get("expected_findings")), m.get("pattern"), onset,
                                  [(a, b)] if a and b else [], m.get("tz") or "UTC",
-                                 m.get("flat_in_device_views")))
+                                 m.get("flat_in_device_views"), None, [(onset, b)] if onset and b else []))
     return out
 
 
@@ -179,6 +208,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     - otherwise (GPU memory growth, or a healthy run): every memory view shows it;
     - a leak that grew inside an allocator pool that did not grow with it (truth.json's reserved numbers,
       `pool_kept_flat`, or its `flat_in_device_views`): the device views cannot show it;
+    - a leak of one of several jobs sharing the GPU, when another of them started or ended during the
+      leak or outlived it (truth.json's jobs, `shared_total`): the GPU's total cannot show it;
     and whatever the incident (`run_recording`): a view with fewer readings of the job's working set
     than the tool needs to see a trend (SHORT_MIN) holds too little of it: it must say `inconclusive`."""
     if view == "all":
@@ -193,6 +224,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
             None, "device memory alone cannot tell the caching allocator from a leak")
     if rec.flat_in_device_views and view in DEVICE_VIEWS:
         return None, rec.flat_in_device_views
+    if rec.mixed_in_total and view in TOTAL_VIEWS:
+        return None, rec.mixed_in_total
     if rec.expected == "no_leak" and "oom_kill" in kinds:
         return (None, "a host-memory incident: the step log holds GPU counts only") if view == "steplog" else ("no_leak", "")
     return rec.expected, ""
@@ -225,32 +258,65 @@ def working_readings(b: list[int]) -> int:
     return n
 
 
+_KEY = ["source", "series", "gpu", "pid"]   # one series of a view's samples
+
+
+def _held(samples: pl.DataFrame) -> pl.DataFrame:
+    """The readings of each series above its idle floor (as detection's lifetimes see it), by time."""
+    lo, hi = pl.col("bytes").min().over(_KEY), pl.col("bytes").max().over(_KEY)
+    return samples.filter((pl.col("bytes") > lo + IDLE_BAND * (hi - lo)) | (hi == lo)).sort("time")
+
+
+def _timed(samples: pl.DataFrame) -> bool:
+    return "time" in samples.columns and not samples["time"].null_count()
+
+
 def readings_in_jobs(samples: pl.DataFrame, jobs: list[tuple[datetime, datetime]]) -> int | None:
     """The most readings one series holds inside one job's lifetime while the job held its working set
     (above the series' idle floor, as detection's lifetimes see it, and past a start level it left by
     the start-up's jump, `working_readings`), or None when that cannot be told (no lifetimes known, or a
     file without a clock: its readings cannot be placed in a lifetime)."""
-    if not jobs or "time" not in samples.columns or samples["time"].null_count():
+    if not jobs or not _timed(samples):
         return None
-    key = ["source", "series", "gpu", "pid"]
-    lo, hi = pl.col("bytes").min().over(key), pl.col("bytes").max().over(key)
-    held = samples.filter((pl.col("bytes") > lo + IDLE_BAND * (hi - lo)) | (hi == lo)).sort("time")
+    held = _held(samples)
     most = 0
     for a, b in jobs:
         inside = held.filter(pl.col("time").is_between(a, b))
-        for _, part in inside.group_by(key):
+        for _, part in inside.group_by(_KEY):
             most = max(most, working_readings(part["bytes"].to_list()))
     return most
 
 
+def readings_of_leak(samples: pl.DataFrame, spans: list[tuple[datetime, datetime]]) -> int | None:
+    """The most readings one series holds of one leaking job from its leak's onset to the job's end (while
+    the job held memory), or None when that cannot be told (no onsets known, or a file without a clock)."""
+    if not spans or not _timed(samples):
+        return None
+    held = _held(samples)
+    return max((part.height for a, b in spans
+                for _, part in held.filter(pl.col("time").is_between(a, b)).group_by(_KEY)), default=0)
+
+
 def expectation_seen(rec: Recording, view: str, samples: pl.DataFrame) -> tuple[str | None, str]:
     """`view_expectation`, given what the view's files hold: fewer readings of the job than a trend
-    needs (SHORT_MIN) is `inconclusive`."""
+    needs (SHORT_MIN) is `inconclusive`; fewer readings of the leak than a trend's rises (SHORT_RUN, in
+    every leaking job) cannot show the leak as a trend, nor that there was none: `inconclusive or leak`
+    (the start-up's rise and the leak's may read as one trend), never `no_leak`."""
     exp, why = view_expectation(rec, view)
+    if view == "all" or exp is None:
+        return exp, why
     seen = readings_in_jobs(samples, rec.jobs)
-    if view != "all" and exp is not None and seen is not None and seen < SHORT_MIN:
+    if seen is not None and seen < SHORT_MIN:
         return "inconclusive", f"only {seen} readings of the job: too few to see a trend"
+    of_leak = readings_of_leak(samples, rec.leak_spans) if exp == "leak" else None
+    if of_leak is not None and of_leak < SHORT_RUN:
+        return "inconclusive or leak", f"only {of_leak} readings of the leak: too few to see it as a trend"
     return exp, why
+
+
+def verdict_fits(expected: str, got: str) -> bool:
+    """Whether a verdict is what a view must say (`expected` may name two: "inconclusive or leak")."""
+    return got in expected.split(" or ")
 
 
 def recording_roots(corpus: str, extra: list[str]) -> list[tuple[Path, str]]:

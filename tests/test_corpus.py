@@ -19,15 +19,6 @@ KNOWN = {
     # end, not a trend (the step log shows the leak)
     ("infer_cache_leak_sigkill", "dmon"): "allocator hides the growth from the device view",
     ("infer_cache_leak_sigkill", "apps"): "allocator hides the growth from the device view",
-    ("infer_cache_leak_exit", "smi_l1"): "allocator hides the growth from the device view",
-    ("infer_cache_leak_exit", "apps"): "allocator hides the growth from the device view",
-    # two processes on one GPU: the flat one exits mid-growth and the device total falls; only the
-    # per-process rows (compute-apps) separate them
-    ("two_procs_one_leaks_exit", "smi_csv"): "a co-tenant's exit hides the leak in the device total",
-    ("two_procs_one_leaks_exit", "dmon"): "a co-tenant's exit hides the leak in the device total",
-    ("two_procs_leaky_oom", "dmon"): "a co-tenant's exit hides the leak in the device total",
-    # a 5 s noheader log of a short job: five readings, two of them rising to the end (inconclusive)
-    ("linear_late_oom", "smi_l1"): "two rising readings at 5 s sampling are not a trend",
 }
 
 
@@ -63,7 +54,7 @@ def test_view_verdict_and_onset(rec, view, expected):
     bundle, an = pipeline.run(files, Options(tz=rec.tz, tz_from_user=True))
     # a view with too few readings of the job to see a trend must say so (evaluation's rule)
     expected, _why = recordings.expectation_seen(rec, view, bundle.samples)
-    assert an.verdict == expected, an.verdict_reason
+    assert recordings.verdict_fits(expected, an.verdict), an.verdict_reason
     err, target = onset_error(rec, an.findings)
     if err is not None and expected == "leak":
         assert abs(err) <= target

@@ -325,3 +325,47 @@ def test_a_ramp_after_the_start_up_is_judged_against_its_own_noise():
     (f,) = leaks(an)
     assert abs(f.rate_bytes_per_hour / 3600 - 768 * MiB) < 0.1 * 768 * MiB
     assert 6.5 <= (f.start - T0).total_seconds() <= 8.5
+
+
+def test_a_ramp_with_a_short_flat_top_is_still_growing():
+    # compute-apps of a real job (H200, tests/corpus/heldout/infer_cache_leak_exit, MiB a second): the
+    # caching allocator absorbed the first seconds of the leak, then the pool grew for 5 s and the job
+    # exited 2 s later. The flat top made the ramp's curve look like a warm-up's settling.
+    mib = [6536] * 3 + [6538] * 2 + [6890, 7274, 7274, 7442, 7626, 7818, 7818, 7818]
+    an = run(frame(np.array(mib, float) * MiB, pid=749, series="process.used"))
+    assert an.verdict == "leak", an.verdict_reason
+    (f,) = leaks(an)
+    assert f.pattern == "linear" and (f.start - T0).total_seconds() <= 5.0
+
+
+def test_a_start_up_jump_into_the_ramp_does_not_hide_it():
+    # dmon of a real job (H100, bench/heldout3/staircase_jsonl_sigkill, MiB a second): the context, the
+    # working set at once, then +512 MiB every 12 steps, read at nearly every second. The jump was the
+    # step into the ramp's segment; the onset's hinge, unable to fit it, landed mid-ramp.
+    mib = [657] * 5 + [3649, 4161, 4161, 4673, 5185, 5697, 5697, 6209, 6721, 6721, 7233]
+    an = run(frame(np.array(mib, float) * MiB))
+    assert an.verdict == "leak", an.verdict_reason
+    (f,) = leaks(an)
+    assert 5.0 <= (f.start - T0).total_seconds() <= 6.5
+
+
+def test_the_first_stair_is_not_placed_at_the_start_up():
+    # a job's start-up (context, then its working set over two readings) half a stair spacing before
+    # the first stair: the split of the first stair's window took the start-up's larger rise
+    r = rng(3)
+    t = np.arange(600.0)
+    y = np.where(t < 1, 500, np.where(t < 3, 500 + 4000 * (t / 3), 9000)) * MiB
+    y = y + np.floor(np.maximum(0, t - 27) / 166 + (t >= 27)) * 380 * MiB + r.normal(0, 8 * MiB, t.size)
+    an = run(frame(y))
+    (f,) = leaks(an)
+    assert f.pattern == "step" and abs((f.start - T0).total_seconds() - 27) <= 5
+
+
+def test_a_short_job_s_trend_begins_after_its_start_up_under_noise():
+    # 5 s sampling: the context, the working set reached over two readings, then +750 MiB a reading
+    # give or take 200 (noise): no two rises alike, yet the start-up's two rises stand far above the rest
+    mib = [576, 758, 6439, 12048, 12805, 13542, 14201, 15036, 15558, 16439]
+    an = run(frame(np.array(mib, float) * MiB, dt=5.0))
+    assert an.verdict == "leak", an.verdict_reason
+    (f,) = leaks(an)
+    assert 14.0 <= (f.start - T0).total_seconds() <= 16.0

@@ -72,3 +72,45 @@ def test_scoring_counts_found_missed_and_false_leaks(monkeypatch):
     assert (false.fp, false.healthy_false, false.false_leak_verdicts, false.tp) == (1, 1, 1, 0)
     prec, rec, _ = false.prf()
     assert prec == 0.0 and rec == 1.0
+
+
+def test_the_gpu_total_does_not_hold_a_leak_another_job_moves():
+    from evaluation.recordings import shared_total
+
+    def job(pid, start, end, onset=None):
+        return {"pid": pid, "start": f"2026-12-01T22:34:{start:02d}Z", "end": f"2026-12-01T22:34:{end:02d}Z",
+                "leaks": onset is not None,
+                "leak_onset_time": f"2026-12-01T22:34:{onset:02d}Z" if onset is not None else None}
+
+    # a co-tenant exits during the leak; the leaking job dies first while the co-tenant goes on
+    assert "ended during the leak" in shared_total([job(980, 10, 40), job(991, 15, 50, onset=25)])
+    assert "after the leaking job" in shared_total([job(1008, 10, 50), job(1019, 15, 40, onset=25)])
+    # a co-tenant that came and went before the leak began, or jobs one after the other: the total holds it
+    assert shared_total([job(980, 10, 20), job(991, 15, 50, onset=25)]) is None
+    assert shared_total([job(1, 0, 10, onset=5), job(2, 12, 20, onset=15)]) is None
+
+
+def test_a_view_with_too_few_readings_of_the_leak_must_not_say_no_leak():
+    from datetime import datetime, timezone
+
+    import polars as pl
+
+    from evaluation import recordings
+
+    t = [datetime(2026, 12, 1, 22, 41, s, 550000, tzinfo=timezone.utc) for s in (6, 11, 16, 21, 26, 31, 36)]
+    # heldout/linear_late_oom's 5 s CSV, MiB: the leak began at :26.4 and the job died at :34.3
+    mib = [0, 561, 8761, 8761, 8961, 12961, 0]
+    samples = pl.DataFrame({"time": t, "bytes": [m << 20 for m in mib], "source": "gpu-mem-5s.csv",
+                            "series": "memory.used", "gpu": "0", "pid": None},
+                           schema_overrides={"pid": pl.Int64})
+    rec = recordings.Recording("linear_late_oom", "heldout", None, "leak", ["leak"],
+                               jobs=[(t[0], t[6])], leak_spans=[(datetime(2026, 12, 1, 22, 41, 26, 377000,
+                                                                          tzinfo=timezone.utc), t[6])])
+    assert recordings.readings_of_leak(samples, rec.leak_spans) == 2
+    exp, why = recordings.expectation_seen(rec, "smi_l1", samples)
+    assert exp == "inconclusive or leak" and "2 readings of the leak" in why
+    assert recordings.verdict_fits(exp, "inconclusive") and recordings.verdict_fits(exp, "leak")
+    assert not recordings.verdict_fits(exp, "no_leak")
+    # with a third reading of the leak the view holds the trend
+    rec.leak_spans = [(t[3], t[6])]
+    assert recordings.expectation_seen(rec, "smi_l1", samples)[0] == "leak"

@@ -13,7 +13,8 @@ import numpy as np
 
 from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
-from forensics.detect.thresholds import (LEVEL_RESOLUTION, CURVE_MIN_POINTS, DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
+from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, HINGE_PRICE, CURVE_MIN_POINTS,
+                                         DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
                                          FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
                                          JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
@@ -159,11 +160,13 @@ def _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, dur
     short against its length. With `bursts`, the tail starts where the growth after the ramp ended, if
     that growth was at least half the ramp's."""
     for cand in sorted(ramps, key=lambda e: -e[2]):
-        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
         grown_to = cand[1]
         later = [e for e in events if e[0] >= cand[1]]
         if bursts and later and sum(e[2] for e in later) >= RAMP_TAIL_SHARE * cand[2]:
             grown_to = max(e[1] for e in later)
+        if end_x - grown_to > max(TAIL_QUIET_FRACTION * duration, RAMP_TAIL_SHARE * (grown_to - float(xb[0]))):
+            continue   # a quiet tail too long for a ramp from the series' start: no need to measure this one
+        ramp = _ramp_leak(xb, yb, segs, cand, leak_min, sigma_b, discrete)
         if ramp is not None and end_x - grown_to <= max(TAIL_QUIET_FRACTION * duration,
                                                         RAMP_TAIL_SHARE * (grown_to - min(ramp.onset, cand[0]))):
             return ramp
@@ -232,16 +235,20 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         k -= 1
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
-    # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth)
-    if _decelerating(xb[i0:], yb[i0:], sigma_b):
+    # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
+    # The curve is judged up to the ramp's end: a flat top after it is the quiet tail, judged on its own
+    # length (`_still_growing`), not a slope that fell
+    if _decelerating(xb[i0:segs[k_last].i1], yb[i0:segs[k_last].i1], sigma_b):
         return None
     if first_k > 0:
         prev = segs[first_k - 1]
         if (prev.i1 - prev.i0 > MIN_SEGMENT + 1 and prev.y1 - prev.y0 >= EVENT_SIGMAS * sigma_b
                 and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
             return None
-    onset, start_level = _refine_onset(xb, yb, segs, first_k)
-    past = _past_startup_jump(xb, yb, onset, leak_min, sigma_b)
+    onset, start_level = _refine_onset(xb, yb, segs, first_k, sigma_b)
+    # the start-up's jump may be the step into the ramp's first segment, which a continuous hinge
+    # cannot fit: it is looked for from the reading before that segment on
+    past = _past_startup_jump(xb, yb, min(onset, float(xb[max(i0 - 1, 0)])), leak_min, sigma_b)
     if past is not None:
         onset, start_level = past
     if discrete and first_k > 0 and xb.size <= MAX_BUCKETS and xb.size > 1:
@@ -319,13 +326,13 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
     return mean_slope > 0 and end_slope < DECELERATION * mean_slope
 
 
-def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
+def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     """Where the growth starts, to better than a bucket, and the level there: a continuous hinge
     fitted on the buckets from the previous segment's start to the end (previous trend + a slope
     change at t0)."""
     s = segs[first_k]
     if first_k == 0:
-        return float(xb[0]), float(s.y0)
+        return _level_then_ramp(xb[s.i0:s.i1], yb[s.i0:s.i1], sigma_b) or (float(xb[0]), float(s.y0))
     prev = segs[first_k - 1]
     lo_i = prev.i0
     x = xb[lo_i:]
@@ -345,6 +352,35 @@ def _refine_onset(xb, yb, segs, first_k) -> tuple[float, float]:
         if best is None or sse < best:
             best, best_t, level = sse, float(t0), float(coef[0] + coef[1] * (t0 - x[0]))
     return best_t, level
+
+
+def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
+    """Where a ramp that is the series' first segment begins, and its level there: a slow leak under
+    noise starts a while after the log does, yet the change-point search, which prices a whole new
+    segment, keeps the flat stretch before it in the ramp's segment. A hinge (level, then the slope)
+    places it when its fit beats the straight line by its price: two of a change point's three
+    parameters (the kink's position and the slope's change; no jump in level), `HINGE_PRICE` of
+    `PENALTY_PER_CHANGE`; else (None) the ramp begins with the log."""
+    if x.size < CURVE_MIN_POINTS:
+        return None
+    b, a = robust.line_fit(x - x[0], y)
+    sse_line = float(((a + b * (x - x[0]) - y) ** 2).sum())
+    # least squares of y on (1, max(0, x - t0)) for every candidate t0 at once, in closed form
+    cands = np.linspace(float(x[0]), float(x[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
+    h = np.maximum(0.0, x[None, :] - cands[:, None])
+    mean = float(y.mean())
+    yc = y - mean                        # centred: the sums of squares keep their precision
+    n = float(x.size)
+    sh, shh, shy = h.sum(axis=1), (h * h).sum(axis=1), h @ yc
+    det = n * shh - sh * sh
+    ok = det > ZERO_VARIANCE * n * n
+    slope = np.where(ok, n * shy / np.where(ok, det, 1.0), 0.0)
+    level = -slope * sh / n
+    sse = np.where(ok, float(yc @ yc) - slope * shy, np.inf)
+    k = int(np.argmin(sse))
+    if sse_line - float(sse[k]) < HINGE_PRICE * PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
+        return None
+    return float(cands[k]), mean + float(level[k])
 
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
@@ -396,7 +432,12 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     if growth < leak_min:
         return None
     rate = float(sum(sh[1:]) / (sx[-1] - sx[0])) if sx[-1] > sx[0] else growth / max(end_x - sx[0], 1e-9)
-    onset = _refine_step(xb, yb, sx[0], interval)
+    # the first stair is placed between the rises next to it: the job's start-up, a larger rise
+    # within half a spacing before it, would otherwise be the best split of the window
+    first = steps[run[0]]
+    after = max((e[1] for e in events if e[1] <= first[0]), default=-math.inf)
+    before = min((e[0] for e in events if e[0] >= first[1]), default=math.inf)
+    onset = _refine_step(xb, yb, sx[0], interval, after, before)
     pre = yb[xb < onset]
     start_level = float(pre[-3:].mean()) if pre.size else float(yb[0])
     z = growth / sigma_b
@@ -458,10 +499,11 @@ def _raw_stair(x, y, d, sigma, quantum, level, leak_min, sigma_b) -> Leak | None
     return _stair_leak(x, y, events, leak_min, sigma_b, duration, float(x[-1]), edge=float(x[0]) - 1.0)
 
 
-def _refine_step(xb, yb, x_step, interval) -> float:
-    """Where the first step happens: the split that best separates two levels near it."""
+def _refine_step(xb, yb, x_step, interval, after=-math.inf, before=math.inf) -> float:
+    """Where the first step happens: the split that best separates two levels near it, between the
+    rise before it (ending at `after`) and the one after it (starting at `before`), both left out."""
     lo, hi = x_step - 0.5 * interval, x_step + 0.5 * interval
-    sel = np.nonzero((xb >= lo) & (xb <= hi))[0]
+    sel = np.nonzero((xb >= lo) & (xb <= hi) & (xb > after) & (xb < before))[0]
     if sel.size < REFINE_MIN_POINTS:
         return x_step
     y = yb[sel]

@@ -300,9 +300,15 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         while k > 0 and 1 / SHORT_SIMILAR <= sl[k - 1] / float(robust.median(sl[k:])) <= SHORT_SIMILAR:
             k -= 1
         if sl.size - k < SHORT_RUN - 1:
-            # no two alike: the whole rising stretch is the trend, unless it begins with the start-up,
-            # and what follows it is too few unlike rises to be one
-            k = -1 if startup else 0
+            # no two alike (noise makes neighbouring rises differ): the trend begins after the last
+            # rise far faster than the median of the rises after it (the start-up reaching its working
+            # set, over one reading or more), else the whole rising stretch is the trend; after the
+            # start-up's jump, fewer unlike rises than a trend has (SHORT_RUN) are none
+            fast = [j + 1 for j in range(sl.size - (SHORT_RUN - 1))
+                    if sl[j] > SHORT_SIMILAR * float(robust.median(sl[j + 1:]))]
+            k = fast[-1] if fast else 0
+            if startup and sl.size - k < SHORT_RUN:
+                k = -1
         rate = robust.theil_sen(xs[k:], ys[k:]) if k >= 0 else 0.0
         grown = float(ys[-1] - ys[k]) if k >= 0 else 0.0
         if rate > 0 and grown >= LEAK_MIN_FRACTION * level:

@@ -22,6 +22,7 @@ PENALTY_PER_CHANGE = 4.0  # times ln(buckets) in bucket-noise variances: a BIC-l
 EVENT_SIGMAS = 3.0        # a segment's rise or fall exceeds this many bucket-noise sigmas (3-sigma: noise rarely does)
 RAMP_OFFSET_INTERVALS = 1.5  # two pieces of one ramp may sit apart by its growth over the gap plus this many sampling intervals
 JUMP_SIGMAS = 4.0         # a jump between segments exceeds this many bucket-noise sigmas (one more than a rise: one point)
+HINGE_PRICE = 2 / 3       # share of a change point's price a hinge pays: two of its three parameters (the kink's place, the slope's change; no jump)
 ZERO_VARIANCE = 1e-18     # bound: a spread of x below this is none (floating point), no slope is fitted
 
 # -- noise, resolution, spikes (robust.py) --
