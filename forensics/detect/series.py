@@ -254,6 +254,27 @@ def _startup_jump(y: np.ndarray, r: int, run_slope: np.ndarray) -> bool:
     return r == y.size - 1 - i and float(run_slope[0]) > SHORT_SIMILAR * float(robust.median(run_slope[1:]))
 
 
+def _steady_start(sl: np.ndarray, startup: bool) -> int:
+    """Where the steady rise of a short job's last rising stretch begins (an index into its slopes `sl`),
+    or -1 for none."""
+    # walk back from the end while each reading's slope stays close to the later ones' (a start-up
+    # reading rises faster, a partial one slower)
+    k = sl.size - 1
+    while k > 0 and 1 / SHORT_SIMILAR <= sl[k - 1] / float(robust.median(sl[k:])) <= SHORT_SIMILAR:
+        k -= 1
+    if sl.size - k < SHORT_RUN - 1:
+        # no two alike (noise makes neighbouring rises differ): the trend begins after the last
+        # rise far faster than the median of the rises after it (the start-up reaching its working
+        # set, over one reading or more), else the whole rising stretch is the trend; after the
+        # start-up's jump, fewer unlike rises than a trend has (SHORT_RUN) are none
+        fast = [j + 1 for j in range(sl.size - (SHORT_RUN - 1))
+                if sl[j] > SHORT_SIMILAR * float(robust.median(sl[j + 1:]))]
+        k = fast[-1] if fast else 0
+        if startup and sl.size - k < SHORT_RUN:
+            k = -1
+    return k
+
+
 def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     """A job seen in only a few readings (coarse sampling, a short job): too few for change points,
     enough to say whether memory rose at every reading of its last stretch, up to the end, without
@@ -293,22 +314,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         return fit
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
-        sl = run / np.maximum(np.diff(xs), 1e-12)
-        # where the steady rise begins: walk back from the end while each reading's slope stays
-        # close to the later ones' (a start-up reading rises faster, a partial one slower)
-        k = sl.size - 1
-        while k > 0 and 1 / SHORT_SIMILAR <= sl[k - 1] / float(robust.median(sl[k:])) <= SHORT_SIMILAR:
-            k -= 1
-        if sl.size - k < SHORT_RUN - 1:
-            # no two alike (noise makes neighbouring rises differ): the trend begins after the last
-            # rise far faster than the median of the rises after it (the start-up reaching its working
-            # set, over one reading or more), else the whole rising stretch is the trend; after the
-            # start-up's jump, fewer unlike rises than a trend has (SHORT_RUN) are none
-            fast = [j + 1 for j in range(sl.size - (SHORT_RUN - 1))
-                    if sl[j] > SHORT_SIMILAR * float(robust.median(sl[j + 1:]))]
-            k = fast[-1] if fast else 0
-            if startup and sl.size - k < SHORT_RUN:
-                k = -1
+        k = _steady_start(run / np.maximum(np.diff(xs), 1e-12), startup)
         rate = robust.theil_sen(xs[k:], ys[k:]) if k >= 0 else 0.0
         grown = float(ys[-1] - ys[k]) if k >= 0 else 0.0
         if rate > 0 and grown >= LEAK_MIN_FRACTION * level:
