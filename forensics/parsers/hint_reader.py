@@ -78,7 +78,11 @@ def near(src, lines: pl.Series, before: int, after: int) -> dict[int, str]:
     if src.is_read or not ingest.streamed(src):
         kept = src.frame().filter(keep)
     else:
-        parts = [b.select("line", "text").filter(keep) for b in io_lines.cleaned_batches(src)]
+        parts, last = [], int(wanted[-1])
+        for b in io_lines.cleaned_batches(src):
+            if b.height and b["line"][0] > last:
+                break
+            parts.append(b.select("line", "text").filter(keep))
         kept = pl.concat(parts) if parts else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
     return dict(zip(kept["line"].to_list(), kept["text"].to_list()))
 
