@@ -144,3 +144,20 @@ def test_a_file_of_one_hole_is_only_nuls(tmp_path, size):
         pytest.skip("this file system keeps no holes")
     info, _ = ingest.parse_one(Source.open(p, str(p)), Options(tz="UTC"))
     assert info.format is None and f"it holds only NUL bytes ({size})" in info.problems[0]
+
+
+@pytest.mark.hostile_heavy
+def test_a_zstd_stream_of_one_long_line_stays_in_bounded_memory(tmp_path):
+    """bombs/zstd_rle_A_20GB ended "out of memory" at 5.3 GB: the decompressing thread's output, in
+    128 KiB pieces joined per call, piled up (2 GB of one line: 6.3 GB held)."""
+    import resource
+    import subprocess
+    import sys
+
+    d = tmp_path / "job"
+    d.mkdir()
+    _zstd_rle_bomb(d / "train.log.zst", ord("A"), 2 << 30)
+    out = subprocess.run([sys.executable, "-m", "forensics", "report", str(d), "-o", str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert "1 line too long" in out.stderr and "Traceback" not in out.stderr
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10 < 1500
