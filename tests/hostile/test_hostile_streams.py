@@ -161,3 +161,13 @@ def test_a_zstd_stream_of_one_long_line_stays_in_bounded_memory(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert "1 line too long" in out.stderr and "Traceback" not in out.stderr
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10 < 1500
+
+
+@pytest.mark.parametrize("byte", [ord("A"), ord("\n")])
+def test_zstd_rle_blocks_inflate_in_bounded_pieces_from_the_first(tmp_path, byte):
+    """bombs/zstd_rle_nl_20GB: the first 16 KiB of RLE blocks came out as one piece of 512 MiB (of
+    newlines: half a billion lines for the head to split, 5.3 GB held for 1 GB of them)."""
+    p = tmp_path / "a.zst"
+    _zstd_rle_bomb(p, byte, 64 << 20)
+    got, biggest = _all(p, "zstd")
+    assert len(got) == 64 << 20 and biggest <= 16 << 20
