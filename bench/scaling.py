@@ -1,7 +1,7 @@
 """Cost against input size and number of series (issue 45 item 4): is it linear?
 
-    python bench/scaling.py                          # series 500, 5000, 50000; logs 64, 256, 1024 MB
-    python bench/scaling.py --series 1000,10000 --sizes 32,128 --kinds blank,junk
+    python bench/scaling.py                          # series 500, 5000, 50000; logs 64, 256, 1024 MB; files 250, 1000
+    python bench/scaling.py --series 1000,10000 --sizes 32,128 --kinds blank,junk --files ''
 
 Generates under a temporary folder (never in the repo), seeded:
 - `series`: a Prometheus query_range JSON export (DCGM_FI_DEV_FB_USED, 20 points a series at 15 s) of N
@@ -10,9 +10,11 @@ Generates under a temporary folder (never in the repo), seeded:
 - `blank`, `junk`, `events`: a job folder with a small nvidia-smi CSV (so the job has something to
   analyze) and one big log: blank lines; printable junk lines of 20-200 characters (no memory
   vocabulary); a kern.log of syslog lines, one in ten an NVRM Xid 79 and the rest ordinary kernel lines.
+- `files`: a job folder of N step logs of one line each (the hostile case many_files_N): the cost per
+  file, which is the readers' fixed cost (claiming, reading, checking a file) and not its size.
 Each input is reported once (`gpu-forensics report DIR -o OUT --json OUT`, a process of its own), with
 wall time, CPU time (user + system) and peak RSS by /usr/bin/time; the table gives CPU milliseconds per
-series or per MB, so linear cost shows as a flat column (the fixed start-up cost weighs on the smallest
+series, per MB or per file, so linear cost shows as a flat column (the fixed start-up cost weighs on the smallest
 inputs). The load average is printed with it (a shared machine's wall seconds are slower).
 """
 from __future__ import annotations
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--series", default="500,5000,50000", help="series counts (comma list; '' for none)")
     ap.add_argument("--sizes", default="64,256,1024", help="log sizes in MB (comma list; '' for none)")
     ap.add_argument("--kinds", default="blank,junk,events", help="log kinds (comma list)")
+    ap.add_argument("--files", default="250,1000", help="numbers of one-line files in a job (comma list; '' for none)")
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed)")
     args = ap.parse_args(argv)
     rows = []
@@ -131,6 +134,18 @@ def main(argv: list[str] | None = None) -> int:
                 for f in folder.iterdir():
                     f.unlink()
                 folder.rmdir()
+        for n in [int(x) for x in args.files.split(",") if x]:
+            folder = work / f"files_{n}"
+            folder.mkdir()
+            for i in range(n):
+                (folder / f"f{i:06d}.log").write_text(f"[step {i}] allocated: {i} MB\n")
+            r = measure([*cmd, str(folder), "-o", str(work / "r.html"), "--json", str(work / "r.json"), "--tz", "UTC"],
+                        check=False)
+            cpu = r.cpu if r.cpu is not None else r.seconds
+            rows.append((f"files {n}", 0.0, r.seconds, cpu, r.peak_mb, r.status, cpu / n * 1000, "ms/file"))
+            for f in folder.iterdir():
+                f.unlink()
+            folder.rmdir()
     print(f"load average {_load()}; {ROOT}")
     print("| input | MB | wall s | CPU s | peak MB | exit | CPU cost | unit |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

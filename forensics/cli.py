@@ -285,12 +285,21 @@ def _print_summary(bundle, analysis) -> None:
              f"{sum(i.skipped for i in bundle.inputs)} lines skipped")
 
 
+def _has_subfolder(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.is_dir() for e in entries)
+    except OSError:
+        return False
+
+
 def _suggest_scan(paths: list[str]) -> None:
     """A folder of job folders read as one job merges unrelated runs into one verdict: say so."""
     from forensics.scan import find_jobs
 
     for p in paths:
-        if Path(p).is_dir():
+        # (a folder without subfolders is one job at most: its files are not sniffed a second time)
+        if Path(p).is_dir() and _has_subfolder(p):
             jobs = find_jobs(Path(p))
             if len(jobs) > 1:
                 say.info(f"warning: {p}: holds {len(jobs)} job folders, read here as one job (one verdict for all); "

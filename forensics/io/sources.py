@@ -109,7 +109,7 @@ class _Decompressed:
         self._in = b""
         self._obj = self._new()
         self._error: Exception | None = None
-        self._zpiece = 16384
+        self._zpiece = 256
 
     def _new(self):
         if self.kind == "gzip":
@@ -120,7 +120,10 @@ class _Decompressed:
             return bz2.BZ2Decompressor()
         import zstandard
 
-        return zstandard.ZstdDecompressor().decompressobj()
+        # output in pieces of 1 MiB, not of its default 128 KiB joined per call: with the reader's
+        # allocator settings (lines._reuse_big_buffers) those joins, made in the prefetching thread,
+        # were never reused (2 GB of one line held 6.3 GB)
+        return zstandard.ZstdDecompressor().decompressobj(write_size=1 << 20)
 
     def _feed(self) -> bytes:
         if self.kind == "gzip":
@@ -133,14 +136,16 @@ class _Decompressed:
             out = self._obj.decompress(self._in, max_length=self._OUT)
             self._in = b""
             return out
-        # zstd's decompressobj has no output bound: feed it pieces of 16 KiB (4 KiB pieces cost 3x
-        # zstd's own decompression time in calls, 16 KiB about 1x); a piece of crafted RLE blocks
-        # inflates to ~512 MiB, so once one piece gave more than 32 MiB the rest go 256 bytes at a time
-        # (at most ~8 MiB each)
+        # zstd's decompressobj has no output bound: feed it pieces of up to 16 KiB (4 KiB pieces cost 3x
+        # zstd's own decompression time in calls, 16 KiB about 1x); 16 KiB of crafted RLE blocks
+        # inflate to ~512 MiB, so pieces start at 256 bytes (at most ~8 MiB out) and double only while
+        # what comes out stays under 4 MiB; one that gives more than 32 MiB sends them back to 256
         piece, self._in = self._in[:self._zpiece], self._in[self._zpiece:]
         out = self._obj.decompress(piece)
         if len(out) > 8 * self._OUT:
             self._zpiece = 256
+        elif len(out) < self._OUT and self._zpiece < 16384:
+            self._zpiece *= 2
         return out
 
     def _needs_input(self) -> bool:
@@ -396,6 +401,10 @@ class Source:
             except StopIteration as stop:
                 cut = stop.value
                 break
+            if head:
+                # a decompressed piece can be far bigger than asked for (16 KiB of zstd RLE blocks:
+                # 512 MiB of newlines, half a billion lines to split): no more than the head reads
+                chunk = chunk[:HEAD_RAW_LIMIT - raw_read]
             raw_read += len(chunk)
             if decoder is None:
                 enc, bom = _detect_encoding(chunk)
@@ -411,7 +420,8 @@ class Source:
                 nuls += n
                 text = text.replace("\x00", "")
             bad += text.count("\ufffd")
-            parts = text.split("\n")
+            # (a head stops at HEAD_MAX_LINES lines: split no further, one part dropped and the carry aside)
+            parts = text.split("\n", HEAD_MAX_LINES + 1) if head else text.split("\n")
             if dropping:
                 if len(parts) == 1:
                     continue

@@ -4,6 +4,7 @@ torch/oom, oom/frameworks (parse_used, small files read whole). Format-free: eac
 prefilter, hint and `read(lines, src, opts)`."""
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from forensics.frames import owned, rows_where
@@ -59,3 +60,33 @@ def scan_used(lines: pl.DataFrame, src, opts, read) -> Parsed:
     out = read(lines, src, opts)
     out.meta.pop("_used_lines", None)
     return out
+
+
+def near(src, lines: pl.Series, before: int, after: int) -> dict[int, str]:
+    """The text of each of `lines` and of the `before` lines above and `after` below it, by line
+    number. A source not in memory (a big or compressed file, streamed) is read again for them, keeping
+    only those: its whole frame would be the whole file in memory (a job that loops on a CUDA OOM
+    prints gigabytes of it)."""
+    from forensics import ingest   # (ingest imports the parsers)
+    from forensics.io import lines as io_lines
+
+    at = lines.to_numpy()
+    if not at.size:
+        return {}
+    wanted = pl.Series("line", np.unique((at[:, None] + np.arange(-before, after + 1)).ravel()))
+    keep = pl.col("line").is_in(wanted.implode())
+    if src.is_read or not ingest.streamed(src):
+        kept = src.frame().filter(keep)
+    else:
+        parts, last = [], int(wanted[-1])
+        for b in io_lines.cleaned_batches(src):
+            if b.height and b["line"][0] > last:
+                break
+            parts.append(b.select("line", "text").filter(keep))
+        kept = pl.concat(parts) if parts else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+    return dict(zip(kept["line"].to_list(), kept["text"].to_list()))
+
+
+def between(near_lines: dict[int, str], start: int, stop: int) -> list[str]:
+    """The texts of lines start .. stop - 1 of a `near` result (as far as the file goes)."""
+    return [near_lines[i] for i in range(start, stop) if i in near_lines]

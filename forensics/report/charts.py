@@ -201,10 +201,21 @@ def build_charts(bundle, analysis, clock: Clock) -> tuple[list, list, dict]:
             g["labels"].append(r["label"])
     _merge_unplaced(groups)
 
+    # the findings a chart could show, by the key finding_on_chart compares first (every finding
+    # against every chart: 25 M calls for 5,000 GPUs)
+    by_key: dict[tuple, list] = defaultdict(list)
+    for f in findings:
+        by_key["pid", f.pid].append(f)
+        by_key["gpu", f.gpu].append(f)
+        by_key["series", f.series].append(f)
+
     def mentioned(g) -> bool:
         probe = {"kind": g["kind"], "pid": g["ident"], "gpu": g["ident"], "source": g["ident"],
                  "series": [{"series": s["series"]} for s in g["series"]]}
-        return any(finding_on_chart(f, probe) for f in findings)
+        key = {"process": "pid", "gpu": "gpu"}.get(g["kind"])
+        near = (by_key.get((key, g["ident"]), []) if key else
+                [f for name in {s["series"] for s in g["series"]} for f in by_key.get(("series", name), [])])
+        return any(finding_on_chart(f, probe) for f in near)
 
     def rank(g):
         return (not mentioned(g), {"time": 0, "step": 1, "index": 2}[g["xkind"]],

@@ -118,3 +118,21 @@ def test_a_log_that_grows_while_it_is_read_is_read_to_its_size_at_open(tmp_path,
 def _human(n: int) -> str:
     from forensics.units import human
     return human(n)
+
+
+def test_report_of_a_folder_without_subfolders_sniffs_its_files_once(tmp_path, monkeypatch):
+    """lines/line_1MiB_chars_4MB_bytes: after the report, the check for a folder of job folders sniffed
+    the folder's files again (3 s more for a first line of a million characters)."""
+    from forensics import cli
+    from forensics.scan import parsers as scan_parsers
+
+    for i in range(3):
+        (tmp_path / f"f{i}.log").write_text(f"[step {i}] allocated: {i} MB\n")
+    sniffed = []
+    monkeypatch.setattr(scan_parsers, "claim_file", lambda src: sniffed.append(src.path) or (None, ""))
+    cli._suggest_scan([str(tmp_path)])
+    assert sniffed == []
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "train.log").write_text("[step 1] allocated: 1 MB\n")
+    cli._suggest_scan([str(tmp_path)])
+    assert sniffed

@@ -266,3 +266,33 @@ def test_a_line_of_many_readings_costs_their_number_not_its_square():
     assert out.returncode == 0, out.stderr[-500:]
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
     assert peak_mb < 1500, peak_mb
+
+
+def test_an_oom_inside_a_big_log_is_read_without_the_whole_file_in_memory(tmp_path, monkeypatch):
+    """bombs/oom_lines: the CUDA OOM readers took the lines around each message from the file's whole
+    frame, so a big log with an OOM in it was held in memory whole (512 MB of OOM lines: 0.7 -> 1.3 GB).
+    A streamed log's lines around its messages are read again instead: the same events, no frame."""
+    from pathlib import Path
+
+    from hostile_cases import train_log
+
+    from forensics import ingest
+
+    samples = Path(__file__).resolve().parent.parent / "samples"
+    ooms = [(samples / d / f).read_text().split("\n", 1)[1]
+            for d, f in (("pytorch-oom", "torch_oom_01.txt"), ("framework-oom", sorted(
+                x.name for x in (samples / "framework-oom").iterdir())[0]))]
+    p = tmp_path / "train.log"
+    p.write_text(train_log(3000) + ooms[0] + train_log(500) + ooms[1] + train_log(200))
+    monkeypatch.setattr(lines, "MAX_BATCH_LINES", 1000)
+
+    def read(stream_from: int):
+        monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", stream_from)
+        src = Source.open(p, str(p))
+        info, results = ingest.parse_one(src, Options(tz="UTC"))
+        events = pl.concat([r.events for r in results if r.events.height])
+        return src, events.filter(pl.col("kind") == "gpu_oom").sort("line")
+
+    streamed, got = read(0)
+    assert not streamed.is_read and got.height == 2
+    assert got.equals(read(1 << 40)[1])

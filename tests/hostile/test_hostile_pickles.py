@@ -137,3 +137,13 @@ def test_sizes_past_64_bits_are_refused_in_one_line(tmp_path, where):
         seg["total_size"] = 1 << 63
     with pytest.raises(InputError, match="more than any device holds"):
         _read(tmp_path, pickle.dumps(snap, protocol=4))
+
+
+@pytest.mark.parametrize("flood", [b"2" * 4_000_000, b"\x94" * 4_000_000,
+                                   pytest.param(b"2" * 40_000_000, marks=pytest.mark.hostile_heavy),
+                                   pytest.param(b"\x94" * 40_000_000, marks=pytest.mark.hostile_heavy)])
+def test_a_dup_or_memoize_flood_is_refused_as_it_builds(tmp_path, flood):
+    """P41: 40 MB of DUP (or MEMOIZE) put 40 M references on the stack (or in the memo), 1 GB, and the
+    MEMOIZE ones were read one opcode at a time (10 s); pickle.dump writes neither run."""
+    with pytest.raises(InputError, match="more on the stack or in the memo than a snapshot holds"):
+        _read(tmp_path, snap_wrap(s8("x") + b"N" + flood))

@@ -91,3 +91,83 @@ def test_the_decompressed_budget_gives_the_bytes_up_to_it_then_the_error(tmp_pat
             while piece := d.read(1 << 20):
                 got += piece
     assert got == b"x" * limit
+
+
+def _lines_of(path, batch_bytes: int):
+    from forensics.io import lines
+    from forensics.io.sources import Source
+
+    stats = lines.ReadStats()
+    frames = list(lines.raw_batches(Source.open(path, str(path)), stats, batch_bytes))
+    return [(ln, t) for f in frames for ln, t in f.iter_rows()], stats.nuls, stats.lines
+
+
+def test_a_sparse_file_reads_as_its_nuls_without_reading_its_holes(tmp_path):
+    """sparse_20GB: a file of holes took 40 s to read as NULs. Its holes are skipped and counted now;
+    the lines, NUL count and line numbers are those of the same bytes written out, even where a line
+    (or a partial line the reader reads again) spans a hole."""
+    import random
+
+    rnd = random.Random(45)
+    sparse, dense = tmp_path / "sparse" / "train.log", tmp_path / "dense" / "train.log"
+    sparse.parent.mkdir()
+    dense.parent.mkdir()
+    block = 4096
+    with open(sparse, "wb") as s, open(dense, "wb") as d:
+        for k in range(60):
+            text = b"".join(b"[step %d] allocated: %d MB\n" % (rnd.randrange(10**6), rnd.randrange(100))
+                            for _ in range(rnd.randrange(0, 150)))[: rnd.randrange(1, 3 * block)]
+            at = k * 4 * block + rnd.choice([0, block - 7])
+            for fh in (s, d):
+                fh.seek(at)
+                fh.write(text)
+        s.truncate(60 * 4 * block + 3 * block)
+        d.seek(60 * 4 * block + 3 * block - 1)
+        d.write(b"\0")
+    if sparse.stat().st_blocks * 512 >= sparse.stat().st_size:
+        pytest.skip("this file system keeps no holes")
+    for batch in (3000, 10_000, 1 << 20):
+        got = _lines_of(sparse, batch)
+        assert got == _lines_of(dense, batch) and got[1] > 0
+
+
+@pytest.mark.parametrize("size", [64 << 20, pytest.param(20 << 30, marks=pytest.mark.hostile_heavy)])
+def test_a_file_of_one_hole_is_only_nuls(tmp_path, size):
+    from forensics import ingest
+    from forensics.io.sources import Source
+    from forensics.options import Options
+
+    p = tmp_path / "kern.log"
+    with open(p, "wb") as fh:
+        fh.truncate(size)
+    if p.stat().st_blocks:
+        pytest.skip("this file system keeps no holes")
+    info, _ = ingest.parse_one(Source.open(p, str(p)), Options(tz="UTC"))
+    assert info.format is None and f"it holds only NUL bytes ({size})" in info.problems[0]
+
+
+@pytest.mark.hostile_heavy
+def test_a_zstd_stream_of_one_long_line_stays_in_bounded_memory(tmp_path):
+    """bombs/zstd_rle_A_20GB ended "out of memory" at 5.3 GB: the decompressing thread's output, in
+    128 KiB pieces joined per call, piled up (2 GB of one line: 6.3 GB held)."""
+    import resource
+    import subprocess
+    import sys
+
+    d = tmp_path / "job"
+    d.mkdir()
+    _zstd_rle_bomb(d / "train.log.zst", ord("A"), 2 << 30)
+    out = subprocess.run([sys.executable, "-m", "forensics", "report", str(d), "-o", str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert "1 line too long" in out.stderr and "Traceback" not in out.stderr
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10 < 1500
+
+
+@pytest.mark.parametrize("byte", [ord("A"), ord("\n")])
+def test_zstd_rle_blocks_inflate_in_bounded_pieces_from_the_first(tmp_path, byte):
+    """bombs/zstd_rle_nl_20GB: the first 16 KiB of RLE blocks came out as one piece of 512 MiB (of
+    newlines: half a billion lines for the head to split, 5.3 GB held for 1 GB of them)."""
+    p = tmp_path / "a.zst"
+    _zstd_rle_bomb(p, byte, 64 << 20)
+    got, biggest = _all(p, "zstd")
+    assert len(got) == 64 << 20 and biggest <= 16 << 20

@@ -62,3 +62,28 @@ def test_a_leak_no_rate_can_be_given_for_says_so(rates):
 
     assert leaks._fmt_rate(rates[0], rates[1], 60.0, rates[2]) is None
     assert leaks._fmt_rate(rates[0], rates[1], 60.0, 1 << 20) == "1.00 MiB/sample"
+
+
+def test_many_gpus_each_leak_names_its_own_gpu_capacity(tmp_path):
+    """gpus_5000x40 (5,000 GPUs x 40 readings, 12 s): each GPU's leak looked up its capacity, and each
+    chart whether a finding names it, by a pass over every series or finding. A smaller copy: each
+    GPU's finding still has its own GPU's total, and the charts left out are of GPUs without one."""
+    from hostile_cases import CSV_HEADER, _ts
+
+    from forensics import pipeline
+    from forensics.options import Options
+    from forensics.report.charts import build_charts
+    from forensics.report.formatting import Clock
+
+    gpus = 30
+    rows = [CSV_HEADER] + [
+        f"{_ts('2026/11/30 04:', i)}, {g}, GPU-{g:08x}-0000-0000-0000-000000000000, 00000000:3B:00.0, H100, "
+        f"{81920 + 1024 * g} MiB, {1000 + (100 * i if g % 2 else 0) + g} MiB, [N/A]\n"
+        for i in range(40) for g in range(gpus)]
+    (tmp_path / "nvidia-smi.csv").write_text("".join(rows))
+    bundle, analysis = pipeline.run([str(tmp_path)], Options(tz="UTC"))
+    leaks = {f.gpu: f for f in analysis.findings if f.kind == "leak"}
+    assert sorted(leaks, key=int) == [str(g) for g in range(1, gpus, 2)]
+    assert all(f.detail["capacity_bytes"] == (81920 + 1024 * int(g)) << 20 for g, f in leaks.items())
+    charts, omitted, _ = build_charts(bundle, analysis, Clock("UTC"))
+    assert omitted and set(leaks) <= {c["gpu"] for c in charts if c["kind"] == "gpu"}

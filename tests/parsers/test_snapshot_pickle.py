@@ -111,6 +111,14 @@ def test_a_run_of_dups_reads_as_pickle_reads_it(dups):
     assert all(x is got[-1] for x in got[dups + 1:])
 
 
+@pytest.mark.parametrize("memos", [2, 3, 5000])
+def test_a_run_of_memoizes_reads_as_pickle_reads_it(memos):
+    """MEMOIZE of the same object again (pickle.dump never writes it) is taken a run at once."""
+    get = lambda i: b"j" + i.to_bytes(4, "little")   # LONG_BINGET
+    data = b"\x80\x04(\x8c\x01x" + b"\x94" * memos + get(0) + get(memos - 1) + b"\x8c\x01y\x94" + get(memos) + b"t."
+    assert load(data) == pickle.loads(data) == ("x", "x", "x", "y", "y")
+
+
 def test_a_flood_of_dups_is_bounded(monkeypatch):
     monkeypatch.setattr("forensics.parsers.torch.snapshot_pickle._MAX_STACK", 1000)
     with pytest.raises(Malformed, match="more on the stack"):

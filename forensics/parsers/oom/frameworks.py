@@ -212,7 +212,7 @@ def _same(a: dict, b: dict) -> bool:
 
 def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
     out = Parsed(clock="none")
-    frame = src.frame()
+    near = hint_reader.near(src, hits["line"], torch_oom.TRACEBACK_LOOKBACK, LOOKAHEAD)
     zone = opts.tz_for(src.path)
     events: list[dict] = []
     details: list[dict] = []
@@ -226,12 +226,11 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             out.skipped.add("mentions running out of memory without an error this reader knows", line_no)
             continue
         framework, m = found
-        after = frame.slice(line_no, LOOKAHEAD)["text"].to_list()
+        after = hint_reader.between(near, line_no + 1, line_no + 1 + LOOKAHEAD)
         if framework == "cuda" and any(_GGML.search(x) for x in after[:2]):
             used.append(line_no)   # ggml's cudaMalloc line: the buffer line after it is the error
             continue
-        lo = max(0, line_no - 1 - torch_oom.TRACEBACK_LOOKBACK)
-        above = frame.slice(lo, line_no - 1 - lo)["text"].to_list()
+        above = hint_reader.between(near, line_no - torch_oom.TRACEBACK_LOOKBACK, line_no)
         d = _facts(framework, m, raw, after, above)
         if framework == "ggml" and above and (c := _dialect(above[-1])) and c[0] == "cuda":
             d["error"] = c[1][0]   # the cudaMalloc line ggml prints right before

@@ -367,7 +367,7 @@ def line_time(text: str, zone: str, at_start: bool = False) -> tuple[datetime | 
 
 def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
     out = Parsed(clock="none")
-    frame = src.frame()
+    near = hint_reader.near(src, hits["line"], TRACEBACK_LOOKBACK, MAX_CONTINUATION)
     zone = opts.tz_for(src.path)
     events = []
     used_lines: list[int] = []
@@ -386,7 +386,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             continue
         prefix = raw[: m.start()]
         cls = m["cls"]
-        following = frame.slice(line_no, MAX_CONTINUATION)["text"].to_list()
+        following = hint_reader.between(near, line_no + 1, line_no + 1 + MAX_CONTINUATION)
         msg, joined = _join(raw[m.start("body"):], raw, following)
         consumed_until = line_no + joined
         used_lines.extend(range(line_no, line_no + joined + 1))
@@ -439,7 +439,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             process = c["svc"]
 
         lo = max(0, line_no - 1 - TRACEBACK_LOOKBACK)
-        above = frame.slice(lo, line_no - 1 - lo)["text"].to_list()
+        above = hint_reader.between(near, lo + 1, line_no)
         tb = traceback_frames(above)
         if tb:
             detail["traceback"] = tb

@@ -15,6 +15,7 @@ the stream at each EMPTY_DICT opcode inside a list's items, to read many of them
 """
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 from typing import Callable
@@ -49,8 +50,11 @@ _F64 = struct.Struct(">d").unpack_from
 # memo indices beyond this many past the end mean a damaged or hostile pickle (pickle.dump numbers
 # them in order), not a sparse memo to allocate
 _MEMO_GAP = 1 << 20
-_MAX_STACK = 50_000_000
+# pickle.dump puts a list's or dict's items on the stack 1000 at a time (then APPENDS/SETITEMS), so a
+# snapshot's stack holds about a thousand per open container; far more is a DUP flood
+_MAX_STACK = 1 << 20
 _DUPS = re.compile(rb"2*")
+_MEMOIZES = re.compile(rb"\x94*")
 _KEY_TYPES = (str, bool, type(None))
 _HASH_MOD = (1 << 61) - 1   # CPython hashes an int modulo this prime
 _KEY_NODES = 64             # items of a tuple key, counted through nested tuples
@@ -147,10 +151,16 @@ class PlainUnpickler:
             if self.base + have > self.limit:
                 raise TooBig(self.base + have)
         # what a hostile stream could pile up from few bytes (DUP, MEMOIZE: 8 bytes each per byte read)
-        if len(self.stack) > _MAX_STACK or len(self.memo) > self.limit // 16:
+        if len(self.stack) > _MAX_STACK or self._memo_past(self.base + have):
             raise Malformed(self.offset, "more on the stack or in the memo than a snapshot holds")
         self.buf = b"".join(parts) if len(parts) > 1 else rest
         self.pos = 0
+
+    def _memo_past(self, read: int) -> bool:
+        """More memo slots than `read` bytes of stream can have made: pickle.dump memoizes each object
+        once, after at least one byte of the object, so a slot costs two bytes (a gap of _MEMO_GAP
+        allowed)."""
+        return len(self.memo) > read // 2 + _MEMO_GAP
 
     def _take(self, n: int) -> bytes:
         if self.pos + n > len(self.buf):
@@ -280,6 +290,14 @@ class PlainUnpickler:
                 if not stack:
                     raise Malformed(self.base + pos - 1, "MEMOIZE with nothing on the stack")
                 memo.append(stack[-1])
+                if pos < len(buf) and buf[pos] == 0x94:
+                    # a run memoizes the same object again and again (pickle.dump never writes one):
+                    # taken at once, within the memo's bound
+                    n = _MEMOIZES.match(buf, pos).end() - pos
+                    memo.extend(itertools.repeat(stack[-1], n))
+                    pos += n
+                    if self._memo_past(self.base + pos):
+                        raise Malformed(self.base + pos, "more on the stack or in the memo than a snapshot holds")
             elif op == 0x8a:    # LONG1
                 n = buf[pos]
                 push(int.from_bytes(buf[pos + 1:pos + 1 + n], "little", signed=True))
@@ -412,7 +430,7 @@ class PlainUnpickler:
             n = _DUPS.match(self.buf, self.pos).end() - self.pos + 1
             if len(stack) + n > _MAX_STACK:
                 raise Malformed(self.base + at, "more on the stack or in the memo than a snapshot holds")
-            stack.extend([stack[-1]] * n)
+            stack.extend(itertools.repeat(stack[-1], n))
             self.pos += n - 1
         else:
             raise Malformed(self.base + at, f"byte 0x{op:02x} is not a pickle opcode")
