@@ -369,3 +369,16 @@ def test_a_short_job_s_trend_begins_after_its_start_up_under_noise():
     assert an.verdict == "leak", an.verdict_reason
     (f,) = leaks(an)
     assert 14.0 <= (f.start - T0).total_seconds() <= 16.0
+
+
+def test_a_warm_up_bending_into_its_plateau_is_no_leak_though_its_straight_part_stops():
+    """A fresh seed's job (life_warmup_release, seed 4158907872, case 219, GPU 1): after a restart memory
+    climbs 8.9 → 10.4 GiB ever more slowly. Its steepest straight stretch, judged alone up to its end, is a
+    line; the curve after it still rises, ever more slowly, so the whole is a warm-up, not a leak that
+    stopped at once (a false leak verdict before)."""
+    from evaluation.synthetic import suite
+    from forensics.detect import analyze
+    from forensics.model import Bundle
+    case = next(c for c in suite(4158907872, 0.5, "life_warmup_release") if c.name.startswith("219"))
+    an = analyze(Bundle(samples=case.samples.filter(pl.col("gpu") == "1"), events=case.events), None)
+    assert an.verdict != "leak", an.verdict_reason

@@ -236,9 +236,13 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
     # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
-    # The curve is judged up to the ramp's end: a flat top after it is the quiet tail, judged on its own
-    # length (`_still_growing`), not a slope that fell
-    if _decelerating(xb[i0:segs[k_last].i1], yb[i0:segs[k_last].i1], sigma_b):
+    # A flat top after the ramp counts as the slope falling unless the rise stopped at once: a straight
+    # rise after which no segment rises by an event's size (a pool that stopped growing, a cap) is
+    # judged up to its end, its flat top being the quiet tail (`_still_growing`); a curve that goes on
+    # rising ever more slowly after the ramp is a warm-up bending into its plateau
+    i1 = segs[k_last].i1
+    stopped = not any(t.y1 - t.y0 >= EVENT_SIGMAS * sigma_b for t in segs[k_last + 1:])
+    if _decelerating(xb[i0:], yb[i0:], sigma_b) and (not stopped or _decelerating(xb[i0:i1], yb[i0:i1], sigma_b)):
         return None
     if first_k > 0:
         prev = segs[first_k - 1]
