@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib
 import os
 import re
 import sys
+import types
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -837,6 +839,48 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=version_ca
     pass
 
 
+class _OnUse(type):
+    """A stand-in for class `__name__` of module `__module__`, which imports that module when the class is first
+    called or asked for an attribute (`Traceback.from_exception`)."""
+
+    def _real(cls):
+        return getattr(importlib.import_module(cls.__module__), cls.__name__)
+
+    def __call__(cls, *args, **kw):
+        return cls._real()(*args, **kw)
+
+    def __getattr__(cls, name: str):
+        return getattr(cls._real(), name)
+
+
+# what typer's help renderer (typer.rich_utils) imports at its top and uses only for another markup mode
+# ("markdown": markdown-it, pygments) or a crash's pretty traceback (rich.pretty, attrs): two thirds of
+# that module's import, and the largest part of what `--help` costs beyond importing typer and rich
+_HELP_SPARES = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+
+
+def _import_help_renderer() -> None:
+    """Import typer.rich_utils with stand-ins for the classes in `_HELP_SPARES`: the real module is imported
+    when one is used. The stand-ins leave `sys.modules` once it is imported, and where the typer installed
+    imports more from those modules than the stand-ins hold, it is imported as it is."""
+    spared = [m for m in _HELP_SPARES if m not in sys.modules]
+    if "typer.rich_utils" in sys.modules or not spared:
+        return
+    for name in spared:
+        stand_in = types.ModuleType(name)
+        setattr(stand_in, _HELP_SPARES[name], _OnUse(_HELP_SPARES[name], (), {"__module__": name}))
+        sys.modules[name] = stand_in
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        for name in spared:
+            del sys.modules[name]
+    if "typer.rich_utils" not in sys.modules:   # (the ImportError above)
+        import typer.rich_utils  # noqa: F401,F811
+
+
 _SET_BY_MAIN: list[str] = []   # environment variables main() set, which `record` takes back from the user's command
 
 
@@ -851,6 +895,8 @@ def main() -> None:
     # collections then pass over the heap that polars, numpy and the parsers built, instead of walking
     # all of it (a short run's exit, docs/benchmarks.md); the process ending frees it anyway
     atexit.register(gc.freeze)
+    if len(sys.argv) < 2 or not {"-h", "--help"}.isdisjoint(sys.argv[1:]):   # (no arguments: the help too)
+        _import_help_renderer()
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
