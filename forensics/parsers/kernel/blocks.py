@@ -185,10 +185,11 @@ class Reader:
         self.batch_bytes = batch_bytes or line_reader.BATCH_BYTES
         self.pool: ThreadPoolExecutor | None = None
 
-    def _parse(self, buf: bytes, end: int, first_line: int, stats: line_reader.ReadStats):
+    def _parse(self, buf: bytes, end: int, first_line: int, stats: line_reader.ReadStats, newlines: int | None = None):
         """line_reader.raw_batches' `parse`: a RawBatch, or the general reader's frame. (Whether the bytes
         are UTF-8 without NULs is found by the workers: a RawBatch that is not is read by the general
-        reader when its turn comes, see RawBatch.analysis.)"""
+        reader when its turn comes, see RawBatch.analysis.) The blocks' newlines are counted block by
+        block; `newlines` is not needed."""
         stats.raw = None
         if end == 0 or buf.startswith(_BOM):
             return line_reader.parse_buffer(buf, end, first_line, stats)
