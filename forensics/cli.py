@@ -121,6 +121,22 @@ class _Say:
 
 say = _Say()
 
+
+def _imported() -> None:
+    """A command's modules are imported: what they made (modules, functions, compiled regexes, classes;
+    hundreds of thousands of objects, none of them garbage) goes to the collector's permanent generation,
+    never walked again, and collection starts. main() holds it off until then: collecting while they
+    are made walks them again and again (about 30 ms of CPU of a report's start-up). Frozen once: a
+    process that runs commands again (a test's) imports nothing new."""
+    global _FROZEN
+    if not _FROZEN:
+        _FROZEN = True
+        gc.freeze()
+    gc.enable()
+
+
+_FROZEN = False
+
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
@@ -416,6 +432,7 @@ def report(
     from forensics import report as rep
     from forensics.report.write import write_text
 
+    _imported()
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
@@ -460,6 +477,8 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from forensics.errors import InputError
     from forensics.io import archives
     from forensics.io.sources import Source, discover
+
+    _imported()
 
     if sys.stdout is None:   # started with stdout closed (>&-): the listing would be lost
         raise UsageError("sniff: cannot write the listing, stdout is closed, run it without closing stdout")
@@ -537,6 +556,8 @@ def timeline(
     from forensics import pipeline
     from forensics import timeline as tl
 
+    _imported()
+
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
@@ -580,6 +601,8 @@ def compare(
     from forensics import compare as cmp
     from forensics import report as rep
     from forensics.report.write import write_text
+
+    _imported()
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
@@ -626,6 +649,8 @@ def record(
 ) -> None:
     """Run a command with nvidia-smi, compute-apps and kernel-log loggers beside it, then write its report."""
     from forensics import record as rec
+
+    _imported()
 
     for name in _SET_BY_MAIN:   # the user's command runs with the environment it was given
         os.environ.pop(name, None)
@@ -703,6 +728,8 @@ def scan(
     import time as _t
 
     from forensics import scan as sc
+
+    _imported()
 
     say.set(quiet, verbose)
     if job_pattern:
@@ -895,6 +922,7 @@ def main() -> None:
     # collections then pass over the heap that polars, numpy and the parsers built, instead of walking
     # all of it (a short run's exit, docs/benchmarks.md); the process ending frees it anyway
     atexit.register(gc.freeze)
+    gc.disable()   # until the command's imports are done (_imported)
     if len(sys.argv) < 2 or not {"-h", "--help"}.isdisjoint(sys.argv[1:]):   # (no arguments: the help too)
         _import_help_renderer()
     try:
@@ -916,6 +944,8 @@ def main() -> None:
         if isinstance(e, typer.Abort):   # click's Abort, under either copy
             sys.exit(130)
         raise
+    finally:
+        gc.enable()   # (main() called in a process that goes on: a test's)
 
 
 if __name__ == "__main__":
