@@ -871,7 +871,10 @@ class _OnUse(type):
     called or asked for an attribute (`Traceback.from_exception`)."""
 
     def _real(cls):
-        return getattr(importlib.import_module(cls.__module__), cls.__name__)
+        real = getattr(importlib.import_module(cls.__module__), cls.__name__)
+        if real is cls:   # used while typer.rich_utils is imported: that import is then made plainly
+            raise ImportError(f"{cls.__module__}.{cls.__name__} used while the help renderer is imported")
+        return real
 
     def __call__(cls, *args, **kw):
         return cls._real()(*args, **kw)

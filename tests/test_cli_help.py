@@ -90,3 +90,19 @@ def test_the_stand_ins_give_the_real_classes_when_used():
 
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+
+
+def test_a_typer_that_imports_more_than_the_stand_ins_hold_gets_the_real_modules():
+    # (a stand-in module holding another class than the one typer imports: its import fails, and is made plainly)
+    code = ("import sys\n"
+            "from forensics import cli\n"
+            "cli._HELP_SPARES = {'rich.markdown': 'NotWhatTyperImports'}\n"
+            "cli._import_help_renderer()\n"
+            "from typer import rich_utils\n"
+            "import rich.markdown\n"
+            "assert rich_utils.Markdown is rich.markdown.Markdown\n")
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
