@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import atexit
 import gc
-import importlib
 import os
 import re
 import sys
-import types
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -21,6 +19,7 @@ import typer
 import typer.core
 from rich.console import Console
 
+from forensics import startup
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone, unused_flags
 from forensics.units import parse_size
@@ -121,21 +120,6 @@ class _Say:
 
 say = _Say()
 
-
-def _imported() -> None:
-    """A command's modules are imported: what they made (modules, functions, compiled regexes, classes;
-    hundreds of thousands of objects, none of them garbage) goes to the collector's permanent generation,
-    never walked again, and collection starts. main() holds it off until then: collecting while they
-    are made walks them again and again (about 30 ms of CPU of a report's start-up). Frozen once: a
-    process that runs commands again (a test's) imports nothing new."""
-    global _FROZEN
-    if not _FROZEN:
-        _FROZEN = True
-        gc.freeze()
-    gc.enable()
-
-
-_FROZEN = False
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -432,7 +416,7 @@ def report(
     from forensics import report as rep
     from forensics.report.write import write_text
 
-    _imported()
+    startup.imported()
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
@@ -478,7 +462,7 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from forensics.io import archives
     from forensics.io.sources import Source, discover
 
-    _imported()
+    startup.imported()
 
     if sys.stdout is None:   # started with stdout closed (>&-): the listing would be lost
         raise UsageError("sniff: cannot write the listing, stdout is closed, run it without closing stdout")
@@ -556,7 +540,7 @@ def timeline(
     from forensics import pipeline
     from forensics import timeline as tl
 
-    _imported()
+    startup.imported()
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
@@ -602,7 +586,7 @@ def compare(
     from forensics import report as rep
     from forensics.report.write import write_text
 
-    _imported()
+    startup.imported()
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
@@ -650,7 +634,7 @@ def record(
     """Run a command with nvidia-smi, compute-apps and kernel-log loggers beside it, then write its report."""
     from forensics import record as rec
 
-    _imported()
+    startup.imported()
 
     for name in _SET_BY_MAIN:   # the user's command runs with the environment it was given
         os.environ.pop(name, None)
@@ -729,7 +713,7 @@ def scan(
 
     from forensics import scan as sc
 
-    _imported()
+    startup.imported()
 
     say.set(quiet, verbose)
     if job_pattern:
@@ -866,51 +850,6 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=version_ca
     pass
 
 
-class _OnUse(type):
-    """A stand-in for class `__name__` of module `__module__`, which imports that module when the class is first
-    called or asked for an attribute (`Traceback.from_exception`)."""
-
-    def _real(cls):
-        real = getattr(importlib.import_module(cls.__module__), cls.__name__)
-        if real is cls:   # used while typer.rich_utils is imported: that import is then made plainly
-            raise ImportError(f"{cls.__module__}.{cls.__name__} used while the help renderer is imported")
-        return real
-
-    def __call__(cls, *args, **kw):
-        return cls._real()(*args, **kw)
-
-    def __getattr__(cls, name: str):
-        return getattr(cls._real(), name)
-
-
-# what typer's help renderer (typer.rich_utils) imports at its top and uses only for another markup mode
-# ("markdown": markdown-it, pygments) or a crash's pretty traceback (rich.pretty, attrs): two thirds of
-# that module's import, and the largest part of what `--help` costs beyond importing typer and rich
-_HELP_SPARES = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
-
-
-def _import_help_renderer() -> None:
-    """Import typer.rich_utils with stand-ins for the classes in `_HELP_SPARES`: the real module is imported
-    when one is used. The stand-ins leave `sys.modules` once it is imported, and where the typer installed
-    imports more from those modules than the stand-ins hold, it is imported as it is."""
-    spared = [m for m in _HELP_SPARES if m not in sys.modules]
-    if "typer.rich_utils" in sys.modules or not spared:
-        return
-    for name in spared:
-        stand_in = types.ModuleType(name)
-        setattr(stand_in, _HELP_SPARES[name], _OnUse(_HELP_SPARES[name], (), {"__module__": name}))
-        sys.modules[name] = stand_in
-    try:
-        import typer.rich_utils  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        for name in spared:
-            del sys.modules[name]
-    if "typer.rich_utils" not in sys.modules:   # (the ImportError above)
-        import typer.rich_utils  # noqa: F401,F811
-
-
 _SET_BY_MAIN: list[str] = []   # environment variables main() set, which `record` takes back from the user's command
 
 
@@ -925,9 +864,9 @@ def main() -> None:
     # collections then pass over the heap that polars, numpy and the parsers built, instead of walking
     # all of it (a short run's exit, docs/benchmarks.md); the process ending frees it anyway
     atexit.register(gc.freeze)
-    gc.disable()   # until the command's imports are done (_imported)
+    gc.disable()   # until the command's imports are done (startup.imported)
     if len(sys.argv) < 2 or not {"-h", "--help"}.isdisjoint(sys.argv[1:]):   # (no arguments: the help too)
-        _import_help_renderer()
+        startup.import_help_renderer()
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)

@@ -34,7 +34,7 @@ def test_top_level_help_has_examples():
 
 
 # --help imports typer's help renderer with stand-ins for what it imports and this app's help does not use
-# (rich.markdown, rich.traceback: forensics.cli._HELP_SPARES); the help must read the same as with the real ones
+# (rich.markdown, rich.traceback: forensics.startup.HELP_SPARES); the help must read the same as with the real ones
 _PRINT_HELP = ("import contextlib, io, json, sys\n"
                "{before}"
                "sys.argv = ['gpu-forensics', *{args!r}]\n"
@@ -74,8 +74,8 @@ def test_help_reads_the_same_without_the_modules_it_spares(args):
 def test_the_stand_ins_give_the_real_classes_when_used():
     # a crash's pretty traceback (`Traceback.from_exception`) and the markdown mode (`Markdown(text)`)
     code = ("import sys\n"
-            "from forensics import cli\n"
-            "cli._import_help_renderer()\n"
+            "from forensics import startup\n"
+            "startup.import_help_renderer()\n"
             "from typer import rich_utils\n"
             "assert 'rich.markdown' not in sys.modules\n"
             "try:\n"
@@ -95,9 +95,9 @@ def test_the_stand_ins_give_the_real_classes_when_used():
 def test_a_typer_that_imports_more_than_the_stand_ins_hold_gets_the_real_modules():
     # (a stand-in module holding another class than the one typer imports: its import fails, and is made plainly)
     code = ("import sys\n"
-            "from forensics import cli\n"
-            "cli._HELP_SPARES = {'rich.markdown': 'NotWhatTyperImports'}\n"
-            "cli._import_help_renderer()\n"
+            "from forensics import startup\n"
+            "startup.HELP_SPARES = {'rich.markdown': 'NotWhatTyperImports'}\n"
+            "startup.import_help_renderer()\n"
             "from typer import rich_utils\n"
             "import rich.markdown\n"
             "assert rich_utils.Markdown is rich.markdown.Markdown\n")
