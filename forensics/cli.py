@@ -19,6 +19,7 @@ import typer
 import typer.core
 from rich.console import Console
 
+from forensics import startup
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone, unused_flags
 from forensics.units import parse_size
@@ -118,6 +119,7 @@ class _Say:
 
 
 say = _Say()
+
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -423,6 +425,7 @@ def report(
     from forensics import report as rep
     from forensics.report.write import write_text
 
+    startup.imported()
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
@@ -467,6 +470,8 @@ def sniff(paths: Annotated[list[str], typer.Argument(help="Files or folders.")])
     from forensics.errors import InputError
     from forensics.io import archives
     from forensics.io.sources import Source, discover
+
+    startup.imported()
 
     if sys.stdout is None:   # started with stdout closed (>&-): the listing would be lost
         raise UsageError("sniff: cannot write the listing, stdout is closed, run it without closing stdout")
@@ -559,6 +564,8 @@ def timeline(
     from forensics import pipeline
     from forensics import timeline as tl
 
+    startup.imported()
+
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
@@ -602,6 +609,8 @@ def compare(
     from forensics import compare as cmp
     from forensics import report as rep
     from forensics.report.write import write_text
+
+    startup.imported()
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
@@ -648,6 +657,8 @@ def record(
 ) -> None:
     """Run a command with nvidia-smi, compute-apps and kernel-log loggers beside it, then write its report."""
     from forensics import record as rec
+
+    startup.imported()
 
     for name in _SET_BY_MAIN:   # the user's command runs with the environment it was given
         os.environ.pop(name, None)
@@ -725,6 +736,8 @@ def scan(
     import time as _t
 
     from forensics import scan as sc
+
+    startup.imported()
 
     say.set(quiet, verbose)
     if job_pattern:
@@ -875,6 +888,9 @@ def main() -> None:
     # collections then pass over the heap that polars, numpy and the parsers built, instead of walking
     # all of it (a short run's exit, docs/benchmarks.md); the process ending frees it anyway
     atexit.register(gc.freeze)
+    gc.disable()   # until the command's imports are done (startup.imported)
+    if len(sys.argv) < 2 or not {"-h", "--help"}.isdisjoint(sys.argv[1:]):   # (no arguments: the help too)
+        startup.import_help_renderer()
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
@@ -894,6 +910,8 @@ def main() -> None:
         if isinstance(e, typer.Abort):   # click's Abort, under either copy
             sys.exit(130)
         raise
+    finally:
+        gc.enable()   # (main() called in a process that goes on: a test's)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-# Readings kept at full resolution; beyond, series are thinned. A day of 1 Hz readings of 8 GPUs
-# (0.7 M) is kept whole; a month of them keeps one reading in 32 (the lowest and the highest of every
-# 64: a point every ~30 s per GPU, finer than any chart or onset needs). What comes after reading
-# (GPU ids, detection, the report's tables) costs time in proportion to it.
-MAX_READINGS = 1_000_000
+# Readings kept at full resolution; beyond, series are thinned. A few hours of 1 Hz readings of 8 GPUs
+# are kept whole; a week of them keeps one reading in 32 (the lowest and the highest of every 64: a
+# point every ~30 s per GPU), a month one in 128 (every ~2 minutes: finer than any chart draws, and
+# bench/perf.py's planted onset is still found within 0.2 % of the span). What comes after reading
+# (GPU ids, detection, the report's tables) costs time in proportion to it (docs/benchmarks.md).
+MAX_READINGS = 250_000
 
 SERIES_KEYS = ("host", "gpu", "pid", "series")
 

@@ -132,7 +132,7 @@ def _bytes_of(path: Path, monkeypatch, batch_bytes: int, block: int):
     """The same through ingest's streamed reading, whose kernel batches are bytes (kernel/blocks.py)."""
     monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(lines, "BATCH_BYTES", batch_bytes)
-    monkeypatch.setattr(blocks, "BLOCK", block)
+    monkeypatch.setattr(lines, "NEWLINE_PIECE", block)   # the blocks' size
     used = []
     orig = KernelReader.feed_raw
 

@@ -4,7 +4,7 @@ reading are decoded.
 The kernel reader (kernel/reader.py) needs, of a month of kern.log, the lines that match its hint or a
 free-text scanner's prefilter (a few hundred), the lines around them, the first and last lines and the
 line count. Cutting a gigabyte into millions of polars rows to find them costs more than everything
-else together, so each batch's bytes are left whole: they are cut into blocks of about BLOCK bytes at
+else together, so each batch's bytes are left whole: they are cut into blocks of about 256 kB at
 newlines, and a block is decoded into (line, text) rows only when
 
 - it is not ASCII (then nothing below is assumed), or
@@ -31,10 +31,12 @@ import polars as pl
 from forensics.io import lines as line_reader
 from forensics.io.lines import MAX_LINE_CHARS
 
-# Blocks tested whole: small enough that a hit decodes few lines, big
-# enough that the 256 of a batch make a cheap Series. Also the longest newline-free run accepted (a
-# longer one may be an over-long line, which the general path drops and counts).
-BLOCK = min(1 << 18, MAX_LINE_CHARS)
+# Blocks are tested whole: one per piece of line_reader.NEWLINE_PIECE bytes (256 kB: small enough that
+# a hit decodes few lines, big enough that the 256 of a batch make a cheap Series). Block k ends at the
+# last newline of piece k, so that its newlines are those the line reader counted in that piece
+# (newline_counts). A piece without one is a newline-free run of its size, which may be an over-long
+# line: the general path drops and counts those (a line over MAX_LINE_CHARS holds whole pieces).
+assert line_reader.NEWLINE_PIECE * 4 <= MAX_LINE_CHARS
 _BOM = b"\xef\xbb\xbf"
 
 def block_prefilter(literals: list[str], pipe: bool) -> tuple[list[str], bool]:
@@ -185,26 +187,21 @@ class Reader:
         self.batch_bytes = batch_bytes or line_reader.BATCH_BYTES
         self.pool: ThreadPoolExecutor | None = None
 
-    def _parse(self, buf: bytes, end: int, first_line: int, stats: line_reader.ReadStats):
+    def _parse(self, buf: bytes, end: int, first_line: int, stats: line_reader.ReadStats,
+               piece_newlines: np.ndarray | None = None):
         """line_reader.raw_batches' `parse`: a RawBatch, or the general reader's frame. (Whether the bytes
         are UTF-8 without NULs is found by the workers: a RawBatch that is not is read by the general
-        reader when its turn comes, see RawBatch.analysis.)"""
+        reader when its turn comes, see RawBatch.analysis.) `piece_newlines`: the line reader's
+        newline_counts(buf, end), which are the blocks' (counted here when not given)."""
         stats.raw = None
         if end == 0 or buf.startswith(_BOM):
             return line_reader.parse_buffer(buf, end, first_line, stats)
-        offs = [0]
-        i = 0
-        while end - i > BLOCK:
-            j = buf.rfind(b"\n", i, i + BLOCK) + 1
-            if j == 0:
-                return line_reader.parse_buffer(buf, end, first_line, stats)   # a line that may be too long
-            offs.append(j)
-            i = j
-        if end - i >= BLOCK and buf[end - 1:end] != b"\n" and buf.rfind(b"\n", i, end) < 0:
-            return line_reader.parse_buffer(buf, end, first_line, stats)
-        offs.append(end)
-        a = np.frombuffer(buf, dtype=np.uint8, count=end)
-        counts = np.array([np.count_nonzero(a[s:e] == 10) for s, e in zip(offs, offs[1:])], dtype=np.int64)
+        counts = line_reader.newline_counts(buf, end) if piece_newlines is None else piece_newlines
+        piece = line_reader.NEWLINE_PIECE
+        if not counts[:end // piece].all():
+            return line_reader.parse_buffer(buf, end, first_line, stats)   # a line that may be too long
+        # (piece k - 1 holds a newline: block k - 1 ends after its last one)
+        offs = [0, *(buf.rfind(b"\n", (k - 1) * piece, k * piece) + 1 for k in range(1, counts.size)), end]
         rb = RawBatch(buf, end, first_line, offs, counts, partial=buf[end - 1:end] != b"\n")
         rb.stats = stats
         # two workers, each half of the blocks

@@ -434,7 +434,8 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
         return None
     buf, end, *skip = raw
     n = m.ncols
-    if buf.find(b"\r", 0, end) >= 0 and buf.count(b"\r", 0, end) != buf.count(b"\r\n", 0, end):
+    lazy = isinstance(batch, ByteLines)   # (their bytes hold no CR: io.lines.parse_bytes)
+    if not lazy and buf.find(b"\r", 0, end) >= 0 and buf.count(b"\r", 0, end) != buf.count(b"\r\n", 0, end):
         return None   # a CR inside a line: the CSV reader would end the row there
     start = 0
     for _ in range(sum(skip)):
@@ -443,7 +444,6 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
         return None
     memory = {m.roles[r] for r in MEMORY if r in m.roles}
     want = plain_cells(m)
-    lazy = isinstance(batch, ByteLines)
     first = batch.first if lazy else int(batch["line"][0])
     text = batch.text() if lazy else batch["text"]
 
