@@ -13,7 +13,7 @@ import sys
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 import typer.core
@@ -23,9 +23,6 @@ from forensics import startup
 from forensics.errors import ForensicsError, UsageError
 from forensics.options import Options, check_columns, check_zone, unused_flags
 from forensics.units import parse_size
-
-if TYPE_CHECKING:
-    from forensics.report.write import Target
 
 _CLICK_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT"}
 
@@ -308,39 +305,6 @@ def _suggest_scan(paths: list[str]) -> None:
                          f"`gpu-forensics scan {p}` writes a report per job and an index")
 
 
-def _output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
-    """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
-    given as a file fails now, not after the analysis; two documents cannot share stdout."""
-    from forensics.report.write import STDOUT, target
-
-    on_stdout = [flag for flag, dest in named if dest == STDOUT]
-    if len(on_stdout) > 1:
-        raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
-                         "(the documents would run together), write the others to files")
-    outs = {flag: target(dest, flag) for flag, dest in named if dest}
-    _refuse_clashes(list(outs.values()), inputs)
-    return outs
-
-
-def _refuse_clashes(outs: list[Target], inputs: list[str]) -> None:
-    """Outputs compared after resolving links: two naming one file would keep only the last, and one
-    naming an input file would replace the log it is made from. Devices (/dev/null) are exempt."""
-    from forensics.io.sources import discover
-
-    files = [t for t in outs if t.path is not None and not t.direct]
-    seen: dict[Path, Target] = {}
-    for t in files:
-        first = seen.setdefault(t.path, t)
-        if first is not t:
-            raise UsageError(f"{first.where()} and {t.where()}: both name the file {t.path}, only the last would "
-                             "be kept, give each output its own name")
-    read = {p.resolve(): shown for p, shown in discover(inputs).files}
-    for t in files:
-        if t.path in read:
-            raise UsageError(f"{t.where()}: names the input {read[t.path]}, writing it would replace that log, "
-                             "give the output another name")
-
-
 # The options that `report`, `timeline` and `scan` share, each written once
 TzOption = Annotated[Optional[list[str]], typer.Option(
     "--tz", help="Zone of clocks without one (IANA name), or FILE=ZONE for one file (glob allowed; it must match an input). Repeatable.")]
@@ -423,13 +387,13 @@ def report(
 
     from forensics import pipeline
     from forensics import report as rep
-    from forensics.report.write import write_text
+    from forensics.report.write import output_targets, write_text
 
     startup.imported()
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
-    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
+    outs = output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], paths)
     prog, cb = _progress()
     if prog:
         with prog:
@@ -563,6 +527,7 @@ def timeline(
 
     from forensics import pipeline
     from forensics import timeline as tl
+    from forensics.report.write import refuse_clashes
 
     startup.imported()
 
@@ -570,7 +535,7 @@ def timeline(
     opts = build_options(tz, year, boot_time, start, end, interval, columns, max_snapshot_size, archive_max_size,
                          archive_max_members, max_snapshot_objects, max_decompressed, max_series, max_document_size)
     # a bad name, a missing folder or an input as output fails before the work
-    _refuse_clashes(tl.aligned_targets(output), paths)
+    refuse_clashes(tl.aligned_targets(output), paths)
     bundle = pipeline.load(paths, opts, stage=say.stage)
     _print_problems(bundle)
     if not any(i.format for i in bundle.inputs):
@@ -608,13 +573,13 @@ def compare(
     """Compare a run before a fix with one after it: fixed, regressed, still leaking, or no leak."""
     from forensics import compare as cmp
     from forensics import report as rep
-    from forensics.report.write import write_text
+    from forensics.report.write import output_targets, write_text
 
     startup.imported()
 
     say.set(quiet, verbose)
     opts = build_options(tz, year, boot_time, None)
-    outs = _output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], [before, after])
+    outs = output_targets([("-o", output), ("--json", json_out), ("--md", md_out)], [before, after])
     sides = []
     for name, path in (("before", before), ("after", after)):
         side = cmp.analyze(name, [path], opts, stage=say.stage)

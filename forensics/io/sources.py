@@ -383,6 +383,21 @@ class Source:
                     return None
                 yield chunk
 
+    def _decode(self, decoder, chunk: bytes) -> tuple:
+        """The decoder, the text of one raw piece without its NULs, and their count; the first piece
+        sets the encoding and shows whether the file is text at all."""
+        if decoder is None:
+            enc, bom = _detect_encoding(chunk)
+            self.encoding = enc
+            chunk = chunk[bom:]
+            decoder = codecs.getincrementaldecoder(enc)(errors="replace")
+            text = decoder.decode(chunk)
+            check_binary(self.path, chunk, text)
+        else:
+            text = decoder.decode(chunk)
+        n = text.count("\x00")
+        return decoder, (text.replace("\x00", "") if n else text), n
+
     def _read_lines(self, head: bool) -> _Read:
         """Stream, decode and split into lines. For the head: stop after HEAD_LINES lines or
         HEAD_BYTES of text (or HEAD_RAW_LIMIT raw bytes), dropping the line cut by the stop."""
@@ -406,19 +421,8 @@ class Source:
                 # 512 MiB of newlines, half a billion lines to split): no more than the head reads
                 chunk = chunk[:HEAD_RAW_LIMIT - raw_read]
             raw_read += len(chunk)
-            if decoder is None:
-                enc, bom = _detect_encoding(chunk)
-                self.encoding = enc
-                chunk = chunk[bom:]
-                decoder = codecs.getincrementaldecoder(enc)(errors="replace")
-                text = decoder.decode(chunk)
-                check_binary(self.path, chunk, text)
-            else:
-                text = decoder.decode(chunk)
-            if "\x00" in text:
-                n = text.count("\x00")
-                nuls += n
-                text = text.replace("\x00", "")
+            decoder, text, n = self._decode(decoder, chunk)
+            nuls += n
             bad += text.count("\ufffd")
             # (a head stops at HEAD_MAX_LINES lines: split no further, one part dropped and the carry aside)
             parts = text.split("\n", HEAD_MAX_LINES + 1) if head else text.split("\n")

@@ -131,3 +131,34 @@ def replace_file(path: Path, data: str | bytes | Callable[[BinaryIO], None]) -> 
         replace(real, lambda fh: fh.write(blob))
     else:
         replace(real, data)
+
+
+def output_targets(named: list[tuple[str, str | None]], inputs: list[str]) -> dict[str, Target]:
+    """The outputs (flag, name) the user gave, checked before any work: a missing folder or a folder
+    given as a file fails now, not after the analysis; two documents cannot share stdout."""
+    on_stdout = [flag for flag, dest in named if dest == STDOUT]
+    if len(on_stdout) > 1:
+        raise UsageError(f"{' and '.join(f'{f} -' for f in on_stdout)}: only one output can go to stdout "
+                         "(the documents would run together), write the others to files")
+    outs = {flag: target(dest, flag) for flag, dest in named if dest}
+    refuse_clashes(list(outs.values()), inputs)
+    return outs
+
+
+def refuse_clashes(outs: list[Target], inputs: list[str]) -> None:
+    """Outputs compared after resolving links: two naming one file would keep only the last, and one
+    naming an input file would replace the log it is made from. Devices (/dev/null) are exempt."""
+    from forensics.io.sources import discover
+
+    files = [t for t in outs if t.path is not None and not t.direct]
+    seen: dict[Path, Target] = {}
+    for t in files:
+        first = seen.setdefault(t.path, t)
+        if first is not t:
+            raise UsageError(f"{first.where()} and {t.where()}: both name the file {t.path}, only the last would "
+                             "be kept, give each output its own name")
+    read = {p.resolve(): shown for p, shown in discover(inputs).files}
+    for t in files:
+        if t.path in read:
+            raise UsageError(f"{t.where()}: names the input {read[t.path]}, writing it would replace that log, "
+                             "give the output another name")
