@@ -213,7 +213,23 @@ def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
 
 def has_us_clock(text: pl.Series) -> bool:
     """Whether a line may start with the `%m/%d/%Y` clock (TS_US): it needs a '/'."""
+    small = small_text(text)
+    if small is not None:
+        return "/" in small
     return bool(text.str.contains("/", literal=True).any())
+
+
+# Text up to this size is searched for literals in Python, as one string: each polars query has a fixed
+# cost that is many times the search of a small text (a job of many one-line logs pays it per file).
+SMALL_TEXT_BYTES = 1 << 16
+
+
+def small_text(text: pl.Series) -> str | None:
+    """The lines of `text` joined by newlines, if they are small (SMALL_TEXT_BYTES); else None (search
+    them with polars). A literal without a newline is in the string iff it is in one of the lines."""
+    if text.estimated_size() > SMALL_TEXT_BYTES:
+        return None
+    return "\n".join(x for x in text.to_list() if x is not None)
 
 
 def clock_of(*frames: pl.DataFrame) -> str:
@@ -236,10 +252,16 @@ def json_detail(*exprs: pl.Expr) -> pl.Expr:
 def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     """One row per reading context: tqdm refreshes (`\\r`) and ranks glued on one line
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
-    body = strip_line_time(pl.col("text"), has_us_clock(df["text"])).str.replace_all("\r", "\n", literal=True)
-    if df["text"].str.contains("[Rank ", literal=True).any():   # (else no regex to compile)
+    small = small_text(df["text"])
+
+    def holds(literal: str) -> bool:
+        return literal in small if small is not None else bool(df["text"].str.contains(literal, literal=True).any())
+
+    slash = holds("/")
+    body = strip_line_time(pl.col("text"), slash).str.replace_all("\r", "\n", literal=True)
+    if holds("[Rank "):   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
-    if df["text"].str.contains("/", literal=True).any():   # (KEY_PAIR needs a `/`)
+    if slash:   # (KEY_PAIR needs a `/`; so does TS_US, has_us_clock)
         body = body.str.replace_all(KEY_PAIR, "${k1}: ${n1}${u1}, ${k2}: ${n2}${u2}")
     split = body.str.split("\n")
     return (df.with_columns(split.alias("piece_text"))
@@ -263,11 +285,14 @@ def _series_of_key(key: str) -> str | None:
     return _SERIES_OF_KEY.get(k)
 
 
-def _folded(pieces: pl.DataFrame) -> pl.DataFrame:
+def _folded(pieces: pl.DataFrame) -> pl.DataFrame | str:
     """All the pieces' text, lowercased, as one string (for _pieces_hold): a literal search of one
-    string costs a fraction of a case-insensitive search of each piece. (Past FOLD_BYTES, each piece
-    lowercased on its own: a string of polars holds at most 4 GiB.)"""
+    string costs a fraction of a case-insensitive search of each piece. (Small pieces: a Python string;
+    past FOLD_BYTES, each piece lowercased on its own: a string of polars holds at most 4 GiB.)"""
     t = pl.col("piece_text")
+    small = small_text(pieces["piece_text"])
+    if small is not None:
+        return small.lower()
     if (pieces.select(t.str.len_bytes().sum()).item() or 0) > FOLD_BYTES:
         return pieces.select(t.str.to_lowercase())
     return pieces.select(t.str.join("\n").str.to_lowercase())
@@ -276,10 +301,12 @@ def _folded(pieces: pl.DataFrame) -> pl.DataFrame:
 FOLD_BYTES = 1 << 30
 
 
-def _pieces_hold(folded: pl.DataFrame, words: dict[str, list[str]]) -> dict[str, bool]:
+def _pieces_hold(folded: pl.DataFrame | str, words: dict[str, list[str]]) -> dict[str, bool]:
     """For each name: whether some piece holds one of its words, in any case (one query over _folded's
     string; its lowercasing also folds a few letters outside ASCII, which only lets a regex run). A
     word stands for a (?i) regex only if it has no k or s, which (?i) also matches outside ASCII (K, ſ)."""
+    if isinstance(folded, str):   # (small pieces: _folded's string)
+        return {name: any(x.lower() in folded for x in w) for name, w in words.items()}
     t = pl.col("piece_text")
     return dict(zip(words, folded.select(
         pl.any_horizontal([t.str.contains(x.lower(), literal=True) for x in w]).any().alias(name)

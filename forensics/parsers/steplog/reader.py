@@ -292,17 +292,24 @@ class Parts:
 
         t = pl.col("text")
         ds_input = pl.concat([self._ds_context, frame]) if self._ds_context.height else frame
-        ds = families.extract_deepspeed(ds_input, zone)
-        if self._ds_context.height:
-            ds = ds.filter(pl.col("line") >= first)
-        # the last two DeepSpeed rows, the lines right before them and the part's last line: all that a
-        # later row's label needs (the row before it, or the line before it)
-        ds_rows = rows_where(ds_input, t.str.contains(families.DEEPSPEED_LINES))["line"].tail(2)
-        self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(
-            pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
-        hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
-        mg_events, iteration_times = families.extract_megatron(frame, zone)
-        used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
+        # a small part's text, for the families to skip the passes whose literals it lacks
+        text = generic.small_text(ds_input["text"])
+        if families.holds_any(text, families.DEEPSPEED_LITERALS):
+            ds = families.extract_deepspeed(ds_input, zone)
+            if self._ds_context.height:
+                ds = ds.filter(pl.col("line") >= first)
+            # the last two DeepSpeed rows, the lines right before them and the part's last line: all that a
+            # later row's label needs (the row before it, or the line before it)
+            ds_rows = rows_where(ds_input, t.str.contains(families.DEEPSPEED_LINES))["line"].tail(2)
+            self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(
+                pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
+        else:   # (no DeepSpeed line: the context is the part's last line)
+            ds = pl.DataFrame(schema={"line": pl.Int64})
+            self._ds_context = owned(frame.tail(1))
+        hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped, text=text)
+        mg_events, iteration_times = families.extract_megatron(frame, zone, text=text)
+        used = (pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
+                if ds.height or hf_samples.height else ds)
         rest = frame.join(used, on="line", how="anti") if used.height else frame
         unitless: list[int] = []
         marker = self._marker.get("line")
