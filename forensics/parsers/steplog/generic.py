@@ -142,7 +142,8 @@ _SERIES_OF_KEY = {
 def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFrame:
     """Add `time` (UTC) and `zoned` (the clock carried its own zone) from a clock at the line start.
     Naive clocks are local time in `zone` (Options.tz_for of the file)."""
-    if df.height == 0:
+    # (no line with a clock's date: a small text is searched in Python, without the queries below)
+    if df.height == 0 or not (_may_hold(df[text], _ISO_DATE_ANYWHERE) or has_us_clock(df[text])):
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
@@ -181,6 +182,16 @@ _DATED_CLOCK = (r"^[ \t]*(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*)?\[?(?:(?P<y1>[0
                 r"(?P<d1>[0-9]{2})[T ](?P<t1>[0-9]{2}:[0-9]{2}:[0-9]{2})|(?P<m2>[0-9]{2})/(?P<d2>[0-9]{2})/"
                 r"(?P<y2>[0-9]{4})[ ,]+(?P<t2>[0-9]{2}:[0-9]{2}:[0-9]{2}))")
 UNREADABLE_TIME = "unreadable timestamp"
+# What every _DATED_CLOCK, TS_ISO or TS_US clock holds somewhere in its line (for Python's re: the same
+# matches, [0-9] and literals alone)
+_DATED_CLOCK_ANYWHERE = re.compile(r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[T ][0-9]{2}:|[0-9]{2}/[0-9]{2}/[0-9]{4}")
+_ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def _may_hold(text: pl.Series, rx: re.Pattern) -> bool:
+    """Whether a line of `text` may match `rx`: False only for a small text (small_text) without a match."""
+    small = small_text(text)
+    return small is None or rx.search(small) is not None
 
 
 def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFrame:
@@ -188,7 +199,7 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     year outside 1970..2200, counted as skipped as an nvidia-smi CSV counts them: the readers take
     such a stamp for no time, and its readings would be analyzed on their steps as if the log had
     no clock, without a word."""
-    if not frame.height:
+    if not frame.height or not _may_hold(frame["text"], _DATED_CLOCK_ANYWHERE):
         return frame
     # the groups extracted once (each use of a struct field of the expression would extract them again)
     g = frame.select("line", pl.col("text").str.extract_groups(_DATED_CLOCK).alias("g")).unnest("g")
@@ -503,15 +514,15 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
 # -- sniffing and notes -----------------------------------------------------------------------------
 
 def head_frame(head: list[str]) -> pl.DataFrame:
-    return pl.DataFrame({"text": head}, schema={"text": pl.String}).with_row_index("line", offset=1).with_columns(
-        pl.col("line").cast(pl.Int64))
+    return pl.DataFrame({"line": range(1, len(head) + 1), "text": head}, schema={"line": pl.Int64, "text": pl.String})
 
 
-def head_readings(head: list[str]) -> pl.DataFrame:
-    """Generic readings in the first lines (for sniffing)."""
+def head_readings(head: list[str] | pl.DataFrame) -> pl.DataFrame:
+    """Generic readings in the first lines, or in their head_frame (for sniffing)."""
     skipped = Skipped()
     try:
-        return extract_generic(head_frame(head), "UTC", skipped, series_only=True)
+        return extract_generic(head if isinstance(head, pl.DataFrame) else head_frame(head), "UTC", skipped,
+                               series_only=True)
     except pl.exceptions.PolarsError:
         return pl.DataFrame()
 

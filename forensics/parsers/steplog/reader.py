@@ -220,6 +220,8 @@ class _Batch:
 def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The rows of `frames` (line, text; each sorted by line, a line in several of them the same line)
     in line order, each line once: concat().unique("line").sort("line") without hashing every line."""
+    if len(frames) == 1:   # (sorted, each line once)
+        return frames[0]
     df = pl.concat(frames, how="vertical")
     if not df["line"].is_sorted():
         df = df.sort("line")
@@ -382,14 +384,18 @@ class Parts:
 def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
     """A part's readings, sorted, without the columns that only _with_ranks reads (a big file's
     readings wait in memory until the end)."""
-    return s.drop("rank", "local_rank", "step_tag").sort("line", "piece", "k")
+    s = s.drop("rank", "local_rank", "step_tag")
+    return s.sort("line", "piece", "k") if s.height > 1 else s
 
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
     """Each reading's rank (its own rank words first, then its line's prefix) put first in its label,
     so that each rank's readings are a series of their own."""
-    if not s.height or (s["rank"].is_null().all() and s["local_rank"].is_null().all()
-                        and line_ranks["line_rank"].is_null().all() and line_ranks["line_local_rank"].is_null().all()):
+    def all_null(c: pl.Series) -> bool:   # (null_count: no query)
+        return c.null_count() == c.len()
+
+    if not s.height or (all_null(s["rank"]) and all_null(s["local_rank"])
+                        and all_null(line_ranks["line_rank"]) and all_null(line_ranks["line_local_rank"])):
         return s
     s = s.join(line_ranks, on="line", how="left")
     return s.with_columns(ranks.label(pl.coalesce("rank", "line_rank"), pl.coalesce("local_rank", "line_local_rank"),
