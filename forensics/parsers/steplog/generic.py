@@ -275,9 +275,9 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     if slash:   # (KEY_PAIR needs a `/`; so does TS_US, has_us_clock)
         body = body.str.replace_all(KEY_PAIR, "${k1}: ${n1}${u1}, ${k2}: ${n2}${u2}")
     split = body.str.split("\n")
-    return (df.with_columns(split.alias("piece_text"))
+    return (df.lazy().with_columns(split.alias("piece_text"))   # (one query: its fixed cost once)
             .explode("piece_text")
-            .with_columns(_run_index("line").alias("piece")))
+            .with_columns(_run_index("line").alias("piece")).collect())
 
 
 def _run_index(*keys: str) -> pl.Expr:
@@ -326,9 +326,9 @@ def _pieces_hold(folded: pl.DataFrame | str, words: dict[str, list[str]]) -> dic
 
 def _all_matches(pieces: pl.DataFrame, rx: str) -> pl.DataFrame:
     """Every match of `rx` in each piece, one row each: line, piece and the named groups."""
-    return (pieces.select("line", "piece", pl.col("piece_text").str.extract_all(rx).alias("m"))
+    return (pieces.lazy().select("line", "piece", pl.col("piece_text").str.extract_all(rx).alias("m"))
             .explode("m").drop_nulls("m")
-            .with_columns(pl.col("m").str.extract_groups(rx).alias("g")).unnest("g"))
+            .with_columns(pl.col("m").str.extract_groups(rx).alias("g")).unnest("g").collect())
 
 
 def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
@@ -339,7 +339,7 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
     kv = _all_matches(pieces, KV)
     if kv.height:
         # the series of each distinct key spelling (few), not of every reading
-        series_of = {k: _series_of_key(k) for k in kv["key"].unique().drop_nulls().to_list()}
+        series_of = {k: _series_of_key(k) for k in set(kv["key"].to_list()) - {None}}
         parts.append(kv.select(
             "line", "piece", _run_index("line", "piece").alias("k"),
             pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
@@ -387,8 +387,8 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "series": pl.String,
                                     "num": pl.String, "total": pl.String, "unit": pl.String,
                                     "gpu_arg": pl.String, "default_unit": pl.String})
-    return pl.concat([p.with_columns(pl.col("piece").cast(pl.Int64), pl.col("k").cast(pl.Int64)) for p in parts],
-                     how="vertical_relaxed")
+    return pl.concat(parts, how="vertical_relaxed").with_columns(pl.col("piece").cast(pl.Int64),
+                                                                  pl.col("k").cast(pl.Int64))
 
 
 def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
@@ -450,13 +450,14 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
                       & ~pl.col("text").str.contains(NOT_OURS))
     if not hint.height:
         return pl.DataFrame()
-    hint = hint.sort("line")
+    if not hint["line"].is_sorted():   # (a check without a query)
+        hint = hint.sort("line")
     if not series_only:
         body = strip_line_time(pl.col("text"), has_us_clock(hint["text"]))
         # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
-        hint = hint.with_columns(has_reading.alias("_reading")).with_columns(
+        hint = hint.lazy().with_columns(has_reading.alias("_reading")).with_columns(
             pl.when(~pl.col("_reading")).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
-            .alias("marker_step"))
+            .alias("marker_step")).collect()
         if carry is not None:
             last = hint.filter(pl.col("marker_step").is_not_null()).tail(1)
             if last.height:
