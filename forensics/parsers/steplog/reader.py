@@ -16,6 +16,7 @@ every line (LOOK; for a big file with the free-text scanners' lines, which are f
 """
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,6 +46,7 @@ PREFILTER = "|".join(_PREFILTER_PARTS)
 # `k` and the long s for an `s`, a few more lines for the exact tests). Every other test then runs on
 # the few lines it leaves: each search of every line costs about what cutting the lines does.
 LOOK = "|".join(f"(?:{p})" for p in [*_PREFILTER_PARTS, general.CANDIDATE_REGEX])
+_DIGIT = re.compile("[0-9]")
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
 BATCH_BYTES = 32 << 20
 AHEAD = 2
@@ -102,22 +104,24 @@ class StepLogReader:
         """Keep what matters of `batch` (`look`: its lines that LOOK, or a regex it is part of, finds);
         returns those lines (line, text)."""
         t = pl.col("text")
-        looked = rows_where(batch.select("line", "text"), look)
-        cand = looked.with_columns(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
-                                   general.candidates(t).alias("_mem"))
-        marks = rows_where(cand, pl.col("_pre")).select(
+        # (few queries a batch: each has a fixed cost, which is what a small file's reading is made of)
+        looked = rows_where(batch[["line", "text"]], look)
+        cand = looked.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
+                             general.candidates(t).alias("_mem"))
+        fam_or_gen = pl.col("fam") | pl.col("gen")
+        marks = rows_where(looked, cand["_pre"]).lazy().select(
             "line", "text",
             t.str.contains(families.FAMILY_LINES).alias("fam"),
-            (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen"))
-        marks = rows_where(marks, pl.col("fam") | pl.col("gen"))
+            (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen")
+        ).filter(fam_or_gen).collect()
         if marks.height:
             self._keep(batch, marks)
-        self._keep_general(batch, rows_where(cand, pl.col("_mem")).select("line", "text"))
+        self._keep_general(batch, rows_where(looked, cand["_mem"]))
         new = [k for k in self._new if k.height]
         if new:
             self._kept.append(owned(_union(new)))
         self._new = []
-        self._prev_tail = owned(batch.tail(1).select("line", "text"))
+        self._prev_tail = owned(batch[["line", "text"]].tail(1))
         self._read()
         return looked
 
@@ -126,29 +130,34 @@ class StepLogReader:
         word, and a table's rows."""
         t = pl.col("text")
         self._new.append(kept)
-        if not self._table:
-            self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
+        if not self._table:   # (a header has no digit; a few lines are tested in Python)
+            lines = kept["text"]
+            if lines.estimated_size() <= generic.SMALL_TEXT_BYTES:
+                self._table = any(x is not None and not _DIGIT.search(x) for x in lines.to_list())
+            else:
+                self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # (from the header's batch on) the batch's rows
             self._new.append(rows_where(batch, general.table_rows(t)).select("line", "text"))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
-        marks = marks.with_columns(t.str.contains(generic.ANY_READING).alias("reading"))
         # a line of the generic hint that neither a family nor a reading uses matters only as a step
         # marker, and only if it gives a step
         pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
-        marks = marks.with_columns(
+        rel = marks.lazy().with_columns(t.str.contains(generic.ANY_READING).alias("reading")).with_columns(
             pl.when(pure).then(generic.strip_line_time(ranks.strip_prefix(t)).str.extract(generic.STEP_MARKER)
                                .cast(pl.Int64, strict=False).is_not_null())
-            .otherwise(False).alias("marker"))
-        rel = rows_where(marks, ~pure | pl.col("marker")).select("line", "text", "marker", "fam")
+            .otherwise(False).alias("marker")
+        ).filter(~pure | pl.col("marker")).select("line", "text", "marker", "fam").collect()
         if self._last_marker is not None:
             rel = pl.concat([self._last_marker, rel])
         # a marker counts if the next line that matters is not another marker; the last one waits
         is_last_of_run = ~pl.col("marker").shift(-1).fill_null(True)
-        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text"))
+        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run)[["line", "text"]])
         self._last_marker = owned(rel.tail(1)) if rel.height and rel["marker"][-1] else None
         # the line before each DeepSpeed line (its label, for the copies that print it on a line of its own)
+        if not rel["fam"].any():   # (no family line: no DeepSpeed line, and no query to say so)
+            return
         ds = rows_where(rel, pl.col("fam") & pl.col("text").str.contains(families.DEEPSPEED_LINES))["line"]
         if ds.len():
             before = rows_where(batch, pl.col("line").is_in((ds - 1).implode())).select("line", "text")
