@@ -391,17 +391,19 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
                                                                   pl.col("k").cast(pl.Int64))
 
 
-def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
+def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame | str) -> pl.LazyFrame:
     """Per piece (`folded`: their _folded text): label (the tag), step and gpu read from the text in front of the first reading,
-    a header unit such as `memory (MB)`, and a `total_memory` figure."""
+    a header unit such as `memory (MB)`, and a `total_memory` figure (a lazy query: extract_generic
+    joins it to the readings in the same query)."""
     t = pl.col("piece_text")
     # the words the regexes below need: a regex whose word no piece holds is not run (nor compiled)
     has = _pieces_hold(folded, {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"],
                                 "gpu": ["cuda", "gpu", "dev"], "rank": ["ran"], "total": ["total"], "(": ["("],
                                 "[Rank": ["[Rank"]})
     null = pl.lit(None, dtype=pl.String)
-    # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
-    staged = pieces.with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
+    # in stages: a select computes an expression once per use (the text in front is used 8 times); one
+    # lazy query, whose fixed cost is paid once
+    staged = pieces.lazy().with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
     pre = pl.col("_pre")
     staged = staged.with_columns(
         (pre.str.replace(r"^\s*\[Rank [0-9]+\]", "") if has["[Rank"] else pre).str.strip_chars(" \t|:,;-=>")
@@ -473,14 +475,14 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     if not readings.height:
         return pl.DataFrame()
     # a header unit (`memory (MB)`) is the only context that decides whether a reading counts
-    ctx = pieces.select("line", "piece", _PIECE_HEADER_UNIT) if series_only else _piece_context(pieces, folded)
-    r = readings.join(ctx, on=["line", "piece"], how="left")
+    ctx = (pieces.lazy().select("line", "piece", _PIECE_HEADER_UNIT) if series_only
+           else _piece_context(pieces, folded))
     unit = pl.coalesce("unit", "header_unit", "default_unit")
-    r = r.with_columns(
+    r = readings.lazy().join(ctx, on=["line", "piece"], how="left").with_columns(
         unit.alias("unit"),
         bytes_expr(pl.col("num"), unit).alias("bytes"),
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
-    )
+    ).collect()
     series, unit, value = pl.col("series"), pl.col("unit"), pl.col("bytes")
     checks = {  # in the order they are counted
         "memory value without a unit": series.is_not_null() & unit.is_null(),

@@ -298,8 +298,8 @@ class Parts:
         # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
         # off, so that the clock behind it is the line's clock again
         frame = ranks.split_prefix(frame)
-        line_ranks = frame.select("line", "line_rank", "line_local_rank")
-        frame = generic.drop_unreadable_clocks(frame.select("line", "text"), skipped)
+        line_ranks = frame[["line", "line_rank", "line_local_rank"]]
+        frame = generic.drop_unreadable_clocks(frame[["line", "text"]], skipped)
 
         t = pl.col("text")
         ds_input = pl.concat([self._ds_context, frame]) if self._ds_context.height else frame
