@@ -216,9 +216,10 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     return frame.filter(~pl.col("line").is_in(bad.implode()))
 
 
-def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
-    """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock)."""
-    text = text.str.replace(TS_ISO, "")
+def strip_line_time(text: pl.Expr, us: bool = True, iso: bool = True) -> pl.Expr:
+    """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock),
+    `iso=False` when none has a TS_ISO date."""
+    text = text.str.replace(TS_ISO, "") if iso else text
     return text.str.replace(TS_US, "") if us else text
 
 
@@ -269,7 +270,8 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
         return literal in small if small is not None else bool(df["text"].str.contains(literal, literal=True).any())
 
     slash = holds("/")
-    body = strip_line_time(pl.col("text"), slash).str.replace_all("\r", "\n", literal=True)
+    iso = small is None or _ISO_DATE_ANYWHERE.search(small) is not None
+    body = strip_line_time(pl.col("text"), slash, iso).str.replace_all("\r", "\n", literal=True)
     if holds("[Rank "):   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
     if slash:   # (KEY_PAIR needs a `/`; so does TS_US, has_us_clock)

@@ -47,6 +47,8 @@ PREFILTER = "|".join(_PREFILTER_PARTS)
 # the few lines it leaves: each search of every line costs about what cutting the lines does.
 LOOK = "|".join(f"(?:{p})" for p in [*_PREFILTER_PARTS, general.CANDIDATE_REGEX])
 _DIGIT = re.compile("[0-9]")
+# (Python's `\s` takes every blank that polars' does: a superset of the lines)
+_FAMILY_LITERALS = re.compile(families.FAMILY_LITERALS)
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
 BATCH_BYTES = 32 << 20
 AHEAD = 2
@@ -109,9 +111,14 @@ class StepLogReader:
         cand = looked.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
                              general.candidates(t).alias("_mem"))
         fam_or_gen = pl.col("fam") | pl.col("gen")
-        marks = rows_where(looked, cand["_pre"]).lazy().select(
+        pre = rows_where(looked, cand["_pre"])
+        # (a small text without a family literal has no family line: FAMILY_LINES is not even compiled)
+        small = generic.small_text(pre["text"])
+        fam = (t.str.contains(families.FAMILY_LINES) if small is None or _FAMILY_LITERALS.search(small)
+               else pl.lit(False))
+        marks = pre.lazy().select(
             "line", "text",
-            t.str.contains(families.FAMILY_LINES).alias("fam"),
+            fam.alias("fam"),
             (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen")
         ).filter(fam_or_gen).collect()
         if marks.height:
