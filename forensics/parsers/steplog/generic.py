@@ -182,8 +182,8 @@ _DATED_CLOCK = (r"^[ \t]*(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*)?\[?(?:(?P<y1>[0
                 r"(?P<d1>[0-9]{2})[T ](?P<t1>[0-9]{2}:[0-9]{2}:[0-9]{2})|(?P<m2>[0-9]{2})/(?P<d2>[0-9]{2})/"
                 r"(?P<y2>[0-9]{4})[ ,]+(?P<t2>[0-9]{2}:[0-9]{2}:[0-9]{2}))")
 UNREADABLE_TIME = "unreadable timestamp"
-# What every _DATED_CLOCK, TS_ISO or TS_US clock holds somewhere in its line (for Python's re: the same
-# matches, [0-9] and literals alone)
+# What a line with a _DATED_CLOCK clock, and one with a TS_ISO clock, holds somewhere (for Python's re,
+# which matches these, [0-9] and literals alone, as polars does)
 _DATED_CLOCK_ANYWHERE = re.compile(r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[T ][0-9]{2}:|[0-9]{2}/[0-9]{2}/[0-9]{4}")
 _ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
