@@ -18,7 +18,7 @@ from forensics.io import lines as io_lines
 from forensics.io.sources import Source
 from forensics.options import Options
 from forensics.parsers.scanners import Scanners
-from forensics.parsers.steplog import deepspeed, hf_trainer, markers, megatron
+from forensics.parsers.steplog import deepspeed, generic, hf_trainer, markers, megatron
 from forensics.parsers.steplog import reader as reader_mod
 from forensics.parsers.steplog.reader import extract_all
 
@@ -246,3 +246,18 @@ def test_what_spans_the_parts_of_a_general_log(monkeypatch, tmp_path):
     got, n = _read_in_parts(monkeypatch, module, src, frame, 4, 5)
     assert n > 10
     assert_same_parsed(got, whole)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_a_small_text_searched_in_python_gives_what_polars_gives(monkeypatch, name):
+    """The literal tests run in Python on a small text (generic.small_text: the family passes, clock
+    and word tests it skips) leave the result as the queries give it: every sample read with that path
+    on, and with it off (every text taken for a big one)."""
+    for path in SAMPLES[name]:
+        src = Source.open(path)
+        frame = src.frame()
+        small = _read(MODULES[name].FORMAT, src, frame, max(frame.height, 1))
+        with monkeypatch.context() as m:
+            m.setattr(generic, "SMALL_TEXT_BYTES", -1)
+            assert generic.small_text(frame["text"]) is None
+            assert_same_parsed(_read(MODULES[name].FORMAT, src, frame, max(frame.height, 1)), small)

@@ -142,11 +142,12 @@ def sniff_megatron(head: list[str]) -> str | None:
     return None
 
 
-def extract_megatron(frame: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(marker events, iteration clocks: line, step, time, zoned) from `frame` (line, text)."""
+def extract_megatron(frame: pl.DataFrame, zone: str, text: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(marker events, iteration clocks: line, step, time, zoned) from `frame` (line, text). `text`: the
+    frame's lines as one string (generic.small_text), if small: a pass whose literal it lacks is not run."""
     t = pl.col("text")
     events = []
-    dt = rows_where(frame, t.str.contains(_DATETIME))
+    dt = rows_where(frame, t.str.contains(_DATETIME)) if holds_any(text, ["] datetime: "]) else frame.clear()
     if dt.height:
         g = dt.with_columns(t.str.extract_groups(_DATETIME).alias("g")).unnest("g")
         naive = pl.col("dt").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
@@ -155,7 +156,7 @@ def extract_megatron(frame: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.D
             generic.json_detail(pl.col("what").str.strip_chars().alias("what")).alias("detail"),
             t.alias("text"), pl.lit(False).alias("zoned"),
         ))
-    it = rows_where(frame, t.str.contains(_ITERATION))
+    it = rows_where(frame, t.str.contains(_ITERATION)) if holds_any(text, ["iteration"]) else frame.clear()
     times = pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64, "time": pl.Datetime("us", "UTC"),
                                  "zoned": pl.Boolean})
     if it.height:
@@ -196,12 +197,18 @@ def sniff_hf_trainer(head: list[str]) -> str | None:
     return None
 
 
-def extract_hf_trainer(frame: pl.DataFrame, zone: str, skipped=None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def extract_hf_trainer(frame: pl.DataFrame, zone: str, skipped=None,
+                       text: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(samples, marker events) of the metrics blocks in `frame` (line, text). A negative figure that
-    is not a `*_delta` (no memory holds less than nothing) is left out and counted in `skipped`."""
+    is not a `*_delta` (no memory holds less than nothing) is left out and counted in `skipped`.
+    `text` as extract_megatron's."""
     t = pl.col("text")
-    rows = rows_where(frame, t.str.contains(_BANNER) | t.str.contains(_KV_LINE)).sort("line")
     none = pl.DataFrame(schema={"line": pl.Int64})
+    # a banner holds `*****`, a key line `=` between blanks (`\s` of Python's re takes every blank that
+    # polars' does)
+    if text is not None and "*****" not in text and not re.search(r"\s=\s", text):
+        return none, none
+    rows = rows_where(frame, t.str.contains(_BANNER) | t.str.contains(_KV_LINE)).sort("line")
     if not rows.height:
         return none, none
     rows = rows.with_columns(
@@ -251,6 +258,11 @@ def extract_hf_trainer(frame: pl.DataFrame, zone: str, skipped=None) -> tuple[pl
     return samples, ev
 
 
+def holds_any(text: str | None, literals) -> bool:
+    """Whether `text` (generic.small_text; None: not searched) may hold a line with one of `literals`."""
+    return text is None or any(x in text for x in literals)
+
+
 # -- what the reader keeps, what scan looks at -----------------------------------------------------
 
 # The lines each extractor reads (DeepSpeed also takes a label from the line before each of its own).
@@ -262,6 +274,8 @@ FAMILY_LINES = "|".join([DEEPSPEED_LINES, MEGATRON_LINES, HF_TRAINER_LINES])
 # give a step and a clock only: a memory key on them is the general reader's, e.g. NeMo's
 # `iteration 8/29 | … | max_memory_reserved: 57466159104`)
 FAMILY_MEMORY_LINES = "|".join([DEEPSPEED_LINES, HF_TRAINER_LINES])
+# Every DEEPSPEED_LINES line holds one of these, as written.
+DEEPSPEED_LITERALS = ("Max_MA", "CPU Virtual Memory:", "see_memory_usage]", "] mp: ")
 # Every FAMILY_LINES line holds one of these, as written.
 FAMILY_LITERALS = r"Max_MA|CPU Virtual Memory:|see_memory_usage\]|\] mp: |\] datetime: |iteration|\*{5}|\s=\s"
 

@@ -142,7 +142,8 @@ _SERIES_OF_KEY = {
 def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFrame:
     """Add `time` (UTC) and `zoned` (the clock carried its own zone) from a clock at the line start.
     Naive clocks are local time in `zone` (Options.tz_for of the file)."""
-    if df.height == 0:
+    # (no line with a clock's date: a small text is searched in Python, without the queries below)
+    if df.height == 0 or not (_may_hold(df[text], _ISO_DATE_ANYWHERE) or has_us_clock(df[text])):
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
@@ -181,6 +182,16 @@ _DATED_CLOCK = (r"^[ \t]*(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*)?\[?(?:(?P<y1>[0
                 r"(?P<d1>[0-9]{2})[T ](?P<t1>[0-9]{2}:[0-9]{2}:[0-9]{2})|(?P<m2>[0-9]{2})/(?P<d2>[0-9]{2})/"
                 r"(?P<y2>[0-9]{4})[ ,]+(?P<t2>[0-9]{2}:[0-9]{2}:[0-9]{2}))")
 UNREADABLE_TIME = "unreadable timestamp"
+# What a line with a _DATED_CLOCK clock, and one with a TS_ISO clock, holds somewhere (for Python's re,
+# which matches these, [0-9] and literals alone, as polars does)
+_DATED_CLOCK_ANYWHERE = re.compile(r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[T ][0-9]{2}:|[0-9]{2}/[0-9]{2}/[0-9]{4}")
+_ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def _may_hold(text: pl.Series, rx: re.Pattern) -> bool:
+    """Whether a line of `text` may match `rx`: False only for a small text (small_text) without a match."""
+    small = small_text(text)
+    return small is None or rx.search(small) is not None
 
 
 def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFrame:
@@ -188,7 +199,7 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     year outside 1970..2200, counted as skipped as an nvidia-smi CSV counts them: the readers take
     such a stamp for no time, and its readings would be analyzed on their steps as if the log had
     no clock, without a word."""
-    if not frame.height:
+    if not frame.height or not _may_hold(frame["text"], _DATED_CLOCK_ANYWHERE):
         return frame
     # the groups extracted once (each use of a struct field of the expression would extract them again)
     g = frame.select("line", pl.col("text").str.extract_groups(_DATED_CLOCK).alias("g")).unnest("g")
@@ -205,15 +216,32 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     return frame.filter(~pl.col("line").is_in(bad.implode()))
 
 
-def strip_line_time(text: pl.Expr, us: bool = True) -> pl.Expr:
-    """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock)."""
-    text = text.str.replace(TS_ISO, "")
+def strip_line_time(text: pl.Expr, us: bool = True, iso: bool = True) -> pl.Expr:
+    """The line without its leading clock. `us=False` when no line has a TS_US clock (has_us_clock),
+    `iso=False` when none has a TS_ISO date."""
+    text = text.str.replace(TS_ISO, "") if iso else text
     return text.str.replace(TS_US, "") if us else text
 
 
 def has_us_clock(text: pl.Series) -> bool:
     """Whether a line may start with the `%m/%d/%Y` clock (TS_US): it needs a '/'."""
+    small = small_text(text)
+    if small is not None:
+        return "/" in small
     return bool(text.str.contains("/", literal=True).any())
+
+
+# Text up to this size is searched for literals in Python, as one string: each polars query has a fixed
+# cost that is many times the search of a small text (a job of many one-line logs pays it per file).
+SMALL_TEXT_BYTES = 1 << 16
+
+
+def small_text(text: pl.Series) -> str | None:
+    """The lines of `text` joined by newlines, if they are small (SMALL_TEXT_BYTES); else None (search
+    them with polars). A literal without a newline is in the string iff it is in one of the lines."""
+    if text.estimated_size() > SMALL_TEXT_BYTES:
+        return None
+    return "\n".join(x for x in text.to_list() if x is not None)
 
 
 def clock_of(*frames: pl.DataFrame) -> str:
@@ -236,15 +264,22 @@ def json_detail(*exprs: pl.Expr) -> pl.Expr:
 def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     """One row per reading context: tqdm refreshes (`\\r`) and ranks glued on one line
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
-    body = strip_line_time(pl.col("text"), has_us_clock(df["text"])).str.replace_all("\r", "\n", literal=True)
-    if df["text"].str.contains("[Rank ", literal=True).any():   # (else no regex to compile)
+    small = small_text(df["text"])
+
+    def holds(literal: str) -> bool:
+        return literal in small if small is not None else bool(df["text"].str.contains(literal, literal=True).any())
+
+    slash = holds("/")
+    iso = small is None or _ISO_DATE_ANYWHERE.search(small) is not None
+    body = strip_line_time(pl.col("text"), slash, iso).str.replace_all("\r", "\n", literal=True)
+    if holds("[Rank "):   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
-    if df["text"].str.contains("/", literal=True).any():   # (KEY_PAIR needs a `/`)
+    if slash:   # (KEY_PAIR needs a `/`; so does TS_US, has_us_clock)
         body = body.str.replace_all(KEY_PAIR, "${k1}: ${n1}${u1}, ${k2}: ${n2}${u2}")
     split = body.str.split("\n")
-    return (df.with_columns(split.alias("piece_text"))
+    return (df.lazy().with_columns(split.alias("piece_text"))   # (one query: its fixed cost once)
             .explode("piece_text")
-            .with_columns(_run_index("line").alias("piece")))
+            .with_columns(_run_index("line").alias("piece")).collect())
 
 
 def _run_index(*keys: str) -> pl.Expr:
@@ -263,11 +298,14 @@ def _series_of_key(key: str) -> str | None:
     return _SERIES_OF_KEY.get(k)
 
 
-def _folded(pieces: pl.DataFrame) -> pl.DataFrame:
+def _folded(pieces: pl.DataFrame) -> pl.DataFrame | str:
     """All the pieces' text, lowercased, as one string (for _pieces_hold): a literal search of one
-    string costs a fraction of a case-insensitive search of each piece. (Past FOLD_BYTES, each piece
-    lowercased on its own: a string of polars holds at most 4 GiB.)"""
+    string costs a fraction of a case-insensitive search of each piece. (Small pieces: a Python string;
+    past FOLD_BYTES, each piece lowercased on its own: a string of polars holds at most 4 GiB.)"""
     t = pl.col("piece_text")
+    small = small_text(pieces["piece_text"])
+    if small is not None:
+        return small.lower()
     if (pieces.select(t.str.len_bytes().sum()).item() or 0) > FOLD_BYTES:
         return pieces.select(t.str.to_lowercase())
     return pieces.select(t.str.join("\n").str.to_lowercase())
@@ -276,10 +314,12 @@ def _folded(pieces: pl.DataFrame) -> pl.DataFrame:
 FOLD_BYTES = 1 << 30
 
 
-def _pieces_hold(folded: pl.DataFrame, words: dict[str, list[str]]) -> dict[str, bool]:
+def _pieces_hold(folded: pl.DataFrame | str, words: dict[str, list[str]]) -> dict[str, bool]:
     """For each name: whether some piece holds one of its words, in any case (one query over _folded's
     string; its lowercasing also folds a few letters outside ASCII, which only lets a regex run). A
     word stands for a (?i) regex only if it has no k or s, which (?i) also matches outside ASCII (K, ſ)."""
+    if isinstance(folded, str):   # (small pieces: _folded's string)
+        return {name: any(x.lower() in folded for x in w) for name, w in words.items()}
     t = pl.col("piece_text")
     return dict(zip(words, folded.select(
         pl.any_horizontal([t.str.contains(x.lower(), literal=True) for x in w]).any().alias(name)
@@ -288,9 +328,9 @@ def _pieces_hold(folded: pl.DataFrame, words: dict[str, list[str]]) -> dict[str,
 
 def _all_matches(pieces: pl.DataFrame, rx: str) -> pl.DataFrame:
     """Every match of `rx` in each piece, one row each: line, piece and the named groups."""
-    return (pieces.select("line", "piece", pl.col("piece_text").str.extract_all(rx).alias("m"))
+    return (pieces.lazy().select("line", "piece", pl.col("piece_text").str.extract_all(rx).alias("m"))
             .explode("m").drop_nulls("m")
-            .with_columns(pl.col("m").str.extract_groups(rx).alias("g")).unnest("g"))
+            .with_columns(pl.col("m").str.extract_groups(rx).alias("g")).unnest("g").collect())
 
 
 def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
@@ -301,7 +341,7 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
     kv = _all_matches(pieces, KV)
     if kv.height:
         # the series of each distinct key spelling (few), not of every reading
-        series_of = {k: _series_of_key(k) for k in kv["key"].unique().drop_nulls().to_list()}
+        series_of = {k: _series_of_key(k) for k in set(kv["key"].to_list()) - {None}}
         parts.append(kv.select(
             "line", "piece", _run_index("line", "piece").alias("k"),
             pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
@@ -349,21 +389,23 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "series": pl.String,
                                     "num": pl.String, "total": pl.String, "unit": pl.String,
                                     "gpu_arg": pl.String, "default_unit": pl.String})
-    return pl.concat([p.with_columns(pl.col("piece").cast(pl.Int64), pl.col("k").cast(pl.Int64)) for p in parts],
-                     how="vertical_relaxed")
+    return pl.concat(parts, how="vertical_relaxed").with_columns(pl.col("piece").cast(pl.Int64),
+                                                                  pl.col("k").cast(pl.Int64))
 
 
-def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
+def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame | str) -> pl.LazyFrame:
     """Per piece (`folded`: their _folded text): label (the tag), step and gpu read from the text in front of the first reading,
-    a header unit such as `memory (MB)`, and a `total_memory` figure."""
+    a header unit such as `memory (MB)`, and a `total_memory` figure (a lazy query: extract_generic
+    joins it to the readings in the same query)."""
     t = pl.col("piece_text")
     # the words the regexes below need: a regex whose word no piece holds is not run (nor compiled)
     has = _pieces_hold(folded, {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"],
                                 "gpu": ["cuda", "gpu", "dev"], "rank": ["ran"], "total": ["total"], "(": ["("],
                                 "[Rank": ["[Rank"]})
     null = pl.lit(None, dtype=pl.String)
-    # in stages: an eager select computes an expression once per use (the text in front is used 8 times)
-    staged = pieces.with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
+    # in stages: a select computes an expression once per use (the text in front is used 8 times); one
+    # lazy query, whose fixed cost is paid once
+    staged = pieces.lazy().with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
     pre = pl.col("_pre")
     staged = staged.with_columns(
         (pre.str.replace(r"^\s*\[Rank [0-9]+\]", "") if has["[Rank"] else pre).str.strip_chars(" \t|:,;-=>")
@@ -412,13 +454,14 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
                       & ~pl.col("text").str.contains(NOT_OURS))
     if not hint.height:
         return pl.DataFrame()
-    hint = hint.sort("line")
+    if not hint["line"].is_sorted():   # (a check without a query)
+        hint = hint.sort("line")
     if not series_only:
         body = strip_line_time(pl.col("text"), has_us_clock(hint["text"]))
         # `Iter 8 Time 0.575` on a line of its own: the step of the readings that follow it
-        hint = hint.with_columns(has_reading.alias("_reading")).with_columns(
+        hint = hint.lazy().with_columns(has_reading.alias("_reading")).with_columns(
             pl.when(~pl.col("_reading")).then(body.str.extract(STEP_MARKER).cast(pl.Int64, strict=False))
-            .alias("marker_step"))
+            .alias("marker_step")).collect()
         if carry is not None:
             last = hint.filter(pl.col("marker_step").is_not_null()).tail(1)
             if last.height:
@@ -434,14 +477,14 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     if not readings.height:
         return pl.DataFrame()
     # a header unit (`memory (MB)`) is the only context that decides whether a reading counts
-    ctx = pieces.select("line", "piece", _PIECE_HEADER_UNIT) if series_only else _piece_context(pieces, folded)
-    r = readings.join(ctx, on=["line", "piece"], how="left")
+    ctx = (pieces.lazy().select("line", "piece", _PIECE_HEADER_UNIT) if series_only
+           else _piece_context(pieces, folded))
     unit = pl.coalesce("unit", "header_unit", "default_unit")
-    r = r.with_columns(
+    r = readings.lazy().join(ctx, on=["line", "piece"], how="left").with_columns(
         unit.alias("unit"),
         bytes_expr(pl.col("num"), unit).alias("bytes"),
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
-    )
+    ).collect()
     series, unit, value = pl.col("series"), pl.col("unit"), pl.col("bytes")
     checks = {  # in the order they are counted
         "memory value without a unit": series.is_not_null() & unit.is_null(),
@@ -476,15 +519,15 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
 # -- sniffing and notes -----------------------------------------------------------------------------
 
 def head_frame(head: list[str]) -> pl.DataFrame:
-    return pl.DataFrame({"text": head}, schema={"text": pl.String}).with_row_index("line", offset=1).with_columns(
-        pl.col("line").cast(pl.Int64))
+    return pl.DataFrame({"line": range(1, len(head) + 1), "text": head}, schema={"line": pl.Int64, "text": pl.String})
 
 
-def head_readings(head: list[str]) -> pl.DataFrame:
-    """Generic readings in the first lines (for sniffing)."""
+def head_readings(head: list[str] | pl.DataFrame) -> pl.DataFrame:
+    """Generic readings in the first lines, or in their head_frame (for sniffing)."""
     skipped = Skipped()
     try:
-        return extract_generic(head_frame(head), "UTC", skipped, series_only=True)
+        return extract_generic(head if isinstance(head, pl.DataFrame) else head_frame(head), "UTC", skipped,
+                               series_only=True)
     except pl.exceptions.PolarsError:
         return pl.DataFrame()
 

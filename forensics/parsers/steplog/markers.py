@@ -47,7 +47,7 @@ def sniff(head: list[str]) -> str | None:
     t = pl.col("text")
     frame = generic.head_frame(head)
     if frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item():
-        found = generic.head_readings(head)
+        found = generic.head_readings(frame)
         if found.height:
             first = int(found["line"].min())
             series = ", ".join(sorted(set(found["series"].to_list())))

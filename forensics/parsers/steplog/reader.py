@@ -16,6 +16,7 @@ every line (LOOK; for a big file with the free-text scanners' lines, which are f
 """
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,6 +46,9 @@ PREFILTER = "|".join(_PREFILTER_PARTS)
 # `k` and the long s for an `s`, a few more lines for the exact tests). Every other test then runs on
 # the few lines it leaves: each search of every line costs about what cutting the lines does.
 LOOK = "|".join(f"(?:{p})" for p in [*_PREFILTER_PARTS, general.CANDIDATE_REGEX])
+_DIGIT = re.compile("[0-9]")
+# (Python's `\s` takes every blank that polars' does: a superset of the lines)
+_FAMILY_LITERALS = re.compile(families.FAMILY_LITERALS)
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
 BATCH_BYTES = 32 << 20
 AHEAD = 2
@@ -102,22 +106,29 @@ class StepLogReader:
         """Keep what matters of `batch` (`look`: its lines that LOOK, or a regex it is part of, finds);
         returns those lines (line, text)."""
         t = pl.col("text")
-        looked = rows_where(batch.select("line", "text"), look)
-        cand = looked.with_columns(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
-                                   general.candidates(t).alias("_mem"))
-        marks = rows_where(cand, pl.col("_pre")).select(
+        # (few queries a batch: each has a fixed cost, which is what a small file's reading is made of)
+        looked = rows_where(batch[["line", "text"]], look)
+        cand = looked.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
+                             general.candidates(t).alias("_mem"))
+        fam_or_gen = pl.col("fam") | pl.col("gen")
+        pre = rows_where(looked, cand["_pre"])
+        # (a small text without a family literal has no family line: FAMILY_LINES is not even compiled)
+        small = generic.small_text(pre["text"])
+        fam = (t.str.contains(families.FAMILY_LINES) if small is None or _FAMILY_LITERALS.search(small)
+               else pl.lit(False))
+        marks = pre.lazy().select(
             "line", "text",
-            t.str.contains(families.FAMILY_LINES).alias("fam"),
-            (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen"))
-        marks = rows_where(marks, pl.col("fam") | pl.col("gen"))
+            fam.alias("fam"),
+            (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen")
+        ).filter(fam_or_gen).collect()
         if marks.height:
             self._keep(batch, marks)
-        self._keep_general(batch, rows_where(cand, pl.col("_mem")).select("line", "text"))
+        self._keep_general(batch, rows_where(looked, cand["_mem"]))
         new = [k for k in self._new if k.height]
         if new:
             self._kept.append(owned(_union(new)))
         self._new = []
-        self._prev_tail = owned(batch.tail(1).select("line", "text"))
+        self._prev_tail = owned(batch[["line", "text"]].tail(1))
         self._read()
         return looked
 
@@ -126,29 +137,34 @@ class StepLogReader:
         word, and a table's rows."""
         t = pl.col("text")
         self._new.append(kept)
-        if not self._table:
-            self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
+        if not self._table:   # (a header has no digit; a few lines are tested in Python)
+            lines = kept["text"]
+            if lines.estimated_size() <= generic.SMALL_TEXT_BYTES:
+                self._table = any(x is not None and not _DIGIT.search(x) for x in lines.to_list())
+            else:
+                self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # (from the header's batch on) the batch's rows
             self._new.append(rows_where(batch, general.table_rows(t)).select("line", "text"))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
-        marks = marks.with_columns(t.str.contains(generic.ANY_READING).alias("reading"))
         # a line of the generic hint that neither a family nor a reading uses matters only as a step
         # marker, and only if it gives a step
         pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
-        marks = marks.with_columns(
+        rel = marks.lazy().with_columns(t.str.contains(generic.ANY_READING).alias("reading")).with_columns(
             pl.when(pure).then(generic.strip_line_time(ranks.strip_prefix(t)).str.extract(generic.STEP_MARKER)
                                .cast(pl.Int64, strict=False).is_not_null())
-            .otherwise(False).alias("marker"))
-        rel = rows_where(marks, ~pure | pl.col("marker")).select("line", "text", "marker", "fam")
+            .otherwise(False).alias("marker")
+        ).filter(~pure | pl.col("marker")).select("line", "text", "marker", "fam").collect()
         if self._last_marker is not None:
             rel = pl.concat([self._last_marker, rel])
         # a marker counts if the next line that matters is not another marker; the last one waits
         is_last_of_run = ~pl.col("marker").shift(-1).fill_null(True)
-        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text"))
+        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run)[["line", "text"]])
         self._last_marker = owned(rel.tail(1)) if rel.height and rel["marker"][-1] else None
         # the line before each DeepSpeed line (its label, for the copies that print it on a line of its own)
+        if not rel["fam"].any():   # (no family line: no DeepSpeed line, and no query to say so)
+            return
         ds = rows_where(rel, pl.col("fam") & pl.col("text").str.contains(families.DEEPSPEED_LINES))["line"]
         if ds.len():
             before = rows_where(batch, pl.col("line").is_in((ds - 1).implode())).select("line", "text")
@@ -220,6 +236,8 @@ class _Batch:
 def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The rows of `frames` (line, text; each sorted by line, a line in several of them the same line)
     in line order, each line once: concat().unique("line").sort("line") without hashing every line."""
+    if len(frames) == 1:   # (sorted, each line once)
+        return frames[0]
     df = pl.concat(frames, how="vertical")
     if not df["line"].is_sorted():
         df = df.sort("line")
@@ -287,22 +305,29 @@ class Parts:
         # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
         # off, so that the clock behind it is the line's clock again
         frame = ranks.split_prefix(frame)
-        line_ranks = frame.select("line", "line_rank", "line_local_rank")
-        frame = generic.drop_unreadable_clocks(frame.select("line", "text"), skipped)
+        line_ranks = frame[["line", "line_rank", "line_local_rank"]]
+        frame = generic.drop_unreadable_clocks(frame[["line", "text"]], skipped)
 
         t = pl.col("text")
         ds_input = pl.concat([self._ds_context, frame]) if self._ds_context.height else frame
-        ds = families.extract_deepspeed(ds_input, zone)
-        if self._ds_context.height:
-            ds = ds.filter(pl.col("line") >= first)
-        # the last two DeepSpeed rows, the lines right before them and the part's last line: all that a
-        # later row's label needs (the row before it, or the line before it)
-        ds_rows = rows_where(ds_input, t.str.contains(families.DEEPSPEED_LINES))["line"].tail(2)
-        self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(
-            pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
-        hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped)
-        mg_events, iteration_times = families.extract_megatron(frame, zone)
-        used = pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
+        # a small part's text, for the families to skip the passes whose literals it lacks
+        text = generic.small_text(ds_input["text"])
+        if families.holds_any(text, families.DEEPSPEED_LITERALS):
+            ds = families.extract_deepspeed(ds_input, zone)
+            if self._ds_context.height:
+                ds = ds.filter(pl.col("line") >= first)
+            # the last two DeepSpeed rows, the lines right before them and the part's last line: all that a
+            # later row's label needs (the row before it, or the line before it)
+            ds_rows = rows_where(ds_input, t.str.contains(families.DEEPSPEED_LINES))["line"].tail(2)
+            self._ds_context = owned(rows_where(ds_input, pl.col("line").is_in(
+                pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
+        else:   # (no DeepSpeed line: the context is the part's last line)
+            ds = pl.DataFrame(schema={"line": pl.Int64})
+            self._ds_context = owned(frame.tail(1))
+        hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped, text=text)
+        mg_events, iteration_times = families.extract_megatron(frame, zone, text=text)
+        used = (pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
+                if ds.height or hf_samples.height else ds)
         rest = frame.join(used, on="line", how="anti") if used.height else frame
         unitless: list[int] = []
         marker = self._marker.get("line")
@@ -375,14 +400,18 @@ class Parts:
 def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
     """A part's readings, sorted, without the columns that only _with_ranks reads (a big file's
     readings wait in memory until the end)."""
-    return s.drop("rank", "local_rank", "step_tag").sort("line", "piece", "k")
+    s = s.drop("rank", "local_rank", "step_tag")
+    return s.sort("line", "piece", "k") if s.height > 1 else s
 
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
     """Each reading's rank (its own rank words first, then its line's prefix) put first in its label,
     so that each rank's readings are a series of their own."""
-    if not s.height or (s["rank"].is_null().all() and s["local_rank"].is_null().all()
-                        and line_ranks["line_rank"].is_null().all() and line_ranks["line_local_rank"].is_null().all()):
+    def all_null(c: pl.Series) -> bool:   # (null_count: no query)
+        return c.null_count() == c.len()
+
+    if not s.height or (all_null(s["rank"]) and all_null(s["local_rank"])
+                        and all_null(line_ranks["line_rank"]) and all_null(line_ranks["line_local_rank"])):
         return s
     s = s.join(line_ranks, on="line", how="left")
     return s.with_columns(ranks.label(pl.coalesce("rank", "line_rank"), pl.coalesce("local_rank", "line_local_rank"),
