@@ -480,7 +480,7 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     ctx = (pieces.lazy().select("line", "piece", _PIECE_HEADER_UNIT) if series_only
            else _piece_context(pieces, folded))
     unit = pl.coalesce("unit", "header_unit", "default_unit")
-    r = readings.lazy().join(ctx, on=["line", "piece"], how="left").with_columns(
+    r = readings.lazy().join(ctx, on=["line", "piece"], how="left", maintain_order="left").with_columns(
         unit.alias("unit"),
         bytes_expr(pl.col("num"), unit).alias("bytes"),
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
