@@ -147,7 +147,7 @@ def extract_megatron(frame: pl.DataFrame, zone: str, text: str | None = None) ->
     frame's lines as one string (generic.small_text), if small: a pass whose literal it lacks is not run."""
     t = pl.col("text")
     events = []
-    dt = rows_where(frame, t.str.contains(_DATETIME)) if holds_any(text, ["] datetime: "]) else frame.clear()
+    dt = rows_where(frame, t.str.contains(_DATETIME)) if holds_any(text, MEGATRON_LITERALS[:1]) else frame.clear()
     if dt.height:
         g = dt.with_columns(t.str.extract_groups(_DATETIME).alias("g")).unnest("g")
         naive = pl.col("dt").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
@@ -156,7 +156,7 @@ def extract_megatron(frame: pl.DataFrame, zone: str, text: str | None = None) ->
             generic.json_detail(pl.col("what").str.strip_chars().alias("what")).alias("detail"),
             t.alias("text"), pl.lit(False).alias("zoned"),
         ))
-    it = rows_where(frame, t.str.contains(_ITERATION)) if holds_any(text, ["iteration"]) else frame.clear()
+    it = rows_where(frame, t.str.contains(_ITERATION)) if holds_any(text, MEGATRON_LITERALS[1:]) else frame.clear()
     times = pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64, "time": pl.Datetime("us", "UTC"),
                                  "zoned": pl.Boolean})
     if it.height:
@@ -204,9 +204,7 @@ def extract_hf_trainer(frame: pl.DataFrame, zone: str, skipped=None,
     `text` as extract_megatron's."""
     t = pl.col("text")
     none = pl.DataFrame(schema={"line": pl.Int64})
-    # a banner holds `*****`, a key line `=` between blanks (`\s` of Python's re takes every blank that
-    # polars' does)
-    if text is not None and "*****" not in text and not re.search(r"\s=\s", text):
+    if text is not None and HF_BANNER not in text and not re.search(HF_KEY_SIGN, text):
         return none, none
     rows = rows_where(frame, t.str.contains(_BANNER) | t.str.contains(_KV_LINE)).sort("line")
     if not rows.height:
@@ -274,10 +272,16 @@ FAMILY_LINES = "|".join([DEEPSPEED_LINES, MEGATRON_LINES, HF_TRAINER_LINES])
 # give a step and a clock only: a memory key on them is the general reader's, e.g. NeMo's
 # `iteration 8/29 | … | max_memory_reserved: 57466159104`)
 FAMILY_MEMORY_LINES = "|".join([DEEPSPEED_LINES, HF_TRAINER_LINES])
-# Every DEEPSPEED_LINES line holds one of these, as written.
+# What every line of a family holds, as written: a DEEPSPEED_LINES line one of DEEPSPEED_LITERALS, a
+# MEGATRON_LINES line one of MEGATRON_LITERALS, a HF_TRAINER_LINES line the banner's `*****` or `=` between
+# blanks (HF_KEY_SIGN; Python's `\s` takes every blank that polars' does)
 DEEPSPEED_LITERALS = ("Max_MA", "CPU Virtual Memory:", "see_memory_usage]", "] mp: ")
-# Every FAMILY_LINES line holds one of these, as written.
-FAMILY_LITERALS = r"Max_MA|CPU Virtual Memory:|see_memory_usage\]|\] mp: |\] datetime: |iteration|\*{5}|\s=\s"
+MEGATRON_LITERALS = ("] datetime: ", "iteration")
+HF_BANNER = "*****"
+HF_KEY_SIGN = r"\s=\s"
+# The plain ones as a regex, and all of them (for the reader's prefilter)
+FAMILY_PLAIN_LITERALS = "|".join(re.escape(x) for x in (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER))
+FAMILY_LITERALS = f"{FAMILY_PLAIN_LITERALS}|{HF_KEY_SIGN}"
 
 # The family lines that can hold a reading, for `scan` (which reads no label and no other metric).
 FAMILY_HINT = "|".join([

@@ -39,7 +39,7 @@ PART_LINES = 1 << 16
 # Run as its parts, one search each: `\s=\s` in one alternation with the literals makes the regex
 # engine try every position of every line.
 _PREFILTER_PARTS = [f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS,
-                    families.FAMILY_LITERALS.removesuffix(r"|\s=\s"), r"\s=\s", generic.MARKER_PREFILTER]
+                    families.FAMILY_PLAIN_LITERALS, families.HF_KEY_SIGN, generic.MARKER_PREFILTER]
 PREFILTER = "|".join(_PREFILTER_PARTS)
 # What the reader looks at, in one search of every line: the prefilter's lines and the general
 # reader's (a memory word, general.candidates, here as a regex: `(?i)` also takes the Kelvin sign for a
