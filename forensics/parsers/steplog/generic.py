@@ -225,10 +225,12 @@ def strip_line_time(text: pl.Expr, us: bool = True, iso: bool = True) -> pl.Expr
 
 def has_us_clock(text: pl.Series) -> bool:
     """Whether a line may start with the `%m/%d/%Y` clock (TS_US): it needs a '/'."""
-    small = small_text(text)
-    if small is not None:
-        return "/" in small
-    return bool(text.str.contains("/", literal=True).any())
+    return _holds(text, "/", small_text(text))
+
+
+def _holds(text: pl.Series, literal: str, small: str | None) -> bool:
+    """Whether a line of `text` holds `literal`; `small`: small_text(text), searched in Python if not None."""
+    return literal in small if small is not None else bool(text.str.contains(literal, literal=True).any())
 
 
 # Text up to this size is searched for literals in Python, as one string: each polars query has a fixed
@@ -265,14 +267,10 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     """One row per reading context: tqdm refreshes (`\\r`) and ranks glued on one line
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
     small = small_text(df["text"])
-
-    def holds(literal: str) -> bool:
-        return literal in small if small is not None else bool(df["text"].str.contains(literal, literal=True).any())
-
-    slash = holds("/")
+    slash = _holds(df["text"], "/", small)
     iso = small is None or _ISO_DATE_ANYWHERE.search(small) is not None
     body = strip_line_time(pl.col("text"), slash, iso).str.replace_all("\r", "\n", literal=True)
-    if holds("[Rank "):   # (else no regex to compile)
+    if _holds(df["text"], "[Rank ", small):   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
     if slash:   # (KEY_PAIR needs a `/`; so does TS_US, has_us_clock)
         body = body.str.replace_all(KEY_PAIR, "${k1}: ${n1}${u1}, ${k2}: ${n2}${u2}")
