@@ -703,3 +703,109 @@ HELDOUT4 = [
          "step 30 (64 MiB a step); memory numbers in the Trainer's log dicts. Ends normally.", 38, timeout=120),
 ]
 CASES["heldout4"] = HELDOUT4
+
+
+# ---- held-out set 5 (2026-12-06, third session) -------------------------------------------------------
+# Written before the third session's detection changes were settled and before recording; kept out of tests/
+# (bench/heldout5/), run once when the rules are settled. New combinations of workload, step-log style, logger
+# and ending: the several-points-a-step helper on a leak into an OOM, a headerless 1 s CSV under a staircase,
+# short healthy jobs, a noisy leak killed, JAX and Lightning leaks under other caps, a healthy job then a leaky one.
+
+H5 = "heldout5"
+
+HELDOUT5 = [
+    Case("phases_linear_leak_oom", H5, ["ms250", "dmon_mu"],
+         simple("linear_late", "--steps 400 --period 0.12 --fraction 0.06 --warm-gib 1 --flat 20 --leak-mib 64 "
+                "--style phases", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A debug hook keeps 64 MiB of activations a step from step 21 under a cap of 6 % of the GPU until a "
+         "CUDA OOM; the `log_memory(step_name)` helper at four points of each step.", 26),
+    Case("absl_staircase_exit", H5, ["script1", "apps2"],
+         simple("staircase", "--steps 100 --period 0.12 --warm-gib 3 --stair-mib 640 --stair-every 12 "
+                "--style absl", True),
+         "leak", ["leak"], "step",
+         "Every 12 steps a 640 MiB snapshot kept in a list; glog/absl lines; a headerless 1 s "
+         "`timestamp, index, memory.used, memory.total` log. Ends normally.", 26, stair_every=12),
+    Case("kv_lru_sigkill", H5, ["wide500", "apps"],
+         kill_at("lru", "--steps 400 --period 0.12 --cap-entries 24 --entry-mib 128 --style kv_gb", False, step=70),
+         "no_leak", [], None,
+         "An LRU cache of 128 MiB entries capped at 24 fills over 24 steps and then evicts; `key=value` GB "
+         "lines; killed with SIGKILL after step 70.", 24),
+    Case("jsonl_eval_spikes_exit", H5, ["classic", "dmon"],
+         simple("eval_spikes", "--steps 100 --period 0.13 --warm-gib 4 --eval-every 25 --eval-len 5 "
+                "--spike-gib 8 --style jsonl", False),
+         "no_leak", [], None,
+         "A 4 GiB footprint with an 8 GiB evaluation every 25 steps, freed but kept in the cache (no "
+         "empty_cache); JSON metrics lines. Ends normally.", 26),
+    Case("tutorial_grad_accum_exit", H5, ["used5", "apps"],
+         simple("grad_accum", "--steps 96 --period 0.13 --accum 8 --micro-mib 256 --style tutorial", False),
+         "no_leak", [], None,
+         "Gradient accumulation over 8 micro-batches of 256 MiB, freed at each optimizer step; tutorial lines; "
+         "a 5 s `timestamp, memory.used` log. Ends normally.", 25),
+    Case("spine_slow_noisy_sigkill", H5, ["wide1", "dmon"],
+         kill_at("slow_noisy", "--steps 600 --period 0.08 --warm-gib 3 --noise-mib 384 --leak-mib 16 --onset 30 "
+                 "--style spine", True, step=260),
+         "leak", ["leak"], "linear",
+         "A 3 GiB footprint under noisy batches (0-384 MiB a step), 16 MiB of statistics kept a step from step "
+         "30; killed with SIGKILL after step 260.", 30),
+    Case("jax_leak_oom_slow", H5, ["wide500", "apps"],
+         simple("jax_train", "--leak --steps 400 --period 0.12 --fraction 0.08 --warm-gib 2 --leak-mib 128 "
+                "--onset 15 --every 3", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "JAX: each step's activations kept from step 15 (128 MiB a step) until XLA runs out of memory under an "
+         "8 % cap; memory_stats() logged every 3 steps.", 36),
+    Case("lightning_leak_sigkill", H5, ["ms250", "apps"],
+         kill_at("lightning_leak", "--leak --steps 400 --period 0.12 --onset 15 --every 5 --style none "
+                 "--lightning-pkg lightning", True, step=70),
+         "leak", ["leak"], "linear",
+         "A lightning run whose module keeps every training step's logits, graph attached, from step 15; "
+         "killed with SIGKILL after step 70.", 40, timeout=120),
+    Case("cache_growth_kv_exit", H5, ["wide1", "apps"],
+         simple("cache_growth", "--steps 80 --period 0.13 --grow-mib 16 --style kv_gb", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 16 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; "
+         "`key=value` GB lines. Ends normally.", 25),
+    Case("monitor_linear_leak_sigkill", H5, ["used5", "dmon"],
+         kill_at("linear_late", "--steps 400 --period 0.15 --warm-gib 2 --flat 15 --leak-mib 96 --style none "
+                 "--monitor 0.5", True, step=80),
+         "leak", ["leak"], "linear",
+         "A debug hook keeps 96 MiB a step from step 16; the only step-log lines are an NVML monitor thread's "
+         "used/total every 0.5 s; killed with SIGKILL after step 80.", 26),
+    Case("healthy_then_leaky_oom", H5, ["wide500", "apps"],
+         sequential(("flat", "--steps 50 --period 0.15 --warm-gib 8 --style fairseq_tail", False, "job1.log"), 3.0,
+                    ("leak_oom", "--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 160 --onset 8 "
+                     "--style fairseq_tail", True, "job2.log")),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Two jobs one after the other on the same GPU: a healthy one (8 GiB, flat, job1.log) ends normally; "
+         "3 s later a second one (job2.log) keeps 160 MiB a step from its step 8 until a CUDA OOM under a 7 % "
+         "cap.", 36),
+    Case("tensorboard_staircase_exit", H5, ["wide1", "dmon"],
+         simple("staircase", "--steps 100 --period 0.12 --warm-gib 2 --stair-mib 512 --stair-every 14 "
+                "--style none --tensorboard", True),
+         "leak", ["leak"], "step",
+         "Every 14 steps a 512 MiB snapshot kept in a list; memory logged only to TensorBoard. Ends normally.",
+         26, stair_every=14),
+    Case("short_warmup_sigkill", H5, ["wide1", "used5"],
+         kill_at("warmup_plateau", "--steps 400 --period 0.4 --ramp 12 --peak-gib 12 --style plain", False,
+                 step=30),
+         "no_leak", [], None,
+         "A short job: warm-up to 12 GiB over 12 steps, then flat; plain print lines; killed with SIGKILL after "
+         "step 30 (about 12 s).", 24),
+    Case("infer_healthy_pipe_gb_exit", H5, ["ms250", "apps"],
+         simple("infer", "--steps 90 --period 0.14 --warm-gib 4 --max-batch 48 --out-mib 4 --style pipe_gb", False),
+         "no_leak", [], None,
+         "An inference loop with batch sizes varying up to 48; outputs freed each batch; `| INFO |` lines in "
+         "GB. Ends normally.", 25),
+    Case("megatron_leak_oom_fast", H5, ["wide1", "dmon"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.1 --warm-gib 2 --leak-mib 384 --onset 12 "
+                "--style megatron", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 12 (384 MiB a step) under a 10 % cap until a CUDA OOM; Megatron-style "
+         "`memory (MB) |` lines.", 26),
+    Case("deepspeed_flat_sigkill", H5, ["script5", "apps"],
+         kill_at("flat", "--steps 400 --period 0.12 --warm-gib 10 --style deepspeed", False, step=90),
+         "no_leak", [], None,
+         "A fixed 10 GiB footprint; DeepSpeed `see_memory_usage` lines; a headerless 5 s log; killed with "
+         "SIGKILL after step 90.", 24),
+]
+CASES["heldout5"] = HELDOUT5
