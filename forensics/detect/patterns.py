@@ -343,6 +343,13 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     y = yb[lo_i:]
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
+    if abs(prev.y1 - prev.y0) < EVENT_SIGMAS * sigma_b:
+        # a level before the growth (it neither rose nor fell by an event's size): the hinge is level,
+        # then the slope; a trend of its own fitted to that level is a free parameter that only the
+        # noise moves, and it moves the kink with it (slow leaks under noise placed 3-4 standard
+        # errors early or late)
+        t0, level, _ = _best_hinge(x, y, span_lo, span_hi)
+        return t0, level
     cands = np.linspace(span_lo, span_hi, HINGE_CANDIDATES)
     # the design matrices at once (each column as np.column_stack makes it), solved by one call
     stack = np.empty((cands.size, x.size, 3))
@@ -369,8 +376,30 @@ def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
         return None
     b, a = robust.line_fit(x - x[0], y)
     sse_line = float(((a + b * (x - x[0]) - y) ** 2).sum())
-    # least squares of y on (1, max(0, x - t0)) for every candidate t0 at once, in closed form
-    cands = np.linspace(float(x[0]), float(x[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
+    t0, level, sse = _best_hinge(x, y, float(x[0]), float(x[-RATE_MIN_POINTS]))
+    if sse_line - sse < HINGE_PRICE * PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
+        return None
+    return t0, level
+
+
+def _best_hinge(x, y, lo, hi) -> tuple[float, float, float]:
+    """The level-then-ramp hinge (y on 1 and max(0, x - t0)) that fits best with t0 in [lo, hi]: its
+    t0, its level and its residual sum of squares. The grid is tried again between the best
+    candidate's neighbours: over a long log, one 120th of the span is more than an onset may be off."""
+    cands = np.linspace(lo, hi, HINGE_CANDIDATES)
+    sse, level = _hinge_sse(x, y, cands)
+    k = int(np.argmin(sse))
+    fine = np.linspace(float(cands[max(k - 1, 0)]), float(cands[min(k + 1, cands.size - 1)]), HINGE_CANDIDATES)
+    sse_f, level_f = _hinge_sse(x, y, fine)
+    j = int(np.argmin(sse_f))
+    if sse_f[j] <= sse[k]:
+        return float(fine[j]), float(level_f[j]), float(sse_f[j])
+    return float(cands[k]), float(level[k]), float(sse[k])
+
+
+def _hinge_sse(x, y, cands) -> tuple[np.ndarray, np.ndarray]:
+    """For each candidate t0, the residual sum of squares of y on (1, max(0, x - t0)) and the fitted
+    level, in closed form (all at once)."""
     h = np.maximum(0.0, x[None, :] - cands[:, None])
     mean = float(y.mean())
     yc = y - mean                        # centred: the sums of squares keep their precision
@@ -379,12 +408,9 @@ def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
     det = n * shh - sh * sh
     ok = det > ZERO_VARIANCE * n * n
     slope = np.where(ok, n * shy / np.where(ok, det, 1.0), 0.0)
-    level = -slope * sh / n
+    level = mean - slope * sh / n
     sse = np.where(ok, float(yc @ yc) - slope * shy, np.inf)
-    k = int(np.argmin(sse))
-    if sse_line - float(sse[k]) < HINGE_PRICE * PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
-        return None
-    return float(cands[k]), mean + float(level[k])
+    return sse, level
 
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
