@@ -219,20 +219,27 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     # walk back over contiguous growing segments whose slope is similar (one linear growth)
     k = k_last - 1
     gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
-    while k >= 0:
-        s = segs[k]
-        jump = changepoints.seg_jump(s, segs[k + 1])
+
+    def joins(s: Segment, nxt: Segment) -> bool:
         # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
         # of step with the job) does not part them
-        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, segs[k + 1].y1 - segs[k + 1].y0),
-                        changepoints.ramp_offset(s, segs[k + 1], gap))
-        if s.slope <= 0 or abs(jump) >= tolerance:
+        jump = changepoints.seg_jump(s, nxt)
+        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, nxt.y1 - nxt.y0),
+                        changepoints.ramp_offset(s, nxt, gap))
+        return s.slope > 0 and abs(jump) < tolerance and 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+
+    while k >= 0:
+        if joins(segs[k], segs[first_k]):
+            first_k = k
+            k -= 1
+        elif (k >= 1 and segs[k].i1 - segs[k].i0 <= MIN_SEGMENT + 1 and segs[k - 1].i1 - segs[k - 1].i0 > MIN_SEGMENT + 1
+              and joins(segs[k - 1], segs[first_k])):
+            # a shortest piece that parts two pieces of one ramp (a reading or two off the line: a
+            # spike the running median kept) is part of it
+            first_k = k - 1
+            k -= 2
+        else:
             break
-        ratio = s.slope / slope_last
-        if not (1 / SIMILAR_SLOPE <= ratio <= SIMILAR_SLOPE):
-            break
-        first_k = k
-        k -= 1
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
     # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
