@@ -340,7 +340,7 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
 def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     """Where the growth starts, to better than a bucket, and the level there: a continuous hinge
     fitted on the buckets from the previous segment's start to the end (previous trend + a slope
-    change at t0)."""
+    change at t0; a level + the slope from t0 when the previous segment is level)."""
     s = segs[first_k]
     if first_k == 0:
         return _level_then_ramp(xb[s.i0:s.i1], yb[s.i0:s.i1], sigma_b) or (float(xb[0]), float(s.y0))
