@@ -37,6 +37,7 @@ class Lifetime:
     ending: str                     # exit | sigkill | oom | running
     onset: float | None = None      # where the leak begins (not where the job starts)
     rate: float | None = None       # bytes per second
+    onset_spread: float = 0.0       # how far off the samples themselves leave the onset (onset_spread())
 
 
 @dataclass
@@ -46,6 +47,7 @@ class GpuTruth:
     onset: float | None = None      # seconds (or index when untimed)
     rate: float | None = None       # bytes per second (or per sample / step)
     lifetimes: list[Lifetime] = field(default_factory=list)   # empty: the whole log is one lifetime
+    onset_spread: float = 0.0       # how far off the samples themselves leave the onset (onset_spread())
 
 
 @dataclass
@@ -144,13 +146,32 @@ def _leak_linear(rng, x, dur, base, cap, noise, below_noise=False):
     grow = _detectable(grow, noise * base, int((x >= t0).sum()), headroom)
     rate = grow / (x[-1] - t0)
     y = base + np.maximum(0, x - t0) * rate + _noise(rng, n, base, noise)
-    return y, GpuTruth(True, "linear", t0 - x[0], rate)
+    return y, GpuTruth(True, "linear", t0 - x[0], rate, onset_spread=onset_spread(x, t0, rate, noise * base))
 
 
 def _detectable(grow, sigma, n_ramp, headroom):
     """Every labeled leak is detectable in principle: its slope stands at least 12 standard errors
     above zero (otherwise no method could tell it from noise, and the label would be unfair)."""
     return min(max(grow, 12 * sigma * math.sqrt(12.0 / max(n_ramp, 3))), 0.95 * headroom)
+
+
+def onset_spread(x: np.ndarray, onset: float, rate: float, sigma: float) -> float:
+    """How far from the truth the samples themselves leave a ramp's onset: 3 standard errors (3-sigma:
+    what noise rarely exceeds) of the onset of a level-then-ramp hinge, at its least (the Cramér-Rao
+    bound: Gaussian noise of `sigma` plus the 1-MiB rounding, the true rate, the sample times `x`). A slow
+    ramp under noise bends away from its level so gently that no method places its start closer; a
+    steep or quiet one gives ~0 (the 5 s / 2 % target holds)."""
+    x = np.asarray(x, dtype=float)
+    after = x > onset
+    if rate <= 0 or after.sum() < 2 or after.all():
+        return 0.0
+    var = sigma * sigma + MiB * MiB / 12.0
+    J = np.column_stack([np.ones_like(x), np.maximum(0.0, x - onset), -rate * after])
+    try:
+        cov = np.linalg.inv(J.T @ J / var)
+    except np.linalg.LinAlgError:
+        return 0.0
+    return 3.0 * math.sqrt(max(float(cov[2, 2]), 0.0))
 
 
 def _leak_warmup_linear(rng, x, dur, base, cap, noise):
@@ -162,7 +183,7 @@ def _leak_warmup_linear(rng, x, dur, base, cap, noise):
     grow = _detectable(grow, noise * base, int((x >= t0).sum()), cap - base - amp)
     rate = grow / (x[-1] - t0)
     y = base + _warmup(x - x[0], tau, amp) + np.maximum(0, x - t0) * rate + _noise(rng, n, base, noise)
-    return y, GpuTruth(True, "linear", t0 - x[0], rate)
+    return y, GpuTruth(True, "linear", t0 - x[0], rate, onset_spread=onset_spread(x, t0, rate, noise * base))
 
 
 def _leak_stairs(rng, x, dur, base, cap, noise):
@@ -189,7 +210,9 @@ def _leak_sawtooth(rng, x, dur, base, cap, noise):
     grow = _detectable(grow, max(noise * base, 0.02 * amp), teeth, cap - base - amp)
     rate = grow / (x[-1] - t0)
     y = base + _sawtooth(x, period, amp, rng.uniform()) + np.maximum(0, x - t0) * rate + _noise(rng, n, base, noise)
-    return y, GpuTruth(True, "linear", t0 - x[0], rate)
+    # the floor is seen once per tooth: its onset is known to a tooth (the period _sawtooth uses)
+    tooth = max(period, 12 * float(np.median(np.diff(x))))
+    return y, GpuTruth(True, "linear", t0 - x[0], rate, onset_spread=tooth)
 
 
 def _leak_oom(rng, x, dur, base, cap, noise):
@@ -202,7 +225,8 @@ def _leak_oom(rng, x, dur, base, cap, noise):
     y = np.minimum(y, cap)
     dead = x >= t_oom
     y[dead] = rng.uniform(0, 5) * MiB
-    return y, GpuTruth(True, "linear", t0 - x[0], rate), t_oom
+    spread = onset_spread(x[~dead], t0, rate, noise * base)
+    return y, GpuTruth(True, "linear", t0 - x[0], rate, onset_spread=spread), t_oom
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,7 +334,7 @@ def _startup(rng, t, interval, level, ramp=(2, 6)):
 
 def _job(rng, t, D, kind, ending, base, cap, noise, interval, onset_after=(0.02, 0.3), min_grow=0.0, ramp=(2, 6)):
     """One lifetime's memory (t: seconds since the job started, at its samples) and its truth
-    (onset since the job start, rate in bytes per second)."""
+    (onset since the job start, rate in bytes per second, onset_spread)."""
     n = t.size
     if kind == "stable":
         base = cap * rng.uniform(0.85, 0.95)
@@ -355,7 +379,8 @@ def _job(rng, t, D, kind, ending, base, cap, noise, interval, onset_after=(0.02,
     y = y + np.where(t >= interval, _noise(rng, n, base, noise), 0.0)
     if ending == "oom":
         y = np.minimum(y, cap * 0.995)
-    return y, onset, rate
+    spread = onset_spread(t[t >= t_ws], onset, rate, noise * base) if kind == "linear" else 0.0
+    return y, onset, rate, spread
 
 
 def _life_layout(rng, family):
@@ -471,11 +496,11 @@ def make_life_case(rng, idx: int, family: str) -> Case:
             # 5-10 samples (coarse): a start-up of 1-2 samples, and only a steep leak is a fair label
             # (+30 % of the working set or more)
             coarse = family == "life_coarse"
-            yj, onset, rate = _job(rng, t, D, kind, ending, base, cap, noise, interval, onset_after,
+            yj, onset, rate, spread = _job(rng, t, D, kind, ending, base, cap, noise, interval, onset_after,
                                    min_grow=0.3 if coarse else 0.0, ramp=(1, 3) if coarse else (2, 6))
             y[sel] = yj
             lives.append(Lifetime(start, start + D, lk, kind, ending,
-                                  start + onset if onset is not None else None, rate))
+                                  start + onset if onset is not None else None, rate, spread))
             if ending in ("oom",) and (lk or kind == "stable"):
                 i_end = min(int(np.searchsorted(x, start + D)), n - 1)
                 events.append({"time": T0 + timedelta(seconds=float(x[i_end])), "source": "train.log",
@@ -492,7 +517,7 @@ def make_life_case(rng, idx: int, family: str) -> Case:
         ys[g] = y
         first = next((lf for lf in lives if lf.leak), None)
         truth[g] = GpuTruth(bool(first), first.kind if first else None, first.onset if first else None,
-                            first.rate if first else None, lives)
+                            first.rate if first else None, lives, first.onset_spread if first else 0.0)
     keep = _without_gaps(x, gaps, all_lives, interval)
     xk = x[keep]
     samples = _frame(xk, {g: y[keep] for g, y in ys.items()}, True, cap=cap)

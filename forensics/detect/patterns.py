@@ -219,20 +219,27 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     # walk back over contiguous growing segments whose slope is similar (one linear growth)
     k = k_last - 1
     gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
-    while k >= 0:
-        s = segs[k]
-        jump = changepoints.seg_jump(s, segs[k + 1])
+
+    def joins(s: Segment, nxt: Segment) -> bool:
         # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
         # of step with the job) does not part them
-        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, segs[k + 1].y1 - segs[k + 1].y0),
-                        changepoints.ramp_offset(s, segs[k + 1], gap))
-        if s.slope <= 0 or abs(jump) >= tolerance:
+        jump = changepoints.seg_jump(s, nxt)
+        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, nxt.y1 - nxt.y0),
+                        changepoints.ramp_offset(s, nxt, gap))
+        return s.slope > 0 and abs(jump) < tolerance and 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+
+    while k >= 0:
+        if joins(segs[k], segs[first_k]):
+            first_k = k
+            k -= 1
+        elif (k >= 1 and segs[k].i1 - segs[k].i0 <= MIN_SEGMENT + 1 and segs[k - 1].i1 - segs[k - 1].i0 > MIN_SEGMENT + 1
+              and joins(segs[k - 1], segs[first_k])):
+            # a shortest piece that parts two pieces of one ramp (a reading or two off the line: a
+            # spike the running median kept) is part of it
+            first_k = k - 1
+            k -= 2
+        else:
             break
-        ratio = s.slope / slope_last
-        if not (1 / SIMILAR_SLOPE <= ratio <= SIMILAR_SLOPE):
-            break
-        first_k = k
-        k -= 1
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
     # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
@@ -333,7 +340,7 @@ def _decelerating(x: np.ndarray, y: np.ndarray, sigma_b: float) -> bool:
 def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     """Where the growth starts, to better than a bucket, and the level there: a continuous hinge
     fitted on the buckets from the previous segment's start to the end (previous trend + a slope
-    change at t0)."""
+    change at t0; a level + the slope from t0 when the previous segment is level)."""
     s = segs[first_k]
     if first_k == 0:
         return _level_then_ramp(xb[s.i0:s.i1], yb[s.i0:s.i1], sigma_b) or (float(xb[0]), float(s.y0))
@@ -343,6 +350,13 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     y = yb[lo_i:]
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
+    if abs(prev.y1 - prev.y0) < EVENT_SIGMAS * sigma_b:
+        # a level before the growth (it neither rose nor fell by an event's size): the hinge is level,
+        # then the slope; a trend of its own fitted to that level is a free parameter that only the
+        # noise moves, and it moves the kink with it (slow leaks under noise placed 3-4 standard
+        # errors early or late)
+        t0, level, _ = _best_hinge(x, y, span_lo, span_hi)
+        return t0, level
     cands = np.linspace(span_lo, span_hi, HINGE_CANDIDATES)
     # the design matrices at once (each column as np.column_stack makes it), solved by one call
     stack = np.empty((cands.size, x.size, 3))
@@ -369,8 +383,30 @@ def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
         return None
     b, a = robust.line_fit(x - x[0], y)
     sse_line = float(((a + b * (x - x[0]) - y) ** 2).sum())
-    # least squares of y on (1, max(0, x - t0)) for every candidate t0 at once, in closed form
-    cands = np.linspace(float(x[0]), float(x[-RATE_MIN_POINTS]), HINGE_CANDIDATES)
+    t0, level, sse = _best_hinge(x, y, float(x[0]), float(x[-RATE_MIN_POINTS]))
+    if sse_line - sse < HINGE_PRICE * PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
+        return None
+    return t0, level
+
+
+def _best_hinge(x, y, lo, hi) -> tuple[float, float, float]:
+    """The level-then-ramp hinge (y on 1 and max(0, x - t0)) that fits best with t0 in [lo, hi]: its
+    t0, its level and its residual sum of squares. The grid is tried again between the best
+    candidate's neighbours: over a long log, one 120th of the span is more than an onset may be off."""
+    cands = np.linspace(lo, hi, HINGE_CANDIDATES)
+    sse, level = _hinge_sse(x, y, cands)
+    k = int(np.argmin(sse))
+    fine = np.linspace(float(cands[max(k - 1, 0)]), float(cands[min(k + 1, cands.size - 1)]), HINGE_CANDIDATES)
+    sse_f, level_f = _hinge_sse(x, y, fine)
+    j = int(np.argmin(sse_f))
+    if sse_f[j] <= sse[k]:
+        return float(fine[j]), float(level_f[j]), float(sse_f[j])
+    return float(cands[k]), float(level[k]), float(sse[k])
+
+
+def _hinge_sse(x, y, cands) -> tuple[np.ndarray, np.ndarray]:
+    """For each candidate t0, the residual sum of squares of y on (1, max(0, x - t0)) and the fitted
+    level, in closed form (all at once)."""
     h = np.maximum(0.0, x[None, :] - cands[:, None])
     mean = float(y.mean())
     yc = y - mean                        # centred: the sums of squares keep their precision
@@ -379,12 +415,9 @@ def _level_then_ramp(x, y, sigma_b) -> tuple[float, float] | None:
     det = n * shh - sh * sh
     ok = det > ZERO_VARIANCE * n * n
     slope = np.where(ok, n * shy / np.where(ok, det, 1.0), 0.0)
-    level = -slope * sh / n
+    level = mean - slope * sh / n
     sse = np.where(ok, float(yc @ yc) - slope * shy, np.inf)
-    k = int(np.argmin(sse))
-    if sse_line - float(sse[k]) < HINGE_PRICE * PENALTY_PER_CHANGE * math.log(x.size) * sigma_b ** 2:
-        return None
-    return float(cands[k]), mean + float(level[k])
+    return sse, level
 
 
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
