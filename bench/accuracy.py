@@ -172,6 +172,8 @@ def main() -> int:
         ("pattern accuracy", f"{sc.pattern_ok / max(sc.pattern_n, 1):.3f}", "", True),
         ("onsets within max(5 s, 2 % lifetime)", f"{sc.onset_in_target} / {sc.onset_n}", "all",
          sc.onset_in_target == sc.onset_n),
+        ("onsets within that or the spread the samples leave", f"{sc.onset_in_spread} / {sc.onset_n}", "all",
+         sc.onset_in_spread == sc.onset_n),
         ("onset error, median (share of log)", f"{_pct(sc.onset_err, 50):.2%}", "<= 2%", _pct(sc.onset_err, 50) <= 0.02),
         ("onset error, p90 (share of log)", f"{_pct(sc.onset_err, 90):.2%}", "<= 5%", _pct(sc.onset_err, 90) <= 0.05),
         ("rate error, median", f"{_pct(sc.rate_err, 50):.2%}", "<= 5%", _pct(sc.rate_err, 50) <= 0.05),

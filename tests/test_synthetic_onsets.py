@@ -68,5 +68,6 @@ def test_scoring_allows_the_spread_and_no_more(monkeypatch):
         scoring.score_case(case, sc)
         return sc
 
-    assert score(1500.0 + 0.9 * spread).onset_in_target == 1
-    assert score(1500.0 + 1.1 * spread).onset_in_target == 0
+    inside, beyond = score(1500.0 + 0.9 * spread), score(1500.0 + 1.1 * spread)
+    assert (inside.onset_in_spread, inside.onset_in_target) == (1, 0)
+    assert (beyond.onset_in_spread, beyond.onset_in_target) == (0, 0)
