@@ -35,9 +35,8 @@ from forensics.parsers.steplog import families, general, generic
 # reading would wait for the whole search); a part costs a few tens of queries, whatever its size.
 PART_LINES = 1 << 16
 
-# Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it).
-# Run as its parts, one search each: `\s=\s` in one alternation with the literals makes the regex
-# engine try every position of every line.
+# Every line the reader may keep matches this (tests/parsers/test_steplog_prefilters.py holds it to it):
+# of the lines LOOK finds, the families' and the generic shapes' are looked for without it (_feed).
 _PREFILTER_PARTS = [f"(?i:{generic.READING_WORDS})", generic.READING_LITERALS,
                     families.FAMILY_PLAIN_LITERALS, families.HF_KEY_SIGN, generic.MARKER_PREFILTER]
 PREFILTER = "|".join(_PREFILTER_PARTS)
@@ -108,22 +107,22 @@ class StepLogReader:
         t = pl.col("text")
         # (few queries a batch: each has a fixed cost, which is what a small file's reading is made of)
         looked = rows_where(batch[["line", "text"]], look)
-        cand = looked.select(pl.any_horizontal([t.str.contains(p) for p in _PREFILTER_PARTS]).alias("_pre"),
-                             general.candidates(t).alias("_mem"))
         fam_or_gen = pl.col("fam") | pl.col("gen")
-        pre = rows_where(looked, cand["_pre"])
         # (a small text without a family literal has no family line: FAMILY_LINES is not even compiled)
-        small = generic.small_text(pre["text"])
+        small = generic.small_text(looked["text"])
         fam = (t.str.contains(families.FAMILY_LINES) if small is None or _FAMILY_LITERALS.search(small)
                else pl.lit(False))
-        marks = pre.lazy().select(
+        # the families' and the generic shapes' lines among all that LOOK found, with no search for
+        # PREFILTER's parts first: a line that fails PREFILTER is no family line, holds no reading and
+        # is no step marker, so _keep drops it as it drops a line that only looks like a marker
+        marks = looked.lazy().select(
             "line", "text",
             fam.alias("fam"),
             (t.str.contains(generic.GENERIC_HINT) & ~t.str.contains(generic.NOT_OURS)).alias("gen")
         ).filter(fam_or_gen).collect()
         if marks.height:
             self._keep(batch, marks)
-        self._keep_general(batch, rows_where(looked, cand["_mem"]))
+        self._keep_general(batch, rows_where(looked, general.candidates(t)))
         new = [k for k in self._new if k.height]
         if new:
             self._kept.append(owned(_union(new)))
