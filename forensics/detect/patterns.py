@@ -214,32 +214,7 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         return None
     long_rising = [k for k in rising if segs[k].i1 - segs[k].i0 > MIN_SEGMENT + 1]
     k_last = (long_rising or rising)[-1]
-    slope_last = segs[k_last].slope
-    first_k = k_last
-    # walk back over contiguous growing segments whose slope is similar (one linear growth)
-    k = k_last - 1
-    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
-
-    def joins(s: Segment, nxt: Segment) -> bool:
-        # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
-        # of step with the job) does not part them
-        jump = changepoints.seg_jump(s, nxt)
-        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, nxt.y1 - nxt.y0),
-                        changepoints.ramp_offset(s, nxt, gap))
-        return s.slope > 0 and abs(jump) < tolerance and 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
-
-    while k >= 0:
-        if joins(segs[k], segs[first_k]):
-            first_k = k
-            k -= 1
-        elif (k >= 1 and segs[k].i1 - segs[k].i0 <= MIN_SEGMENT + 1 and segs[k - 1].i1 - segs[k - 1].i0 > MIN_SEGMENT + 1
-              and joins(segs[k - 1], segs[first_k])):
-            # a shortest piece that parts two pieces of one ramp (a reading or two off the line: a
-            # spike the running median kept) is part of it
-            first_k = k - 1
-            k -= 2
-        else:
-            break
+    first_k = _ramp_first_segment(xb, segs, k_last, sigma_b)
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
     # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
@@ -290,6 +265,37 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     if growth < leak_min or z < LEAK_Z:
         return None
     return Leak("linear", onset, end, rate, growth, start_level, end_level, _confidence(z, LEAK_Z), z=z)
+
+
+def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
+    """The first segment of the ramp that ends with segment `k_last`: walking back over contiguous
+    growing segments whose slope is like its own (one linear growth)."""
+    slope_last = segs[k_last].slope
+    first_k = k_last
+    k = k_last - 1
+    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+
+    def joins(s: Segment, nxt: Segment) -> bool:
+        # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
+        # of step with the job) does not part them
+        jump = changepoints.seg_jump(s, nxt)
+        tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, nxt.y1 - nxt.y0),
+                        changepoints.ramp_offset(s, nxt, gap))
+        return s.slope > 0 and abs(jump) < tolerance and 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+
+    while k >= 0:
+        if joins(segs[k], segs[first_k]):
+            first_k = k
+            k -= 1
+        elif (k >= 1 and segs[k].i1 - segs[k].i0 <= MIN_SEGMENT + 1 and segs[k - 1].i1 - segs[k - 1].i0 > MIN_SEGMENT + 1
+              and joins(segs[k - 1], segs[first_k])):
+            # a shortest piece that parts two pieces of one ramp (a reading or two off the line: a
+            # spike the running median kept) is part of it
+            first_k = k - 1
+            k -= 2
+        else:
+            break
+    return first_k
 
 
 def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] | None:
