@@ -7,6 +7,8 @@ matters most. Lifetimes: lifetimes.py; thresholds: docs/detection.md.
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -373,16 +375,71 @@ def gpu_of_unnamed(host: str | None, gpus) -> tuple | None:
 
 def series_labels(samples: pl.DataFrame) -> pl.Series:
     """Each sample's label as series_frames keys it: None where the labels of its (source, host, GPU,
-    process, series) change with nearly every sample (the same rule, for all samples in one query)."""
+    process, series) change with nearly every sample."""
     labels = samples["label"]
     if labels.null_count() == labels.len():   # no labels (most logs): nothing to decide, no query
         return labels
-    keys = ["source", "host", "gpu", "pid", "series"]
+    return label_plan(samples)[0]
+
+
+SERIES_KEYS = ["source", "host", "gpu", "pid", "series"]
+BIG_FRAME = 100_000   # samples past which label_plan groups on a code of the keys (memory per row)
+
+
+def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
+    """(series_labels, the number of series they make). The rule: a (source, host, GPU, process, series)
+    whose samples carry more than one label, with a median count per label below MIN_POINTS, is one
+    series without a label; otherwise each label is a series of its own.
+
+    The samples are grouped on one 64-bit code of their keys (grouping millions of rows on five text
+    columns, or joining a decision back to each row, costs about 200 bytes a row), and the per-label
+    counts are only taken where the number of labels does not decide: with n samples and k labels the
+    median count is at most 2n/k."""
+    if samples.height <= BIG_FRAME:
+        return _label_plan_grouped(samples)
+    labels = samples["label"]
+    code = samples.select(functools.reduce(operator.xor, [pl.col(c).hash(seed=i) for i, c in enumerate(SERIES_KEYS)]))
+    code = code.to_series().alias("_g")
+    per = samples.select(*SERIES_KEYS, "label").with_columns(code).group_by("_g").agg(
+        pl.len().alias("_n"), pl.col("label").n_unique().alias("_k"),
+        *[e for c in SERIES_KEYS for e in (pl.col(c).min().alias(f"_lo_{c}"), pl.col(c).max().alias(f"_hi_{c}"),
+                                           pl.col(c).null_count().alias(f"_null_{c}"))])
+    # two key sets with one code (a hash collision) would be one group: then the plain grouping decides
+    pure = per.select(pl.all_horizontal(
+        ((pl.col(f"_null_{c}") == 0) & (pl.col(f"_lo_{c}") == pl.col(f"_hi_{c}"))) | (pl.col(f"_null_{c}") == pl.col("_n"))
+        for c in SERIES_KEYS).all()).item()
+    if not pure:
+        return _label_plan_grouped(samples)
+    per = per.select("_g", "_n", "_k")
+    loose = per.filter((pl.col("_k") > 1) & (2 * pl.col("_n") < MIN_POINTS * pl.col("_k")))["_g"]
+    open_ = per.filter((pl.col("_k") > 1) & (2 * pl.col("_n") >= MIN_POINTS * pl.col("_k")))["_g"]
+    if open_.len():
+        counts = (pl.DataFrame([code, labels]).filter(pl.col("_g").is_in(open_.implode()))
+                  .group_by("_g", "label").len().group_by("_g").agg(pl.col("len").median().alias("_median")))
+        loose = loose.append(counts.filter(pl.col("_median") < MIN_POINTS)["_g"])
+    series = int(per.filter(~pl.col("_g").is_in(loose.implode()))["_k"].sum()) + loose.len()
+    if not loose.len():
+        return labels, series
+    if loose.len() == per.height:
+        return pl.Series("label", [None] * labels.len(), dtype=pl.String), series
+    return pl.DataFrame([code, labels]).select(
+        pl.when(pl.col("_g").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"))["label"], series
+
+
+def _label_plan_grouped(samples: pl.DataFrame) -> tuple[pl.Series, int]:
+    """label_plan by grouping the rows on their keys as they are (few rows: fewer queries)."""
+    keys = SERIES_KEYS
+    labels = samples["label"]
+    if labels.null_count() == labels.len():
+        return labels, samples.group_by(keys).len().height
     per = samples.group_by(*keys, "label").len().group_by(keys).agg(
         pl.len().alias("_labels"), pl.col("len").median().alias("_median"))
+    loose = (pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)
+    series, n_loose = per.select(pl.when(loose).then(1).otherwise(pl.col("_labels")).sum(), loose.sum()).row(0)
+    if not n_loose:
+        return labels, int(series)
     named = samples.select(*keys, "label").join(per, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    return named.select(pl.when((pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)).then(None)
-                        .otherwise(pl.col("label")).alias("label"))["label"]
+    return named.select(pl.when(loose).then(None).otherwise(pl.col("label")).alias("label"))["label"], int(series)
 
 
 def series_frames(samples: pl.DataFrame):
