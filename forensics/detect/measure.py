@@ -432,14 +432,18 @@ def _label_plan_grouped(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     labels = samples["label"]
     if labels.null_count() == labels.len():
         return labels, samples.group_by(keys).len().height
-    per = samples.group_by(*keys, "label").len().group_by(keys).agg(
-        pl.len().alias("_labels"), pl.col("len").median().alias("_median"))
-    loose = (pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)
-    series, n_loose = per.select(pl.when(loose).then(1).otherwise(pl.col("_labels")).sum(), loose.sum()).row(0)
+    per = samples.lazy().group_by(*keys, "label").len().group_by(keys).agg(
+        pl.len().alias("_labels"), pl.col("len").median().alias("_median")).collect()
+    # (counted on the few rows of `per` with Series methods, which run no query)
+    loose_rows = (per["_labels"] > 1) & (per["_median"] < MIN_POINTS)
+    n_loose = int(loose_rows.sum())
+    series = n_loose + int(per["_labels"].filter(~loose_rows).sum())
     if not n_loose:
-        return labels, int(series)
-    named = samples.select(*keys, "label").join(per, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    return named.select(pl.when(loose).then(None).otherwise(pl.col("label")).alias("label"))["label"], int(series)
+        return labels, series
+    loose = (pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)
+    named = samples.lazy().select(*keys, "label").join(per.lazy(), on=keys, how="left", nulls_equal=True,
+                                                       maintain_order="left")
+    return named.select(pl.when(loose).then(None).otherwise(pl.col("label")).alias("label")).collect()["label"], series
 
 
 def series_frames(samples: pl.DataFrame):
