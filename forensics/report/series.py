@@ -76,22 +76,23 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
                         "hi": [r[1] for r in ranges.values()]},
                        schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
-    # a close-up needs a sliver of the rows: cut them down before the join
+    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
+    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
     lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    rows = rows_where(rows, pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
-    # ranges come rounded to the millisecond: a reading on the edge must not fall out
-    part = rows_where(rows.join(rng, on="sid", how="inner"),
-        (pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
-    if part.is_empty():
-        return {}
     width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
     bucket = ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    agg = part.group_by("sid", bucket).agg(
-        pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
-        pl.col("y").min().alias("ymin"),
-        pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
-        pl.col("y").max().alias("ymax"),
-    ).sort("sid", "b")
+    agg = (rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+           .join(rng.lazy(), on="sid", how="inner", maintain_order="left")
+           # ranges come rounded to the millisecond: a reading on the edge must not fall out
+           .filter((pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
+           .group_by("sid", bucket).agg(
+               pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
+               pl.col("y").min().alias("ymin"),
+               pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
+               pl.col("y").max().alias("ymax"),
+           ).sort("sid", "b").collect())
+    if agg.is_empty():
+        return {}
     out: dict[int, list] = {}
     # plain lists, grouped here (agg is sorted by sid): no per-series frame, no per-value Series access
     cols = [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]
