@@ -383,7 +383,6 @@ def series_labels(samples: pl.DataFrame) -> pl.Series:
 
 
 SERIES_KEYS = ["source", "host", "gpu", "pid", "series"]
-BIG_FRAME = 100_000   # samples past which label_plan groups on a code of the keys (memory per row)
 
 
 def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
@@ -391,33 +390,34 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     whose samples carry more than one label, with a median count per label below MIN_POINTS, is one
     series without a label; otherwise each label is a series of its own.
 
-    The samples are grouped on one 64-bit code of their keys (grouping millions of rows on five text
-    columns, or joining a decision back to each row, costs about 200 bytes a row), and the per-label
-    counts are only taken where the number of labels does not decide: with n samples and k labels the
-    median count is at most 2n/k."""
-    if samples.height <= BIG_FRAME:
-        return _label_plan_grouped(samples)
+    The samples are grouped on one 64-bit code of their keys in one query (grouping millions of rows on
+    five text columns, or joining a decision back to each row, costs about 200 bytes a row; on a job's
+    few hundred rows the text grouping costs more too), and the per-label counts are only taken where
+    the number of labels does not decide: with n samples and k labels the median count is at most 2n/k.
+    The groups' decisions are read with Series methods, which run no query."""
     labels = samples["label"]
-    code = samples.select(functools.reduce(operator.xor, [pl.col(c).hash(seed=i) for i, c in enumerate(SERIES_KEYS)]))
-    code = code.to_series().alias("_g")
-    per = samples.select(*SERIES_KEYS, "label").with_columns(code).group_by("_g").agg(
+    # (the code materialized first: grouping on it in the same lazy query holds twice the memory)
+    code = samples.select(functools.reduce(operator.xor, [pl.col(c).hash(seed=i) for i, c in enumerate(SERIES_KEYS)])
+                          .alias("_g")).to_series()
+    per = samples.select(*SERIES_KEYS, "label").hstack([code]).group_by("_g").agg(
         pl.len().alias("_n"), pl.col("label").n_unique().alias("_k"),
         *[e for c in SERIES_KEYS for e in (pl.col(c).min().alias(f"_lo_{c}"), pl.col(c).max().alias(f"_hi_{c}"),
                                            pl.col(c).null_count().alias(f"_null_{c}"))])
+    n, k, g = per["_n"], per["_k"], per["_g"]
     # two key sets with one code (a hash collision) would be one group: then the plain grouping decides
-    pure = per.select(pl.all_horizontal(
-        ((pl.col(f"_null_{c}") == 0) & (pl.col(f"_lo_{c}") == pl.col(f"_hi_{c}"))) | (pl.col(f"_null_{c}") == pl.col("_n"))
-        for c in SERIES_KEYS).all()).item()
-    if not pure:
-        return _label_plan_grouped(samples)
-    per = per.select("_g", "_n", "_k")
-    loose = per.filter((pl.col("_k") > 1) & (2 * pl.col("_n") < MIN_POINTS * pl.col("_k")))["_g"]
-    open_ = per.filter((pl.col("_k") > 1) & (2 * pl.col("_n") >= MIN_POINTS * pl.col("_k")))["_g"]
+    for c in SERIES_KEYS:
+        nulls = per[f"_null_{c}"]
+        if not (((nulls == 0) & (per[f"_lo_{c}"] == per[f"_hi_{c}"])) | (nulls == n)).all():
+            return _label_plan_grouped(samples)
+    many = k > 1
+    sure = many & (2 * n < MIN_POINTS * k)
+    loose = g.filter(sure)
+    open_ = g.filter(many & ~sure)
     if open_.len():
-        counts = (pl.DataFrame([code, labels]).filter(pl.col("_g").is_in(open_.implode()))
-                  .group_by("_g", "label").len().group_by("_g").agg(pl.col("len").median().alias("_median")))
-        loose = loose.append(counts.filter(pl.col("_median") < MIN_POINTS)["_g"])
-    series = int(per.filter(~pl.col("_g").is_in(loose.implode()))["_k"].sum()) + loose.len()
+        counts = (pl.DataFrame([code, labels]).lazy().filter(pl.col("_g").is_in(open_.implode()))
+                  .group_by("_g", "label").len().group_by("_g").agg(pl.col("len").median().alias("_median")).collect())
+        loose = loose.append(counts["_g"].filter(counts["_median"] < MIN_POINTS))
+    series = int(k.filter(~g.is_in(loose.implode())).sum()) + loose.len()
     if not loose.len():
         return labels, series
     if loose.len() == per.height:
@@ -427,7 +427,7 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
 
 
 def _label_plan_grouped(samples: pl.DataFrame) -> tuple[pl.Series, int]:
-    """label_plan by grouping the rows on their keys as they are (few rows: fewer queries)."""
+    """label_plan by grouping the rows on their keys as they are."""
     keys = SERIES_KEYS
     labels = samples["label"]
     if labels.null_count() == labels.len():

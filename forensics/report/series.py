@@ -33,9 +33,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # The hashes only group rows; series ids come from sorting the keys below
     s = s.hstack(s.select(functools.reduce(operator.xor, (pl.col(k).hash(20240601 + i) for i, k in enumerate(keys)))
                           .alias("_h")))
-    # the detector's rule: time when (nearly) every reading has it, else step, else the sample order.
-    # Each step one lazy query: a job's few series make frames where a query's fixed cost dominates
-    flags = s.lazy().group_by("_h").agg(
+    # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
+    flags = s.group_by("_h").agg(
         *[pl.col(k).first() for k in keys],
         (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
         (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step"),
@@ -43,9 +42,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.when(pl.col("has_time")).then(pl.lit("time"))
         .when(pl.col("has_step")).then(pl.lit("step"))
         .otherwise(pl.lit("index")).alias("xkind")
-    ).sort(keys, nulls_last=False).collect()
+    ).sort(keys, nulls_last=False)
     flags.insert_column(0, pl.Series("sid", range(flags.height), dtype=pl.Int64))   # (a cast would be a query)
-    # (eager: the lazy join holds more at once, 200 MB more over 5 M rows)
     rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
         flags.select("_h", "sid", "xkind"), on="_h", how="inner")
     rows = rows.with_columns(
@@ -56,7 +54,7 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if rows["x"].null_count():
         rows = rows_where(rows, pl.col("x").is_not_null())
     rows = rows.select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
-    stats = rows.lazy().group_by("sid").agg(
+    stats = rows.group_by("sid").agg(
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),
         pl.col("x").max().alias("x1"),
@@ -66,7 +64,7 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("y").get(pl.col("x").arg_max()).alias("last"),
         pl.col("total_bytes").max().alias("capacity"),
     )
-    table = flags.lazy().drop("_h").join(stats, on="sid", how="inner").sort("sid").collect()
+    table = flags.drop("_h").join(stats, on="sid", how="inner").sort("sid")
     return rows.select("sid", "x", "y"), table
 
 

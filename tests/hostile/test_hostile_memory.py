@@ -318,15 +318,14 @@ def _labelled_samples(n: int, seed: int) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_many_samples_are_counted_into_series_as_the_plain_grouping_does(monkeypatch, seed):
+def test_many_samples_are_counted_into_series_as_the_plain_grouping_does(seed):
     """Issue 45 (five_million_lines): the series budget grouped every row on its keys and label, and joined
-    the decision back to each row (about 1 GB for 5 M step lines). Big frames now take one code of the keys
-    and per-label counts only where the number of labels does not decide: the same labels and count."""
+    the decision back to each row (about 1 GB for 5 M step lines). Now one code of the keys and per-label
+    counts only where the number of labels does not decide: the same labels and count."""
     from forensics.detect import measure
 
     df = _labelled_samples(6000, seed)
     want = measure._label_plan_grouped(df)
-    monkeypatch.setattr(measure, "BIG_FRAME", 0)
     got = measure.label_plan(df)
     assert got[1] == want[1] and got[0].equals(want[0])
     assert 1 < want[1] < df.height and want[0].null_count() > df["label"].null_count()   # both rules ran
@@ -361,16 +360,16 @@ print(series, labels.null_count() == n, rss("VmHWM") - base, df.estimated_size()
     assert int(grew_mb) < 2 * int(frame_mb), (grew_mb, frame_mb)
 
 
-def test_the_report_draws_the_series_detection_sees_whichever_way_labels_are_counted(monkeypatch):
+def test_the_report_draws_the_series_detection_sees():
     """The report's series table takes detection's label rule (label_plan) instead of its own grouping
-    of every row on keys and label (880 MB over a 318 MB frame of 5 M step lines): the same table by
-    either way of counting."""
+    of every row on keys and label (880 MB over a 318 MB frame of 5 M step lines): the series it draws
+    are detection's, reading for reading."""
     from forensics.detect import measure
     from forensics.report.series import series_table
 
     df = _labelled_samples(3000, 7)
     rows, table = series_table(df)
-    monkeypatch.setattr(measure, "BIG_FRAME", 0)
-    rows_big, table_big = series_table(df)
-    assert table.equals(table_big) and rows.equals(rows_big)
-    assert table.height == measure.label_plan(df)[1] == len(measure.series_frames(df))
+    frames = measure.series_frames(df)
+    assert table.height == measure.label_plan(df)[1] == len(frames)
+    assert sorted(table["n"].to_list()) == sorted(f.height for _, f in frames)
+    assert rows.height == df.height
