@@ -390,7 +390,7 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     whose samples carry more than one label, with a median count per label below MIN_POINTS, is one
     series without a label; otherwise each label is a series of its own.
 
-    The samples are grouped on one 64-bit code of their keys in one query (grouping millions of rows on
+    The samples are grouped on one 64-bit code of their keys (grouping millions of rows on
     five text columns, or joining a decision back to each row, costs about 200 bytes a row; on a job's
     few hundred rows the text grouping costs more too), and the per-label counts are only taken where
     the number of labels does not decide: with n samples and k labels the median count is at most 2n/k.
