@@ -165,7 +165,8 @@ class TreeMemory:
 
 def stage_table(tpls: list[Path], repeat: int = 2) -> None:
     """CPU per job by stage, in this process, over the templates (the last of `repeat` runs of each
-    counted: the first pays imports and warms caches), with the eager polars calls each stage makes and
+    counted: the first pays imports and warms caches), with the polars queries each stage makes (eager calls and
+    lazy collects) and
     the CPU spent inside them (the rest is Python: ours, polars' expression building, numpy, jinja)."""
     import json
 
@@ -178,19 +179,22 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
     from forensics import report as rep
 
     calls = {"n": 0, "cpu": 0.0, "depth": 0}
-    collect = lazy_frame.LazyFrame._collect_eager   # where every eager DataFrame call runs (polars 1.x, 2.x)
+    # where every eager DataFrame call runs (polars 1.x, 2.x), and a lazy query's own collect: each a query
+    collect, collect_lazy = lazy_frame.LazyFrame._collect_eager, lazy_frame.LazyFrame.collect
 
-    def counted(self, *a, **k):
-        if calls["depth"]:
-            return collect(self, *a, **k)
-        calls["n"] += 1
-        calls["depth"] += 1
-        t0 = time.process_time()
-        try:
-            return collect(self, *a, **k)
-        finally:
-            calls["cpu"] += time.process_time() - t0
-            calls["depth"] -= 1
+    def counting(real):
+        def counted(self, *a, **k):
+            if calls["depth"]:
+                return real(self, *a, **k)
+            calls["n"] += 1
+            calls["depth"] += 1
+            t0 = time.process_time()
+            try:
+                return real(self, *a, **k)
+            finally:
+                calls["cpu"] += time.process_time() - t0
+                calls["depth"] -= 1
+        return counted
 
     cpu: dict[str, float] = {}
     ncalls: dict[str, int] = {}
@@ -209,7 +213,8 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
         (out / "s.json").write_text(json.dumps(summary, default=str))
 
     out = Path(tempfile.mkdtemp(prefix="gf-stages-"))
-    lazy_frame.LazyFrame._collect_eager = counted
+    lazy_frame.LazyFrame._collect_eager = counting(collect)
+    lazy_frame.LazyFrame.collect = counting(collect_lazy)
     try:
         for r in range(repeat):
             cpu.clear()
@@ -226,7 +231,7 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
                 html = stage("report HTML", rep.render_html, ctx)
                 stage("write", write, html, summary)
     finally:
-        lazy_frame.LazyFrame._collect_eager = collect
+        lazy_frame.LazyFrame._collect_eager, lazy_frame.LazyFrame.collect = collect, collect_lazy
         shutil.rmtree(out, ignore_errors=True)
     n, total = len(tpls), sum(cpu.values())
     print(f"\nCPU per job by stage, one process, {n} job templates (polars {pl.__version__}, "

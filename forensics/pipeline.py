@@ -8,7 +8,7 @@ from typing import Callable
 import polars as pl
 
 from forensics import detect
-from forensics.detect.measure import series_labels
+from forensics.detect.measure import label_plan
 from forensics import ingest
 from forensics import timeline
 from forensics.options import Options
@@ -53,11 +53,13 @@ SERIES_KEY = ["source", "host", "gpu", "pid", "series", "label"]
 def _series_budget(bundle, opts: Options) -> None:
     """At most opts.max_series memory series go on to detection: those that grow most (highest minus
     lowest reading); a problem line names the limit and the option that raises it."""
-    # a series as detection keys it: a label that changes with nearly every sample names none
-    keyed = bundle.samples.select(*SERIES_KEY[:-1], "bytes").with_columns(series_labels(bundle.samples))
-    per = keyed.group_by(SERIES_KEY).agg((pl.col("bytes").max() - pl.col("bytes").min()).alias("growth"))
-    if per.height <= opts.max_series:
+    # a series as detection keys it: a label that changes with nearly every sample names none; counted
+    # without grouping the rows by series, which costs memory per row (millions of step lines)
+    labels, series = label_plan(bundle.samples)
+    if series <= opts.max_series:
         return
+    keyed = bundle.samples.select(*SERIES_KEY[:-1], "bytes").with_columns(labels)
+    per = keyed.group_by(SERIES_KEY).agg((pl.col("bytes").max() - pl.col("bytes").min()).alias("growth"))
     keep = per.sort("growth", descending=True, nulls_last=True).head(opts.max_series).drop("growth")
     before = bundle.samples.height
     kept = keyed.select(SERIES_KEY).join(keep.with_columns(pl.lit(True).alias("_keep")), on=SERIES_KEY, how="left",

@@ -7,6 +7,8 @@ matters most. Lifetimes: lifetimes.py; thresholds: docs/detection.md.
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -373,16 +375,75 @@ def gpu_of_unnamed(host: str | None, gpus) -> tuple | None:
 
 def series_labels(samples: pl.DataFrame) -> pl.Series:
     """Each sample's label as series_frames keys it: None where the labels of its (source, host, GPU,
-    process, series) change with nearly every sample (the same rule, for all samples in one query)."""
+    process, series) change with nearly every sample."""
     labels = samples["label"]
     if labels.null_count() == labels.len():   # no labels (most logs): nothing to decide, no query
         return labels
-    keys = ["source", "host", "gpu", "pid", "series"]
-    per = samples.group_by(*keys, "label").len().group_by(keys).agg(
-        pl.len().alias("_labels"), pl.col("len").median().alias("_median"))
-    named = samples.select(*keys, "label").join(per, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    return named.select(pl.when((pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)).then(None)
-                        .otherwise(pl.col("label")).alias("label"))["label"]
+    return label_plan(samples)[0]
+
+
+SERIES_KEYS = ["source", "host", "gpu", "pid", "series"]
+
+
+def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
+    """(series_labels, the number of series they make). The rule: a (source, host, GPU, process, series)
+    whose samples carry more than one label, with a median count per label below MIN_POINTS, is one
+    series without a label; otherwise each label is a series of its own.
+
+    The samples are grouped on one 64-bit code of their keys (grouping millions of rows on
+    five text columns, or joining a decision back to each row, costs about 200 bytes a row; on a job's
+    few hundred rows the text grouping costs more too), and the per-label counts are only taken where
+    the number of labels does not decide: with n samples and k labels the median count is at most 2n/k.
+    The groups' decisions are read with Series methods, which run no query."""
+    labels = samples["label"]
+    # (the code materialized first: grouping on it in the same lazy query holds twice the memory)
+    code = samples.select(functools.reduce(operator.xor, [pl.col(c).hash(seed=i) for i, c in enumerate(SERIES_KEYS)])
+                          .alias("_g")).to_series()
+    per = samples.select(*SERIES_KEYS, "label").hstack([code]).group_by("_g").agg(
+        pl.len().alias("_n"), pl.col("label").n_unique().alias("_k"),
+        *[e for c in SERIES_KEYS for e in (pl.col(c).min().alias(f"_lo_{c}"), pl.col(c).max().alias(f"_hi_{c}"),
+                                           pl.col(c).null_count().alias(f"_null_{c}"))])
+    n, k, g = per["_n"], per["_k"], per["_g"]
+    # two key sets with one code (a hash collision) would be one group: then the plain grouping decides
+    for c in SERIES_KEYS:
+        nulls = per[f"_null_{c}"]
+        if not (((nulls == 0) & (per[f"_lo_{c}"] == per[f"_hi_{c}"])) | (nulls == n)).all():
+            return _label_plan_grouped(samples)
+    many = k > 1
+    sure = many & (2 * n < MIN_POINTS * k)
+    loose = g.filter(sure)
+    open_ = g.filter(many & ~sure)
+    if open_.len():
+        counts = (pl.DataFrame([code, labels]).lazy().filter(pl.col("_g").is_in(open_.implode()))
+                  .group_by("_g", "label").len().group_by("_g").agg(pl.col("len").median().alias("_median")).collect())
+        loose = loose.append(counts["_g"].filter(counts["_median"] < MIN_POINTS))
+    series = int(k.filter(~g.is_in(loose.implode())).sum()) + loose.len()
+    if not loose.len():
+        return labels, series
+    if loose.len() == per.height:
+        return pl.Series("label", [None] * labels.len(), dtype=pl.String), series
+    return pl.DataFrame([code, labels]).select(
+        pl.when(pl.col("_g").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"))["label"], series
+
+
+def _label_plan_grouped(samples: pl.DataFrame) -> tuple[pl.Series, int]:
+    """label_plan by grouping the rows on their keys as they are."""
+    keys = SERIES_KEYS
+    labels = samples["label"]
+    if labels.null_count() == labels.len():
+        return labels, samples.group_by(keys).len().height
+    per = samples.lazy().group_by(*keys, "label").len().group_by(keys).agg(
+        pl.len().alias("_labels"), pl.col("len").median().alias("_median")).collect()
+    # (counted on the few rows of `per` with Series methods, which run no query)
+    loose_rows = (per["_labels"] > 1) & (per["_median"] < MIN_POINTS)
+    n_loose = int(loose_rows.sum())
+    series = n_loose + int(per["_labels"].filter(~loose_rows).sum())
+    if not n_loose:
+        return labels, series
+    loose = (pl.col("_labels") > 1) & (pl.col("_median") < MIN_POINTS)
+    named = samples.lazy().select(*keys, "label").join(per.lazy(), on=keys, how="left", nulls_equal=True,
+                                                       maintain_order="left")
+    return named.select(pl.when(loose).then(None).otherwise(pl.col("label")).alias("label")).collect()["label"], series
 
 
 def series_frames(samples: pl.DataFrame):

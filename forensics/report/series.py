@@ -1,11 +1,13 @@
 """The drawn series: one table of every memory series with its stats, and min/max envelopes to draw."""
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 
 import polars as pl
 
-from forensics.detect.thresholds import MIN_POINTS
+from forensics.detect.measure import series_labels
 from forensics.frames import rows_where
 from forensics.report.formatting import xround
 from forensics.report.limits import SPARK_CELLS
@@ -22,22 +24,15 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     s = rows_where(samples, pl.col("bytes").is_not_null()) if samples["bytes"].null_count() else samples
     if s.is_empty():
         return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
-    # the key columns hashed as they are: half the cost of casting them to categorical codes first
-    # (the hashes only group rows; series ids come from sorting the keys below)
-    h5 = pl.struct(keys[:5]).hash(20240601).alias("_h5")
-    s = s.with_columns(h5, pl.struct(h5, keys[5]).hash(20240601).alias("_h6"))
     # as detect.series_frames does: a label that changes with nearly every reading ("step 17") does
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
-    per_label = s.group_by("_h5", "_h6").agg(pl.len().alias("c")).group_by("_h5").agg(
-        pl.len().alias("labels"), pl.col("c").median().alias("median"))
-    loose = rows_where(per_label, (pl.col("labels") > 1) & (pl.col("median") < MIN_POINTS))["_h5"]
-    if loose.len():
-        s = s.with_columns(
-            pl.when(pl.col("_h5").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"),
-            pl.when(pl.col("_h5").is_in(loose.implode())).then(pl.col("_h5")).otherwise(pl.col("_h6")).alias("_h"),
-        )
-    else:   # (the usual case) every label names its series: no query to keep them
-        s = s.hstack([s["_h6"].alias("_h")])
+    s = s.clone()   # (a copy of the column list, not of the data: the caller's frame keeps its labels)
+    s.replace_column(s.get_column_index("label"), series_labels(s))
+    # the rows grouped on a 64-bit hash of their keys (grouping millions of rows on six nullable text
+    # keys is slow); each column hashed on its own and combined, which holds no row of all six at once.
+    # The hashes only group rows; series ids come from sorting the keys below
+    s = s.hstack(s.select(functools.reduce(operator.xor, (pl.col(k).hash(20240601 + i) for i, k in enumerate(keys)))
+                          .alias("_h")))
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
     flags = s.group_by("_h").agg(
         *[pl.col(k).first() for k in keys],
@@ -81,22 +76,23 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
                         "hi": [r[1] for r in ranges.values()]},
                        schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
-    # a close-up needs a sliver of the rows: cut them down before the join
+    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
+    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
     lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    rows = rows_where(rows, pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
-    # ranges come rounded to the millisecond: a reading on the edge must not fall out
-    part = rows_where(rows.join(rng, on="sid", how="inner"),
-        (pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
-    if part.is_empty():
-        return {}
     width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
     bucket = ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    agg = part.group_by("sid", bucket).agg(
-        pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
-        pl.col("y").min().alias("ymin"),
-        pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
-        pl.col("y").max().alias("ymax"),
-    ).sort("sid", "b")
+    agg = (rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+           .join(rng.lazy(), on="sid", how="inner", maintain_order="left")
+           # ranges come rounded to the millisecond: a reading on the edge must not fall out
+           .filter((pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
+           .group_by("sid", bucket).agg(
+               pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
+               pl.col("y").min().alias("ymin"),
+               pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
+               pl.col("y").max().alias("ymax"),
+           ).sort("sid", "b").collect())
+    if agg.is_empty():
+        return {}
     out: dict[int, list] = {}
     # plain lists, grouped here (agg is sorted by sid): no per-series frame, no per-value Series access
     cols = [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]

@@ -123,7 +123,7 @@ def _dedupe(df: pl.DataFrame, mine: pl.Expr, key_sets: list[list[str]]) -> pl.Da
         return df
     df = df.with_row_index("_i")
     rows = rows_where(df, mine & (pl.col("time").is_not_null() | pl.col("uptime").is_not_null()))
-    if rows.height == 0:
+    if rows.height == 0 or rows["source"].n_unique() < 2:   # copies are only told apart across files
         return df.drop("_i")
     src_order = {s: i for i, s in enumerate(df["source"].unique(maintain_order=True).to_list())}
     rows = rows.with_columns(

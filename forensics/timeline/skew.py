@@ -73,8 +73,10 @@ def _skew_from_pid_deaths(samples, events) -> list[dict]:
     """An oom_kill of pid P (source A) vs P's last process.used reading and the next reading of that
     source without it (source B): in B's clock the kill lies between the two."""
     kills = rows_where(events, (pl.col("kind") == "oom_kill") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
+    if kills.is_empty():   # (most jobs: the samples are not searched)
+        return []
     seen = rows_where(samples, (pl.col("series") == "process.used") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
-    if kills.is_empty() or seen.is_empty():
+    if seen.is_empty():
         return []
     last = seen.group_by("source", "pid").agg(pl.col("time").max().alias("t_last"), pl.col("line").max().alias("b_line")).sort("t_last")
     ticks = samples.filter(pl.col("time").is_not_null()).select("source", pl.col("time").alias("t_next")).unique().sort("t_next")
@@ -106,9 +108,11 @@ def _skew_from_kill_and_fall(samples, events) -> list[dict]:
     memory.used by at least half of P's memory in another source, within a day: the kill lies between
     the readings before and after the fall."""
     kills = rows_where(events, (pl.col("kind") == "oom_kill") & pl.col("pid").is_not_null() & pl.col("time").is_not_null())
+    if kills.is_empty():
+        return []
     procs = rows_where(samples, (pl.col("series") == "process.used") & pl.col("pid").is_not_null()
                            & pl.col("gpu").is_not_null() & pl.col("bytes").is_not_null())
-    if kills.is_empty() or procs.is_empty():
+    if procs.is_empty():
         return []
     procs = procs.group_by("pid", "gpu").agg(pl.col("bytes").max().alias("p_bytes"))
     mem = (samples.filter((pl.col("series") == "memory.used") & pl.col("time").is_not_null() & pl.col("bytes").is_not_null())
@@ -137,8 +141,10 @@ def _skew_from_gpu_oom(samples, events) -> list[dict]:
     """A CUDA OOM (source A) cannot come after the GPU's memory fell from its peak in source B (the
     dying process frees it): an OOM stamped after that fall means A's clock is ahead, at least by the gap."""
     ooms = rows_where(events, (pl.col("kind") == "gpu_oom") & pl.col("time").is_not_null())
+    if ooms.is_empty():
+        return []
     mem = rows_where(samples, (pl.col("series") == "memory.used") & pl.col("time").is_not_null() & pl.col("bytes").is_not_null())
-    if ooms.is_empty() or mem.is_empty():
+    if mem.is_empty():
         return []
     out = []
     for (b, gpu), part in mem.group_by("source", "gpu"):

@@ -97,10 +97,11 @@ def _segment_boots(samples: pl.DataFrame, events: pl.DataFrame, sources: list[st
 
 
 def anchor_uptime(samples, events, infos: dict[str, InputInfo], opts: Options):
-    need = pl.concat([
-        rows_where(samples, pl.col("time").is_null() & pl.col("uptime").is_not_null()).select("source"),
-        rows_where(events, pl.col("time").is_null() & pl.col("uptime").is_not_null()).select("source"),
-    ])["source"].unique().drop_nulls().to_list()
+    # the sources with rows that have an uptime and no clock (Series methods: no query for the many
+    # jobs without any)
+    need = sorted({src for df in (samples, events) if df.height
+                   for src in df["source"].filter(df["time"].is_null() & df["uptime"].is_not_null()).unique()
+                   if src is not None})
     if not need:
         return samples, events
     boots = _segment_boots(samples, events, need)

@@ -296,3 +296,80 @@ def test_an_oom_inside_a_big_log_is_read_without_the_whole_file_in_memory(tmp_pa
     streamed, got = read(0)
     assert not streamed.is_read and got.height == 2
     assert got.equals(read(1 << 40)[1])
+
+
+def _labelled_samples(n: int, seed: int) -> pl.DataFrame:
+    """n samples over a few series keys, labels from constant to one per sample (a step number)."""
+    import random
+
+    from forensics.model import SAMPLES_SCHEMA, conform
+
+    rng = random.Random(seed)
+    keysets = [(rng.choice(["a.log", "b.log", None]), rng.choice(["h", None]), rng.choice(["0", "1", None]),
+                rng.choice([1, 2, None]), rng.choice(["allocated", "reserved"])) for _ in range(6)]
+    spread = [1, 3, 40, n]   # labels per key: one, a few, fewer than MIN_POINTS apart, one per sample
+    rows = []
+    for i in range(n):
+        k = keysets[i % len(keysets)]
+        labels = spread[i % len(keysets) % len(spread)]
+        rows.append(dict(source=k[0], host=k[1], gpu=k[2], pid=k[3], series=k[4], bytes=i, line=i + 1,
+                         label=None if rng.random() < 0.1 else f"step {rng.randrange(labels)}"))
+    return conform(pl.DataFrame(rows, schema_overrides={"pid": pl.Int64}), SAMPLES_SCHEMA)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_many_samples_are_counted_into_series_as_the_plain_grouping_does(seed):
+    """Issue 45 (five_million_lines): the series budget grouped every row on its keys and label, and joined
+    the decision back to each row (about 1 GB for 5 M step lines). Now one code of the keys and per-label
+    counts only where the number of labels does not decide: the same labels and count."""
+    from forensics.detect import measure
+
+    df = _labelled_samples(6000, seed)
+    want = measure._label_plan_grouped(df)
+    got = measure.label_plan(df)
+    assert got[1] == want[1] and got[0].equals(want[0])
+    assert 1 < want[1] < df.height and want[0].null_count() > df["label"].null_count()   # both rules ran
+
+
+@pytest.mark.hostile_heavy
+def test_five_million_step_lines_are_counted_into_series_in_bounded_memory():
+    """five_million_lines after reading: the budget's count of 5 M labelled samples took five times the
+    frame's own size (1,100 MB over a 218 MB frame); now less than twice it."""
+    import subprocess
+    import sys
+
+    code = """
+import polars as pl
+from forensics.model import SAMPLES_SCHEMA, conform
+from forensics.detect.measure import label_plan
+n = 5_000_000
+i = pl.int_range(n, eager=True)
+df = conform(pl.DataFrame({"source": pl.repeat("train.log", n, eager=True), "series": pl.repeat("allocated", n, eager=True),
+                           "bytes": i % 977 * 2**20, "line": i + 1}).with_columns(pl.format("step {}", pl.col("line")).alias("label")),
+             SAMPLES_SCHEMA)
+rss = lambda key: int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1]) >> 10
+base = rss("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")
+labels, series = label_plan(df)
+print(series, labels.null_count() == n, rss("VmHWM") - base, df.estimated_size() >> 20)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-500:]
+    series, all_null, grew_mb, frame_mb = out.stdout.split()
+    assert (series, all_null) == ("1", "True")
+    assert int(grew_mb) < 2 * int(frame_mb), (grew_mb, frame_mb)
+
+
+def test_the_report_draws_the_series_detection_sees():
+    """The report's series table takes detection's label rule (label_plan) instead of its own grouping
+    of every row on keys and label (880 MB over a 318 MB frame of 5 M step lines): the series it draws
+    are detection's, reading for reading."""
+    from forensics.detect import measure
+    from forensics.report.series import series_table
+
+    df = _labelled_samples(3000, 7)
+    rows, table = series_table(df)
+    frames = measure.series_frames(df)
+    assert table.height == measure.label_plan(df)[1] == len(frames)
+    assert sorted(table["n"].to_list()) == sorted(f.height for _, f in frames)
+    assert rows.height == df.height
