@@ -290,16 +290,15 @@ def id_prefix(text: pl.Series, m: ColumnMap) -> IdPrefix | None:
     return IdPrefix(k, period, {i: [seg.split(",")[i] for seg in segments[:period]] for i in range(1, k + 1)})
 
 
-def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str, prefix: IdPrefix | None = None,
-               stamps: pl.Series | None = None) -> tuple[pl.DataFrame, list[str], pl.DataFrame] | None:
+def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str,
+               prefix: IdPrefix | None = None) -> tuple[pl.DataFrame, list[str], pl.DataFrame] | None:
     """read_cells for rows that all look as nvidia-smi prints them (the timestamp first, every memory
     cell `N MiB`, GPU ids that check), without a regex or a string copy per row: (rows: `line`,
     `time`, `bytes`, `total_bytes` and `_key`, the position of the row's GPU in `keys`; keys; ids as
     read_cells gives them). Its readings are read_cells' (all memory.used); None as soon as one cell
     does not look so (read_cells then decides). Unlike read_cells it takes the cells as cut at ","
     from rows whose every cell after the first starts with the space of ", " (memory cells too).
-    With `prefix` (id_prefix of the same rows), `cells` lacks the cells it spans; `stamps`: the timestamp
-    cells when they come apart from `cells` (which then lacks field_0)."""
+    With `prefix` (id_prefix of the same rows), `cells` lacks the cells it spans."""
     r = m.roles
     # a timestamp in field_0 that parses cannot start with the `//` read_cells strips there
     if r.get("timestamp") != 0 or "memory.used" not in r or not cells.height:
@@ -330,19 +329,9 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str, prefix: IdPrefix | 
         return pl.when(~has_sign(cells) & (n >= 0) & (n < C.MAX_MIB)).then(n * (1 << 20))
 
     cell = pl.col(f"field_{r['memory.used']}")
-    # one query (its checks as aggregates, broadcast): 25% less than a frame of three columns and a second
-    # query. When every cell ends in " MiB", as nvidia-smi prints them, mib() is the slice alone (a
-    # quarter less than its when/then, which also takes bare numbers)
-    mib_only = (cells[f"field_{r['memory.used']}"][0] or "").endswith(" MiB")
-
-    def used_of(n: pl.Expr) -> pl.DataFrame:
-        return cells.lazy().select(n.alias("n"), has_sign(cell).any().alias("signed"),
-                                   cell.str.ends_with(" MiB").all().alias("mib")).collect()
-
-    used = used_of(cell.str.slice(1, cell.str.len_bytes() - 5).cast(pl.Int64, strict=False) if mib_only
-                   else mib(cell, bare_ok("memory.used")))
-    if mib_only and not used["mib"][0]:
-        used = used_of(mib(cell, bare_ok("memory.used")))
+    # one query (its checks as aggregates, broadcast): 25% less than a frame of three columns and a second query
+    used = cells.lazy().select(mib(cell, bare_ok("memory.used")).alias("n"),
+                               has_sign(cell).any().alias("signed")).collect()
     n = used["n"]
     if n.null_count() or used["signed"][0] or n.min() < 0 or n.max() >= C.MAX_MIB:
         return None
@@ -365,7 +354,7 @@ def read_plain(cells: pl.DataFrame, m: ColumnMap, zone: str, prefix: IdPrefix | 
         total = pl.repeat(uniq["total"][0], cells.height, dtype=pl.Int64, eager=True) if uniq.height == 1 else \
             cells[f"field_{r['memory.total']}"].replace_strict(uniq["cell"], uniq["total"], return_dtype=pl.Int64)
     # a timestamp repeats on each GPU's row of a sample: parsed once per run of equal stamps
-    runs = (stamps if stamps is not None else cells["field_0"]).rle().struct.unnest()
+    runs = cells.select(pl.col("field_0").rle()).unnest("field_0")
     naive = parse_stamps(runs["value"])
     utc = zone in getattr(clock, "UTC_NAMES", ())
     if utc:
@@ -476,13 +465,12 @@ def read_clean(batch: pl.DataFrame, raw: tuple, m: ColumnMap, zone: str):
         return cells.with_columns(pl.col("line").cast(pl.Int64))
 
     # the usual log: the GPU's ids right after the timestamp, repeating with the number of GPUs,
-    # checked in the lines and not cut; and the timestamp is then the lines' first 23 characters (id_prefix
-    # found the comma after them), taken from the text rather than cut again
+    # checked in the lines and not cut
     prefix = id_prefix(text, m)
-    cells = cut([i for i in want if not (prefix and 0 <= i <= prefix.k)])
+    cells = cut([i for i in want if not (prefix and 1 <= i <= prefix.k)])
     if cells is None:
         return None
-    plain = read_plain(cells, m, zone, prefix, text.str.head(23) if prefix else None)
+    plain = read_plain(cells, m, zone, prefix)
     if plain is not None:
         return ("plain", *plain)
     if prefix is not None:
