@@ -136,14 +136,9 @@ class ByteLines:
         return self._unit
 
     def after(self, k: int) -> "ByteLines":
-        """The lines after the first k (of a batch of one line repeated, found by unit()'s length)."""
-        if isinstance(self._unit, bytes):
-            at = k * len(self._unit)
-        else:
-            at = 0
-            for _ in range(k):
-                at = self.buf.index(b"\n", at) + 1
-        return ByteLines(self.buf[at:self.end], self.end - at, self.first + k, self.height - k)
+        """The lines after the first k of a batch of one line repeated (unit())."""
+        size = len(self.unit())
+        return ByteLines(self.buf[k * size:self.end], self.end - k * size, self.first + k, self.height - k)
 
     def frame(self) -> pl.DataFrame:
         if self._frame is None:

@@ -117,7 +117,7 @@ class Reader:
 
     def prepare(self, pool, batch: pl.DataFrame, raw):
         """The clean path for this batch, started in `pool` with the map in force now ((map, Future, lines
-        of the batch left out in front, the batch and raw bytes without them), or None). feed() checks that the map is still the one in force
+        of the batch left out in front), or None). feed() checks that the map is still the one in force
         when the batch's turn comes (a batch before it may change it). Before anything is fed, the map is
         guessed from the batch's first line (the header, which feed() reads alone), or for a headerless log
         from the batch's first lines."""
@@ -131,14 +131,8 @@ class Reader:
             m = self._guess or None
         if m is None or raw is None or batch.height <= skip or (isinstance(batch, ByteLines) and batch.blank):
             return None
-        # the lines after the header: of ByteLines, their bytes (not the frame of the whole batch)
-        work, work_raw = batch, raw
-        if skip and isinstance(batch, ByteLines):
-            work = batch.after(skip)
-            work_raw = (work.buf, work.end)
-        elif skip:
-            work, work_raw = frame_of(batch).slice(skip), (*raw, skip)
-        return m, pool.submit(csvcells.read_clean, work, work_raw, m, self.zone), skip, work, work_raw
+        work = frame_of(batch).slice(skip) if skip else batch
+        return m, pool.submit(csvcells.read_clean, work, (*raw, skip) if skip else raw, m, self.zone), skip
 
     def feed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None = None, prepared=None) -> bool:
         """Take a batch. True when every line of it was a clean row of the columns in force (the clean
@@ -159,10 +153,11 @@ class Reader:
                 size = int(batch.select(pl.col("text").str.len_bytes().sum()).item()) + batch.height
             self.thinner.expect(self.src.size * batch.height / max(1, size))
         if prepared is not None:
-            m, future, skip, work, work_raw = prepared
+            m, future, skip = prepared
             if skip:
-                self._feed(batch.head(skip) if isinstance(batch, ByteLines) else frame_of(batch).head(skip), None)
-                batch, raw = work, work_raw
+                batch = frame_of(batch)
+                self._feed(batch.head(skip), None)
+                batch, raw = batch.slice(skip), (*raw, skip)
             if self.lead is not None and not skip:
                 self._hold(batch, raw, prepared)
                 return
@@ -275,7 +270,7 @@ class Reader:
             self.maps[0], notes = found
             self.lead_notes.extend(notes)
         if prepared is not None and len(held) == 1:
-            m, future, *_ = prepared
+            m, future, _ = prepared
             done = future.result() if m == self.maps.get(0) else None
             if done is not None:   # (the clean path takes no batch that holds a start line)
                 self._take_clean(done)
