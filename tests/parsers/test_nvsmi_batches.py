@@ -96,7 +96,8 @@ def _row(head: str, i: int, g: int) -> str:
 
 
 FAULTS = ["junk", "driver error", "blank", "header again", "header changed", "placeholder", "prompt", "apps",
-          "bad stamp", "extra cell", "short", "no comma space", "order", "gone", "date", "gib", "bad id"]
+          "bad stamp", "extra cell", "short", "no comma space", "order", "gone", "date", "gib", "bad id", "bare mib",
+          "comma stamp"]
 
 
 def _log(head_name: str, gpus: int, samples: int, faults: list[tuple[int, str]]) -> list[str]:
@@ -147,6 +148,10 @@ def _log(head_name: str, gpus: int, samples: int, faults: list[tuple[int, str]])
                 rows[0] = rows[0].replace("81559 MiB", "79.6 GiB")
             elif f == "bad id":
                 rows[-1] = rows[-1].replace(", 0, ", ", x, ", 1)
+            elif f == "bare mib":   # a bare number in a MiB column, after or before cells with the unit
+                rows[-1] = rows[-1].replace(" MiB,", ",", 1)
+            elif f == "comma stamp":   # a comma inside the timestamp's 23 characters
+                rows[-1] = rows[-1].replace(":", ",", 1)
         lines += rows
     return lines
 

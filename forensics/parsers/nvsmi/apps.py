@@ -291,10 +291,12 @@ def _gone_events(rows: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
                                              pl.col("time").drop_nulls().min().alias("btime")).sort("block")
     # a header-only block has no time of its own: the next block's time bounds it
     per_block = per_block.with_columns(pl.col("btime").backward_fill().alias("gone_by"))
-    last = rows.filter(pl.col("pid").is_not_null()).group_by("gpu", "pid").agg(
+    # (in order of appearance: events on one line keep it, whatever the batches)
+    last = rows.filter(pl.col("pid").is_not_null()).group_by("gpu", "pid", maintain_order=True).agg(
         pl.col("block").max().alias("last_block"), pl.col("line").max().alias("last_line"),
         pl.col("time").max().alias("last_time"), pl.col("name").drop_nulls().last())
-    last = last.with_columns((pl.col("last_block") + 1).alias("block")).join(per_block, on="block", how="inner")
+    last = last.with_columns((pl.col("last_block") + 1).alias("block")).join(per_block, on="block", how="inner",
+                                                                              maintain_order="left")
     if last.height == 0:
         return events_frame(None)
 
@@ -313,7 +315,7 @@ def _gone_events(rows: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
         "pid", pl.col("name").alias("process"), "gpu",
         pl.struct("last_line", "first_line", "last_time", "gone_by").map_elements(detail, return_dtype=pl.String).alias("detail"),
         pl.lit("(absent from this nvidia-smi compute-apps sample)").alias("text"),
-    ).sort("line"))
+    ).sort("line", maintain_order=True))
 
 
 def _iso(t) -> str | None:
