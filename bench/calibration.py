@@ -2,7 +2,7 @@
 recording (sample_logs/, tests/corpus/tune, tests/corpus/heldout) in every view that holds the
 evidence, as bench/accuracy.py runs them.
 
-    python bench/calibration.py [--corpus tune|heldout|all]
+    python bench/calibration.py [--corpus tune|heldout|all] [--recordings DIR ...]
 
 A verdict's confidence is that of the finding it rests on (the first leak finding); verdicts with no
 such finding (no_leak, cache_growth, inconclusive) are one row of their own.
@@ -26,9 +26,11 @@ def main() -> int:
     from forensics.options import Options
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", choices=("tune", "heldout", "all"), default="all")
+    ap.add_argument("--recordings", action="append", default=[], metavar="DIR",
+                    help="also the recordings under DIR (the held-out sets in bench/, once run)")
     args = ap.parse_args()
     rows: dict[str, list[bool]] = {}
-    for base, root in recording_roots(args.corpus, []):
+    for base, root in recording_roots(args.corpus, args.recordings):
         for rec in read_recordings(base, root):
             files = view_files(rec.folder)
             for view in VIEWS:
