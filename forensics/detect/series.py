@@ -315,7 +315,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     # settling shows over the last two rises, not one: a single small last rise after one as large as
     # those before it is the unevenness of a steady rise (a pool grown by the chunk, a reading taken early)
     slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean()) and (
-        trend.size < 3 or float(trend[-2]) <= float(trend[:-2].mean()))
+        not trend[:-2].size or float(trend[-2]) <= float(trend[:-2].mean()))
     fall = float(-d.min()) if d.size else 0.0
     if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
         # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
