@@ -491,6 +491,20 @@ def rising_into(y: np.ndarray, noise: float) -> int | None:
     return i
 
 
+def _oom_of(s: Series, ooms: list[Finding], t: np.ndarray, dt: float, last_job: bool) -> Finding | None:
+    """The CUDA OOM that ended the lifetime `s` whose readings until the error are at `t`: one of its GPU
+    (a series without a GPU, a step log, is the job's whatever GPU its error names) timed within it or
+    OOM_READINGS readings after it; else, for the last job the logs hold (`last_job`), an error without
+    a clock (a traceback in stderr), which could have ended no other."""
+    r = s.result
+    mine = [o for o in ooms if (r.gpu is None or o.gpu in (None, r.gpu)) and o.host in (None, r.host)]
+    timed = next((o for o in mine if isinstance(o.start, datetime)
+                  and t[0] <= o.start.timestamp() <= t[-1] + OOM_READINGS * dt), None)
+    if timed is not None or not last_job:
+        return timed
+    return next((o for o in mine if not isinstance(o.start, datetime)), None)
+
+
 def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Finding]:
     """Memory that grew and then held level until this job's CUDA out-of-memory error is the path to
     that error, not a warm-up (classification `growth_into_oom`): a job that levelled below what its
@@ -517,13 +531,7 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
         i_end = s.x.size - 1
         if s.fit.release_x is not None:
             i_end = max(s.nearest(s.fit.release_x) - 1, 0)
-        # a series without a GPU (a step log) is the job's whatever GPU its error names
-        mine = [o for o in ooms if (r.gpu is None or o.gpu in (None, r.gpu)) and o.host in (None, r.host)]
-        oom = next((o for o in mine if isinstance(o.start, datetime)
-                    and t[0] <= o.start.timestamp() <= t[i_end] + OOM_READINGS * dt), None)
-        if oom is None and i_end == s.x.size - 1 and not any(u[0] > t[-1] for u in timed):
-            # an error without a clock (a traceback in stderr) ended the last job the logs hold, if any
-            oom = next((o for o in mine if not isinstance(o.start, datetime)), None)
+        oom = _oom_of(s, ooms, t[: i_end + 1], dt, i_end == s.x.size - 1 and not any(u[0] > t[-1] for u in timed))
         if oom is None:
             continue
         oom_t = oom.start.timestamp() if isinstance(oom.start, datetime) else None
@@ -536,11 +544,10 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
         i_run = rising_into(body, s.fit.noise)
         if i_run is not None:
             # no level held before the error: the job's memory was still growing when it ran out
-            after = (f" {seconds_text(oom_t - t[i_end])} after the last" if oom_t is not None
-                     else " (the error has no time: it ended the job the readings end with)")
-            path = (f"{_where(r.gpu, r.host)} ({r.series}) rose at each of its last {body.size - 1 - i_run} "
-                    f"readings, from {human(float(body[i_run]))} to {human(top)}, up to the CUDA out-of-memory "
-                    f"error{after}")
+            after = (f"{seconds_text(oom_t - t[i_end])} after the last" if oom_t is not None
+                     else "(the error has no time: it ended the job the readings end with)")
+            path = (f"{_where(r.gpu, r.host)} ({r.series}) rose at each of its last {body.size - 1 - i_run} readings, "
+                    f"from {human(float(body[i_run]))} to {human(top)}, up to the CUDA out-of-memory error {after}")
         else:
             path = (f"{_where(r.gpu, r.host)} ({r.series}) grew from {human(float(body[0]))} to {human(top)}{pool}, "
                     f"then held it for {seconds_text(held)} until the CUDA out-of-memory error")

@@ -275,6 +275,14 @@ def _steady_start(sl: np.ndarray, startup: bool) -> int:
     return k
 
 
+def _stair_pauses(d: np.ndarray, tiny: float) -> list[int]:
+    """The readings of a staircase sampled about once per stair that did not move between two alike
+    rises (within SHORT_SIMILAR): the next stair had not yet come, no pause in the growth."""
+    moved = d > tiny
+    return [j + 1 for j in range(1, d.size - 1) if abs(float(d[j])) <= tiny and moved[j - 1] and moved[j + 1]
+            and max(d[j - 1], d[j + 1]) <= SHORT_SIMILAR * min(d[j - 1], d[j + 1])]
+
+
 def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     """A job seen in only a few readings (coarse sampling, a short job): too few for change points,
     enough to say whether memory rose at every reading of its last stretch, up to the end, without
@@ -288,19 +296,14 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.noise = fit.bucket_noise = robust.mad_sigma(d) if d.size >= 2 else 0.0
     growth = float(y[-1] - y[0])
     tiny = max(LEVEL_RESOLUTION * level, 1.0)
-    # a staircase sampled about once per stair: a reading that did not move between two alike rises
-    # (the next stair not yet come) is no pause in the growth; the rising stretch is judged without it
-    moved = d > tiny
-    paused = [j + 1 for j in range(1, d.size - 1) if abs(float(d[j])) <= tiny and moved[j - 1] and moved[j + 1]
-              and max(d[j - 1], d[j + 1]) <= SHORT_SIMILAR * min(d[j - 1], d[j + 1])]
-    kept_x, kept_y = np.delete(x, paused), np.delete(y, paused)
+    paused = _stair_pauses(d, tiny)
     fit.segments = [Segment(0, n, float(x[0]), float(x[-1]), growth / float(x[-1] - x[0] or 1.0),
                             float(y[0]), float(y[-1]), "growth" if growth > LEAK_MIN_FRACTION * level else "flat")]
     env = np.minimum.accumulate(y[::-1])[::-1]
     fit.persistent_growth = float(env[-1] - env[0])
     few = f"only {n} samples in this job"
-    x, y = kept_x, kept_y
-    n, d = int(x.size), np.diff(kept_y)
+    x, y = np.delete(x, paused), np.delete(y, paused)   # the rising stretch is judged without them
+    n, d = int(x.size), np.diff(y)
     rising = d > tiny
     # the rising stretch that reaches the last reading
     r = 0
