@@ -315,10 +315,11 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
     startup = _startup_jump(y, r, run_slope)
     trend = run_slope[1:] if startup else run_slope
-    # settling shows over the last two rises, not one: a single small last rise after one as large as
-    # those before it is the unevenness of a steady rise (a pool grown by the chunk, a reading taken early)
+    # settling shows over the last two rises, not one: a small last rise right after a rise larger
+    # than the one before it is the unevenness of a steady rise (a pool grown by the chunk, a reading
+    # taken early), not rises that shrink
     slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean()) and (
-        not trend[:-2].size or float(trend[-2]) <= float(trend[:-2].mean()))
+        not trend[:-2].size or float(trend[-2]) <= float(trend[-3]))
     fall = float(-d.min()) if d.size else 0.0
     if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
         # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
