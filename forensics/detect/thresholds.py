@@ -83,9 +83,9 @@ TOOTH_READINGS = 3        # a tooth read on the readings: the reading it fell fr
 
 # -- short series (series.py; docs/detection.md "Few samples") --
 SHORT_MIN = 4             # fewer readings than this are too short: three points cannot tell a trend from noise
-SHORT_RUN = 3             # a short job leaks when its last this many reading-to-reading changes all rose
+SHORT_RUN = 3             # a short job leaks when its last this many reading-to-reading changes all rose (and memory rising so into an OOM grew into it)
 SHORT_MAX = 12            # short rules up to this many readings: three segments of three cannot place an onset
-SHORT_SIMILAR = 1.4       # a steady rise per reading varies by the sampling jitter; 40 % faster is the start-up
+SHORT_SIMILAR = 1.4       # a steady rise per reading varies by the sampling jitter; 40 % faster is the start-up (within it: alike stairs)
 SHORT_CONF_MAX = 0.6      # a short job's leak is at most this confident: it is a thin trend
 SHORT_CONF_BASE = 0.25    # a short job's leak confidence starts here ...
 SHORT_CONF_PER_READING = 0.05  # ... and grows by this per reading (7 readings reach the cap)
