@@ -53,3 +53,20 @@ def test_a_reading_off_a_steep_ramp_does_not_part_the_ramp():
     fit = analyze_xy(x, np.asarray(RAMP_WITH_A_SPIKE, dtype=float) * MiB, discrete=False)
     assert fit.leak is not None and fit.leak.pattern == "linear"
     assert abs(fit.leak.onset - 52.0) <= 5.0
+
+
+def test_a_floor_reading_just_before_a_spike_is_read_as_the_floor_not_as_the_spike():
+    """An evaluation's memory every 70 readings on a level floor: the lowest reading of a trough's
+    window may come right before the next spike, and the readings after it are that spike (synthetic
+    seed 326447817, 230-life_eval_spikes: a false leak of +5.7 GiB from one such floor point)."""
+    from forensics.detect import patterns
+    rng = np.random.default_rng(7)
+    level, spike = 35.0 * 2**30, 40.8 * 2**30
+    by = level + rng.normal(0, 0.03 * 2**30, 200)
+    by[65:69] = spike                      # the spike of the next tooth, inside the trough's window
+    by[64] = level - 0.1 * 2**30           # the window's lowest reading, just before it
+    bx = np.arange(by.size, dtype=float)
+    edges = np.arange(by.size + 1)
+    xs, ys, _, _ = patterns.raw_floor(bx, by, edges, [50, 130], [5.7 * 2**30] * 2, 0.03 * 2**30)
+    assert xs[0] == 64.0
+    assert abs(ys[0] - level) < 0.2 * 2**30

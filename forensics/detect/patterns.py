@@ -100,11 +100,13 @@ def raw_floor(bx, by, edges, troughs, depths, sigma):
         if hi <= lo:
             continue
         j = lo + int(np.argmin(by[lo:hi]))
-        # the median of the first readings of the new tooth: the minimum alone is the noisiest one
+        # the median of the window's lowest readings (the new tooth's first ones): the minimum alone
+        # is the noisiest one, and the readings right after it may be a spike that the minimum came
+        # just before (an evaluation's memory on a level floor), not the floor
         w = max(1, (hi - lo) // 8)
         xs.append(bx[j])
-        ys.append(float(robust.median(by[j: j + w])))
-        ws.append(min(w, by.size - j))
+        ys.append(float(robust.median(np.partition(by[lo:hi], w - 1)[:w])))
+        ws.append(w)
     point_noise = 1.2533 * sigma / math.sqrt(max(1.0, float(robust.median(ws)))) if ws else sigma
     return np.asarray(xs), np.asarray(ys), float(robust.median(depths)), point_noise
 
