@@ -26,6 +26,9 @@ from forensics.errors import InputError
 from forensics.io.sources import Source, discover
 
 POOL_GROWTH_SHARE = 0.5   # a pool that grew by less than half the leak hid it from device memory
+# a pool whose every rise during the leak came within this many seconds (one reading of a 1 s logger)
+# is one jump to device memory
+POOL_ONE_JUMP_S = 1.0
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,6 +105,21 @@ def pool_kept_flat(jobs: list[dict]) -> str | None:
             "device memory cannot show it")
 
 
+def pool_grew_at_once(jobs: list[dict]) -> str | None:
+    """Why the device views cannot hold a leak, from the truth file's own numbers: the leaking jobs'
+    allocator pool rose during the leak only within POOL_ONE_JUMP_S (a cap reached, or one large
+    block) and held otherwise, so device memory shows one jump and a level, which is also the shape
+    of a one-off allocation."""
+    leaking = [j for j in jobs if j.get("leaks") and j.get("leak_growth_bytes")]
+    if not leaking or any(j.get("pool_rise_seconds") is None or j["pool_rise_seconds"] > POOL_ONE_JUMP_S
+                          for j in leaking):
+        return None
+    j = leaking[0]
+    return (f"the allocator's pool rose during the leak only within {j['pool_rise_seconds']:.1f} s "
+            f"({j['pool_rises_after_onset']} step(s)) and then held: device memory shows one jump, a one-off "
+            "allocation's shape")
+
+
 def shared_total(jobs: list[dict]) -> str | None:
     """Why the GPU's total memory cannot show a leak, from the truth file's jobs: another job on the GPU
     started or ended between the leak's onset and the leaking job's end, or outlived it. The total then
@@ -147,7 +165,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
             out.append(Recording(t.get("case") or d.name, root, d, t["expected_verdict"],
                                  _listed(t.get("expected_findings")), t.get("pattern"),
                                  _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
-                                 t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or []),
+                                 t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or [])
+                                 or pool_grew_at_once(t.get("jobs") or []),
                                  shared_total(t.get("jobs") or []), spans))
         elif rd.is_file():
             m = front_matter(rd)

@@ -114,3 +114,19 @@ def test_a_view_with_too_few_readings_of_the_leak_must_not_say_no_leak():
     # with a third reading of the leak the view holds the trend
     rec.leak_spans = [(t[3], t[6])]
     assert recordings.expectation_seen(rec, "smi_l1", samples)[0] == "leak"
+
+
+def test_a_pool_that_rose_once_during_the_leak_is_no_evidence_for_device_views():
+    """One jump of the allocator's pool, then a level while the leak goes on inside it, is a one-off
+    allocation's shape to device memory (tests/corpus/tune/infer_cache_leak_sigkill: three rises
+    within 0.8 s; bench/heldout5/jax_leak_oom_slow: one, at XLA's cap)."""
+    from evaluation.recordings import pool_grew_at_once
+
+    def job(rise_s, rises, leaks=True):
+        return {"pid": 1, "leaks": leaks, "leak_growth_bytes": 2 << 30, "pool_rise_seconds": rise_s,
+                "pool_rises_after_onset": rises}
+
+    assert "one jump" in pool_grew_at_once([job(0.787, 3)])
+    assert pool_grew_at_once([job(6.0, 12)]) is None            # a pool that grew along with the leak
+    assert pool_grew_at_once([{"pid": 1, "leaks": True, "leak_growth_bytes": 1}]) is None   # pool never rose
+    assert pool_grew_at_once([job(0.5, 1), job(6.0, 12)]) is None   # another leaking job's pool shows it

@@ -125,6 +125,12 @@ def job_facts(j: dict, steps: list[dict], rows: list[dict], meta: dict) -> dict:
             j["rate_bytes_per_second"] = int(round(growth / (last["t"] - base["t"])))
         ga = last["allocated"] - base["allocated"]
         j["allocated_growth_bytes"] = ga
+        # when the allocator's pool (what device memory sees) rose during the leak: the seconds from its
+        # first rise to its last (one jump, then level, is a one-off allocation's shape to a device view)
+        rises = [b["t"] for a, b in zip(steps, steps[1:]) if b["step"] > base["step"] and b["reserved"] > a["reserved"]]
+        if rises:
+            j["pool_rises_after_onset"] = len(rises)
+            j["pool_rise_seconds"] = round(rises[-1] - rises[0], 3)
     stairs = [r for r in mine if r["ev"] == "stair"]
     if stairs:
         j["stairs"] = len(stairs)
