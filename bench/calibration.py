@@ -1,6 +1,7 @@
 """How often a verdict is right at each confidence the report prints ("Confidence: NN %"), on every
 recording (sample_logs/, tests/corpus/tune, tests/corpus/heldout) in every view that holds the
-evidence, as bench/accuracy.py runs them.
+evidence, as bench/accuracy.py runs and judges them (a view holding too few readings must say
+`inconclusive`, or may say `leak` where too few are of the leak).
 
     python bench/calibration.py [--corpus tune|heldout|all] [--recordings DIR ...]
 
@@ -16,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluation.recordings import VIEWS, read_recordings, recording_roots, view_expectation, view_files  # noqa: E402
+from evaluation.recordings import (VIEWS, expectation_seen, read_recordings, recording_roots,  # noqa: E402
+                                   verdict_fits, view_expectation, view_files)
 
 BINS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
 
@@ -37,14 +39,16 @@ def main() -> int:
                 expected, _ = view_expectation(rec, view)
                 if view not in files or expected is None:
                     continue
-                _, an = pipeline.run(files[view], Options(tz=rec.tz, tz_from_user=True))
+                bundle, an = pipeline.run(files[view], Options(tz=rec.tz, tz_from_user=True))
+                # what the view must say given the readings it holds, as bench/accuracy.py judges it
+                expected, _ = expectation_seen(rec, view, bundle.samples)
                 lead = next((f for f in an.findings if f.kind == "leak" and f.confidence is not None), None)
                 if an.verdict == "leak" and lead is not None:
                     lo, hi = next(b for b in BINS if b[0] <= lead.confidence < b[1])
                     key = f"leak, confidence {lo:.0%}–{min(hi, 1.0):.0%}"
                 else:
                     key = f"{an.verdict} (no confidence printed)"
-                rows.setdefault(key, []).append(an.verdict == expected)
+                rows.setdefault(key, []).append(verdict_fits(expected, an.verdict))
     print("| verdict as printed | views | right | share right |\n| --- | --- | --- | --- |")
     for key in sorted(rows):
         ok = rows[key]
