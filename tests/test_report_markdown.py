@@ -89,7 +89,7 @@ def test_the_html_shows_labels_not_internal_keys():
     bundle, analysis = pipeline.run([str(ROOT / "sample_logs" / "incident_linear_oom")], opts)
     html = report.render_html(report.build_context(bundle, analysis, opts))
     facts = re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", html)
-    assert ("Logged for", "21 s") in facts and ("Memory", "ran out (CUDA OOM) — 2026-11-30 04:44:55 UTC") in facts
+    assert ("Logged for", "22 s") in facts and ("Memory", "ran out (CUDA OOM) — 2026-11-30 04:44:55 UTC") in facts
     assert not [label for label, _ in facts if label == "Ran out as"]   # said once, by the fact
     for label, value in facts:
         assert "_" not in label, label
