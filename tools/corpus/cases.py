@@ -809,3 +809,111 @@ HELDOUT5 = [
          "SIGKILL after step 90.", 24),
 ]
 CASES["heldout5"] = HELDOUT5
+
+
+# ---- held-out set 6 (2026-12-06, fourth session) ------------------------------------------------------
+# Written before the fourth session's detection changes were settled and before recording; kept out of tests/
+# (bench/heldout6/), run once when the rules are settled. New combinations: the several-points-a-step helper on a
+# healthy job and on two processes, a staircase crash loop, a JAX leak killed, a healthy Trainer run, an NVML
+# monitor thread on a leak into an OOM, a noisy leak into an OOM beside a headerless 1 s CSV, a short leak killed.
+
+H6 = "heldout6"
+
+HELDOUT6 = [
+    Case("phases_flat_sigkill", H6, ["wide500", "dmon_mu"],
+         kill_at("flat", "--steps 400 --period 0.12 --warm-gib 6 --style phases", False, step=90),
+         "no_leak", [], None,
+         "A fixed 6 GiB footprint; the `log_memory(step_name)` helper at four points of each step; killed with "
+         "SIGKILL after step 90.", 26),
+    Case("jsonl_linear_leak_sigkill", H6, ["ms250", "apps2"],
+         kill_at("linear_late", "--steps 400 --period 0.12 --warm-gib 2 --flat 25 --leak-mib 48 --style jsonl",
+                 True, step=110),
+         "leak", ["leak"], "linear",
+         "A debug hook keeps 48 MiB of activations a step from step 26; JSON metrics lines; killed with SIGKILL "
+         "after step 110.", 26),
+    Case("tutorial_eval_spikes_emptycache_sigkill", H6, ["wide1", "used5"],
+         kill_at("eval_spikes", "--steps 400 --period 0.13 --warm-gib 3 --eval-every 15 --eval-len 3 "
+                 "--spike-gib 6 --empty-cache --style tutorial", False, step=70),
+         "no_leak", [], None,
+         "A 3 GiB footprint with a 6 GiB evaluation every 15 steps, freed and returned with empty_cache(); "
+         "tutorial lines; a 5 s `timestamp, memory.used` log; killed with SIGKILL after step 70.", 24),
+    Case("absl_warmup_exit", H6, ["script5", "dmon"],
+         simple("warmup_plateau", "--steps 90 --period 0.13 --ramp 25 --peak-gib 14 --style absl", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 14 GiB over 25 steps, then flat; glog/absl lines; a headerless 5 s log. Ends "
+         "normally.", 25),
+    Case("fairseq_cache_growth_sigkill", H6, ["wide500", "apps"],
+         kill_at("cache_growth", "--steps 400 --period 0.13 --grow-mib 12 --style fairseq_tail", False, step=70),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 12 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; "
+         "fairseq-style tails; killed with SIGKILL after step 70.", 25),
+    Case("kv_slow_noisy_oom", H6, ["script1", "dmon"],
+         simple("slow_noisy", "--steps 600 --period 0.08 --fraction 0.05 --warm-gib 1.5 --noise-mib 192 "
+                "--leak-mib 32 --onset 25 --style kv_gb", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A 1.5 GiB footprint under noisy batches (0-192 MiB a step), 32 MiB of statistics kept a step from step "
+         "25 under a cap of 5 % of the GPU until a CUDA OOM; `key=value` GB lines; a headerless 1 s log.", 30),
+    Case("megatron_lru_exit", H6, ["classic", "apps"],
+         simple("lru", "--steps 90 --period 0.12 --cap-entries 30 --entry-mib 96 --style megatron", False),
+         "no_leak", [], None,
+         "An LRU cache of 96 MiB entries capped at 30 fills over 30 steps and then evicts; Megatron-style lines. "
+         "Ends normally.", 25),
+    Case("deepspeed_infer_leak_sigkill", H6, ["wide1", "dmon"],
+         kill_at("infer", "--leak --steps 400 --period 0.12 --warm-gib 3 --max-batch 24 --out-mib 8 --onset 15 "
+                 "--style deepspeed", True, step=120),
+         "leak", ["leak"], "linear",
+         "An inference loop caching every request's output (8 MiB) on the GPU from batch 15; DeepSpeed "
+         "`see_memory_usage` lines; killed with SIGKILL after batch 120.", 28),
+    Case("jax_flat_long_exit", H6, ["ms250", "apps"],
+         simple("jax_train", "--steps 150 --period 0.12 --warm-gib 6 --every 4", False),
+         "no_leak", [], None,
+         "JAX training with a fixed 6 GiB footprint; memory_stats() logged every 4 steps. Ends normally.", 30),
+    Case("jax_leak_sigkill", H6, ["wide1", "dmon"],
+         kill_at("jax_train", "--leak --steps 400 --period 0.12 --warm-gib 2 --leak-mib 96 --onset 20 --every 2",
+                 True, step=110),
+         "leak", ["leak"], "linear",
+         "JAX: each step's activations kept from step 20 (96 MiB a step), no cap; memory_stats() logged every 2 "
+         "steps; killed with SIGKILL after step 110.", 30),
+    Case("hf_trainer_plain_exit", H6, ["wide500", "apps"],
+         simple("hf_trainer", "--steps 120 --period 0.1 --every 10 --style none", False),
+         "no_leak", [], None,
+         "A transformers Trainer run with no leak; memory numbers in the Trainer's log dicts. Ends normally.",
+         38, timeout=120),
+    Case("monitor_leak_oom", H6, ["wide1", "apps"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.06 --warm-gib 1 --leak-mib 128 --onset 10 "
+                "--style none --monitor 0.5", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 10 (128 MiB a step) under a 6 % cap until a CUDA OOM; the only step-log "
+         "lines are an NVML monitor thread's used/total every 0.5 s.", 26),
+    Case("two_procs_phases_exit", H6, ["apps", "wide500"],
+         two_procs("--steps 110 --period 0.15 --warm-gib 5 --style phases",
+                   "linear_late", "--steps 70 --period 0.15 --warm-gib 1 --flat 12 --leak-mib 80 --style phases",
+                   b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU, both with the `log_memory(step_name)` helper: a flat 5 GiB trainer (a.log) "
+         "and a second job (b.log) keeping 80 MiB a step from its step 13; both end normally.", 32),
+    Case("crashloop_pipe_gb_staircase_oom_x2", H6, ["ms250", "dmon"],
+         crash_loop("staircase", "--steps 400 --period 0.1 --fraction 0.1 --warm-gib 1 --stair-mib 768 "
+                    "--stair-every 8 --style pipe_gb", runs=2, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "step",
+         "A crash loop of two runs of a job keeping a 768 MiB snapshot every 8 steps under a 10 % cap; `| INFO |` "
+         "lines in GB; each run dies of a CUDA OOM.", 36, timeout=100, stair_every=8),
+    Case("short_leak_kv_sigkill", H6, ["wide1", "used5"],
+         kill_at("linear_late", "--steps 400 --period 0.4 --warm-gib 1 --flat 3 --leak-mib 768 --style kv_gb",
+                 True, step=12),
+         "leak", ["leak"], "linear",
+         "A short job: from step 4 each step keeps 768 MiB; killed with SIGKILL after step 12 (about 5 s), still "
+         "growing; a 5 s `timestamp, memory.used` log beside a 1 s one.", 22),
+    Case("spine_grad_accum_exit", H6, ["wide1", "apps2"],
+         simple("grad_accum", "--steps 80 --period 0.13 --accum 4 --micro-mib 512 --style spine", False),
+         "no_leak", [], None,
+         "Gradient accumulation over 4 micro-batches of 512 MiB, freed at each optimizer step; Python logging "
+         "lines. Ends normally.", 24),
+    Case("bytes_k_leak_loggers_stopped", H6, ["script1", "apps"],
+         stop_loggers_at("linear_late", "--steps 120 --period 0.12 --warm-gib 2 --flat 15 --leak-mib 64 "
+                         "--style bytes_k", True, step=70),
+         "leak", ["leak"], "linear",
+         "A debug hook keeps 64 MiB a step from step 16; memory in raw bytes; the GPU loggers stop at step 70 "
+         "while the job goes on to step 120 and ends normally.", 28),
+]
+CASES["heldout6"] = HELDOUT6
