@@ -44,16 +44,20 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .otherwise(pl.lit("index")).alias("xkind")
     ).sort(keys, nulls_last=False)
     flags.insert_column(0, pl.Series("sid", range(flags.height), dtype=pl.Int64))   # (a cast would be a query)
-    rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
-        flags.select("_h", "sid", "xkind"), on="_h", how="inner")
-    rows = rows.with_columns(
-        pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
-        .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
-        .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
-    )
+    # each row's series id and x looked up from its hash, in the rows' order: a join would copy every
+    # row's columns (hundreds of MB for millions of step lines) to add two
+    sid = pl.col("_h").replace_strict(flags["_h"], flags["sid"], return_dtype=pl.Int64)
+    x_of = {"time": pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6, "step": pl.col("step").cast(pl.Float64),
+            "index": pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)}
+    kinds = flags["xkind"].unique(maintain_order=True).to_list()
+    if len(kinds) == 1:
+        x = x_of[kinds[0]]
+    else:
+        xkind = pl.col("_h").replace_strict(flags["_h"], flags["xkind"], return_dtype=pl.String)
+        x = pl.when(xkind == "time").then(x_of["time"]).when(xkind == "step").then(x_of["step"]).otherwise(x_of["index"])
+    rows = s.select(sid.alias("sid"), x.alias("x"), pl.col("bytes").alias("y"), "total_bytes")
     if rows["x"].null_count():
         rows = rows_where(rows, pl.col("x").is_not_null())
-    rows = rows.select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
     stats = rows.group_by("sid").agg(
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),
@@ -73,18 +77,16 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     order, in runs split where data is missing for a while."""
     if not ranges:
         return {}
-    rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
-                        "hi": [r[1] for r in ranges.values()]},
-                       schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
-    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
-    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
-    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
-    bucket = ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    agg = (rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
-           .join(rng.lazy(), on="sid", how="inner", maintain_order="left")
-           # ranges come rounded to the millisecond: a reading on the edge must not fall out
-           .filter((pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
+    sids = pl.Series(list(ranges), dtype=pl.Int64)
+    # each row's range looked up by its series id, null for the series not asked for (a join would copy
+    # every row's columns: millions of rows for a long step log). One lazy query: a chart asks for a
+    # few envelopes of a few hundred rows each, where each query's fixed cost dominates
+    lo, hi = (pl.col("sid").replace_strict(sids, pl.Series([r[i] for r in ranges.values()], dtype=pl.Float64),
+                                           default=None) for i in (0, 1))
+    width = pl.when(hi > lo).then(hi - lo).otherwise(1.0)
+    bucket = ((pl.col("x") - lo) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    agg = (rows.lazy().filter((pl.col("x") >= lo - 0.001) & (pl.col("x") <= hi + 0.001))
            .group_by("sid", bucket).agg(
                pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
                pl.col("y").min().alias("ymin"),
