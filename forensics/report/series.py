@@ -77,16 +77,18 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     order, in runs split where data is missing for a while."""
     if not ranges:
         return {}
-    sids = pl.Series(list(ranges), dtype=pl.Int64)
-    # each row's range looked up by its series id, null for the series not asked for (a join would copy
-    # every row's columns: millions of rows for a long step log). One lazy query: a chart asks for a
-    # few envelopes of a few hundred rows each, where each query's fixed cost dominates
-    lo, hi = (pl.col("sid").replace_strict(sids, pl.Series([r[i] for r in ranges.values()], dtype=pl.Float64),
-                                           default=None) for i in (0, 1))
-    width = pl.when(hi > lo).then(hi - lo).otherwise(1.0)
-    bucket = ((pl.col("x") - lo) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    # ranges come rounded to the millisecond: a reading on the edge must not fall out
-    agg = (rows.lazy().filter((pl.col("x") >= lo - 0.001) & (pl.col("x") <= hi + 0.001))
+    rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
+                        "hi": [r[1] for r in ranges.values()]},
+                       schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
+    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
+    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
+    width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
+    bucket = ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+    agg = (rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+           .join(rng.lazy(), on="sid", how="inner", maintain_order="left")
+           # ranges come rounded to the millisecond: a reading on the edge must not fall out
+           .filter((pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
            .group_by("sid", bucket).agg(
                pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
                pl.col("y").min().alias("ymin"),
