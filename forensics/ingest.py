@@ -324,7 +324,9 @@ def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> Non
     a clock that goes back and GPUs that vanish or appear mid-log are said, since they change how the
     timeline reads (nothing else is changed)."""
     s = p.samples
-    if s is None or s.height < 2:
+    # a copy needs a time (`dup` below), and so do the clock and GPU checks: a log with fewer than two
+    # times (a step log without a clock) has nothing to check, and costs no query
+    if s is None or s.height < 2 or "time" not in s.columns or s.height - s["time"].null_count() < 2:
         return
     s = conform(s, SAMPLES_SCHEMA).with_row_index("_row")
     # "earlier" is by line; the rows keep their order (most parsers emit them in line order already)

@@ -120,3 +120,21 @@ def test_the_plausibility_check_skips_its_query_only_for_plausible_tables(rows):
     assert got.samples.equals(want.samples) and got_skipped.counts == want_skipped.counts
     if surely(df, ("bytes", "total_bytes")):
         assert not want_skipped.counts
+
+
+@pytest.mark.parametrize("timed", [0, 1, 2, 3])
+def test_copies_are_looked_for_only_among_timed_readings(timed):
+    """ingest._consistency returns at once, without a query, for a table with fewer than two times (a step
+    log without a clock): a copy needs a time. Two equal readings with a time are still one copy."""
+    from datetime import datetime, timezone
+
+    from forensics import ingest
+    from forensics.model import SAMPLES_SCHEMA, InputInfo, Parsed, Skipped, conform
+
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rows = [dict(time=t if i < timed else None, step=1, series="allocated", bytes=5 << 20, line=i + 1) for i in range(4)]
+    p = Parsed(samples=conform(pl.DataFrame(rows), SAMPLES_SCHEMA))
+    skipped = Skipped()
+    ingest._consistency(p, "train.log", skipped, InputInfo(path="train.log"))
+    assert skipped.counts.get(ingest.DUPLICATE, 0) == max(0, timed - 1)
+    assert p.samples.height == 4 - max(0, timed - 1)
