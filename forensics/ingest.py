@@ -6,6 +6,7 @@ One bad file never stops the rest: its problem becomes a one-line message in `Bu
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 import numpy as np
@@ -161,6 +162,29 @@ MIN_YEAR, MAX_YEAR = 1970, 2200
 IMPLAUSIBLE_TIME = f"implausible time stamp (year before {MIN_YEAR} or after {MAX_YEAR}), time dropped"
 
 
+def _utc_us(year: int) -> int:
+    return (datetime(year, 1, 1, tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+
+
+# the plausible times as the schemas hold them (µs, UTC): from the first instant of MIN_YEAR to before MAX_YEAR + 1's
+_PLAUSIBLE_US = (_utc_us(MIN_YEAR), _utc_us(MAX_YEAR + 1))
+
+
+def _surely_plausible(df: pl.DataFrame, cols: tuple[str, ...]) -> bool:
+    """True when every byte count lies in 0..MAX_PLAUSIBLE_BYTES and every time in MIN_YEAR..MAX_YEAR,
+    told by each column's lowest and highest value (Series methods, no query); False leaves it to
+    _plausible's own check (a negative delta series is fine there)."""
+    for c in cols:
+        v = df[c] if c in df.columns else None
+        if v is not None and v.null_count() < v.len() and not (0 <= v.min() and v.max() <= MAX_PLAUSIBLE_BYTES):
+            return False
+    t = df["time"]
+    if t.null_count() == t.len():
+        return True
+    us = t.cast(pl.Int64)
+    return _PLAUSIBLE_US[0] <= us.min() and us.max() < _PLAUSIBLE_US[1]
+
+
 def _plausible(parsed: Parsed, skipped: Skipped) -> None:
     """Null byte counts no memory can have and times no log was written at, counting them as skipped
     (the row itself stays)."""
@@ -169,6 +193,8 @@ def _plausible(parsed: Parsed, skipped: Skipped) -> None:
         if df is None or not df.height:
             continue
         df = conform(df, schema)
+        if _surely_plausible(df, cols):
+            continue
         negative_ok = pl.col("series").str.contains("delta").fill_null(False) if "series" in df.columns else pl.lit(False)
         # one query says whether anything is off (almost never): only then find the lines and fix
         years = pl.col("time").dt.year()
@@ -298,7 +324,9 @@ def _consistency(p: Parsed, path: str, skipped: Skipped, info: InputInfo) -> Non
     a clock that goes back and GPUs that vanish or appear mid-log are said, since they change how the
     timeline reads (nothing else is changed)."""
     s = p.samples
-    if s is None or s.height < 2:
+    # a copy needs a time (`dup` below), and so do the clock and GPU checks: a log with fewer than two
+    # times (a step log without a clock) has nothing to check, and costs no query
+    if s is None or s.height < 2 or "time" not in s.columns or s.height - s["time"].null_count() < 2:
         return
     s = conform(s, SAMPLES_SCHEMA).with_row_index("_row")
     # "earlier" is by line; the rows keep their order (most parsers emit them in line order already)

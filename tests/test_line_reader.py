@@ -203,6 +203,21 @@ def test_rows_where_is_filter(rows, how):
     assert got.schema == want.schema and got.equals(want), how
 
 
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.one_of(st.none(), st.sampled_from("ab"))),
+                max_size=25), st.sampled_from([("a",), ("a", "b")]))
+def test_partitions_are_partition_by_as_dict(rows, by):
+    """frames.partitions (the nvidia-smi readers' sections, maps and segments): the keys, order and rows of
+    partition_by(as_dict=True), null keys included, without a query per partition."""
+    from forensics.frames import partitions
+
+    df = pl.DataFrame(rows, schema={"a": pl.Int32, "b": pl.String}, orient="row").with_row_index("i")
+    want = df.partition_by(list(by), as_dict=True, maintain_order=True)
+    got = partitions(df, *by)
+    assert list(got) == list(want)
+    assert all(got[k].equals(want[k]) for k in want)
+
 def test_batches_a_reader_took_whole_as_rows_skip_the_scanners(tmp_path, monkeypatch):
     """A batch of nothing but clean CSV rows holds nothing for the free-text scanners: the reader says so
     (feed returns True) and the scanners never see it; the batch that holds a CUDA OOM line is scanned,

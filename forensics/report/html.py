@@ -114,20 +114,28 @@ def _static(name: str) -> str:
     raise FileNotFoundError(name)
 
 
+@functools.lru_cache(maxsize=1)
+def _script_and_style() -> tuple[str, str, str]:
+    """The report's script (indentation stripped), the hash the CSP allows it by, and its style sheet:
+    read and hashed once per process, as the templates are compiled once (a scan writes many reports)."""
+    script = _INDENT.sub("\n", _static("report.js"))
+    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return script, script_hash, _static("report.css")
+
+
 def render_html(ctx: dict) -> str:
     """One self-contained HTML file. Nothing is fetched: a CSP forbids any load, styles and the one
     script are inline, and the script is allowed by its hash only (an injected script would not run)."""
     clock = Clock(ctx["zone"]["name"])
     env = environment()
-    script = _INDENT.sub("\n", _static("report.js"))
-    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    script, script_hash, css = _script_and_style()
     svgs = {c["id"]: svg_model(c, clock, 150 if c["kind"] == "process" else 260) for c in ctx["charts"]}
     svgs.update({z["id"]: svg_model(z, clock, 200) for z in ctx["zooms"]})
     html = env.get_template("report.html.j2").render(
         ctx=ctx, svgs=svgs, event_style=EVENT_STYLE,
         script=Markup(script),
         # our own static files and JSON escaped by script_json: trusted, not log text
-        script_hash=script_hash, css=Markup(_static("report.css")),
+        script_hash=script_hash, css=Markup(css),
         summary_json=Markup(script_json(ctx["summary"])),
     )
     # template indentation is a tenth of the file; no text in it spans lines (see clip), and the

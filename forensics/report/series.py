@@ -44,16 +44,20 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .otherwise(pl.lit("index")).alias("xkind")
     ).sort(keys, nulls_last=False)
     flags.insert_column(0, pl.Series("sid", range(flags.height), dtype=pl.Int64))   # (a cast would be a query)
-    rows = s.select("_h", "time", "step", "seq", "line", "bytes", "total_bytes").join(
-        flags.select("_h", "sid", "xkind"), on="_h", how="inner")
-    rows = rows.with_columns(
-        pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
-        .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
-        .otherwise(pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)).alias("x")
-    )
+    # each row's series id and x looked up from its hash, in the rows' order: a join would copy every
+    # row's columns (hundreds of MB for millions of step lines) to add two
+    sid = pl.col("_h").replace_strict(flags["_h"], flags["sid"], return_dtype=pl.Int64)
+    x_of = {"time": pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6, "step": pl.col("step").cast(pl.Float64),
+            "index": pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)}
+    kinds = flags["xkind"].unique(maintain_order=True).to_list()
+    if len(kinds) == 1:
+        x = x_of[kinds[0]]
+    else:
+        xkind = pl.col("_h").replace_strict(flags["_h"], flags["xkind"], return_dtype=pl.String)
+        x = pl.when(xkind == "time").then(x_of["time"]).when(xkind == "step").then(x_of["step"]).otherwise(x_of["index"])
+    rows = s.select(sid.alias("sid"), x.alias("x"), pl.col("bytes").alias("y"), "total_bytes")
     if rows["x"].null_count():
         rows = rows_where(rows, pl.col("x").is_not_null())
-    rows = rows.select("sid", "x", pl.col("bytes").alias("y"), "total_bytes")
     stats = rows.group_by("sid").agg(
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),

@@ -373,3 +373,48 @@ def test_the_report_draws_the_series_detection_sees():
     assert table.height == measure.label_plan(df)[1] == len(frames)
     assert sorted(table["n"].to_list()) == sorted(f.height for _, f in frames)
     assert rows.height == df.height
+
+
+def _mixed_clock_samples(n: int, seed: int) -> pl.DataFrame:
+    """n samples of series with a clock, with only a step, with neither; many equal readings (ties)."""
+    import random
+    from datetime import datetime, timedelta, timezone
+
+    from forensics.model import SAMPLES_SCHEMA, conform
+
+    rng = random.Random(seed)
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rows = []
+    for i in range(n):
+        kind = i % 3
+        rows.append(dict(source=f"{kind}.log", gpu=str(i % 2), series="allocated", line=i + 1, seq=i // 6,
+                         bytes=None if rng.random() < 0.02 else rng.randrange(5) << 20,
+                         time=t0 + timedelta(seconds=rng.randrange(n)) if kind == 0 and rng.random() > 0.05 else None,
+                         step=rng.randrange(n // 3) if kind == 1 else None, total_bytes=rng.choice([None, 8 << 20])))
+    return conform(pl.DataFrame(rows), SAMPLES_SCHEMA)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_report_rows_and_envelopes_are_those_a_join_gives(seed):
+    """Issue 45 (five_million_lines): the report's series rows and its min/max envelopes joined every row
+    to its series' x kind and range (a copy of every row's columns); now looked up by the row's series.
+    The same rows, ids, x and points as the join, time, step and index series together, ties included."""
+    from forensics.report import series as rs
+
+    df = _mixed_clock_samples(1500, seed)
+    rows, table = rs.series_table(df)
+    assert set(table["xkind"]) == {"time", "step", "index"}
+    s = df.filter(pl.col("bytes").is_not_null()).with_row_index("_i")
+    key = list(rs.SERIES_KEY)
+    want = s.join(table.select(*key, "sid", "xkind"), on=key, how="inner", nulls_equal=True).sort("_i").select(
+        "sid", pl.when(pl.col("xkind") == "time").then(pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6)
+        .when(pl.col("xkind") == "step").then(pl.col("step").cast(pl.Float64))
+        .otherwise(pl.coalesce("seq", "line").cast(pl.Float64)).alias("x"), pl.col("bytes").alias("y"))
+    assert rows.equals(want.filter(pl.col("x").is_not_null()))
+    ranges = {sid: (x0 + 0.4 * (x1 - x0), x1) for sid, x0, x1 in table.select("sid", "x0", "x1").iter_rows()
+              if sid % 2 == 0}
+    got = rs.envelopes(rows, ranges, 37)
+    for sid, (lo, hi) in ranges.items():   # one series at a time, as a plain filter gives its rows
+        part = rows.filter((pl.col("sid") == sid) & (pl.col("x") >= lo - 0.001) & (pl.col("x") <= hi + 0.001))
+        assert got.get(sid, []) == rs.envelopes(part, {sid: (lo, hi)}, 37).get(sid, []), sid
+    assert got and set(got) <= set(ranges)

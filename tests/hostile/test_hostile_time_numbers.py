@@ -1,7 +1,10 @@
 """Hostile clocks and numbers in step logs (issue 45 D-T1 D-N1)."""
 from __future__ import annotations
 
+import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import parse_file
 
@@ -87,3 +90,51 @@ def test_many_gpus_each_leak_names_its_own_gpu_capacity(tmp_path):
     assert all(f.detail["capacity_bytes"] == (81920 + 1024 * int(g)) << 20 for g, f in leaks.items())
     charts, omitted, _ = build_charts(bundle, analysis, Clock("UTC"))
     assert omitted and set(leaks) <= {c["gpu"] for c in charts if c["kind"] == "gpu"}
+
+
+_EDGE_BYTES = [None, 0, 1, -1, 2**50, 2**50 + 1, -(2**63), 2**63 - 1]
+_EDGE_US = [None, 0, -1, 7_289_654_399_999_999, 7_289_654_400_000_000, 1_767_225_600_000_000, -(2**62)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_EDGE_BYTES), st.sampled_from(_EDGE_BYTES), st.sampled_from(_EDGE_US),
+                          st.sampled_from(["allocated", "delta.allocated", None])), min_size=1, max_size=12))
+def test_the_plausibility_check_skips_its_query_only_for_plausible_tables(rows):
+    """ingest._plausible asks each table's lowest and highest values first (no query) and runs its own
+    check only when one is off: the same rows kept, values dropped and lines counted either way."""
+    from forensics import ingest
+    from forensics.model import SAMPLES_SCHEMA, Parsed, Skipped, conform
+
+    df = conform(pl.DataFrame({"bytes": [r[0] for r in rows], "total_bytes": [r[1] for r in rows],
+                               "time": pl.Series([r[2] for r in rows], dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
+                               "series": [r[3] for r in rows], "line": list(range(1, len(rows) + 1))}), SAMPLES_SCHEMA)
+    got, want = Parsed(samples=df), Parsed(samples=df)
+    got_skipped, want_skipped = Skipped(), Skipped()
+    ingest._plausible(got, got_skipped)
+    surely = ingest._surely_plausible
+    try:
+        ingest._surely_plausible = lambda *a: False
+        ingest._plausible(want, want_skipped)
+    finally:
+        ingest._surely_plausible = surely
+    assert got.samples.equals(want.samples) and got_skipped.counts == want_skipped.counts
+    if surely(df, ("bytes", "total_bytes")):
+        assert not want_skipped.counts
+
+
+@pytest.mark.parametrize("timed", [0, 1, 2, 3])
+def test_copies_are_looked_for_only_among_timed_readings(timed):
+    """ingest._consistency returns at once, without a query, for a table with fewer than two times (a step
+    log without a clock): a copy needs a time. Two equal readings with a time are still one copy."""
+    from datetime import datetime, timezone
+
+    from forensics import ingest
+    from forensics.model import SAMPLES_SCHEMA, InputInfo, Parsed, Skipped, conform
+
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rows = [dict(time=t if i < timed else None, step=1, series="allocated", bytes=5 << 20, line=i + 1) for i in range(4)]
+    p = Parsed(samples=conform(pl.DataFrame(rows), SAMPLES_SCHEMA))
+    skipped = Skipped()
+    ingest._consistency(p, "train.log", skipped, InputInfo(path="train.log"))
+    assert skipped.counts.get(ingest.DUPLICATE, 0) == max(0, timed - 1)
+    assert p.samples.height == 4 - max(0, timed - 1)

@@ -310,3 +310,15 @@ def test_sacct_exit_code_of_ten_thousand_digits_is_no_number(tmp_path):
     p.write_text("JobID|JobName|State|ExitCode|MaxRSS\n1|train|OUT_OF_MEMORY|0:" + "9" * 14_860 + "|10G\n")
     _, parsed = parse_file(p, Options(tz="UTC"), expect="slurm-sacct")
     assert parsed.events.height == 1
+
+
+@pytest.mark.parametrize("header", ["JobID|JobName|State|ExitCode", "JOBID|STATE", "       JobID    MaxRSS "])
+def test_sacct_sniff_finds_a_header_deep_in_the_head_in_any_case(header):
+    # the sniff splits only the lines that name JobID (most of a head does not): a header in capitals, or
+    # below lines of other text, is still found
+    from forensics.parsers.jobs import sacct
+
+    rule = "------------ ---------- "
+    head = [f"job log line {i}: nothing here" for i in range(150)] + [header, rule, "123 1G"]
+    assert sacct.sniff(head)
+    assert not sacct.sniff([ln.replace("JobID", "JobId2").replace("JOBID", "JOB") for ln in head])

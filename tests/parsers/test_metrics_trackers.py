@@ -231,6 +231,25 @@ def test_a_leak_in_device_stats_monitor_columns(tmp_path):
     assert leak.series == "allocated" and abs(leak.rate_bytes_per_step - (8 << 20)) < 0.05 * (8 << 20)
 
 
+def test_only_the_read_columns_are_cut_out_of_a_wide_metrics_csv():
+    # DeviceStatsMonitor logs every memory_stats() key: the reader cuts out the cells it reads (the step, the
+    # four stats), wherever they sit among the others, and a row of another width is still counted
+    stats = [f"DeviceStatsMonitor.on_train_batch_end/{k}" for k in
+             ("active.all.current", "allocated_bytes.all.current", "inactive_split.all.peak", "reserved_bytes.all.peak")]
+    header = ",".join([*stats[:2], "epoch", *[f"x{i}" for i in range(40)], "step", *stats[2:], "gpu_id: 1/memory.used (MB)"])
+    rows = [header] + [",".join([str(7 * s), str(GiB + s), "0", *["9"] * 40, str(s), "5", str(2 * GiB + s), str(100 + s)])
+                       for s in range(1, 6)] + ["1,2,3"]
+    frame = pl.DataFrame({"line": range(1, len(rows) + 1), "text": rows})
+    p = _feed(lightning, "metrics.csv", frame, None)
+    s = _by_series(p)
+    assert set(s) == {(None, "allocated", "on_train_batch_end"), (None, "max_reserved", "on_train_batch_end"),
+                      ("1", "memory.used", None)}
+    assert s[(None, "allocated", "on_train_batch_end")]["lo"] == GiB + 1
+    assert s[(None, "max_reserved", "on_train_batch_end")]["hi"] == 2 * GiB + 5
+    assert s[("1", "memory.used", None)]["lo"] == 101 << 20 and s[("1", "memory.used", None)]["last_step"] == 5
+    assert p.skipped.counts["row does not fit the header, not read"] == 1
+
+
 # -- properties -----------------------------------------------------------------------------------
 
 class _Src:

@@ -42,6 +42,8 @@ def _is_header(cells: list[str]) -> bool:
 def sniff(head: list[str]) -> str | None:
     lines = [ln for ln in head if ln.strip() and not ln.lstrip().startswith("# source:")]
     for i, line in enumerate(lines[:-1]):
+        if "jobid" not in line.lower():   # a header names JobID (_is_header): most lines need no split
+            continue
         if "|" in line and _is_header(line.split("|")):
             return "sacct --parsable table (JobID|...|State)"
         if _is_header(line.split()) and _RULE.match(lines[i + 1]):

@@ -38,12 +38,13 @@ def delimiter_of(line: str, choices: str = ",;\t") -> str:
     return best
 
 
-def cells(text: pl.Expr, delimiter: str, n: int) -> list[pl.Expr]:
+def cells(text: pl.Expr, delimiter: str, n: int, only: set[int] | None = None) -> list[pl.Expr]:
     """The first n cells of CSV data rows, without their quotes (data cells of these exports are
-    numbers and times: no delimiter inside a cell)."""
+    numbers and times: no delimiter inside a cell); of those, only the indices in `only` when given
+    (a wide export reads a few of its hundreds of columns)."""
     parts = text.str.split(delimiter)
     return [parts.list.get(i, null_on_oob=True).str.strip_chars().str.strip_chars('"').alias(f"c{i}")
-            for i in range(n)]
+            for i in range(n) if only is None or i in only]
 
 
 def epoch(seconds: pl.Expr) -> pl.Expr:

@@ -74,21 +74,24 @@ class Reader:
         batch = batch.filter(~again)
         n = len(cols)
         t = pl.col("text")
-        split = batch.select("line", t.str.split(",").list.len().alias("_n"), *common.cells(t, ",", n))
-        self.skipped.add_lines("row does not fit the header, not read", split.filter(pl.col("_n") != n)["line"])
-        split = split.filter(pl.col("_n") == n)
-        at = {c: f"c{i}" for i, c in enumerate(cols)}
-        step = (common.number(pl.col(at["step"])).cast(pl.Int64, strict=False) if "step" in at
-                else pl.lit(None, dtype=pl.Int64))
+        at = {c: i for i, c in enumerate(cols)}   # a name given twice: its last column
+        read = []   # (column index, series, label, gpu, kind) of the columns read
         for c in cols:
             m, g = _DEVICE_STAT.match(c), _GPU_STAT.match(c)
             if m and m.group("stat") in SERIES_OF_STAT:
-                series, label, gpu, kind = SERIES_OF_STAT[m.group("stat")], m.group("hook"), None, "used"
+                read.append((at[c], SERIES_OF_STAT[m.group("stat")], m.group("hook"), None, "used"))
             elif g:
-                series, label, gpu, kind = "memory.used", None, g.group("gpu"), g.group("kind")
-            else:
-                continue
-            v = common.number(pl.col(at[c]))
+                read.append((at[c], "memory.used", None, g.group("gpu"), g.group("kind")))
+        # only the cells read are cut out: DeviceStatsMonitor writes a couple of hundred columns
+        wanted = {r[0] for r in read} | ({at["step"]} if "step" in at else set())
+        split = batch.select("line", t.str.split(",").list.len().alias("_n"), *common.cells(t, ",", n, wanted))
+        self.skipped.add_lines("row does not fit the header, not read", split.filter(pl.col("_n") != n)["line"])
+        split = split.filter(pl.col("_n") == n)
+        step = (common.number(pl.col(f"c{at['step']}")).cast(pl.Int64, strict=False) if "step" in at
+                else pl.lit(None, dtype=pl.Int64))
+        for i, series, label, gpu, kind in read:
+            g = gpu is not None   # GPUStatsMonitor's columns are in MiB
+            v = common.number(pl.col(f"c{i}"))
             scale = MIB if g else 1
             self.parts.append(split.filter(v.is_not_null()).select(
                 "line", step.alias("step"), pl.lit(series).alias("series"), pl.lit(label, dtype=pl.String).alias("label"),

@@ -28,7 +28,7 @@ from forensics.options import Options
 from forensics.model import Parsed, events_frame, samples_frame
 from forensics.io.sources import Source
 from forensics.parsers.nvsmi import common as C
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.parsers.contract import Format
 
 NAME = "nvidia-smi-apps"
@@ -126,8 +126,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
         p.notes.extend(notes)
 
     parts, rest_parts = [], []
-    for key, part in body.partition_by("map", as_dict=True, maintain_order=True).items():
-        mid = key[0] if isinstance(key, tuple) else key
+    for (mid,), part in partitions(body, "map").items():
         m = maps.get(mid)
         if m is None or not m.roles:
             reason = "query-gpu section" if mid else "unrecognized line"

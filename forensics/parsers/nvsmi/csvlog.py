@@ -28,7 +28,7 @@ import polars as pl
 
 from forensics import clock
 from forensics.io.lines import ByteLines, frame_of, read_whole
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.io.sources import Source
 from forensics.model import Parsed, Skipped, samples_frame
 from forensics.options import Options
@@ -343,7 +343,7 @@ class Reader:
                                            pl.lit(self.in_force, dtype=pl.Int32).alias("map"))
         parts, rest = [], []
         map_ids = body["map"].unique(maintain_order=True).to_list()
-        groups = body.partition_by("map", as_dict=True, maintain_order=True) if len(map_ids) > 1 else \
+        groups = partitions(body, "map") if len(map_ids) > 1 else \
             {(map_ids[0],): body} if map_ids else {}
         for (mid, *_), part in groups.items():
             m = self.maps.get(mid)

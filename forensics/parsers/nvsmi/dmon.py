@@ -18,7 +18,7 @@ from forensics.options import Options
 from forensics.model import Parsed, samples_frame
 from forensics.io.sources import Source
 from forensics.parsers.nvsmi import common as C
-from forensics.frames import rows_where
+from forensics.frames import partitions, rows_where
 from forensics.parsers.contract import Format
 
 NAME = "nvidia-smi-dmon"
@@ -71,7 +71,7 @@ def parse_lines(df: pl.DataFrame, path: str, opts: Options, nested: bool = False
 
     samples, procs_gone = [], []
     timed_any, time_only = False, False
-    for (seg,), part in body.filter(pl.col("seg").is_not_null()).partition_by("seg", as_dict=True, maintain_order=True).items():
+    for (seg,), part in partitions(body.filter(pl.col("seg").is_not_null()), "seg").items():
         names_line, _, units_line = seg.partition("\n")
         names, units = _columns(names_line, units_line or None)
         good, bad, gone, t_state = _read(part, names, units, zone)
