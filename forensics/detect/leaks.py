@@ -13,8 +13,9 @@ from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
                                       leak_evidence, sample_evidence)
+from forensics.detect.series import rising_into
 from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS,
-                                         OOM_PATH_CONF, OOM_READINGS, SHORT_RUN)
+                                         OOM_PATH_CONF, OOM_READINGS)
 from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -475,20 +476,6 @@ def doublings(y: np.ndarray) -> int:
         run = run + 1 if a > 0 and DOUBLING[0] <= b / a <= DOUBLING[1] else 0
         best = max(best, run)
     return best
-
-
-def rising_into(y: np.ndarray, noise: float) -> int | None:
-    """The reading the growth at the end of `y` rose from, when it is still growing at the end: each of
-    at least the last SHORT_RUN readings rose, to a new high, by more than noise over that stretch
-    (LEVEL_SIGMAS sample sigmas); else None."""
-    d = np.diff(y)
-    r = 0
-    while r < d.size and d[d.size - 1 - r] > 0:
-        r += 1
-    i = y.size - 1 - r
-    if r < SHORT_RUN or float(y[-1] - y[i]) < LEVEL_SIGMAS * noise or float(y[-1]) <= float(y[:i + 1].max()):
-        return None
-    return i
 
 
 def _oom_of(s: Series, ooms: list[Finding], t: np.ndarray, dt: float, last_job: bool) -> Finding | None:
