@@ -104,6 +104,11 @@ def _merge_unplaced(groups: dict, gpus: set[tuple]) -> dict:
     return placed
 
 
+def _interval(s: Series) -> float:
+    """A timed series' typical seconds between readings."""
+    return float(np.median(np.diff(s.sec))) if s.sec is not None and s.sec.size > 1 else math.inf
+
+
 def _leak_finding(members: list[Series], capacity: int | None, device: list[Series]) -> Finding:
     members = sorted(members, key=lambda s: (EVIDENCE_ORDER.get(s.result.series, 9), -s.fit.leak.growth))
     primary = members[0]
@@ -134,7 +139,15 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     f.rate_bytes_per_hour = rate_h
     f.rate_bytes_per_step = rate_step
     if timed is not None:
-        f.start = timed.to_x(timed.fit.leak.onset)
+        # growth from a series' first reading of its job on does not say where it began (a coarse logger
+        # sees the start-up and the leak as one rise): a finer series that saw the job from that reading
+        # on and the growth begin after it places the onset
+        placer = timed
+        first = timed.to_x(timed.fit.leak.onset)
+        if timed.fit.leak.onset <= timed.x[0]:
+            placer = next((s for s in members if s.result.x_kind == "time" and _interval(s) < _interval(timed)
+                           and s.to_x(s.x[0]) <= first < s.to_x(s.fit.leak.onset)), timed)
+        f.start = placer.to_x(placer.fit.leak.onset)
         f.end = timed.to_x(timed.fit.leak.end)
     if r.x_kind != "time":
         f.start_index = primary.to_x(lk.onset)

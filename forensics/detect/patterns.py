@@ -20,7 +20,7 @@ from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, HINGE_
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
                                          NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE, RAMP_JOIN_SHARE,
                                          RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX, RECOVERY_SHARE,
-                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
+                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SHORT_SIMILAR, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
                                          STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
                                          STARTUP_JUMP_RATIO, STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
                                          TOOTH_RANGE_SHARE, TOOTH_READINGS, TROUGH_WINDOW, TWO_STAIRS_CONF)
@@ -310,10 +310,13 @@ def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] 
     if d.size < MIN_STAIRS:
         return None
     j = int(np.argmax(d))
-    ax, ay = xb[i0 + j + 1:], yb[i0 + j + 1:]
+    # a logger reading while the working set is allocated sees the start-up in two parts: a next
+    # rise well above the steady rises after it (SHORT_SIMILAR) is the start-up's rest
+    k = j + 1 if d.size > j + 2 and d[j + 1] > SHORT_SIMILAR * float(robust.median(d[j + 2:])) > 0 else j
+    ax, ay = xb[i0 + k + 1:], yb[i0 + k + 1:]
     if ax.size <= RATE_MIN_POINTS:
         return None
-    others = np.abs(np.delete(d, j))
+    others = np.abs(np.delete(d, range(j, k + 1)))
     if (float(yb[i0 + j] - yb[i0]) >= leak_min      # it rose before the jump: no start-up there
             or float(d[j]) < max(JUMP_SIGMAS * sigma_b, STARTUP_JUMP_RATIO * float(others.max()))):
         return None

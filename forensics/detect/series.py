@@ -15,7 +15,7 @@ import numpy as np
 from forensics.detect import changepoints, patterns, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.patterns import Leak
-from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, KINK_SHARE, KINK_SPREAD, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
                                          LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEVEL_SIGMAS, LEAK_MIN_QUANTA, LEAK_SIGMAS,
                                          LEVEL_RESOLUTION, MAX_BUCKETS, MIN_POINTS, MIN_TEETH,
                                          OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE, RAW_STAIR_SHARE,
@@ -330,6 +330,31 @@ def _steady_start(sl: np.ndarray, startup: bool) -> int:
     return k
 
 
+def _slope_kink(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
+    """Where a short job's steady-looking rise changed its slope, as (the reading it changed at, the
+    time the two lines meet), or None: the rises per unit of x split into an earlier and a later run
+    (two or more each) that differ by more than KINK_SPREAD times the spread within either run and by
+    KINK_SHARE of the slope. A start-up that rose to its working set at nearly the leak's pace (within
+    SHORT_SIMILAR) and the leak right after it read as one trend; clean readings still show the kink."""
+    sl = np.diff(y) / np.maximum(np.diff(x), 1e-12)
+    best, best_ratio = None, 0.0
+    for m in range(SHORT_RUN - 1, sl.size - 1):
+        a, b = sl[:m], sl[m:]
+        between = abs(float(b.mean() - a.mean()))
+        within = max(float(np.ptp(a)), float(np.ptp(b)))
+        if between <= KINK_SHARE * max(float(a.mean()), float(b.mean())) or between <= KINK_SPREAD * within:
+            continue
+        ratio = between / max(within, 1e-12)
+        if ratio > best_ratio:
+            best, best_ratio = m, ratio
+    if best is None:
+        return None
+    sa, ia = robust.line_fit(x[:best + 1], y[:best + 1])
+    sb, ib = robust.line_fit(x[best:], y[best:])
+    meet = (ia - ib) / (sb - sa) if sb != sa else float(x[best])
+    return best, float(np.clip(meet, x[best - 1], x[best + 1]))
+
+
 def _stair_pauses(d: np.ndarray, tiny: float) -> list[int]:
     """The readings of a staircase sampled about once per stair that did not move between two alike
     rises (within SHORT_SIMILAR): the next stair had not yet come, no pause in the growth."""
@@ -384,11 +409,14 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         k = _steady_start(run / np.maximum(np.diff(xs), 1e-12), startup)
+        kink = _slope_kink(xs[k:], ys[k:]) if k >= 0 else None
+        if kink is not None:
+            k += kink[0]
         rate = robust.theil_sen(xs[k:], ys[k:]) if k >= 0 else 0.0
         grown = float(ys[-1] - ys[k]) if k >= 0 else 0.0
         if rate > 0 and grown >= LEAK_MIN_FRACTION * level:
-            onset = float(xs[k])
-            rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
+            onset = float(xs[k]) if kink is None else kink[1]
+            rise_before = float(ys[k] - ys[k - 1]) if k > 0 and kink is None else 0.0
             if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
                 # readings k-1 -> k rose only part of one interval's growth: the leak began between
                 # them (a larger rise there is the start-up reaching its working set)
