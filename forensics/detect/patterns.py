@@ -20,8 +20,8 @@ from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, HINGE_
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
                                          NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE, RAMP_JOIN_SHARE,
                                          RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX, RECOVERY_SHARE,
-                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SHORT_SIMILAR, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
-                                         STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
+                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SHORT_SIMILAR, SIMILAR_SLOPE,
+                                         STAIR_FLAT_SHARE, STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
                                          STARTUP_JUMP_RATIO, STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
                                          TOOTH_RANGE_SHARE, TOOTH_READINGS, TROUGH_WINDOW, TWO_STAIRS_CONF)
 
@@ -302,7 +302,8 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
 
 def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] | None:
     """Where the steady rise begins, and its level, when the fitted ramp starts with the job's start-up:
-    level readings, one jump (the working set allocated at once, far above every other change), then
+    level readings, one jump (the working set allocated at once, far above every other change; seen in one
+    reading or two), then
     the leak a few readings later, too few for a segment of their own. A hinge (level, then the steady
     rise) fitted on the readings after the jump; None when the ramp does not start that way."""
     i0 = int(np.searchsorted(xb, onset))

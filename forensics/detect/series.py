@@ -15,14 +15,14 @@ import numpy as np
 from forensics.detect import changepoints, patterns, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.patterns import Leak
-from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, KINK_SHARE, KINK_SPREAD, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
-                                         LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEVEL_SIGMAS, LEAK_MIN_QUANTA, LEAK_SIGMAS,
-                                         LEVEL_RESOLUTION, MAX_BUCKETS, MIN_POINTS, MIN_TEETH,
-                                         OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE, RAW_STAIR_SHARE,
-                                         RELEASE_DRAWDOWN, RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS,
-                                         RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX, SHORT_CONF_PER_READING,
-                                         SHORT_MAX, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR, SUDDEN_SHARE, WIND_DOWN_KEPT,
-                                         WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
+from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
+                                         KINK_SHARE, KINK_SPREAD, LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA,
+                                         LEAK_SIGMAS, LEVEL_RESOLUTION, LEVEL_SIGMAS, MAX_BUCKETS, MIN_POINTS,
+                                         MIN_TEETH, OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE,
+                                         RAW_STAIR_SHARE, RELEASE_DRAWDOWN, RELEASE_DROP, RELEASE_FRACTION,
+                                         RELEASE_NOISE_SIGMAS, RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX,
+                                         SHORT_CONF_PER_READING, SHORT_MAX, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR,
+                                         SUDDEN_SHARE, WIND_DOWN_KEPT, WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
 from forensics.units import human
 
 
@@ -225,9 +225,9 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
     if tail is not None:
         fit.leak = tail
         fit.classification = "linear_growth"
-        fit.reason = (f"memory rose at each of its last {int(np.sum(bx >= tail.onset))} readings to a new high, "
-                      "to the end, and does not fall back (too few readings after the level for change points: "
-                      "a thin trend)")
+        rises = int(np.sum(bx >= tail.onset))
+        fit.reason = (f"memory rose at each of its last {rises} readings to a new high, to the end, and does not "
+                      "fall back (too few readings after the level for change points: a thin trend)")
     elif fit.oscillating or teeth >= MIN_TEETH:
         fit.classification = "sawtooth"
         fit.reason = f"{max(len(troughs), teeth)} falls back to a steady floor"
