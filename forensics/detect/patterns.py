@@ -303,9 +303,9 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
 def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] | None:
     """Where the steady rise begins, and its level, when the fitted ramp starts with the job's start-up:
     level readings, one jump (the working set allocated at once, far above every other change; seen in one
-    reading or two), then
-    the leak a few readings later, too few for a segment of their own. A hinge (level, then the steady
-    rise) fitted on the readings after the jump; None when the ramp does not start that way."""
+    reading or two), then the leak a few readings later, too few for a segment of their own. A hinge
+    (level, then the steady rise) fitted on the readings after the jump; None when the ramp does not start
+    that way."""
     i0 = int(np.searchsorted(xb, onset))
     d = np.diff(yb[i0:])
     if d.size < MIN_STAIRS:
