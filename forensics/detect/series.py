@@ -330,6 +330,16 @@ def _steady_start(sl: np.ndarray, startup: bool) -> int:
     return k
 
 
+def _short_onset(xs: np.ndarray, ys: np.ndarray, k: int, rate: float) -> float:
+    """Where a short job's steady rise from reading `k` began: that reading, or within the interval before
+    it when readings k-1 -> k rose only part of one interval's growth (a larger rise there is the start-up
+    reaching its working set)."""
+    rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
+    if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
+        return float(xs[k]) - rise_before / rate
+    return float(xs[k])
+
+
 def _slope_kink(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
     """Where a short job's steady-looking rise changed its slope, as (the reading it changed at, the
     time the two lines meet), or None: the rises per unit of x split into an earlier and a later run
@@ -415,12 +425,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         rate = robust.theil_sen(xs[k:], ys[k:]) if k >= 0 else 0.0
         grown = float(ys[-1] - ys[k]) if k >= 0 else 0.0
         if rate > 0 and grown >= LEAK_MIN_FRACTION * level:
-            onset = float(xs[k]) if kink is None else kink[1]
-            rise_before = float(ys[k] - ys[k - 1]) if k > 0 and kink is None else 0.0
-            if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
-                # readings k-1 -> k rose only part of one interval's growth: the leak began between
-                # them (a larger rise there is the start-up reaching its working set)
-                onset = float(xs[k]) - rise_before / rate
+            onset = kink[1] if kink is not None else _short_onset(xs, ys, k, rate)
             conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
