@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 
 from forensics import pipeline
 from forensics.detect import analyze
+from forensics.detect.thresholds import SHORT_RUN
 from forensics.model import Bundle
 from forensics.options import Options
 
 from evaluation.synthetic import T0, Case, GpuTruth, Lifetime
-from evaluation.recordings import (VIEWS, Recording, expectation_seen, lifetime_of, verdict_fits, view_expectation,
-                                   view_files)
+from evaluation.recordings import (VIEWS, Recording, expectation_seen, lifetime_of, readings_of_leak, verdict_fits,
+                                   view_expectation, view_files)
 
 # the fresh-seed share: cases no rule was tuned on, drawn anew each run (docs/detection.md's targets)
 HELDOUT_SHARE = 0.5
@@ -207,12 +208,19 @@ class ViewResult:
         return verdict_fits(self.expected, self.got)
 
 
-def onset_error(rec: Recording, findings) -> tuple[float | None, float | None]:
+def onset_error(rec: Recording, findings, samples=None) -> tuple[float | None, float | None]:
     """(seconds from the recording's leak onset to the nearest leak finding's start, the error allowed there),
-    or (None, None) when the recording states no onset or nothing found a timed leak."""
+    or (None, None) when the recording states no onset, nothing found a timed leak, or the view's `samples`
+    hold fewer readings of the leak than a trend's rises (SHORT_RUN, `readings_of_leak`): a view that
+    cannot show the leak as a trend (`expectation_seen`) cannot place where the trend began either; its
+    first reading of the leak is also its last of the start-up when the start-up rose alike."""
     leaks = [f for f in findings if f.kind == "leak" and f.start is not None]
     if rec.onset is None or not leaks:
         return None, None
+    if samples is not None:
+        seen = readings_of_leak(samples, rec.leak_spans)
+        if seen is not None and seen < SHORT_RUN:
+            return None, None
     f = min(leaks, key=lambda f: abs((f.start - rec.onset).total_seconds()))
     span = lifetime_of(rec, rec.onset)
     return (f.start - rec.onset).total_seconds(), onset_target(span) if span else ONSET_TARGET_S
@@ -231,7 +239,7 @@ def run_recording(rec: Recording) -> list[ViewResult]:
                 bundle, an = pipeline.run(files[view], Options(tz=rec.tz, tz_from_user=True))
                 r.got = an.verdict
                 r.expected, r.why = expectation_seen(rec, view, bundle.samples)
-                r.onset_err, r.onset_target = onset_error(rec, an.findings)
+                r.onset_err, r.onset_target = onset_error(rec, an.findings, bundle.samples)
             except Exception as e:  # noqa: BLE001 - a crash is a result too
                 r.got = f"error: {type(e).__name__}: {e}"
             r.seconds = time.perf_counter() - t

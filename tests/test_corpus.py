@@ -55,6 +55,6 @@ def test_view_verdict_and_onset(rec, view, expected):
     # a view with too few readings of the job to see a trend must say so (evaluation's rule)
     expected, _why = recordings.expectation_seen(rec, view, bundle.samples)
     assert recordings.verdict_fits(expected, an.verdict), an.verdict_reason
-    err, target = onset_error(rec, an.findings)
+    err, target = onset_error(rec, an.findings, bundle.samples)
     if err is not None and expected == "leak":
         assert abs(err) <= target

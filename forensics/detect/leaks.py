@@ -13,8 +13,9 @@ from forensics.detect.findings import Finding
 from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
                                       leak_evidence, sample_evidence)
+from forensics.detect.series import rising_into
 from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS,
-                                         OOM_PATH_CONF, OOM_READINGS, SHORT_RUN)
+                                         OOM_PATH_CONF, OOM_READINGS)
 from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -103,6 +104,11 @@ def _merge_unplaced(groups: dict, gpus: set[tuple]) -> dict:
     return placed
 
 
+def _interval(s: Series) -> float:
+    """A timed series' typical seconds between readings."""
+    return float(np.median(np.diff(s.sec))) if s.sec is not None and s.sec.size > 1 else math.inf
+
+
 def _leak_finding(members: list[Series], capacity: int | None, device: list[Series]) -> Finding:
     members = sorted(members, key=lambda s: (EVIDENCE_ORDER.get(s.result.series, 9), -s.fit.leak.growth))
     primary = members[0]
@@ -133,7 +139,15 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     f.rate_bytes_per_hour = rate_h
     f.rate_bytes_per_step = rate_step
     if timed is not None:
-        f.start = timed.to_x(timed.fit.leak.onset)
+        # growth from a series' first reading of its job on does not say where it began (a coarse logger
+        # sees the start-up and the leak as one rise): a finer series that saw the job from that reading
+        # on and the growth begin after it places the onset
+        placer = timed
+        first = timed.to_x(timed.fit.leak.onset)
+        if timed.fit.leak.onset <= timed.x[0]:
+            placer = next((s for s in members if s.result.x_kind == "time" and _interval(s) < _interval(timed)
+                           and s.to_x(s.x[0]) <= first < s.to_x(s.fit.leak.onset)), timed)
+        f.start = placer.to_x(placer.fit.leak.onset)
         f.end = timed.to_x(timed.fit.leak.end)
     if r.x_kind != "time":
         f.start_index = primary.to_x(lk.onset)
@@ -475,20 +489,6 @@ def doublings(y: np.ndarray) -> int:
         run = run + 1 if a > 0 and DOUBLING[0] <= b / a <= DOUBLING[1] else 0
         best = max(best, run)
     return best
-
-
-def rising_into(y: np.ndarray, noise: float) -> int | None:
-    """The reading the growth at the end of `y` rose from, when it is still growing at the end: each of
-    at least the last SHORT_RUN readings rose, to a new high, by more than noise over that stretch
-    (LEVEL_SIGMAS sample sigmas); else None."""
-    d = np.diff(y)
-    r = 0
-    while r < d.size and d[d.size - 1 - r] > 0:
-        r += 1
-    i = y.size - 1 - r
-    if r < SHORT_RUN or float(y[-1] - y[i]) < LEVEL_SIGMAS * noise or float(y[-1]) <= float(y[:i + 1].max()):
-        return None
-    return i
 
 
 def _oom_of(s: Series, ooms: list[Finding], t: np.ndarray, dt: float, last_job: bool) -> Finding | None:

@@ -20,8 +20,8 @@ from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, HINGE_
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
                                          NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE, RAMP_JOIN_SHARE,
                                          RAMP_TAIL_SHARE, RATE_MIN_POINTS, RAW_STAIRS_MAX, RECOVERY_SHARE,
-                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SIMILAR_SLOPE, STAIR_FLAT_SHARE,
-                                         STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
+                                         REFINE_MIN_POINTS, SAWTOOTH_CONF, SHORT_SIMILAR, SIMILAR_SLOPE,
+                                         STAIR_FLAT_SHARE, STAIR_GAP_RATIO, STAIR_SPLIT_SHARE, STAIR_TAIL_FACTOR, STAIR_TAIL_SHARE,
                                          STARTUP_JUMP_RATIO, STEP_HEIGHT_RATIO, STEP_SPAN_SHARE, SUDDEN_SHARE, TAIL_QUIET_FRACTION,
                                          TOOTH_RANGE_SHARE, TOOTH_READINGS, TROUGH_WINDOW, TWO_STAIRS_CONF)
 
@@ -302,18 +302,22 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
 
 def _past_startup_jump(xb, yb, onset, leak_min, sigma_b) -> tuple[float, float] | None:
     """Where the steady rise begins, and its level, when the fitted ramp starts with the job's start-up:
-    level readings, one jump (the working set allocated at once, far above every other change), then
-    the leak a few readings later, too few for a segment of their own. A hinge (level, then the steady
-    rise) fitted on the readings after the jump; None when the ramp does not start that way."""
+    level readings, one jump (the working set allocated at once, far above every other change; seen in one
+    reading or two), then the leak a few readings later, too few for a segment of their own. A hinge
+    (level, then the steady rise) fitted on the readings after the jump; None when the ramp does not start
+    that way."""
     i0 = int(np.searchsorted(xb, onset))
     d = np.diff(yb[i0:])
     if d.size < MIN_STAIRS:
         return None
     j = int(np.argmax(d))
-    ax, ay = xb[i0 + j + 1:], yb[i0 + j + 1:]
+    # a logger reading while the working set is allocated sees the start-up in two parts: a next
+    # rise well above the steady rises after it (SHORT_SIMILAR) is the start-up's rest
+    k = j + 1 if d.size > j + 2 and d[j + 1] > SHORT_SIMILAR * float(robust.median(d[j + 2:])) > 0 else j
+    ax, ay = xb[i0 + k + 1:], yb[i0 + k + 1:]
     if ax.size <= RATE_MIN_POINTS:
         return None
-    others = np.abs(np.delete(d, j))
+    others = np.abs(np.delete(d, range(j, k + 1)))
     if (float(yb[i0 + j] - yb[i0]) >= leak_min      # it rose before the jump: no start-up there
             or float(d[j]) < max(JUMP_SIGMAS * sigma_b, STARTUP_JUMP_RATIO * float(others.max()))):
         return None

@@ -16,13 +16,13 @@ from forensics.detect import changepoints, patterns, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.patterns import Leak
 from forensics.detect.thresholds import (DECELERATION, EVENT_SIGMAS, FLOOR_QUANTILE, FLOOR_SHARE, FLOOR_SIGMAS,
-                                         LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_SIGMAS,
-                                         LEVEL_RESOLUTION, MAX_BUCKETS, MIN_POINTS, MIN_TEETH,
-                                         OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE, RAW_STAIR_SHARE,
-                                         RELEASE_DRAWDOWN, RELEASE_DROP, RELEASE_FRACTION, RELEASE_NOISE_SIGMAS,
-                                         RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX, SHORT_CONF_PER_READING,
-                                         SHORT_MAX, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR, SUDDEN_SHARE, WIND_DOWN_KEPT,
-                                         WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
+                                         KINK_SHARE, KINK_SPREAD, LEAD_IN_SHARE, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA,
+                                         LEAK_SIGMAS, LEVEL_RESOLUTION, LEVEL_SIGMAS, MAX_BUCKETS, MIN_POINTS,
+                                         MIN_TEETH, OSCILLATION_MIN_FRACTION, RANGE_QUANTILE, RANGE_SAMPLE,
+                                         RAW_STAIR_SHARE, RELEASE_DRAWDOWN, RELEASE_DROP, RELEASE_FRACTION,
+                                         RELEASE_NOISE_SIGMAS, RISE_SIGMAS, SHORT_CONF_BASE, SHORT_CONF_MAX,
+                                         SHORT_CONF_PER_READING, SHORT_MAX, SHORT_MIN, SHORT_RUN, SHORT_SIMILAR,
+                                         SUDDEN_SHARE, WIND_DOWN_KEPT, WIND_DOWN_MIN_FALL, WIND_DOWN_SHARE)
 from forensics.units import human
 
 
@@ -221,7 +221,14 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
 
     total_change = float(f[-1] - f[0])
     teeth = 0 if fit.oscillating else patterns.raw_teeth(y[start:hi_end], fall_min)
-    if fit.oscillating or teeth >= MIN_TEETH:
+    tail = None if fit.oscillating or teeth >= MIN_TEETH else _rising_to_end(bx, by, sigma, leak_min, discrete)
+    if tail is not None:
+        fit.leak = tail
+        fit.classification = "linear_growth"
+        rises = int(np.sum(bx >= tail.onset))
+        fit.reason = (f"memory rose at each of its last {rises} readings to a new high, to the end, and does not "
+                      "fall back (too few readings after the level for change points: a thin trend)")
+    elif fit.oscillating or teeth >= MIN_TEETH:
         fit.classification = "sawtooth"
         fit.reason = f"{max(len(troughs), teeth)} falls back to a steady floor"
     elif fit.persistent_growth >= leak_min:
@@ -238,6 +245,54 @@ def analyze_xy(x: np.ndarray, y: np.ndarray, discrete: bool = True) -> SeriesFit
         fit.classification = "flat"
         fit.reason = "memory stays level"
     return fit
+
+
+def rising_into(y: np.ndarray, noise: float) -> int | None:
+    """The reading the growth at the end of `y` rose from, when it is still growing at the end: each of
+    at least the last SHORT_RUN readings rose, to a new high, by more than noise over that stretch
+    (LEVEL_SIGMAS sample sigmas); else None."""
+    d = np.diff(y)
+    r = 0
+    while r < d.size and d[d.size - 1 - r] > 0:
+        r += 1
+    i = y.size - 1 - r
+    if r < SHORT_RUN or float(y[-1] - y[i]) < LEVEL_SIGMAS * noise or float(y[-1]) <= float(y[:i + 1].max()):
+        return None
+    return i
+
+
+def _slowing(trend: np.ndarray) -> bool:
+    """Rises (per unit of x) that settle: the last below DECELERATION of their mean, right after a rise no
+    larger than the one before it (settling shows over two rises that shrink, not one small last rise:
+    that is the unevenness of a steady rise, a pool grown by the chunk, a reading taken early)."""
+    return (trend.size >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean())
+            and (not trend[:-2].size or float(trend[-2]) <= float(trend[-3])))
+
+
+def _rising_to_end(x: np.ndarray, y: np.ndarray, sigma: float, leak_min: float, discrete: bool) -> Leak | None:
+    """A job's last readings judged as a short job's are (`_short_fit`, rule a) when the change points
+    cannot judge them: each of at least SHORT_RUN rose, to a new high above every reading before, by more
+    than noise and a leak's size over the stretch, without slowing, up to the end. Growth to the end of a
+    job is never a warm-up that levelled; the level before it makes the onset the reading that left it.
+    The change points need a slope LEAK_Z standard errors above zero, which three or four readings of a
+    noisy log cannot give however far they climbed."""
+    i = rising_into(y, sigma)
+    if i is None:
+        return None
+    xs, ys = x[i:], y[i:]
+    if _slowing(np.diff(ys) / np.maximum(np.diff(xs), 1e-12)) or float(ys[-1] - ys[0]) < leak_min:
+        return None
+    rate = robust.theil_sen(xs, ys)
+    if rate <= 0:
+        return None
+    # on steps, the first reading that shows the growth is the onset; on a clock, a first rise smaller
+    # than one interval's growth says the leak began within that interval (as in `_short_fit`)
+    onset = float(xs[1])
+    rise = float(ys[1] - ys[0])
+    if not discrete and rise < rate * float(xs[1] - xs[0]):
+        onset -= rise / rate
+    conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * xs.size), 2)
+    return Leak("linear", onset, float(xs[-1]), rate, float(ys[-1] - ys[0]), float(ys[0]), float(ys[-1]), conf)
 
 
 def _startup_jump(y: np.ndarray, r: int, run_slope: np.ndarray) -> bool:
@@ -273,6 +328,41 @@ def _steady_start(sl: np.ndarray, startup: bool) -> int:
         if startup and sl.size - k < SHORT_RUN:
             k = -1
     return k
+
+
+def _short_onset(xs: np.ndarray, ys: np.ndarray, k: int, rate: float) -> float:
+    """Where a short job's steady rise from reading `k` began: that reading, or within the interval before
+    it when readings k-1 -> k rose only part of one interval's growth (a larger rise there is the start-up
+    reaching its working set)."""
+    rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
+    if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
+        return float(xs[k]) - rise_before / rate
+    return float(xs[k])
+
+
+def _slope_kink(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
+    """Where a short job's steady-looking rise changed its slope, as (the reading it changed at, the
+    time the two lines meet), or None: the rises per unit of x split into an earlier and a later run
+    (two or more each) that differ by more than KINK_SPREAD times the spread within either run and by
+    KINK_SHARE of the slope. A start-up that rose to its working set at nearly the leak's pace (within
+    SHORT_SIMILAR) and the leak right after it read as one trend; clean readings still show the kink."""
+    sl = np.diff(y) / np.maximum(np.diff(x), 1e-12)
+    best, best_ratio = None, 0.0
+    for m in range(SHORT_RUN - 1, sl.size - 1):
+        a, b = sl[:m], sl[m:]
+        between = abs(float(b.mean() - a.mean()))
+        within = max(float(np.ptp(a)), float(np.ptp(b)))
+        if between <= KINK_SHARE * max(float(a.mean()), float(b.mean())) or between <= KINK_SPREAD * within:
+            continue
+        ratio = between / max(within, 1e-12)
+        if ratio > best_ratio:
+            best, best_ratio = m, ratio
+    if best is None:
+        return None
+    sa, ia = robust.line_fit(x[:best + 1], y[:best + 1])
+    sb, ib = robust.line_fit(x[best:], y[best:])
+    meet = (ia - ib) / (sb - sa) if sb != sa else float(x[best])
+    return best, float(np.clip(meet, x[best - 1], x[best + 1]))
 
 
 def _stair_pauses(d: np.ndarray, tiny: float) -> list[int]:
@@ -318,8 +408,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     # settling shows over the last two rises, not one: a small last rise right after a rise larger
     # than the one before it is the unevenness of a steady rise (a pool grown by the chunk, a reading
     # taken early), not rises that shrink
-    slowing = r >= SHORT_RUN and float(trend[-1]) < DECELERATION * float(trend.mean()) and (
-        not trend[:-2].size or float(trend[-2]) <= float(trend[-3]))
+    slowing = r >= SHORT_RUN and _slowing(trend)
     fall = float(-d.min()) if d.size else 0.0
     if r >= SHORT_RUN and fall > OSCILLATION_MIN_FRACTION * level:
         # a fall and then a rise: "does not fall back" cannot be said of it, nor a cycle told apart
@@ -330,15 +419,13 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
     if r >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         k = _steady_start(run / np.maximum(np.diff(xs), 1e-12), startup)
+        kink = _slope_kink(xs[k:], ys[k:]) if k >= 0 else None
+        if kink is not None:
+            k += kink[0]
         rate = robust.theil_sen(xs[k:], ys[k:]) if k >= 0 else 0.0
         grown = float(ys[-1] - ys[k]) if k >= 0 else 0.0
         if rate > 0 and grown >= LEAK_MIN_FRACTION * level:
-            onset = float(xs[k])
-            rise_before = float(ys[k] - ys[k - 1]) if k > 0 else 0.0
-            if 0 < rise_before <= rate * float(xs[k] - xs[k - 1]):
-                # readings k-1 -> k rose only part of one interval's growth: the leak began between
-                # them (a larger rise there is the start-up reaching its working set)
-                onset = float(xs[k]) - rise_before / rate
+            onset = kink[1] if kink is not None else _short_onset(xs, ys, k, rate)
             conf = round(min(SHORT_CONF_MAX, SHORT_CONF_BASE + SHORT_CONF_PER_READING * n), 2)
             fit.leak = Leak("linear", onset, float(xs[-1]), rate, grown, float(ys[k]), float(ys[-1]), conf)
             fit.classification = "linear_growth"
