@@ -445,6 +445,9 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     (the general reader may know the unit from the key, e.g. torch.cuda's function names).
     `carry["line"]` is set to the last step-marker line (line, text), for the part of a file that
     follows (reader.Parts puts it in front of that part's lines)."""
+    from forensics.parsers.steplog import small   # (it reads this module's regexes)
+    if (lines := small.rows(df)) is not None:   # (a few lines: the same rows without a polars query)
+        return small.extract(lines, zone, skipped, series_only, unitless, carry)
     has_reading = pl.col("text").str.contains(ANY_READING)
     # ANY_READING is part of GENERIC_HINT: without step markers, a line with a reading is all it takes
     # (and GENERIC_HINT, ~1.7 ms to compile, is not compiled for sniffing)
