@@ -445,9 +445,11 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     (the general reader may know the unit from the key, e.g. torch.cuda's function names).
     `carry["line"]` is set to the last step-marker line (line, text), for the part of a file that
     follows (reader.Parts puts it in front of that part's lines)."""
-    from forensics.parsers.steplog import small   # (it reads this module's regexes)
+    from forensics.parsers.steplog import shapes, small   # (they read this module's regexes)
     if (lines := small.rows(df)) is not None:   # (a few lines: the same rows without a polars query)
         return small.extract(lines, zone, skipped, series_only, unitless, carry)
+    if not series_only and (by_shape := shapes.extract(df, zone, skipped, unitless, carry)) is not None:
+        return by_shape   # (many lines of a few shapes: each shape read once)
     has_reading = pl.col("text").str.contains(ANY_READING)
     # ANY_READING is part of GENERIC_HINT: without step markers, a line with a reading is all it takes
     # (and GENERIC_HINT, ~1.7 ms to compile, is not compiled for sniffing)
@@ -486,6 +488,12 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         bytes_expr(pl.col("num"), unit).alias("bytes"),
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
     ).collect()
+    return checked(r, skipped, series_only, unitless)
+
+
+def checked(r: pl.DataFrame, skipped: Skipped, series_only: bool, unitless: list[int] | None) -> pl.DataFrame:
+    """extract_generic's rows from its readings `r` (each with its context, unit and bytes), in the order
+    counted: the readings that fail a check counted as skipped, or left in `unitless`."""
     series, unit, value = pl.col("series"), pl.col("unit"), pl.col("bytes")
     checks = {  # in the order they are counted
         "memory value without a unit": series.is_not_null() & unit.is_null(),
