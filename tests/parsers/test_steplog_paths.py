@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 
 from forensics.model import Skipped
 from forensics.options import Options
-from forensics.parsers.steplog import generic, markers, shapes, small
+from forensics.parsers.steplog import families, generic, markers, shapes, small
 from forensics.parsers.steplog import reader as steplog
 
 HUGE = 1 << 62
@@ -225,3 +225,22 @@ print(parsed.samples.height, hwm)
 def test_a_thousands_separator_in_a_shape_is_read_as_the_queries_read_it():
     lines = [f"allocated: {i},{i:03d}.5 MB" for i in range(1, 40)] + ["allocated: 1,2 MB", "allocated: 1,2345 MB"]
     _assert_paths_agree(_frame(lines))
+
+
+_FAMILY_SAMPLES = [p for p in _STEP_LOG_SAMPLES if p.parent.name in ("deepspeed-memory", "hf-trainer-memory",
+                                                                    "megatron-memory")]
+
+
+@pytest.mark.parametrize("path", _FAMILY_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_big_part_skips_the_family_passes_whose_literals_it_lacks_as_a_small_one_does(path, monkeypatch):
+    """A part past small_text's size is searched for the families' literals (families.literals_held);
+    it reads as it would with every pass run."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = lines * (1 + generic.SMALL_TEXT_BYTES // max(1, sum(len(x) + 1 for x in lines)))
+    got = _read(lines)
+    every = "\n".join([*families._HELD, " = "])
+    monkeypatch.setattr(families, "literals_held", lambda frame: every)
+    want = _read(lines)
+    assert_frame_equal(got.samples, want.samples)
+    assert_frame_equal(got.events, want.events)
+    assert got.skipped.counts == want.skipped.counts

@@ -143,7 +143,7 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     """Add `time` (UTC) and `zoned` (the clock carried its own zone) from a clock at the line start.
     Naive clocks are local time in `zone` (Options.tz_for of the file)."""
     # (no line with a clock's date: a small text is searched in Python, without the queries below)
-    if df.height == 0 or not (_may_hold(df[text], _ISO_DATE_ANYWHERE) or has_us_clock(df[text])):
+    if df.height == 0 or not (_may_hold(df[text], _ISO_DATE_ANYWHERE, ("-",)) or has_us_clock(df[text])):
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
@@ -188,10 +188,14 @@ _DATED_CLOCK_ANYWHERE = re.compile(r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[T ][0-9]{2
 _ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def _may_hold(text: pl.Series, rx: re.Pattern) -> bool:
-    """Whether a line of `text` may match `rx`: False only for a small text (small_text) without a match."""
+def _may_hold(text: pl.Series, rx: re.Pattern, literals: tuple[str, ...]) -> bool:
+    """Whether a line of `text` may match `rx`, every match of which holds one of `literals`: a small
+    text (small_text) is searched for `rx`, a big one for the literals (a literal search of every line
+    costs a fraction of a regex's)."""
     small = small_text(text)
-    return small is None or rx.search(small) is not None
+    if small is not None:
+        return rx.search(small) is not None
+    return any(text.str.contains(x, literal=True).any() for x in literals)
 
 
 def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFrame:
@@ -199,7 +203,7 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     year outside 1970..2200, counted as skipped as an nvidia-smi CSV counts them: the readers take
     such a stamp for no time, and its readings would be analyzed on their steps as if the log had
     no clock, without a word."""
-    if not frame.height or not _may_hold(frame["text"], _DATED_CLOCK_ANYWHERE):
+    if not frame.height or not _may_hold(frame["text"], _DATED_CLOCK_ANYWHERE, ("-", "/")):
         return frame
     # the groups extracted once (each use of a struct field of the expression would extract them again)
     g = frame.select("line", pl.col("text").str.extract_groups(_DATED_CLOCK).alias("g")).unnest("g")

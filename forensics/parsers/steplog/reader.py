@@ -311,6 +311,8 @@ class Parts:
         ds_input = pl.concat([self._ds_context, frame]) if self._ds_context.height else frame
         # a small part's text, for the families to skip the passes whose literals it lacks
         text = generic.small_text(ds_input["text"])
+        if text is None:   # (a big part: the literals it holds stand for its text)
+            text = families.literals_held(ds_input)
         if families.holds_any(text, families.DEEPSPEED_LITERALS):
             ds = families.extract_deepspeed(ds_input, zone)
             if self._ds_context.height:
