@@ -240,6 +240,8 @@ def _holds(text: pl.Series, literal: str, small: str | None) -> bool:
 # Text up to this size is searched for literals in Python, as one string: each polars query has a fixed
 # cost that is many times the search of a small text (a job of many one-line logs pays it per file).
 SMALL_TEXT_BYTES = 1 << 16
+# Frames of up to this many rows are looked at in Python (the same reason)
+SMALL_ROWS = 256
 
 
 def small_text(text: pl.Series) -> str | None:
@@ -252,7 +254,11 @@ def small_text(text: pl.Series) -> str | None:
 
 def clock_of(*frames: pl.DataFrame) -> str:
     """Parsed.clock from the `zoned` flags of the rows: wall (all clocks zoned), wall-assumed, none."""
-    flags = [f["zoned"].drop_nulls() for f in frames if f is not None and "zoned" in f.columns]
+    cols = [f["zoned"] for f in frames if f is not None and "zoned" in f.columns]
+    if sum(c.len() for c in cols) <= SMALL_ROWS:   # (a few rows: in Python, without a query each)
+        flags = [x for c in cols for x in c.to_list() if x is not None]
+        return "none" if not flags else "wall" if all(flags) else "wall-assumed"
+    flags = [c.drop_nulls() for c in cols]
     flags = [s for s in flags if s.len()]
     if not flags:
         return "none"
@@ -558,13 +564,23 @@ def looks_like_source_code(head: list[str]) -> bool:
 def notes(parsed: Parsed, units: bool = True) -> list[str]:
     """What a reader of the report should know about these readings."""
     out = []
-    s = rows_where(parsed.samples, ~pl.col("series").str.starts_with("hf."))
-    if not s.height:
-        return out
-    if s["step"].is_null().all() and s["time"].is_null().all():
+    if parsed.samples.height <= SMALL_ROWS:   # (a few rows: in Python, without a query each)
+        rows = [(x, st, tm) for x, st, tm in zip(*(parsed.samples[c].to_list() for c in ("series", "step", "time")))
+                if x is not None and not x.startswith("hf.")]
+        if not rows:
+            return out
+        untimed = all(st is None and tm is None for _, st, tm in rows)
+        series = {x for x, _, _ in rows}
+    else:
+        s = rows_where(parsed.samples, ~pl.col("series").str.starts_with("hf."))
+        if not s.height:
+            return out
+        untimed = s["step"].is_null().all() and s["time"].is_null().all()
+        series = set(s["series"].unique().to_list())
+    if untimed:
         out.append("memory readings carry neither a step nor a clock: they are ordered by their place in the file")
-    if units and s["series"].is_in(["allocated", "reserved", "max_allocated", "max_reserved", "free"]).any():
+    if units and series & {"allocated", "reserved", "max_allocated", "max_reserved", "free"}:
         out.append("MB/GB in printed memory lines are read as MiB/GiB")
-    if (s["series"] == "free").any():
+    if "free" in series:
         out.append("'Free GPU ram' without a unit is read as MiB; free memory falling is usage growing")
     return out

@@ -249,6 +249,7 @@ def _look(batch: pl.DataFrame, regex: str) -> pl.Series:
 
 # -- all families together ------------------------------------------------------------------------
 
+_LINES = pl.Schema({"line": pl.Int64, "text": pl.String})
 _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"),
          "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
          "step": pl.Int64, "label": pl.String, "gpu": pl.String,
@@ -259,6 +260,8 @@ _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime
 def _work(df: pl.DataFrame) -> pl.DataFrame:
     if df is None or df.height == 0:
         return pl.DataFrame(schema=_WORK)
+    if df.schema == _WORK:   # (generic.extract_generic's rows: no query to select them again)
+        return df
     return df.select([pl.col(c).cast(t, strict=False) if c in df.columns else pl.lit(None, dtype=t).alias(c)
                       for c, t in _WORK.items()])
 
@@ -297,13 +300,18 @@ class Parts:
 
     def read(self, frame: pl.DataFrame) -> None:
         zone, skipped = self.zone, self.skipped
-        frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
+        if frame.schema != _LINES or frame["text"].null_count():   # (the reader's own parts need no query)
+            frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
         if not frame.height:
             return
         first = int(frame["line"].min())
         # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
         # off, so that the clock behind it is the line's clock again
-        frame = ranks.split_prefix(frame)
+        small = generic.small_text(frame["text"])
+        if small is not None and "]:" not in small:   # (no prefix: split_prefix's nulls without its queries)
+            frame = frame.hstack([pl.Series(c, [None] * frame.height, pl.Int64) for c in ("line_rank", "line_local_rank")])
+        else:
+            frame = ranks.split_prefix(frame)
         line_ranks = frame[["line", "line_rank", "line_local_rank"]]
         frame = generic.drop_unreadable_clocks(frame[["line", "text"]], skipped)
 
@@ -347,8 +355,8 @@ class Parts:
             if unitless:
                 left_over = pl.Series("line", unitless, pl.Int64)
                 skipped.add_lines(general.UNITLESS, left_over.filter(~left_over.is_in(handled.implode())))
-            lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
-            if lr.height and left.height:
+            if left.height and line_ranks.height > min(line_ranks.null_count()[["line_rank", "line_local_rank"]].row(0)):
+                lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
                 self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
         s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
         if s.height:
