@@ -257,13 +257,15 @@ def extract_hf_trainer(frame: pl.DataFrame, zone: str, skipped=None,
 
 
 def literals_held(frame: pl.DataFrame) -> str:
-    """For a frame too big for small_text: the families' literals that its lines hold, one a line, in one
-    query of literal searches. holds_any and extract_hf_trainer read it as they read a small frame's
+    """For a frame too big for small_text: the families' literals that its lines hold, one a line, in a
+    query or two of literal searches. holds_any and extract_hf_trainer read it as they read a small frame's
     text: a literal is in it iff a line holds it (HF_KEY_SIGN's match, iff a line has one, as ` = `)."""
     t = pl.col("text")
-    found = frame.select(*(t.str.contains(x, literal=True).any().alias(str(i)) for i, x in enumerate(_HELD)),
-                         t.str.contains(HF_KEY_SIGN).any().alias("kv")).row(0)
-    return "\n".join([x for x, hit in zip(_HELD, found) if hit] + ([" = "] if found[-1] else []))
+    some, kv = frame.select(t.str.contains_any(list(_HELD)).any().alias("some"),
+                            t.str.contains(HF_KEY_SIGN).any().alias("kv")).row(0)
+    found = (frame.select(*(t.str.contains(x, literal=True).any().alias(str(i)) for i, x in enumerate(_HELD))).row(0)
+             if some else [False] * len(_HELD))   # (one search for all of them first: most logs hold none)
+    return "\n".join([x for x, hit in zip(_HELD, found) if hit] + ([" = "] if kv else []))
 
 
 def holds_any(text: str | None, literals) -> bool:

@@ -349,8 +349,10 @@ class Parts:
         if self.use_general:
             # a line of the generic shapes is generic.py's (read or counted as skipped there)
             # a line the generic shapes could give no unit is the general reader's to read or count
-            left = rows_where(rest, (~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
-                              & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+            # (when/then: the other two regexes are not run where no line is left, as in a log of readings)
+            left = rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
+                              .then(~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+                              .otherwise(False))
             handled = self.general.feed(left)
             if unitless:
                 left_over = pl.Series("line", unitless, pl.Int64)
