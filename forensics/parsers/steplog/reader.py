@@ -123,11 +123,14 @@ class StepLogReader:
         if marks.height:
             self._keep(batch, marks)
         self._keep_general(batch, rows_where(looked, general.candidates(t)))
+        # (the lines kept are copied out of a big batch, which they would keep in memory; a small one is
+        # kept whole at no cost)
+        own = owned if batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES else _same
         new = [k for k in self._new if k.height]
         if new:
-            self._kept.append(owned(_union(new)))
+            self._kept.append(own(_union(new)))
         self._new = []
-        self._prev_tail = owned(batch[["line", "text"]].tail(1))
+        self._prev_tail = own(batch[["line", "text"]].tail(1))
         self._read()
         return looked
 
@@ -232,6 +235,10 @@ class _Batch:
         self.frame, self.look = frame, look
 
 
+def _same(df: pl.DataFrame) -> pl.DataFrame:
+    return df
+
+
 def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The rows of `frames` (line, text; each sorted by line, a line in several of them the same line)
     in line order, each line once: concat().unique("line").sort("line") without hashing every line."""
@@ -332,7 +339,7 @@ class Parts:
                 pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
         else:   # (no DeepSpeed line: the context is the part's last line)
             ds = pl.DataFrame(schema={"line": pl.Int64})
-            self._ds_context = owned(frame.tail(1))
+            self._ds_context = frame.tail(1) if small is not None else owned(frame.tail(1))   # (as _feed's)
         hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped, text=text)
         mg_events, iteration_times = families.extract_megatron(frame, zone, text=text)
         used = (pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
@@ -360,8 +367,9 @@ class Parts:
             if left.height and line_ranks.height > min(line_ranks.null_count()[["line_rank", "line_local_rank"]].row(0)):
                 lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
                 self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
-        s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
-        if s.height:
+        found = [_work(x) for x in (ds, hf_samples, gen) if x.height]   # (an empty one would cost a frame)
+        if found:
+            s = found[0] if len(found) == 1 else pl.concat(found, how="vertical")
             self._samples.append(_kept_columns(_with_ranks(s, line_ranks)))
         self._events.extend(e for e in (hf_events, mg_events) if e.height)
         if iteration_times.height:
@@ -382,10 +390,8 @@ class Parts:
         if len(self._samples) > 1 and self.use_general and res.samples.height:
             s = s.sort("line", "piece", "k")
         self._samples = []
-        iteration_times = (pl.concat(self._iteration_times) if self._iteration_times
-                           else pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64,
-                                                     "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean}))
-        if s.height and iteration_times.height:
+        if s.height and self._iteration_times:
+            iteration_times = pl.concat(self._iteration_times)
             # Megatron prints the iteration line (with its clock) right after the memory report of
             # the same iteration: that clock is the readings' time
             s = (s.join_asof(iteration_times.sort("line").rename({"line": "it_line", "time": "it_time",
