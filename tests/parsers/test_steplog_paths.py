@@ -247,3 +247,32 @@ def test_a_big_part_skips_the_family_passes_whose_literals_it_lacks_as_a_small_o
     assert_frame_equal(got.samples, want.samples)
     assert_frame_equal(got.events, want.events)
     assert got.skipped.counts == want.skipped.counts
+
+
+_BACKTRACKING = ["nvidia-smi GPU-1 memory (MB)", "mem_alloc", "torch.cuda.memory_allocated(0)", "'step'",
+                 "[step 1] rank", "allocated / reserved: 1", "device", "Iter"]
+
+
+@pytest.mark.parametrize("lead", _BACKTRACKING)
+def test_a_long_line_of_blanks_goes_to_the_automata(lead):
+    """Python's `re` backtracks where polars' regex engine does not: `[ \\t]*[:=]?[ \\t]*` took time
+    quadratic in the blanks after these leads (a 200,000-character line: minutes). Long lines are
+    read by the queries (small.SQUARED_CHARS); the alarm is a hang guard, not a speed measurement."""
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("a pattern backtracked past the hang guard")
+
+    line = lead + " " * 200_000
+    prev = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        for lines in ([line], [line] * 40 + ["[step 1] allocated: 1 MB"] * 40):
+            frame = _frame(lines)
+            assert small.rows(frame) is None
+            generic.extract_generic(frame, "UTC", Skipped(), carry={})
+            generic.extract_generic(frame, "UTC", Skipped(), series_only=True)
+            markers.sniff(lines)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, prev)

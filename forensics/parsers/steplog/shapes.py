@@ -180,8 +180,11 @@ def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, ca
     shapes = frame["shape"].unique()
     if shapes.len() * LINES_PER_SHAPE > frame.height or shapes.null_count():
         return None
+    shapes = shapes.to_list()
+    if sum(len(x) ** 2 for x in shapes) > s.SQUARED_CHARS:   # (Python's regexes on long shapes: small.py)
+        return None
     templates = {}
-    for sid, shape in enumerate(shapes.to_list()):
+    for sid, shape in enumerate(shapes):
         tp = template(shape)
         if tp is None:
             return None

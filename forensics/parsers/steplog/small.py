@@ -2,7 +2,7 @@
 
 A job of many one-line logs pays extract_generic's ~27 polars queries twice a file (sniff and read),
 and each query's fixed cost is many times the work on a few lines. Below SMALL_LINES lines of plain
-ASCII text, Python's `re` runs each regex of generic.py one line at a time. On that text the two
+ASCII text of bounded length (SQUARED_CHARS), Python's `re` runs each regex of generic.py one line at a time. On that text the two
 engines agree on these patterns: leftmost-first alternation and greedy repeats in both, and without
 letters outside ASCII `(?i)`, `\\w`, `\\s` and `\\b` mean the same (a control character other than tab
 and `\\r`, or a letter outside ASCII, sends the lines to polars). Clocks go to generic.with_line_time
@@ -23,6 +23,10 @@ from forensics.units import _FACTORS
 
 # Past this many lines polars' vectorized queries cost less than Python's line-by-line regexes.
 SMALL_LINES = 64
+# Python's `re` backtracks: a few of these patterns (`[ \t]*[:=]?[ \t]*`) take time quadratic in a
+# line's length where it fails, which polars' automata never do. The sum of the lines' squared lengths
+# bounds that time (about a tenth of a second at this budget); past it, polars reads the lines.
+SQUARED_CHARS = 1 << 22
 _PLAIN = re.compile(r"[\t\r\x20-\x7e]*")
 
 _ANY_READING = re.compile(g.ANY_READING)
@@ -63,6 +67,8 @@ def rows(df: pl.DataFrame) -> list[tuple[int, str | None]] | None:
     if df.height > SMALL_LINES:
         return None
     out = list(zip(df["line"].to_list(), df["text"].to_list()))
+    if sum(len(t) ** 2 for _, t in out if t is not None) > SQUARED_CHARS:
+        return None
     if any(t is not None and not _PLAIN.fullmatch(t) for _, t in out):
         return None
     return out
