@@ -1,7 +1,8 @@
-"""generic.extract_generic has three paths that must give the same rows, the same skipped lines and the
-same carried step marker: its polars queries, the plain-Python reading of a few lines (small.py) and
-the reading once per line shape (shapes.py). Issue 45's many_files_N (one-line logs: the queries' fixed
-cost twice a file) and five_million_lines (one shape, 5 M times) are the cases they were made for."""
+"""The generic shapes' three paths (readings.extract) must give the same rows, the same skipped lines
+and the same carried step marker: generic.extract_generic's polars queries, the plain-Python reading of
+a few lines (small.py) and the reading once per line shape (shapes.py). Issue 45's many_files_N
+(one-line logs: the queries' fixed cost twice a file) and five_million_lines (one shape, 5 M times)
+are the cases they were made for."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from polars.testing import assert_frame_equal
 
 from forensics.model import Skipped
 from forensics.options import Options
-from forensics.parsers.steplog import families, generic, markers, shapes, small
+from forensics.parsers.steplog import families, generic, markers, readings, shapes, small
 from forensics.parsers.steplog import reader as steplog
 
 HUGE = 1 << 62
@@ -37,7 +38,7 @@ def _path(name: str):
 def _extract(frame: pl.DataFrame, path: str, zone: str, series_only: bool):
     skipped, unitless, carry = Skipped(), [], {}
     with _path(path):
-        out = generic.extract_generic(frame, zone, skipped, series_only=series_only, unitless=unitless, carry=carry)
+        out = readings.extract(frame, zone, skipped, series_only=series_only, unitless=unitless, carry=carry)
     return out, skipped.counts, skipped.examples, sorted(unitless), carry.get("line")
 
 
@@ -270,8 +271,8 @@ def test_a_long_line_of_blanks_goes_to_the_automata(lead):
         for lines in ([line], [line] * 40 + ["[step 1] allocated: 1 MB"] * 40):
             frame = _frame(lines)
             assert small.rows(frame) is None
-            generic.extract_generic(frame, "UTC", Skipped(), carry={})
-            generic.extract_generic(frame, "UTC", Skipped(), series_only=True)
+            readings.extract(frame, "UTC", Skipped(), carry={})
+            readings.extract(frame, "UTC", Skipped(), series_only=True)
             markers.sniff(lines)
     finally:
         signal.alarm(0)

@@ -43,7 +43,7 @@ UNIT = r"(?:[KMGTP]i?B|[kmgtp]i?b|[Bb]ytes|B)"
 TS_ISO = (r"^\s*\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?"
           r"(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b|[ ]UTC\b)?\]?")
 TS_US = r"^\s*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?"
-_LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
+LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
 
 # A step taken from the text in front of a reading (its tag) or from a marker line of its own.
 STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
@@ -95,9 +95,9 @@ MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?
 # would take the second key with the first value, and the second value as its capacity)
 KEY_PAIR = (rf"\b(?P<k1>{_KEY})[ \t]*/[ \t]*(?P<k2>{_KEY})[ \t]*[:=][ \t]*(?P<n1>{NUM})[ \t]*(?P<u1>{UNIT})?"
             rf"[ \t]*/[ \t]*(?P<n2>{NUM})[ \t]*(?P<u2>{UNIT})?")
-_HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
+HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
 # a piece's header unit (`memory (MB)`): the unit of its readings that carry none
-_PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit")
+_PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(HEADER_UNIT).alias("header_unit")
 
 
 def unnamed(rx: str) -> str:
@@ -143,7 +143,7 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     """Add `time` (UTC) and `zoned` (the clock carried its own zone) from a clock at the line start.
     Naive clocks are local time in `zone` (Options.tz_for of the file)."""
     # (no line with a clock's date: a small text is searched in Python, without the queries below)
-    if df.height == 0 or not (_may_hold(df[text], _ISO_DATE_ANYWHERE, ("-",)) or has_us_clock(df[text])):
+    if df.height == 0 or not (_may_hold(df[text], ISO_DATE_ANYWHERE, ("-",)) or has_us_clock(df[text])):
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
@@ -185,7 +185,7 @@ UNREADABLE_TIME = "unreadable timestamp"
 # What a line with a _DATED_CLOCK clock, and one with a TS_ISO clock, holds somewhere (for Python's re,
 # which matches these, [0-9] and literals alone, as polars does)
 _DATED_CLOCK_ANYWHERE = re.compile(r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[T ][0-9]{2}:|[0-9]{2}/[0-9]{2}/[0-9]{4}")
-_ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _may_hold(text: pl.Series, rx: re.Pattern, literals: tuple[str, ...]) -> bool:
@@ -278,7 +278,7 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
     small = small_text(df["text"])
     slash = _holds(df["text"], "/", small)
-    iso = small is None or _ISO_DATE_ANYWHERE.search(small) is not None
+    iso = small is None or ISO_DATE_ANYWHERE.search(small) is not None
     body = strip_line_time(pl.col("text"), slash, iso).str.replace_all("\r", "\n", literal=True)
     if _holds(df["text"], "[Rank ", small):   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
@@ -298,7 +298,7 @@ def _run_index(*keys: str) -> pl.Expr:
     return i - pl.when(new).then(i).forward_fill()
 
 
-def _series_of_key(key: str) -> str | None:
+def series_of_key(key: str) -> str | None:
     """`Max_Memory_Allocated` -> max_allocated. In Python: a handful of spellings, and each polars
     regex is compiled again once 32 others have been used since (its per-thread cache)."""
     k = key.lower().replace("_", " ").replace("memory ", "", 1)
@@ -349,7 +349,7 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
     kv = _all_matches(pieces, KV)
     if kv.height:
         # the series of each distinct key spelling (few), not of every reading
-        series_of = {k: _series_of_key(k) for k in set(kv["key"].to_list()) - {None}}
+        series_of = {k: series_of_key(k) for k in set(kv["key"].to_list()) - {None}}
         parts.append(kv.select(
             "line", "piece", _run_index("line", "piece").alias("k"),
             pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
@@ -413,7 +413,7 @@ def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame | str) -> pl.LazyF
     null = pl.lit(None, dtype=pl.String)
     # in stages: a select computes an expression once per use (the text in front is used 8 times); one
     # lazy query, whose fixed cost is paid once
-    staged = pieces.lazy().with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
+    staged = pieces.lazy().with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(LEVEL, "").alias("_pre"))
     pre = pl.col("_pre")
     staged = staged.with_columns(
         (pre.str.replace(r"^\s*\[Rank [0-9]+\]", "") if has["[Rank"] else pre).str.strip_chars(" \t|:,;-=>")
@@ -455,11 +455,6 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
     (the general reader may know the unit from the key, e.g. torch.cuda's function names).
     `carry["line"]` is set to the last step-marker line (line, text), for the part of a file that
     follows (reader.Parts puts it in front of that part's lines)."""
-    from forensics.parsers.steplog import shapes, small   # (they read this module's regexes)
-    if (lines := small.rows(df)) is not None:   # (a few lines: the same rows without a polars query)
-        return small.extract(lines, zone, skipped, series_only, unitless, carry)
-    if not series_only and (by_shape := shapes.extract(df, zone, skipped, unitless, carry)) is not None:
-        return by_shape   # (many lines of a few shapes: each shape read once)
     has_reading = pl.col("text").str.contains(ANY_READING)
     # ANY_READING is part of GENERIC_HINT: without step markers, a line with a reading is all it takes
     # (and GENERIC_HINT, ~1.7 ms to compile, is not compiled for sniffing)
@@ -539,16 +534,6 @@ def checked(r: pl.DataFrame, skipped: Skipped, series_only: bool, unitless: list
 
 def head_frame(head: list[str]) -> pl.DataFrame:
     return pl.DataFrame({"line": range(1, len(head) + 1), "text": head}, schema={"line": pl.Int64, "text": pl.String})
-
-
-def head_readings(head: list[str] | pl.DataFrame) -> pl.DataFrame:
-    """Generic readings in the first lines, or in their head_frame (for sniffing)."""
-    skipped = Skipped()
-    try:
-        return extract_generic(head if isinstance(head, pl.DataFrame) else head_frame(head), "UTC", skipped,
-                               series_only=True)
-    except pl.exceptions.PolarsError:
-        return pl.DataFrame()
 
 
 # A job folder often holds the training script itself, whose docstrings and f-strings show the very

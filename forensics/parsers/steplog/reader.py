@@ -27,7 +27,7 @@ from forensics.frames import owned, rows_where
 from forensics.io import lines as line_reader
 from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
 from forensics.parsers import ranks
-from forensics.parsers.steplog import families, general, generic
+from forensics.parsers.steplog import families, general, generic, readings
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
 # memory that reading takes grows with the lines read at once. Each part is read as soon as it is full,
@@ -267,7 +267,7 @@ _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime
 def _work(df: pl.DataFrame) -> pl.DataFrame:
     if df is None or df.height == 0:
         return pl.DataFrame(schema=_WORK)
-    if df.schema == _WORK:   # (generic.extract_generic's rows: no query to select them again)
+    if df.schema == _WORK:   # (readings.extract's rows: no query to select them again)
         return df
     return df.select([pl.col(c).cast(t, strict=False) if c in df.columns else pl.lit(None, dtype=t).alias(c)
                       for c, t in _WORK.items()])
@@ -303,7 +303,7 @@ class Parts:
         self._iteration_times: list[pl.DataFrame] = []
         self._ranks: list[pl.DataFrame] = []     # the prefix ranks of the general reader's lines that have one
         self._ds_context = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
-        self._marker: dict = {}   # "line": the last step-marker line (generic.extract_generic's carry)
+        self._marker: dict = {}   # "line": the last step-marker line (readings.extract's carry)
 
     def read(self, frame: pl.DataFrame) -> None:
         zone, skipped = self.zone, self.skipped
@@ -347,7 +347,7 @@ class Parts:
         rest = frame.join(used, on="line", how="anti") if used.height else frame
         unitless: list[int] = []
         marker = self._marker.get("line")
-        gen = generic.extract_generic(pl.concat([marker, rest]) if marker is not None else rest, zone, skipped,
+        gen = readings.extract(pl.concat([marker, rest]) if marker is not None else rest, zone, skipped,
                                       unitless=unitless if self.use_general else None, carry=self._marker)
         if marker is not None and gen.height:
             gen = gen.filter(pl.col("line") >= first)

@@ -18,7 +18,7 @@ import polars as pl
 from forensics.frames import owned
 from forensics.parsers.steplog import generic as g
 from forensics.parsers.steplog import small as s
-from forensics.units import _FACTORS
+from forensics.units import unit_factor
 
 # A frame is read by shape when it has at most one shape in this many lines (a templates' Python
 # reading costs about what the queries cost for that many lines).
@@ -53,16 +53,16 @@ def _pieces(shape: str) -> list[tuple[int, str]] | None:
     """generic._pieces of one line: (start in the line, text) of each piece; None where a piece is not
     a part of the line (KEY_PAIR rewrites the text)."""
     body, base = shape, 0
-    for rx in (s._TS_ISO, s._TS_US):   # (both anchored: strip_line_time removes a prefix)
+    for rx in (s.TS_ISO, s.TS_US):   # (both anchored: strip_line_time removes a prefix)
         m = rx.search(body)
         if m:
             body, base = body[m.end():], base + m.end()
-    if "/" in body and s._KEY_PAIR.search(body):
+    if "/" in body and s.KEY_PAIR.search(body):
         return None
     out = []
     for seg in body.replace("\r", "\n").split("\n"):
         at = 0
-        for m in s._RANK_SPLIT.finditer(seg):   # `x [Rank 1]` -> `x`, `[Rank 1]`
+        for m in s.RANK_SPLIT.finditer(seg):   # `x [Rank 1]` -> `x`, `[Rank 1]`
             out.append((base + at, seg[at:m.end(1)]))
             at = m.start(2)
         out.append((base + at, seg[at:]))
@@ -73,34 +73,34 @@ def _pieces(shape: str) -> list[tuple[int, str]] | None:
 def template(shape: str) -> tuple[bool, bool, tuple | None, list[dict]] | None:
     """One masked line's template: (hint, reading, step-marker place, reading rows); None where it
     must go to the queries."""
-    if not s._PLAIN.fullmatch(shape):
+    if not s.PLAIN.fullmatch(shape):
         return None
-    hint = bool(s._GENERIC_HINT.search(shape)) and not s._NOT_OURS.search(shape)
+    hint = bool(s.GENERIC_HINT.search(shape)) and not s.NOT_OURS.search(shape)
     if not hint:
         return False, False, None, []
-    if not s._ANY_READING.search(shape):
+    if not s.ANY_READING.search(shape):
         body_at = 0
-        for rx in (s._TS_ISO, s._TS_US):
+        for rx in (s.TS_ISO, s.TS_US):
             m = rx.search(shape[body_at:])
             if m:
                 body_at += m.end()
-        return True, False, _span(s._STEP_MARKER.search(shape[body_at:]), 1, body_at), []
+        return True, False, _span(s.STEP_MARKER.search(shape[body_at:]), 1, body_at), []
     pieces = _pieces(shape)
     if pieces is None:
         return None
     rows = []
     for j, (base, x) in enumerate(pieces):
-        for k, m in enumerate(s._KV.finditer(x)):
-            d = s._KV.search(m.group(0))   # (extract_groups of the match, as generic._all_matches)
+        for k, m in enumerate(s.KV.finditer(x)):
+            d = s.KV.search(m.group(0))   # (extract_groups of the match, as generic._all_matches)
             at = base + m.start()
-            rows.append(dict(part=0, piece=j, k=k, series=g._series_of_key(d["key"]), num=_span(d, "num", at),
+            rows.append(dict(part=0, piece=j, k=k, series=g.series_of_key(d["key"]), num=_span(d, "num", at),
                              total=_span(d, "total", at), unit=_first(d["unit"], d["punit"]), gpu=None,
                              default_unit=None))
     low = "\n".join(x for _, x in pieces).lower()
     if "mem_" in low:
         for j, (base, x) in enumerate(pieces):
-            for k, m in enumerate(s._MEM_ABBR.finditer(x)):
-                d = s._MEM_ABBR.search(m.group(0))
+            for k, m in enumerate(s.MEM_ABBR.finditer(x)):
+                d = s.MEM_ABBR.search(m.group(0))
                 rows.append(dict(part=1, piece=j, k=200 + k,
                                  series="allocated" if "alloc" in d["key"].lower() else "reserved",
                                  num=_span(d, "num", base + m.start()), total=None, unit=d["unit"], gpu=None,
@@ -114,19 +114,19 @@ def template(shape: str) -> tuple[bool, bool, tuple | None, list[dict]] | None:
                     rows.append(dict(part=part, piece=j, k=k, **read(m, base)))
 
     def dev_digits(m, base):
-        d = s._DIGITS.search(m.group("dev"))
+        d = s.DIGITS.search(m.group("dev"))
         return None if d is None else (base + m.start("dev") + d.start(), base + m.start("dev") + d.end())
 
-    single(s._GPU_USED_TOTAL, "gpu", 2, 100, lambda m, b: dict(
+    single(s.GPU_USED_TOTAL, "gpu", 2, 100, lambda m, b: dict(
         series="reserved", num=_span(m, "num", b), total=_span(m, "total", b), unit=m["unit"], gpu=None,
         default_unit=None))
-    single(s._TORCH_RAW, "torch.cuda.", 3, 101, lambda m, b: dict(
+    single(s.TORCH_RAW, "torch.cuda.", 3, 101, lambda m, b: dict(
         series=("max_" if m["max"] is not None else "") + ("reserved" if m["kind"] == "cached" else m["kind"]),
         num=_span(m, "num", b), total=None, unit="B", gpu=dev_digits(m, b), default_unit=None))
-    single(s._NVSMI_PRINT, "nvidia-smi", 4, 102, lambda m, b: dict(
+    single(s.NVSMI_PRINT, "nvidia-smi", 4, 102, lambda m, b: dict(
         series="memory.used", num=_span(m, "num", b), total=None, unit=m["punit"], gpu=_span(m, "dev", b),
         default_unit=None))
-    single(s._FREE, "free", 5, 103, lambda m, b: dict(
+    single(s.FREE, "free", 5, 103, lambda m, b: dict(
         series="free", num=_span(m, "num", b), total=None, unit=_first(m["unit"], m["punit"]), gpu=None,
         default_unit="MiB"))
     contexts = {j: _context(*pieces[j]) for j in {r["piece"] for r in rows}}
@@ -140,16 +140,16 @@ def template(shape: str) -> tuple[bool, bool, tuple | None, list[dict]] | None:
 
 def _context(base: int, x: str) -> dict:
     """generic._piece_context of one piece, as places in the line."""
-    hu = s._HEADER_UNIT.search(x)
-    a = s._ANY_READING.search(x).start()
-    lv = s._LEVEL.match(x[:a])   # (anchored: the sub removes a prefix)
+    hu = s.HEADER_UNIT.search(x)
+    a = s.ANY_READING.search(x).start()
+    lv = s.LEVEL.match(x[:a])   # (anchored: the sub removes a prefix)
     pre_at = lv.end() if lv else 0
     pre = x[pre_at:a]
-    rh = s._RANK_HEAD.match(pre)
+    rh = s.RANK_HEAD.match(pre)
     clean_at = pre_at + (rh.end() if rh else 0)
     clean = pre[rh.end() if rh else 0:].strip(" \t|:,;-=>")
-    tag = s._TAG.search(pre)
-    epoch = s._EPOCH.search(x)
+    tag = s.TAG.search(pre)
+    epoch = s.EPOCH.search(x)
     prefix = None
     if tag is not None:
         label = _strip(tag.group(1), base + pre_at + tag.start(1))
@@ -159,11 +159,11 @@ def _context(base: int, x: str) -> dict:
         prefix, label = "epoch ", _span(epoch, 1, base)
     else:
         label = None
-    sm, ds = s._STEP_IN_TAG.search(pre), s._DICT_STEP.search(x)
+    sm, ds = s.STEP_IN_TAG.search(pre), s.DICT_STEP.search(x)
     step = _first(_span(sm, 1, base + pre_at), _span(sm, 2, base + pre_at), _span(ds, 1, base))
-    dm = s._DEVICE_IN_TAG.search(pre)
-    rw, lw = s._RANK_WORD.search(pre), s._LOCAL_WORD.search(pre)
-    tm = s._TOTAL.search(x)
+    dm = s.DEVICE_IN_TAG.search(pre)
+    rw, lw = s.RANK_WORD.search(pre), s.LOCAL_WORD.search(pre)
+    tm = s.TOTAL.search(x)
     return dict(header_unit=hu.group(1) if hu else None, label=label, label_prefix=prefix, step=step,
                 tag_gpu=_first(*(_span(dm, i, base + pre_at) for i in (1, 2, 3))) if dm else None,
                 rank=_first(_span(rw, 1, base + pre_at), _span(rw, 2, base + pre_at)) if rw else None,
@@ -171,12 +171,8 @@ def _context(base: int, x: str) -> dict:
                 ptotal_unit=_first(tm["unit"], tm["punit"]) if tm else None)
 
 
-def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, carry: dict | None
-            ) -> pl.DataFrame | None:
-    """extract_generic(df, ...) (not for sniffing) read by shape; None where the queries must read it."""
-    t = pl.col("text")
-    digits = [str(d) for d in range(10)]
-    frame = df.lazy().select("line", "text", t.str.replace_many(digits, ["0"] * 10).alias("shape")).collect()
+def _templates(frame: pl.DataFrame) -> dict[str, tuple[int, tuple]] | None:
+    """shape -> (its number, its template) of the frame's shapes; None where the queries must read it."""
     shapes = frame["shape"].unique()
     if shapes.len() * LINES_PER_SHAPE > frame.height or shapes.null_count():
         return None
@@ -189,6 +185,18 @@ def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, ca
         if tp is None:
             return None
         templates[shape] = (sid, tp)
+    return templates
+
+
+def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, carry: dict | None
+            ) -> pl.DataFrame | None:
+    """extract_generic(df, ...) (not for sniffing) read by shape; None where the queries must read it."""
+    t = pl.col("text")
+    digits = [str(d) for d in range(10)]
+    frame = df.lazy().select("line", "text", t.str.replace_many(digits, ["0"] * 10).alias("shape")).collect()
+    templates = _templates(frame)
+    if templates is None:
+        return None
     kind = {shape: sid for shape, (sid, tp) in templates.items() if tp[0]}   # the hints' shapes
     if not kind:
         return pl.DataFrame()
@@ -216,12 +224,20 @@ def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, ca
             carry["line"] = owned(last.select("line", "text"))
     if not reading_sids:
         return pl.DataFrame()
-    if any(g._ISO_DATE_ANYWHERE.search(shape) or "/" in shape for shape in kind):
+    if any(g.ISO_DATE_ANYWHERE.search(shape) or "/" in shape for shape in kind):
         hint = g.with_line_time(hint, zone)
     else:   # (with_line_time's answer for lines without a clock, known from their shapes)
         hint = hint.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                  pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     hint = hint.with_columns(pl.col("marker_step").forward_fill())
+    return _read(hint, templates, reading_sids, skipped, unitless)
+
+
+def _read(hint: pl.DataFrame, templates: dict, reading_sids: list[int], skipped, unitless: list[int] | None
+          ) -> pl.DataFrame:
+    """The readings of the hint lines (line, text, sid, time, zoned, marker_step) by their templates."""
+    t = pl.col("text")
+    by_sid = {sid: tp for sid, tp in templates.values()}
     shape_of = {sid_: shape for shape, (sid_, _) in templates.items()}
     rows = [dict(sid=sid_, **{k: v for k, v in r.items() if k not in _SPANS},
                  **{f"{f}_{e}": (r[f][i] if r.get(f) else None) for f in _SPANS if f != "marker"
@@ -231,7 +247,7 @@ def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, ca
         return pl.DataFrame()
     for r in rows:   # (units.factor_expr of each template's unit)
         for unit in ("unit", "ptotal_unit"):
-            r[unit + "_factor"] = None if r[unit] is None else _FACTORS.get(r[unit].strip().lower())
+            r[unit + "_factor"] = None if r[unit] is None else unit_factor(r[unit])
     tmpl = pl.DataFrame(rows, schema=_TEMPLATE).sort("sid", "part", "piece", "k")
 
     def field(f: str, dtype=pl.String) -> pl.Expr:
