@@ -9,7 +9,7 @@ import pytest
 from conftest import REALWORLD, parse_file, realworld
 
 from forensics.options import Options
-from forensics.parsers.steplog import generic
+from forensics.parsers.steplog import generic, readings
 from forensics.parsers.steplog import markers as stepmem
 from forensics.io.sources import Source
 
@@ -285,7 +285,7 @@ def test_others_are_present():
 def test_not_a_reading(line):
     head = ["# source: test", line]
     assert stepmem.sniff(head) is None
-    assert generic.head_readings(head).height == 0
+    assert readings.head_readings(head).height == 0
 
 
 def test_scan_finds_readings_after_a_long_preamble(tmp_path):
@@ -355,7 +355,7 @@ def test_sniff_rejects_a_head_without_a_reading_line_in_one_query(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("extraction ran")
 
-    monkeypatch.setattr(generic, "extract_generic", boom)
+    monkeypatch.setattr(readings, "extract", boom)
     head = ["INFO starting run, allocated buffers", "step 3 done", '{"reserved": true, "note": "cached"}']
     assert stepmem.sniff(head) is None
     with pytest.raises(AssertionError, match="extraction ran"):

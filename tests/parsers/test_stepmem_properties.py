@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from forensics.model import Skipped
 from forensics.options import Options
-from forensics.parsers.steplog import deepspeed, generic, hf_trainer, megatron
+from forensics.parsers.steplog import deepspeed, generic, hf_trainer, megatron, readings
 from forensics.parsers.steplog import markers as stepmem
 from forensics.parsers.steplog.reader import StepLogReader, extract_all
 
@@ -140,7 +140,7 @@ def test_sniffing_finds_the_readings_a_full_extraction_finds(lines):
     """head_readings skips clocks, step markers and labels: the same lines and series all the same."""
     frame = generic.head_frame(lines)
     full = generic.extract_generic(frame, "UTC", Skipped())
-    sniffed = generic.head_readings(lines)
+    sniffed = readings.head_readings(lines)
     assert sniffed.height == full.height
     if full.height:
         assert sniffed.select("line", "series").equals(full.select("line", "series"))

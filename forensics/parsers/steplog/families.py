@@ -256,6 +256,18 @@ def extract_hf_trainer(frame: pl.DataFrame, zone: str, skipped=None,
     return samples, ev
 
 
+def literals_held(frame: pl.DataFrame) -> str:
+    """For a frame too big for small_text: the families' literals that its lines hold, one a line, in a
+    query or two of literal searches. holds_any and extract_hf_trainer read it as they read a small frame's
+    text: a literal is in it iff a line holds it (HF_KEY_SIGN's match, iff a line has one, as ` = `)."""
+    t = pl.col("text")
+    some, kv = frame.select(t.str.contains_any(list(_HELD)).any().alias("some"),
+                            t.str.contains(HF_KEY_SIGN).any().alias("kv")).row(0)
+    found = (frame.select(*(t.str.contains(x, literal=True).any().alias(str(i)) for i, x in enumerate(_HELD))).row(0)
+             if some else [False] * len(_HELD))   # (one search for all of them first: most logs hold none)
+    return "\n".join([x for x, hit in zip(_HELD, found) if hit] + ([" = "] if kv else []))
+
+
 def holds_any(text: str | None, literals) -> bool:
     """Whether `text` (generic.small_text; None: not searched) may hold a line with one of `literals`."""
     return text is None or any(x in text for x in literals)
@@ -279,6 +291,8 @@ DEEPSPEED_LITERALS = ("Max_MA", "CPU Virtual Memory:", "see_memory_usage]", "] m
 MEGATRON_LITERALS = ("] datetime: ", "iteration")
 HF_BANNER = "*****"
 HF_KEY_SIGN = r"\s=\s"
+# the literals that the reader's passes test a part's text for (literals_held)
+_HELD = (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER)
 # The plain ones as a regex, and all of them (for the reader's prefilter)
 FAMILY_PLAIN_LITERALS = "|".join(re.escape(x) for x in (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER))
 FAMILY_LITERALS = f"{FAMILY_PLAIN_LITERALS}|{HF_KEY_SIGN}"

@@ -43,7 +43,7 @@ UNIT = r"(?:[KMGTP]i?B|[kmgtp]i?b|[Bb]ytes|B)"
 TS_ISO = (r"^\s*\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?"
           r"(?P<zone>Z|[ ]?[+-][0-9]{2}:?[0-9]{2}\b|[ ]UTC\b)?\]?")
 TS_US = r"^\s*\[?(?P<mon>[0-9]{2})/(?P<day>[0-9]{2})/(?P<year>[0-9]{4})[ ,]+(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?\]?"
-_LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
+LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]?\s*[:|\-]?\s*"
 
 # A step taken from the text in front of a reading (its tag) or from a marker line of its own.
 STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
@@ -95,9 +95,9 @@ MEM_ABBR = (rf"\b(?P<key>(?i:mem_(?:alloc(?:ated)?|reserved|cached)))[ \t]*[:=]?
 # would take the second key with the first value, and the second value as its capacity)
 KEY_PAIR = (rf"\b(?P<k1>{_KEY})[ \t]*/[ \t]*(?P<k2>{_KEY})[ \t]*[:=][ \t]*(?P<n1>{NUM})[ \t]*(?P<u1>{UNIT})?"
             rf"[ \t]*/[ \t]*(?P<n2>{NUM})[ \t]*(?P<u2>{UNIT})?")
-_HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
+HEADER_UNIT = rf"\((?:in[ \t]+)?({UNIT})\)"
 # a piece's header unit (`memory (MB)`): the unit of its readings that carry none
-_PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(_HEADER_UNIT).alias("header_unit")
+_PIECE_HEADER_UNIT = pl.col("piece_text").str.extract(HEADER_UNIT).alias("header_unit")
 
 
 def unnamed(rx: str) -> str:
@@ -143,7 +143,7 @@ def with_line_time(df: pl.DataFrame, zone: str, text: str = "text") -> pl.DataFr
     """Add `time` (UTC) and `zoned` (the clock carried its own zone) from a clock at the line start.
     Naive clocks are local time in `zone` (Options.tz_for of the file)."""
     # (no line with a clock's date: a small text is searched in Python, without the queries below)
-    if df.height == 0 or not (_may_hold(df[text], _ISO_DATE_ANYWHERE) or has_us_clock(df[text])):
+    if df.height == 0 or not (_may_hold(df[text], ISO_DATE_ANYWHERE, ("-",)) or has_us_clock(df[text])):
         return df.with_columns(pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("time"),
                                pl.lit(None, dtype=pl.Boolean).alias("zoned"))
     # each regex's groups extracted once (each use of a struct field of the expression would extract them again)
@@ -185,13 +185,17 @@ UNREADABLE_TIME = "unreadable timestamp"
 # What a line with a _DATED_CLOCK clock, and one with a TS_ISO clock, holds somewhere (for Python's re,
 # which matches these, [0-9] and literals alone, as polars does)
 _DATED_CLOCK_ANYWHERE = re.compile(r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[T ][0-9]{2}:|[0-9]{2}/[0-9]{2}/[0-9]{4}")
-_ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+ISO_DATE_ANYWHERE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def _may_hold(text: pl.Series, rx: re.Pattern) -> bool:
-    """Whether a line of `text` may match `rx`: False only for a small text (small_text) without a match."""
+def _may_hold(text: pl.Series, rx: re.Pattern, literals: tuple[str, ...]) -> bool:
+    """Whether a line of `text` may match `rx`, every match of which holds one of `literals`: a small
+    text (small_text) is searched for `rx`, a big one for the literals (a literal search of every line
+    costs a fraction of a regex's)."""
     small = small_text(text)
-    return small is None or rx.search(small) is not None
+    if small is not None:
+        return rx.search(small) is not None
+    return any(text.str.contains(x, literal=True).any() for x in literals)
 
 
 def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFrame:
@@ -199,7 +203,7 @@ def drop_unreadable_clocks(frame: pl.DataFrame, skipped: Skipped) -> pl.DataFram
     year outside 1970..2200, counted as skipped as an nvidia-smi CSV counts them: the readers take
     such a stamp for no time, and its readings would be analyzed on their steps as if the log had
     no clock, without a word."""
-    if not frame.height or not _may_hold(frame["text"], _DATED_CLOCK_ANYWHERE):
+    if not frame.height or not _may_hold(frame["text"], _DATED_CLOCK_ANYWHERE, ("-", "/")):
         return frame
     # the groups extracted once (each use of a struct field of the expression would extract them again)
     g = frame.select("line", pl.col("text").str.extract_groups(_DATED_CLOCK).alias("g")).unnest("g")
@@ -236,6 +240,8 @@ def _holds(text: pl.Series, literal: str, small: str | None) -> bool:
 # Text up to this size is searched for literals in Python, as one string: each polars query has a fixed
 # cost that is many times the search of a small text (a job of many one-line logs pays it per file).
 SMALL_TEXT_BYTES = 1 << 16
+# Frames of up to this many rows are looked at in Python (the same reason)
+SMALL_ROWS = 256
 
 
 def small_text(text: pl.Series) -> str | None:
@@ -248,7 +254,11 @@ def small_text(text: pl.Series) -> str | None:
 
 def clock_of(*frames: pl.DataFrame) -> str:
     """Parsed.clock from the `zoned` flags of the rows: wall (all clocks zoned), wall-assumed, none."""
-    flags = [f["zoned"].drop_nulls() for f in frames if f is not None and "zoned" in f.columns]
+    cols = [f["zoned"] for f in frames if f is not None and "zoned" in f.columns]
+    if sum(c.len() for c in cols) <= SMALL_ROWS:   # (a few rows: in Python, without a query each)
+        flags = [x for c in cols for x in c.to_list() if x is not None]
+        return "none" if not flags else "wall" if all(flags) else "wall-assumed"
+    flags = [c.drop_nulls() for c in cols]
     flags = [s for s in flags if s.len()]
     if not flags:
         return "none"
@@ -268,7 +278,7 @@ def _pieces(df: pl.DataFrame) -> pl.DataFrame:
     (`...21534.0[Rank 0] (after 1 iterations)...`) are separate pieces of the same line."""
     small = small_text(df["text"])
     slash = _holds(df["text"], "/", small)
-    iso = small is None or _ISO_DATE_ANYWHERE.search(small) is not None
+    iso = small is None or ISO_DATE_ANYWHERE.search(small) is not None
     body = strip_line_time(pl.col("text"), slash, iso).str.replace_all("\r", "\n", literal=True)
     if _holds(df["text"], "[Rank ", small):   # (else no regex to compile)
         body = body.str.replace_all(r"(\S)[ \t]*(\[Rank [0-9]+\])", "$1\n$2")
@@ -288,7 +298,7 @@ def _run_index(*keys: str) -> pl.Expr:
     return i - pl.when(new).then(i).forward_fill()
 
 
-def _series_of_key(key: str) -> str | None:
+def series_of_key(key: str) -> str | None:
     """`Max_Memory_Allocated` -> max_allocated. In Python: a handful of spellings, and each polars
     regex is compiled again once 32 others have been used since (its per-thread cache)."""
     k = key.lower().replace("_", " ").replace("memory ", "", 1)
@@ -339,7 +349,7 @@ def _readings(pieces: pl.DataFrame, folded: pl.DataFrame) -> pl.DataFrame:
     kv = _all_matches(pieces, KV)
     if kv.height:
         # the series of each distinct key spelling (few), not of every reading
-        series_of = {k: _series_of_key(k) for k in set(kv["key"].to_list()) - {None}}
+        series_of = {k: series_of_key(k) for k in set(kv["key"].to_list()) - {None}}
         parts.append(kv.select(
             "line", "piece", _run_index("line", "piece").alias("k"),
             pl.col("key").replace_strict(series_of, default=None, return_dtype=pl.String).alias("series"),
@@ -403,7 +413,7 @@ def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame | str) -> pl.LazyF
     null = pl.lit(None, dtype=pl.String)
     # in stages: a select computes an expression once per use (the text in front is used 8 times); one
     # lazy query, whose fixed cost is paid once
-    staged = pieces.lazy().with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(_LEVEL, "").alias("_pre"))
+    staged = pieces.lazy().with_columns(t.str.slice(0, t.str.find(ANY_READING)).str.replace(LEVEL, "").alias("_pre"))
     pre = pl.col("_pre")
     staged = staged.with_columns(
         (pre.str.replace(r"^\s*\[Rank [0-9]+\]", "") if has["[Rank"] else pre).str.strip_chars(" \t|:,;-=>")
@@ -483,6 +493,12 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         bytes_expr(pl.col("num"), unit).alias("bytes"),
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
     ).collect()
+    return checked(r, skipped, series_only, unitless)
+
+
+def checked(r: pl.DataFrame, skipped: Skipped, series_only: bool, unitless: list[int] | None) -> pl.DataFrame:
+    """extract_generic's rows from its readings `r` (each with its context, unit and bytes), in the order
+    counted: the readings that fail a check counted as skipped, or left in `unitless`."""
     series, unit, value = pl.col("series"), pl.col("unit"), pl.col("bytes")
     checks = {  # in the order they are counted
         "memory value without a unit": series.is_not_null() & unit.is_null(),
@@ -520,16 +536,6 @@ def head_frame(head: list[str]) -> pl.DataFrame:
     return pl.DataFrame({"line": range(1, len(head) + 1), "text": head}, schema={"line": pl.Int64, "text": pl.String})
 
 
-def head_readings(head: list[str] | pl.DataFrame) -> pl.DataFrame:
-    """Generic readings in the first lines, or in their head_frame (for sniffing)."""
-    skipped = Skipped()
-    try:
-        return extract_generic(head if isinstance(head, pl.DataFrame) else head_frame(head), "UTC", skipped,
-                               series_only=True)
-    except pl.exceptions.PolarsError:
-        return pl.DataFrame()
-
-
 # A job folder often holds the training script itself, whose docstrings and f-strings show the very
 # lines it prints: source code is not a log.
 _SOURCE_CODE = re.compile(r"^(?:import [\w.]+|from [\w.]+ import |def \w+\(|class \w+[:(]|#include\s*[<\"]"
@@ -543,13 +549,23 @@ def looks_like_source_code(head: list[str]) -> bool:
 def notes(parsed: Parsed, units: bool = True) -> list[str]:
     """What a reader of the report should know about these readings."""
     out = []
-    s = rows_where(parsed.samples, ~pl.col("series").str.starts_with("hf."))
-    if not s.height:
-        return out
-    if s["step"].is_null().all() and s["time"].is_null().all():
+    if parsed.samples.height <= SMALL_ROWS:   # (a few rows: in Python, without a query each)
+        rows = [(x, st, tm) for x, st, tm in zip(*(parsed.samples[c].to_list() for c in ("series", "step", "time")))
+                if x is not None and not x.startswith("hf.")]
+        if not rows:
+            return out
+        untimed = all(st is None and tm is None for _, st, tm in rows)
+        series = {x for x, _, _ in rows}
+    else:
+        s = rows_where(parsed.samples, ~pl.col("series").str.starts_with("hf."))
+        if not s.height:
+            return out
+        untimed = s["step"].is_null().all() and s["time"].is_null().all()
+        series = set(s["series"].unique().to_list())
+    if untimed:
         out.append("memory readings carry neither a step nor a clock: they are ordered by their place in the file")
-    if units and s["series"].is_in(["allocated", "reserved", "max_allocated", "max_reserved", "free"]).any():
+    if units and series & {"allocated", "reserved", "max_allocated", "max_reserved", "free"}:
         out.append("MB/GB in printed memory lines are read as MiB/GiB")
-    if (s["series"] == "free").any():
+    if "free" in series:
         out.append("'Free GPU ram' without a unit is read as MiB; free memory falling is usage growing")
     return out

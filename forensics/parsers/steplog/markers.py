@@ -12,7 +12,7 @@ import polars as pl
 from forensics.frames import rows_where
 from forensics.model import Parsed, Skipped
 from forensics.parsers import ranks
-from forensics.parsers.steplog import families, general, generic
+from forensics.parsers.steplog import families, general, generic, readings
 from forensics.io.lines import read_whole
 from forensics.parsers.steplog.reader import StepLogReader, extract_all
 from forensics.parsers.contract import Format, Scan
@@ -47,7 +47,7 @@ def sniff(head: list[str]) -> str | None:
     t = pl.col("text")
     frame = generic.head_frame(head)
     if frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item():
-        found = generic.head_readings(frame)
+        found = readings.head_readings(frame)
         if found.height:
             first = int(found["line"].min())
             series = ", ".join(sorted(set(found["series"].to_list())))

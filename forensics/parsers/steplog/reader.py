@@ -27,7 +27,7 @@ from forensics.frames import owned, rows_where
 from forensics.io import lines as line_reader
 from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
 from forensics.parsers import ranks
-from forensics.parsers.steplog import families, general, generic
+from forensics.parsers.steplog import families, general, generic, readings
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
 # memory that reading takes grows with the lines read at once. Each part is read as soon as it is full,
@@ -123,11 +123,14 @@ class StepLogReader:
         if marks.height:
             self._keep(batch, marks)
         self._keep_general(batch, rows_where(looked, general.candidates(t)))
+        # (the lines kept are copied out of a big batch, which they would keep in memory; a small one is
+        # kept whole at no cost)
+        own = owned if batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES else _same
         new = [k for k in self._new if k.height]
         if new:
-            self._kept.append(owned(_union(new)))
+            self._kept.append(own(_union(new)))
         self._new = []
-        self._prev_tail = owned(batch[["line", "text"]].tail(1))
+        self._prev_tail = own(batch[["line", "text"]].tail(1))
         self._read()
         return looked
 
@@ -232,6 +235,10 @@ class _Batch:
         self.frame, self.look = frame, look
 
 
+def _same(df: pl.DataFrame) -> pl.DataFrame:
+    return df
+
+
 def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The rows of `frames` (line, text; each sorted by line, a line in several of them the same line)
     in line order, each line once: concat().unique("line").sort("line") without hashing every line."""
@@ -249,6 +256,7 @@ def _look(batch: pl.DataFrame, regex: str) -> pl.Series:
 
 # -- all families together ------------------------------------------------------------------------
 
+_LINES = pl.Schema({"line": pl.Int64, "text": pl.String})
 _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"),
          "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
          "step": pl.Int64, "label": pl.String, "gpu": pl.String,
@@ -259,6 +267,8 @@ _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime
 def _work(df: pl.DataFrame) -> pl.DataFrame:
     if df is None or df.height == 0:
         return pl.DataFrame(schema=_WORK)
+    if df.schema == _WORK:   # (readings.extract's rows: no query to select them again)
+        return df
     return df.select([pl.col(c).cast(t, strict=False) if c in df.columns else pl.lit(None, dtype=t).alias(c)
                       for c, t in _WORK.items()])
 
@@ -293,17 +303,22 @@ class Parts:
         self._iteration_times: list[pl.DataFrame] = []
         self._ranks: list[pl.DataFrame] = []     # the prefix ranks of the general reader's lines that have one
         self._ds_context = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
-        self._marker: dict = {}   # "line": the last step-marker line (generic.extract_generic's carry)
+        self._marker: dict = {}   # "line": the last step-marker line (readings.extract's carry)
 
     def read(self, frame: pl.DataFrame) -> None:
         zone, skipped = self.zone, self.skipped
-        frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
+        if frame.schema != _LINES or frame["text"].null_count():   # (the reader's own parts need no query)
+            frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
         if not frame.height:
             return
         first = int(frame["line"].min())
         # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
         # off, so that the clock behind it is the line's clock again
-        frame = ranks.split_prefix(frame)
+        small = generic.small_text(frame["text"])
+        if small is not None and "]:" not in small:   # (no prefix: split_prefix's nulls without its queries)
+            frame = frame.hstack([pl.Series(c, [None] * frame.height, pl.Int64) for c in ("line_rank", "line_local_rank")])
+        else:
+            frame = ranks.split_prefix(frame)
         line_ranks = frame[["line", "line_rank", "line_local_rank"]]
         frame = generic.drop_unreadable_clocks(frame[["line", "text"]], skipped)
 
@@ -311,6 +326,8 @@ class Parts:
         ds_input = pl.concat([self._ds_context, frame]) if self._ds_context.height else frame
         # a small part's text, for the families to skip the passes whose literals it lacks
         text = generic.small_text(ds_input["text"])
+        if text is None:   # (a big part: the literals it holds stand for its text)
+            text = families.literals_held(ds_input)
         if families.holds_any(text, families.DEEPSPEED_LITERALS):
             ds = families.extract_deepspeed(ds_input, zone)
             if self._ds_context.height:
@@ -322,7 +339,7 @@ class Parts:
                 pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
         else:   # (no DeepSpeed line: the context is the part's last line)
             ds = pl.DataFrame(schema={"line": pl.Int64})
-            self._ds_context = owned(frame.tail(1))
+            self._ds_context = frame.tail(1) if small is not None else owned(frame.tail(1))   # (as _feed's)
         hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped, text=text)
         mg_events, iteration_times = families.extract_megatron(frame, zone, text=text)
         used = (pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
@@ -330,7 +347,7 @@ class Parts:
         rest = frame.join(used, on="line", how="anti") if used.height else frame
         unitless: list[int] = []
         marker = self._marker.get("line")
-        gen = generic.extract_generic(pl.concat([marker, rest]) if marker is not None else rest, zone, skipped,
+        gen = readings.extract(pl.concat([marker, rest]) if marker is not None else rest, zone, skipped,
                                       unitless=unitless if self.use_general else None, carry=self._marker)
         if marker is not None and gen.height:
             gen = gen.filter(pl.col("line") >= first)
@@ -339,17 +356,20 @@ class Parts:
         if self.use_general:
             # a line of the generic shapes is generic.py's (read or counted as skipped there)
             # a line the generic shapes could give no unit is the general reader's to read or count
-            left = rows_where(rest, (~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
-                              & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+            # (when/then: the other two regexes are not run where no line is left, as in a log of readings)
+            left = rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
+                              .then(~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+                              .otherwise(False))
             handled = self.general.feed(left)
             if unitless:
                 left_over = pl.Series("line", unitless, pl.Int64)
                 skipped.add_lines(general.UNITLESS, left_over.filter(~left_over.is_in(handled.implode())))
-            lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
-            if lr.height and left.height:
+            if left.height and line_ranks.height > min(line_ranks.null_count()[["line_rank", "line_local_rank"]].row(0)):
+                lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
                 self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
-        s = pl.concat([_work(ds), _work(hf_samples), _work(gen)], how="vertical")
-        if s.height:
+        found = [_work(x) for x in (ds, hf_samples, gen) if x.height]   # (an empty one would cost a frame)
+        if found:
+            s = found[0] if len(found) == 1 else pl.concat(found, how="vertical")
             self._samples.append(_kept_columns(_with_ranks(s, line_ranks)))
         self._events.extend(e for e in (hf_events, mg_events) if e.height)
         if iteration_times.height:
@@ -370,10 +390,8 @@ class Parts:
         if len(self._samples) > 1 and self.use_general and res.samples.height:
             s = s.sort("line", "piece", "k")
         self._samples = []
-        iteration_times = (pl.concat(self._iteration_times) if self._iteration_times
-                           else pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64,
-                                                     "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean}))
-        if s.height and iteration_times.height:
+        if s.height and self._iteration_times:
+            iteration_times = pl.concat(self._iteration_times)
             # Megatron prints the iteration line (with its clock) right after the memory report of
             # the same iteration: that clock is the readings' time
             s = (s.join_asof(iteration_times.sort("line").rename({"line": "it_line", "time": "it_time",

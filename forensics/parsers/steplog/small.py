@@ -1,0 +1,289 @@
+"""generic.extract_generic for a few lines, in plain Python: the same rows from the same regexes.
+
+A job of many one-line logs paid extract_generic's ~27 polars queries twice a file (sniff and read),
+and each query's fixed cost is many times the work on a few lines. Below SMALL_LINES lines of plain
+ASCII text of bounded length (SQUARED_CHARS), Python's `re` runs each regex of generic.py one line at
+a time. On that text the two engines agree on these patterns: leftmost-first alternation and greedy
+repeats in both, and without letters outside ASCII `(?i)`, `\\w`, `\\s` and `\\b` mean the same (a
+control character other than tab and `\\r`, or a letter outside ASCII, sends the lines to polars).
+Clocks go to generic.with_line_time (its DST rule and stamp parser are polars'), on the few lines that
+hold one. readings.extract chooses the path; tests/parsers/test_steplog_paths.py holds the paths to the
+same rows.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import polars as pl
+
+from forensics.model import Skipped
+from forensics.parsers import ranks
+from forensics.parsers.steplog import generic as g
+from forensics.units import unit_factor
+
+# Past this many lines polars' vectorized queries cost less than Python's line-by-line regexes.
+SMALL_LINES = 64
+# Python's `re` backtracks: a few of these patterns (`[ \t]*[:=]?[ \t]*`) take time quadratic in a
+# line's length where it fails, which polars' automata never do. The sum of the lines' squared lengths
+# bounds that time (about a tenth of a second at this budget); past it, polars reads the lines.
+SQUARED_CHARS = 1 << 22
+PLAIN = re.compile(r"[\t\r\x20-\x7e]*")
+
+ANY_READING = re.compile(g.ANY_READING)
+NOT_OURS = re.compile(g.NOT_OURS)
+GENERIC_HINT = re.compile(g.GENERIC_HINT)
+TS_ISO = re.compile(g.TS_ISO)
+TS_US = re.compile(g.TS_US)
+STEP_MARKER = re.compile(g.STEP_MARKER)
+RANK_SPLIT = re.compile(r"(\S)[ \t]*(\[Rank [0-9]+\])")
+KEY_PAIR = re.compile(g.KEY_PAIR)
+KV = re.compile(g.KV)
+MEM_ABBR = re.compile(g.MEM_ABBR)
+GPU_USED_TOTAL = re.compile(g.GPU_USED_TOTAL)
+TORCH_RAW = re.compile(g.TORCH_RAW)
+NVSMI_PRINT = re.compile(g.NVSMI_PRINT)
+FREE = re.compile(g.FREE)
+TOTAL = re.compile(g.TOTAL)
+HEADER_UNIT = re.compile(g.HEADER_UNIT)
+LEVEL = re.compile(g.LEVEL)
+RANK_HEAD = re.compile(r"^\s*\[Rank [0-9]+\]")
+TAG = re.compile(r"\[([^\[\]]+)\][\s|:\-]*$")
+EPOCH = re.compile(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({g.NUM})")
+STEP_IN_TAG = re.compile(g.STEP_IN_TAG)
+DICT_STEP = re.compile(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b")
+DEVICE_IN_TAG = re.compile(g.DEVICE_IN_TAG)
+RANK_WORD = re.compile(ranks.RANK_WORD)
+LOCAL_WORD = re.compile(ranks.LOCAL_WORD)
+DIGITS = re.compile(r"([0-9]+)")
+
+_I64 = 1 << 63
+_OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean,
+        "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64, "step": pl.Int64, "label": pl.String,
+        "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64, "step_tag": pl.Boolean}
+
+
+def rows(df: pl.DataFrame) -> list[tuple[int, str | None]] | None:
+    """(line, text) of `df` if the Python path may read it, else None."""
+    if df.height > SMALL_LINES:
+        return None
+    out = list(zip(df["line"].to_list(), df["text"].to_list()))
+    if sum(len(t) ** 2 for _, t in out if t is not None) > SQUARED_CHARS:
+        return None
+    if any(t is not None and not PLAIN.fullmatch(t) for _, t in out):
+        return None
+    return out
+
+
+def _int(s: str | None) -> int | None:
+    """cast(pl.Int64, strict=False) of digits."""
+    if s is None:
+        return None
+    v = int(s)
+    return v if -_I64 <= v < _I64 else None
+
+
+def _bytes(number: str | None, unit: str | None) -> int | None:
+    """units.bytes_expr of one value."""
+    if number is None or unit is None:
+        return None
+    factor = unit_factor(unit)
+    if factor is None:
+        return None
+    try:
+        x = float(number.replace(",", "").strip()) * factor
+    except ValueError:
+        return None
+    if not math.isfinite(x):
+        return None
+    v = round(x)   # (half to even, as polars' round)
+    return v if -_I64 <= v < _I64 else None
+
+
+def _first(*xs):
+    return next((x for x in xs if x is not None), None)
+
+
+def _strip_time(text: str, us: bool, iso: bool = True) -> str:
+    """generic.strip_line_time of one line."""
+    if iso:
+        text = TS_ISO.sub("", text, count=1)
+    return TS_US.sub("", text, count=1) if us else text
+
+
+def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, series_only: bool,
+            unitless: list[int] | None, carry: dict | None) -> pl.DataFrame:
+    """generic.extract_generic of `lines` (from `rows`)."""
+    hint_rx = ANY_READING if series_only else GENERIC_HINT
+    hint = sorted(((ln, t) for ln, t in lines if t is not None and hint_rx.search(t) and not NOT_OURS.search(t)),
+                  key=lambda r: r[0])
+    if not hint:
+        return pl.DataFrame()
+    reading = [ANY_READING.search(t) is not None for _, t in hint]
+    if series_only:
+        marker_step, times, zoned = [None] * len(hint), [None] * len(hint), [None] * len(hint)
+    else:
+        marker_step = _markers(hint, reading, carry)
+        if not any(reading):
+            return pl.DataFrame()
+        times, zoned = _times(hint, zone)
+    pieces = _pieces(hint, reading)
+    readings = _readings(pieces)
+    if not readings:
+        return pl.DataFrame()
+    ctx = {}   # piece index -> its context (header_unit first)
+    for j in sorted({r[0] for r in readings}):
+        x = pieces[j][2]
+        hu = HEADER_UNIT.search(x)
+        ctx[j] = (hu.group(1) if hu else None,) + (() if series_only else _context(x))
+    r = []   # the readings with their unit and bytes (extract_generic's `r`)
+    for j, k, series, num, total, unit, gpu_arg, default_unit in readings:
+        unit = _first(unit, ctx[j][0], default_unit)
+        r.append((j, k, series, unit, _bytes(num, unit), _bytes(total, unit), gpu_arg))
+
+    def line_of(x) -> int:
+        return hint[pieces[x[0]][0]][0]
+
+    r = _checked(r, line_of, skipped, unitless)
+    if series_only:
+        return pl.DataFrame({"line": [line_of(x) for x in r], "series": [x[2] for x in r]},
+                            schema={"line": pl.Int64, "series": pl.String})
+    out = {c: [] for c in _OUT}
+    for j, k, series, unit, value, total_bytes, gpu_arg in r:
+        i, piece, _ = pieces[j]
+        _, label, tag_step, tag_gpu, rank, local, piece_total = ctx[j]
+        for c, v in (("line", hint[i][0]), ("piece", piece), ("k", k), ("time", times[i]), ("zoned", zoned[i]),
+                     ("series", series), ("bytes", value), ("total_bytes", _first(total_bytes, piece_total)),
+                     ("step", _first(tag_step, marker_step[i])), ("label", label), ("gpu", _first(gpu_arg, tag_gpu)),
+                     ("rank", rank), ("local_rank", local), ("step_tag", tag_step is not None)):
+            out[c].append(v)
+    return pl.DataFrame(out, schema=_OUT)
+
+
+def _markers(hint: list[tuple[int, str]], reading: list[bool], carry: dict | None) -> list[int | None]:
+    """Each hint line's step marker, forward filled (extract_generic's marker_step); `carry` as there."""
+    us = any("/" in t for _, t in hint)
+    marker_step = []
+    for (_, t), r in zip(hint, reading):
+        m = None if r else STEP_MARKER.search(_strip_time(t, us))
+        marker_step.append(_int(m.group(1)) if m else None)
+    last = [i for i, st in enumerate(marker_step) if st is not None]
+    if carry is not None and last:
+        ln, t = hint[last[-1]]
+        carry["line"] = pl.DataFrame({"line": [ln], "text": [t]}, schema={"line": pl.Int64, "text": pl.String})
+    last_step = None
+    for i, st in enumerate(marker_step):   # forward fill
+        last_step = st if st is not None else last_step
+        marker_step[i] = last_step
+    return marker_step
+
+
+def _times(hint: list[tuple[int, str]], zone: str) -> tuple[list, list]:
+    """Each hint line's time and zoned flag: generic.with_line_time, where a line may hold a clock."""
+    if not any(g.ISO_DATE_ANYWHERE.search(t) or "/" in t for _, t in hint):
+        return [None] * len(hint), [None] * len(hint)
+    timed = g.with_line_time(pl.DataFrame({"line": [ln for ln, _ in hint], "text": [t for _, t in hint]},
+                                          schema={"line": pl.Int64, "text": pl.String}), zone)
+    return timed["time"].to_list(), timed["zoned"].to_list()
+
+
+def _pieces(hint: list[tuple[int, str]], reading: list[bool]) -> list[tuple[int, int, str]]:
+    """generic._pieces of the reading lines: (hint index, piece number, text)."""
+    rd = [i for i, r in enumerate(reading) if r]
+    texts = [hint[i][1] for i in rd]
+    slash = any("/" in t for t in texts)
+    iso = any(g.ISO_DATE_ANYWHERE.search(t) for t in texts)
+    rank_split = any("[Rank " in t for t in texts)
+    pieces = []
+    for i, t in zip(rd, texts):
+        body = _strip_time(t, slash, iso).replace("\r", "\n")
+        if rank_split:
+            body = RANK_SPLIT.sub(r"\1\n\2", body)
+        if slash:
+            body = KEY_PAIR.sub(r"\g<k1>: \g<n1>\g<u1>, \g<k2>: \g<n2>\g<u2>", body)
+        pieces.extend((i, p, x) for p, x in enumerate(body.split("\n")))
+    return pieces
+
+
+def _readings(pieces: list[tuple[int, int, str]]) -> list[tuple]:
+    """generic._readings: (piece index, k, series, num, total, unit, gpu_arg, default_unit), in its order."""
+    readings = []
+    for j, (_, _, x) in enumerate(pieces):
+        for k, m in enumerate(KV.finditer(x)):
+            d = KV.search(m.group(0)).groupdict()   # (extract_groups of the match, as _all_matches)
+            readings.append((j, k, g.series_of_key(d["key"]), d["num"], d["total"], _first(d["unit"], d["punit"]),
+                             None, None))
+    low = "\n".join(x for _, _, x in pieces).lower()
+    if "mem_" in low:
+        for j, (_, _, x) in enumerate(pieces):
+            for k, m in enumerate(MEM_ABBR.finditer(x)):
+                d = MEM_ABBR.search(m.group(0)).groupdict()
+                readings.append((j, 200 + k, "allocated" if "alloc" in d["key"].lower() else "reserved", d["num"],
+                                 None, d["unit"], None, None))
+
+    def single(rx: re.Pattern, word: str, k: int, read) -> None:
+        if word not in low:
+            return
+        for j, (_, _, x) in enumerate(pieces):
+            m = rx.search(x)
+            if m:
+                readings.append((j, k, *read(m.groupdict())))
+
+    single(GPU_USED_TOTAL, "gpu", 100, lambda d: ("reserved", d["num"], d["total"], d["unit"], None, None))
+    single(TORCH_RAW, "torch.cuda.", 101,
+           lambda d: (("max_" if d["max"] is not None else "") + ("reserved" if d["kind"] == "cached" else d["kind"]),
+                      d["num"], None, "B", _first(*DIGITS.findall(d["dev"])[:1]), None))
+    single(NVSMI_PRINT, "nvidia-smi", 102, lambda d: ("memory.used", d["num"], None, d["punit"], d["dev"], None))
+    single(FREE, "free", 103, lambda d: ("free", d["num"], None, _first(d["unit"], d["punit"]), None, "MiB"))
+    return readings
+
+
+_CHECKS = {  # generic.checked's, in the order they are counted: on (piece, k, series, unit, bytes, ...)
+    "memory value without a unit": lambda x: x[2] is not None and x[3] is None,
+    "memory value out of range": lambda x: x[2] is not None and x[3] is not None and x[4] is None,
+    "negative memory value": lambda x: x[4] is not None and x[4] < 0,
+    "unknown memory key": lambda x: x[2] is None,
+}
+
+
+def _checked(r: list[tuple], line_of, skipped: Skipped, unitless: list[int] | None) -> list[tuple]:
+    """generic.checked of the readings `r`: the failed ones counted as skipped, or left in `unitless`."""
+    failed = {why: any(c(x) for x in r) for why, c in _CHECKS.items()}
+    if unitless is not None and failed["memory value without a unit"]:
+        every = {}
+        for x in r:
+            ln = line_of(x)
+            every[ln] = every.get(ln, True) and _CHECKS["memory value without a unit"](x)
+        left = [ln for ln, all_ in every.items() if all_]
+        unitless.extend(left)
+        r = [x for x in r if line_of(x) not in left]
+    for why, check in _CHECKS.items():
+        if failed[why]:
+            skipped.add_lines(why, list(dict.fromkeys(line_of(x) for x in r if check(x))))
+    if any(failed.values()):
+        r = [x for x in r if x[2] is not None and x[4] is not None and x[4] >= 0]
+    return r
+
+
+def _context(t: str) -> tuple:
+    """generic._piece_context of one piece: label, tag_step, tag_gpu, rank, local rank, piece_total."""
+    pre = LEVEL.sub("", t[:ANY_READING.search(t).start()], count=1)
+    clean = RANK_HEAD.sub("", pre, count=1).strip(" \t|:,;-=>")
+    tag = TAG.search(pre)
+    epoch = EPOCH.search(t)
+    if tag is not None:
+        label = tag.group(1).strip()
+    elif 0 < len(clean) <= 60 and not clean.startswith("{"):
+        label = clean
+    elif epoch is not None:
+        label = "epoch " + epoch.group(1)
+    else:
+        label = None
+    sm, ds = STEP_IN_TAG.search(pre), DICT_STEP.search(t)
+    tag_step = _int(_first(*(sm.groups() if sm else ()), ds.group(1) if ds else None))
+    dm = DEVICE_IN_TAG.search(pre)
+    rw, lw = RANK_WORD.search(pre), LOCAL_WORD.search(pre)
+    tm = TOTAL.search(t)
+    piece_total = _bytes(tm["num"], _first(tm["unit"], tm["punit"])) if tm else None
+    return (label, tag_step, _first(*dm.groups()) if dm else None,
+            _int(_first(*rw.groups())) if rw else None, _int(lw.group(1)) if lw else None, piece_total)
