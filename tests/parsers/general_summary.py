@@ -14,6 +14,10 @@ def summarize(parsed) -> dict:
     return out
 
 
+def _words(text: str) -> str:
+    return " ".join(text.lower().replace("_", " ").split())
+
+
 def matches(parsed, want: dict) -> list[str]:
     """The differences between a parse and a file's expectations (empty: it is read right)."""
     got = summarize(parsed)
@@ -23,7 +27,12 @@ def matches(parsed, want: dict) -> list[str]:
             diffs.append(f"expected no series, got {sorted(got)}")
     for name, exp in want.get("series", {}).items():
         key = name if "@" in name or "label" not in exp else f"{name}@{exp['label']}"
-        cands = [k for k in got if k == key] or [k for k in got if "label" not in exp and k.split("@")[0] == name]
+        if "label_has" in exp:      # words the label must hold (a phase), case and `_`/space aside
+            words = [_words(w) for w in exp["label_has"]]
+            cands = [k for k in got if k.split("@")[0] == name.split("@")[0] and "@" in k
+                     and all(w in _words(k.split("@", 1)[1]) for w in words)]
+        else:
+            cands = [k for k in got if k == key] or [k for k in got if "label" not in exp and k.split("@")[0] == name]
         if not cands:
             diffs.append(f"{key}: not read (got {sorted(got)})")
             continue
