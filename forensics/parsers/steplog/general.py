@@ -219,9 +219,18 @@ class Plan:
         return (self.layout, tuple((r.series, r.key, r.unit) for r in self.readings))
 
 
+def key_words(key: str) -> str:
+    """A key's words, lowercased: `-`, `_` and a camelCase boundary part them (DeepSpeed's `MemAllocated`
+    is `mem allocated`, not the `malloc` of `cudaMalloc retries`)."""
+    return _CAMEL.sub(" ", key).lower().replace("-", " ").replace("_", " ")
+
+
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
 def series_of(key: str) -> str | None:
     """The series a memory key names, or None for a key that names no GPU memory size."""
-    k = key.lower().replace("-", " ").replace("_", " ")
+    k = key_words(key)
     if _NOT_SIZE.search(k) or not _WORD.search(k):
         return None
     peak = bool(re.search(r"max|peak|high", k))
@@ -359,7 +368,7 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
     # a key about something else (`CPU Total Peak Memory consumed during the train (max)`) stays so when
     # only its last words are kept
-    if _NOT_SIZE.search(key.lower().replace("-", " ").replace("_", " ")):
+    if _NOT_SIZE.search(key_words(key)):
         return
     key = " ".join(key.split()[-4:]).strip(" .-/")
     if not key:
