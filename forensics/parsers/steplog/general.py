@@ -117,6 +117,14 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
                                     "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),),
     "cuda memory usage": (Documented(_ANY, _ANY, None, "allocated",
                                      "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),),
+    # torchtune's metric loggers write `Step {step} | ` then `{name}:{value} ` per metric; the memory metrics are
+    # training.get_memory_stats(): torch.cuda's peaks (`active_bytes.all.peak`, max_memory_allocated(),
+    # max_memory_reserved()) / 1024**3, bare
+    **{key: (Documented(re.compile(rf"[ \t|]*{key}:"), _ANY, 1 << 30, series,
+                        f"torchtune `{key}` is {what} in GiB (torchtune/training/memory.py get_memory_stats)"),)
+       for key, series, what in (("peak_memory_active", "max_active", "memory_stats()['active_bytes.all.peak']"),
+                                 ("peak_memory_alloc", "max_allocated", "torch.cuda.max_memory_allocated()"),
+                                 ("peak_memory_reserved", "max_reserved", "torch.cuda.max_memory_reserved()"))},
     # yolov5 train.py and ultralytics' trainer: `GPU_mem` is torch.cuda.memory_reserved() (in G)
     "gpu_mem": (Documented(_ANY, _ANY, None, "reserved",
                            "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),),
