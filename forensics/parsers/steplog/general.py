@@ -30,6 +30,7 @@ import polars as pl
 from forensics import clock
 from forensics.model import Skipped
 from forensics.parsers import ranks
+from forensics.parsers.steplog.generic import PHASE_KEY
 
 # A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
 NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
@@ -159,6 +160,8 @@ _BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})
 # words after it)
 _PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
                     r"([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
+# a key naming the phase, whose value is a word (`phase: post_forward`): the phase as written
+_PHASE_KEY = re.compile(PHASE_KEY)
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
@@ -312,7 +315,10 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         plan.gpu_idx = at[g.start(1)]
         used.add(plan.gpu_idx)
     p = _PHASE.search(body, start)
-    if p:
+    named = _PHASE_KEY.search(body, start)
+    if named:
+        plan.phase = named[1]
+    elif p:
         words = p[2].split()
         # `after step: allocated`: a memory word is no part of the phase
         while words and _WORD.search(words[-1].lower()):
@@ -364,7 +370,8 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
     `seg` (since the previous number) as a reading, if its key is a memory key. `total_idx`: the
     number after a `/` (`total_unit` its unit)."""
-    part = re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1]
+    # (`phase=fwd allocated=`: the phase's word is no part of the key)
+    part = _PHASE_KEY.sub(" ", re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1])
     if _ALIGNED.search(part):
         return
     part = part.strip(" \t:='\"#-(")
