@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import REALWORLD, parse_file
 from general_summary import matches, summarize
-import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,7 +108,6 @@ def test_heldout4_style(name):
 
 
 def _read(lines: list[str], skipped: Skipped | None = None):
-    import polars as pl
     df = pl.DataFrame({"line": list(range(1, len(lines) + 1)), "text": lines},
                       schema={"line": pl.Int64, "text": pl.String})
     return general.read(df, "UTC", skipped if skipped is not None else Skipped())

@@ -7,8 +7,8 @@ is a memory quantity when its key holds a memory word (MEMORY_WORDS) and it has 
 (`1.2GB`, `3.71G`, `1234 MiB`), its key's (`mem_gb`, `allocated (MiB)`, `bytes_in_use`) or one a
 framework's source documents for that key (DOCUMENTED). A table whose header names a memory column
 (ultralytics' `GPU_mem`) gives its rows' column the same way. Counters (`step`, `iter`, `it`,
-`global_step`, `Epoch [e/E], Step [s/S]`), a phase (`before forward`, `after step`), a GPU (`cuda:1`,
-`GPU 1`) and rank words come from the same line.
+`global_step`, `Epoch [e/E], Step [s/S]`), a phase (`before forward`, `after step`, `phase: post_forward`),
+a GPU (`cuda:1`, `GPU 1`) and rank words come from the same line.
 
 Speed: a line's *shape* is its text with every digit run replaced by `0`; the lines of one shape have
 the same keys at the same places, so each shape is analysed once in Python (`_plan`) and its values are
