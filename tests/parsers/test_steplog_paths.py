@@ -74,7 +74,8 @@ _CLOCK = st.sampled_from(["", "2026-11-30 03:04:08,405 ", "[2026-11-30 03:04:08]
                           "[2026-11-30T03:04:08Z] "])
 _TAG = st.sampled_from(["", "[step 12] ", "iter 5 | ", "[GPU 1] ", "cuda:0 ", "rank 3 ", "local_rank=1 ", "epoch: 2 ",
                         "{'step': 7, ", "[epoch 1 step 2] ", "[Rank 0] ", "Iteration 99999999999999999999: ",
-                        "device #2 ", "[before forward] ", "x" * 60 + " ", "x" * 61 + " "])
+                        "device #2 ", "[before forward] ", "x" * 60 + " ", "x" * 61 + " ", "phase: post_forward | ",
+                        "stage=3 ", "'phase': 'eval', "])
 _KEY = st.sampled_from(["allocated", "reserved", "cached", "max allocated", "Max_Memory_Reserved", "occupied memory",
                         "memory_allocated (GB)", "max occupied", "MaxAllocated", "memory reserved", "'allocated'"])
 _SEP = st.sampled_from([": ", "=", ":", " : ", "': ", " "])
@@ -102,6 +103,7 @@ _LINE = st.builds(lambda clock, tag, readings, join, tail: clock + tag + join.jo
 @given(st.lists(_LINE, min_size=1, max_size=10), st.sampled_from(["UTC", "Europe/Berlin"]))
 @example(["[step 1] allocated: 5 MB"], "UTC")
 @example(["Iter 8", "allocated: 12.5", "memory (MB) | allocated: 1,234.5"], "UTC")
+@example(["rank-0 step 5 memory (MiB) | phase: post_forward | allocated: 8162 | max allocated: 9039"], "UTC")
 def test_the_three_paths_read_generated_lines_alike(lines, zone):
     _assert_paths_agree(_frame(_with_other_digits(lines)), zone)
 

@@ -239,6 +239,18 @@ def test_unit_from_the_line_header(tmp_path):
     assert p.samples["label"].unique().to_list() == ["rank 3"] and p.samples["gpu"].is_null().all()
 
 
+def test_a_phase_key_is_the_label_of_its_line(tmp_path):
+    # ORTModule's memory log (held-out 4, ort_phases_19620.txt): four phases of a step, each a series of its own
+    p = parse_text(tmp_path, "".join(f"rank-0 step {i} memory (MiB) | phase: {ph} | allocated: {100 * i + k} | "
+                                     f"cached: 900\n" for i in range(1, 4) for k, ph in enumerate(("pre_forward", "post_forward"))))
+    got = series(p, "allocated")
+    assert got.filter(pl.col("label") == "post_forward")["bytes"].to_list() == [mib(100 * i + 1) for i in range(1, 4)]
+    assert got.filter(pl.col("label") == "pre_forward")["step"].to_list() == [1, 2, 3]
+    # a number is no phase (`stage: 3`, ZeRO's stage): the label stays the text in front
+    p = parse_text(tmp_path, "".join(f"step {i} stage: 3 | allocated: {i} MB\n" for i in range(3)))
+    assert p.samples["label"].to_list() == [f"step {i} stage: 3" for i in range(3)]
+
+
 # -- what it must not claim -----------------------------------------------------------------------
 
 OTHER_FAMILIES = ("nvsmi_", "kernlog_", "xid_", "sanitizer_", "torch_", "journal_")

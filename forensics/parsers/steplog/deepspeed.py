@@ -15,6 +15,10 @@ Series: MA -> allocated, Max_MA -> max_allocated, CA -> reserved (torch.cuda.mem
 Max_CA -> max_reserved, NV -> memory.used (NVML's device-wide used memory, the figure nvidia-smi shows),
 CPU Virtual Memory used -> host.used (total - available, not this process). PEAK_MA (a running maximum
 some copies add) is not read: Max_MA already carries the peak between calls.
+
+DeepSpeed's ThroughputTimer line (deepspeed/utils/timer.py: `…global_step=N, …, MemAllocated=15.62GB,
+MaxMemAllocated=24.74GB`, torch.cuda.memory_allocated() and max_memory_allocated() / 1024**3) is the
+general reader's (general.py), like any `key=valueGB` print of a file this format claims.
 """
 from __future__ import annotations
 

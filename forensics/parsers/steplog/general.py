@@ -7,8 +7,8 @@ is a memory quantity when its key holds a memory word (MEMORY_WORDS) and it has 
 (`1.2GB`, `3.71G`, `1234 MiB`), its key's (`mem_gb`, `allocated (MiB)`, `bytes_in_use`) or one a
 framework's source documents for that key (DOCUMENTED). A table whose header names a memory column
 (ultralytics' `GPU_mem`) gives its rows' column the same way. Counters (`step`, `iter`, `it`,
-`global_step`, `Epoch [e/E], Step [s/S]`), a phase (`before forward`, `after step`), a GPU (`cuda:1`,
-`GPU 1`) and rank words come from the same line.
+`global_step`, `Epoch [e/E], Step [s/S]`), a phase (`before forward`, `after step`, `phase: post_forward`),
+a GPU (`cuda:1`, `GPU 1`) and rank words come from the same line.
 
 Speed: a line's *shape* is its text with every digit run replaced by `0`; the lines of one shape have
 the same keys at the same places, so each shape is analysed once in Python (`_plan`) and its values are
@@ -30,6 +30,7 @@ import polars as pl
 from forensics import clock
 from forensics.model import Skipped
 from forensics.parsers import ranks
+from forensics.parsers.steplog.generic import PHASE_KEY
 
 # A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
 NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
@@ -117,6 +118,14 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
                                     "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),),
     "cuda memory usage": (Documented(_ANY, _ANY, None, "allocated",
                                      "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),),
+    # torchtune's metric loggers write `Step {step} | ` then `{name}:{value} ` per metric; the memory metrics are
+    # training.get_memory_stats(): torch.cuda's peaks (`active_bytes.all.peak`, max_memory_allocated(),
+    # max_memory_reserved()) / 1024**3, bare
+    **{key: (Documented(re.compile(rf"[ \t|]*{key}:"), _ANY, 1 << 30, series,
+                        f"torchtune `{key}` is {what} in GiB (torchtune/training/memory.py get_memory_stats)"),)
+       for key, series, what in (("peak_memory_active", "max_active", "memory_stats()['active_bytes.all.peak']"),
+                                 ("peak_memory_alloc", "max_allocated", "torch.cuda.max_memory_allocated()"),
+                                 ("peak_memory_reserved", "max_reserved", "torch.cuda.max_memory_reserved()"))},
     # yolov5 train.py and ultralytics' trainer: `GPU_mem` is torch.cuda.memory_reserved() (in G)
     "gpu_mem": (Documented(_ANY, _ANY, None, "reserved",
                            "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),),
@@ -151,6 +160,8 @@ _BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})
 # words after it)
 _PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
                     r"([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
+# a key naming the phase, whose value is a word (`phase: post_forward`): the phase as written
+_PHASE_KEY = re.compile(PHASE_KEY)
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
@@ -219,9 +230,18 @@ class Plan:
         return (self.layout, tuple((r.series, r.key, r.unit) for r in self.readings))
 
 
+def key_words(key: str) -> str:
+    """A key's words, lowercased: `-`, `_` and a camelCase boundary part them (DeepSpeed's `MemAllocated`
+    is `mem allocated`, not the `malloc` of `cudaMalloc retries`)."""
+    return _CAMEL.sub(" ", key).lower().replace("-", " ").replace("_", " ")
+
+
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
 def series_of(key: str) -> str | None:
     """The series a memory key names, or None for a key that names no GPU memory size."""
-    k = key.lower().replace("-", " ").replace("_", " ")
+    k = key_words(key)
     if _NOT_SIZE.search(k) or not _WORD.search(k):
         return None
     peak = bool(re.search(r"max|peak|high", k))
@@ -295,7 +315,10 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         plan.gpu_idx = at[g.start(1)]
         used.add(plan.gpu_idx)
     p = _PHASE.search(body, start)
-    if p:
+    named = _PHASE_KEY.search(body, start)
+    if named:
+        plan.phase = named[1]
+    elif p:
         words = p[2].split()
         # `after step: allocated`: a memory word is no part of the phase
         while words and _WORD.search(words[-1].lower()):
@@ -347,7 +370,8 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     """The number `i` (`value` as written, `after`: the text after it and its unit) after the text
     `seg` (since the previous number) as a reading, if its key is a memory key. `total_idx`: the
     number after a `/` (`total_unit` its unit)."""
-    part = re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1]
+    # (`phase=fwd allocated=`: the phase's word is no part of the key)
+    part = _PHASE_KEY.sub(" ", re.split(r"[,|;{}\[\]<>]|\)(?!['\"]?[ \t]*[:=])", seg)[-1])
     if _ALIGNED.search(part):
         return
     part = part.strip(" \t:='\"#-(")
@@ -359,7 +383,7 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
     # a key about something else (`CPU Total Peak Memory consumed during the train (max)`) stays so when
     # only its last words are kept
-    if _NOT_SIZE.search(key.lower().replace("-", " ").replace("_", " ")):
+    if _NOT_SIZE.search(key_words(key)):
         return
     key = " ".join(key.split()[-4:]).strip(" .-/")
     if not key:

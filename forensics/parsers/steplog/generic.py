@@ -50,6 +50,10 @@ STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\
                 r"|\b([0-9]+)\s+iterations?\b)")
 _STEP_WORD = r"(?:global[ _]step|step|iteration|iter)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
+# A key naming the phase of its line, whose value is a word (ORTModule's `phase: post_forward`, `stage=eval`):
+# that word is the readings' label, so each phase is a series of its own (a number, `stage: 3`, names none).
+# No (?i): `s` would also match the long s outside ASCII, and _pieces_hold's words stand for ASCII only.
+PHASE_KEY = r"\b(?:[Pp]hase|PHASE|[Ss]tage|STAGE)['\"]?[ \t]*[:=][ \t]*['\"]?([A-Za-z][A-Za-z_\-]*)\b"
 # A rank in the tag is not a GPU (on more than one node, or with CUDA_VISIBLE_DEVICES, it names none):
 # parsers/ranks.py reads it, and forensics/ranks.py gives the rank the GPU that the logs say it used.
 DEVICE_IN_TAG = r"(?i:\bcuda:([0-9]+)\b|\bgpu[ \t]*#?([0-9]+)\b|\bdevice[ \t]*[:=#]?[ \t]*([0-9]+)\b)"
@@ -409,7 +413,7 @@ def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame | str) -> pl.LazyF
     # the words the regexes below need: a regex whose word no piece holds is not run (nor compiled)
     has = _pieces_hold(folded, {"epoch": ["epoch"], "step": ["tep", "it"], "dict_step": ["step"],
                                 "gpu": ["cuda", "gpu", "dev"], "rank": ["ran"], "total": ["total"], "(": ["("],
-                                "[Rank": ["[Rank"]})
+                                "[Rank": ["[Rank"], "phase": ["phase", "stage"]})
     null = pl.lit(None, dtype=pl.String)
     # in stages: a select computes an expression once per use (the text in front is used 8 times); one
     # lazy query, whose fixed cost is paid once
@@ -420,9 +424,11 @@ def _piece_context(pieces: pl.DataFrame, folded: pl.DataFrame | str) -> pl.LazyF
         .alias("_clean"),
         pre.str.extract(r"\[([^\[\]]+)\][\s|:\-]*$").alias("_tag"),
         (t.str.extract(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({NUM})") if has["epoch"] else null).alias("_epoch"),
+        (t.str.extract(PHASE_KEY) if has["phase"] else null).alias("_phase"),
     )
-    pre_clean, tag, epoch = pl.col("_clean"), pl.col("_tag"), pl.col("_epoch")
-    label = (pl.when(tag.is_not_null()).then(tag.str.strip_chars())
+    pre_clean, tag, epoch, phase = pl.col("_clean"), pl.col("_tag"), pl.col("_epoch"), pl.col("_phase")
+    label = (pl.when(phase.is_not_null()).then(phase)
+             .when(tag.is_not_null()).then(tag.str.strip_chars())
              .when((pre_clean.str.len_chars() > 0) & (pre_clean.str.len_chars() <= 60)
                    & ~pre_clean.str.starts_with("{"))
              .then(pre_clean)

@@ -150,8 +150,11 @@ def _context(base: int, x: str) -> dict:
     clean = pre[rh.end() if rh else 0:].strip(" \t|:,;-=>")
     tag = s.TAG.search(pre)
     epoch = s.EPOCH.search(x)
+    phase = s.PHASE_KEY.search(x)
     prefix = None
-    if tag is not None:
+    if phase is not None:
+        label = _span(phase, 1, base)
+    elif tag is not None:
         label = _strip(tag.group(1), base + pre_at + tag.start(1))
     elif 0 < len(clean) <= 60 and not clean.startswith("{"):
         label = _strip(pre[rh.end() if rh else 0:], base + clean_at, " \t|:,;-=>")

@@ -49,6 +49,7 @@ HEADER_UNIT = re.compile(g.HEADER_UNIT)
 LEVEL = re.compile(g.LEVEL)
 RANK_HEAD = re.compile(r"^\s*\[Rank [0-9]+\]")
 TAG = re.compile(r"\[([^\[\]]+)\][\s|:\-]*$")
+PHASE_KEY = re.compile(g.PHASE_KEY)
 EPOCH = re.compile(rf"(?i:['\"]?\bepoch['\"]?)[ \t]*[:=][ \t]*({g.NUM})")
 STEP_IN_TAG = re.compile(g.STEP_IN_TAG)
 DICT_STEP = re.compile(r"['\"](?:global_)?step['\"]\s*:\s*([0-9]+)\b")
@@ -271,7 +272,10 @@ def _context(t: str) -> tuple:
     clean = RANK_HEAD.sub("", pre, count=1).strip(" \t|:,;-=>")
     tag = TAG.search(pre)
     epoch = EPOCH.search(t)
-    if tag is not None:
+    phase = PHASE_KEY.search(t)
+    if phase is not None:
+        label = phase.group(1)
+    elif tag is not None:
         label = tag.group(1).strip()
     elif 0 < len(clean) <= 60 and not clean.startswith("{"):
         label = clean
