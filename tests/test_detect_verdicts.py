@@ -298,6 +298,8 @@ def test_a_cache_warmup_note_quotes_the_level_it_names():
     (f,) = [f for f in an.findings if f.kind == "cache_warmup"]
     assert "stayed level at about 2.50 GiB" in f.summary and "released" in f.summary
     assert "2.50 GiB" in f.evidence[-1].text
+    # one sentence that reads: the allocated series' shape as a verb phrase after "while"
+    assert ", while allocated memory " in f.summary and "with allocated memory" not in f.summary
 
 
 # ---- a serving engine's KV cache (issue 41): a pool that fills is a cache, not a leak -------------

@@ -338,8 +338,8 @@ def _cache_warmup_note(reserved: Series, alloc: Series) -> Finding:
     f = Finding(kind="cache_warmup", severity="info", gpu=r.gpu, pid=r.pid, series=r.series, source=r.source, host=r.host,
                 bytes=top, growth_bytes=int(max(fit.persistent_growth, 0.0)),
                 summary=(f"{_where(r.gpu, r.host)}: reserved memory grew by {human(fit.persistent_growth)} while the "
-                         f"job warmed up, then stayed level at about {human(top)}{released}, with allocated memory "
-                         f"{SETTLED_WORDS.get(alloc.fit.classification, 'level')} (about {human(alloc.fit.level)}): "
+                         f"job warmed up, then stayed level at about {human(top)}{released}, while allocated memory "
+                         f"{SETTLED_WORDS.get(alloc.fit.classification, 'stays level')} (about {human(alloc.fit.level)}): "
                          "the caching allocator's working cache, not a leak."))
     i_top = int(np.argmax(reserved.y[: i_end + 1]))
     f.evidence = [sample_evidence(reserved, i) for i in dict.fromkeys((0, i_top, i_end))]
