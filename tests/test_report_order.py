@@ -1,6 +1,7 @@
 """A report is a function of its inputs: events tied at one instant (two ranks' processes gone from one
 compute-apps sample, ranks exiting in one second) come in one stated order, whatever the order in which
-the rows arrive (detect.events.EVENT_ORDER: time, source, line, pid, kind)."""
+the rows arrive: the timeline puts events in reading order (timeline.in_reading_order: file, line, pid,
+kind) and the report shows them in detect.events.EVENT_ORDER (time, source, line, pid, kind)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import os
 import polars as pl
 import pytest
 
-from forensics import pipeline, report
+from forensics import detect, pipeline, report, timeline
 from forensics.detect.events import event_findings
 from conftest import ROOT, SAMPLE_LOGS
 from test_report_cases import opts
@@ -59,3 +60,21 @@ def test_event_findings_do_not_depend_on_the_events_row_order(gloo):
     summaries = [[f.summary for f in event_findings(ev)]
                  for ev in (bundle.events, bundle.events.reverse())]
     assert summaries[0] and summaries[0] == summaries[1]
+
+
+def _each_file_backwards(events: pl.DataFrame) -> pl.DataFrame:
+    """The rows of each file in reverse, the files in their order: what a reader's query that keeps no
+    order (a group_by, a join) may hand on."""
+    first = {s: i for i, s in enumerate(events["source"].unique(maintain_order=True).to_list())}
+    return (events.with_row_index("_r")
+            .with_columns(pl.col("source").replace_strict(first, return_dtype=pl.Int64).alias("_s"))
+            .sort(["_s", "_r"], descending=[False, True]).drop("_s", "_r"))
+
+
+def test_findings_do_not_depend_on_the_order_the_readers_leave_rows_in(gloo):
+    bundle, analysis = gloo
+    moved = _each_file_backwards(bundle.events)
+    assert not moved.equals(bundle.events)
+    again = _permuted(bundle, timeline.in_reading_order(moved))
+    assert again.events.equals(bundle.events)
+    assert _context(again, detect.analyze(again, opts("Etc/UTC"))) == _context(bundle, analysis)

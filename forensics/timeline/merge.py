@@ -76,6 +76,18 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.coalesce("_d", "detail").alias("detail")).drop("_d"))
 
 
+def in_reading_order(events: pl.DataFrame) -> pl.DataFrame:
+    """The events as a reader meets them: files in the order they came, each by line, the events of one
+    line by pid, then kind (two pids gone from one compute-apps sample). Whatever "first" means
+    downstream (a finding's first evidence, a table's order) then follows from the inputs, not from
+    the order in which the readers' queries (group_by, join) happened to leave rows."""
+    if events.height < 2:
+        return events
+    order = {src: i for i, src in enumerate(events["source"].unique(maintain_order=True).to_list())}
+    return (events.with_columns(pl.col("source").replace_strict(order, return_dtype=pl.Int64).alias("_src"))
+            .sort(["_src", "line", "pid", "kind"], nulls_last=True, maintain_order=True).drop("_src"))
+
+
 def merge_twin_samples(samples: pl.DataFrame) -> pl.DataFrame:
     """The kernel task-table readings (`host.rss`) that several views of one ring buffer repeat:
     same pid and bytes within TWIN_WINDOW_S from different files; the finest-clocked file's copy stays."""
