@@ -27,7 +27,8 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
         (pl.col("time").dt.microsecond() == 0).alias("_coarse"),
         pl.col("time").dt.epoch("us").alias("_us"),
     )
-    rows = kernel.sort(["kind", "pid", "bytes", "_us"]).to_dicts()
+    # (copies at one instant in input order: which group a copy joins must not be left to the sort)
+    rows = kernel.sort(["kind", "pid", "bytes", "_us", "_k"]).to_dicts()
     drop, twins = set(), {}
     groups: list[list[dict]] = []
     open_: list[list[dict]] = []   # the groups of this kind, pid and bytes a later copy may still join
