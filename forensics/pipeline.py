@@ -41,7 +41,7 @@ def place(bundle, opts: Options):
     # One finding per kernel event, not one per copy: rotated files overlap (copytruncate) and a
     # dmesg dump repeats kern.log (same uptime); dmesg, dmesg -T and --time-format iso are three views
     # of one ring buffer (same instant once aligned). After alignment, so the copies could anchor clocks.
-    bundle.events = timeline.merge_twin_events(timeline.dedupe_events(bundle.events))
+    bundle.events = timeline.in_reading_order(timeline.merge_twin_events(timeline.dedupe_events(bundle.events)))
     bundle.samples = timeline.merge_twin_samples(timeline.dedupe_samples(bundle.samples))
     _series_budget(bundle, opts)
     return bundle

@@ -24,6 +24,10 @@ EVIDENCE_MAX = 5
 INFERRED_FROM = {"oom_kill_summary": "oom-kill summary line", "kill_process_line": "Kill process line"}
 # who recorded an oom_kill read from a scheduler's or container runtime's record (parsers/jobs/)
 RECORDED_BY = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker"}
+# the order of events wherever it shows (findings, the report's tables and chart markers): by time, then
+# where they were read, then pid, so that events tied at one instant and on one line (the pids a
+# compute-apps sample no longer lists) come in the same order on every run; sort with maintain_order=True
+EVENT_ORDER = ["time", "source", "line", "pid", "kind"]
 
 
 def _ev(row: dict) -> Evidence:
@@ -38,7 +42,7 @@ def event_findings(events: pl.DataFrame) -> list[Finding]:
     if events.height == 0:
         return []
     out: list[Finding] = []
-    ev = events.sort(["time", "source", "line"], nulls_last=True)
+    ev = events.sort(EVENT_ORDER, nulls_last=True, maintain_order=True)
     out.extend(_oom_kills(ev.filter(pl.col("kind") == "oom_kill"), ev))
     ooms = _one_oom_two_views(_gpu_ooms(ev.filter(pl.col("kind") == "gpu_oom")))
     out.extend(f for f, _ in ooms)

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import polars as pl
 
+from forensics.detect.events import EVENT_ORDER
 from forensics.detect.measure import HOST_SERIES, gpu_of_unnamed
 from forensics.frames import rows_where
 from forensics.detect.jobs import FATAL_KINDS
@@ -122,7 +123,9 @@ def _events_for_charts(events: pl.DataFrame) -> list[dict]:
     ev = rows_where(events, pl.col("time").is_not_null() & pl.col("kind").is_in(drawn))
     if ev.is_empty():
         return []
-    ev = ev.with_columns((pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6).alias("x")).sort("x")
+    # markers merged at one pixel name the first event: ties at one instant by EVENT_ORDER, not by chance
+    ev = ev.sort(EVENT_ORDER, maintain_order=True).with_columns(
+        (pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6).alias("x"))
     return ev.select("x", "kind", "pid", "process", "gpu", "bytes", "detail", "text", "source", "line").to_dicts()
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 import polars as pl
 
 from forensics.detect.callpaths import sanitizer_groups
+from forensics.detect.events import EVENT_ORDER
 from forensics.frames import rows_where
 from forensics.kinds import KINDS
 from forensics.detect.jobs import xid_is_fatal
@@ -241,7 +242,7 @@ def events_ctx(events: pl.DataFrame, clock: Clock) -> EventsView:
     # sanitizer leak records and a snapshot's call paths get their own sections; here the timeline of
     # things that happened
     timeline_events = rows_where(events, ~pl.col("kind").is_in(["sanitizer_leak", "allocation_site"]))
-    ordered = timeline_events.with_row_index("_i").sort(["time", "_i"], nulls_last=True).head(MAX_EVENT_ROWS)
+    ordered = timeline_events.sort(EVENT_ORDER, nulls_last=True, maintain_order=True).head(MAX_EVENT_ROWS)
     rows = []
     for e in ordered.iter_rows(named=True):
         w = clock.when(e["time"])
@@ -431,8 +432,8 @@ _OOM_KEYS = ("anon_rss", "file_rss", "shmem_rss", "total_vm", "pgtables", "rss",
 
 
 def _sorted_by_time(df: pl.DataFrame) -> pl.DataFrame:
-    """df by time, nulls last (no query for the usual zero or one row)."""
-    return df if df.height < 2 else df.sort("time", nulls_last=True)
+    """df in EVENT_ORDER, nulls last (no query for the usual zero or one row)."""
+    return df if df.height < 2 else df.sort(EVENT_ORDER, nulls_last=True, maintain_order=True)
 
 
 def oom_kills_ctx(events: pl.DataFrame, clock: Clock) -> EventTable:
@@ -490,7 +491,8 @@ def xids_ctx(events: pl.DataFrame, clock: Clock) -> XidTable:
     xids = events.filter(pl.col("kind") == "xid")
     if xids.is_empty():
         return XidTable([], 0, 0)
-    xids = xids.with_row_index("_i").with_columns(
+    # a group's first line and the groups' order: the events' order, not the rows' order of arrival
+    xids = xids.sort(EVENT_ORDER, nulls_last=True, maintain_order=True).with_row_index("_i").with_columns(
         pl.col("detail").str.json_path_match("$.code").alias("_code"),
         pl.col("detail").str.json_path_match("$.meaning").alias("_meaning"),
         pl.col("detail").str.json_path_match("$.weight").alias("_weight"),

@@ -63,7 +63,8 @@ def unify_gpus(samples: pl.DataFrame, events: pl.DataFrame, inputs: list[InputIn
     m = pl.DataFrame(pairs, schema={"id": pl.String, "index": pl.String, "path": pl.String}, orient="row")
     m = m.with_columns(gpu_key(pl.col("id")).alias("key")).drop_nulls("key")
     per_key = m.group_by("key").agg(pl.col("index").unique().alias("indices"), pl.col("path").unique().alias("paths"))
-    conflicting = per_key.filter(pl.col("indices").list.len() > 1)
+    # (an input's notes by key: the group_by keeps no order)
+    conflicting = per_key.filter(pl.col("indices").list.len() > 1).sort("key")
     for row in conflicting.iter_rows(named=True):
         for info in inputs:
             if info.path in row["paths"]:

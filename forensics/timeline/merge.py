@@ -27,7 +27,8 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
         (pl.col("time").dt.microsecond() == 0).alias("_coarse"),
         pl.col("time").dt.epoch("us").alias("_us"),
     )
-    rows = kernel.sort(["kind", "pid", "bytes", "_us"]).to_dicts()
+    # (copies at one instant in input order: which group a copy joins must not be left to the sort)
+    rows = kernel.sort(["kind", "pid", "bytes", "_us", "_k"]).to_dicts()
     drop, twins = set(), {}
     groups: list[list[dict]] = []
     open_: list[list[dict]] = []   # the groups of this kind, pid and bytes a later copy may still join
@@ -74,6 +75,18 @@ def merge_twin_events(events: pl.DataFrame) -> pl.DataFrame:
                            schema={**key_schema, "_d": pl.String})
     return (out.join(patched, on=keys, how="left", nulls_equal=True)
             .with_columns(pl.coalesce("_d", "detail").alias("detail")).drop("_d"))
+
+
+def in_reading_order(events: pl.DataFrame) -> pl.DataFrame:
+    """The events as a reader meets them: files in the order they came, each by line, the events of one
+    line by pid, then kind (two pids gone from one compute-apps sample). Whatever "first" means
+    downstream (a finding's first evidence, a table's order) then follows from the inputs, not from
+    the order in which the readers' queries (group_by, join) happened to leave rows."""
+    if events.height < 2:
+        return events
+    order = {src: i for i, src in enumerate(events["source"].unique(maintain_order=True).to_list())}
+    return (events.with_columns(pl.col("source").replace_strict(order, return_dtype=pl.Int64).alias("_src"))
+            .sort(["_src", "line", "pid", "kind"], nulls_last=True, maintain_order=True).drop("_src"))
 
 
 def merge_twin_samples(samples: pl.DataFrame) -> pl.DataFrame:

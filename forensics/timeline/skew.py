@@ -32,10 +32,16 @@ def _stamp_tol(col: str) -> pl.Expr:
     return pl.when(stamps.epoch_us(col) % US == 0).then(0.5).otherwise(0.0)
 
 
+def _incident_order(f: dict) -> tuple:
+    e = f["evidence"]
+    return f["a"], f["b"], e["line"] or 0, e["other_line"] or 0, f["what"]
+
+
 def detect_skew(samples: pl.DataFrame, events: pl.DataFrame, infos: dict[str, InputInfo]) -> list[dict]:
     """Measure how far two sources' clocks disagree on incidents both saw; report, never shift."""
-    found = (_skew_from_pid_deaths(samples, events) + _skew_from_kill_and_fall(samples, events)
-             + _skew_from_gpu_oom(samples, events))
+    # each way's incidents in a stated order (the joins that find them keep none): the note quotes the first
+    found = [f for way in (_skew_from_pid_deaths, _skew_from_kill_and_fall, _skew_from_gpu_oom)
+             for f in sorted(way(samples, events), key=_incident_order)]
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for f in found:
         by_pair.setdefault((f["a"], f["b"]), []).append(f)
@@ -116,7 +122,7 @@ def _skew_from_kill_and_fall(samples, events) -> list[dict]:
         return []
     procs = procs.group_by("pid", "gpu").agg(pl.col("bytes").max().alias("p_bytes"))
     mem = (samples.filter((pl.col("series") == "memory.used") & pl.col("time").is_not_null() & pl.col("bytes").is_not_null())
-           .sort("source", "gpu", "time")
+           .sort("source", "gpu", "time", maintain_order=True)
            .with_columns((pl.col("bytes").shift(1) - pl.col("bytes")).over("source", "gpu").alias("drop"),
                          pl.col("time").shift(1).over("source", "gpu").alias("t_before"))
            .filter(pl.col("drop") > 0))
@@ -148,7 +154,7 @@ def _skew_from_gpu_oom(samples, events) -> list[dict]:
         return []
     out = []
     for (b, gpu), part in mem.group_by("source", "gpu"):
-        part = part.sort("time")
+        part = part.sort("time", maintain_order=True)
         vals = part["bytes"].to_numpy().astype(float)
         total = part["total_bytes"].max()
         peak = vals.max()

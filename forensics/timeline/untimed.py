@@ -290,21 +290,22 @@ def _place_by_curve(rows: pl.DataFrame, ref: pl.DataFrame, interval):
     if rows.is_empty():
         return None, ""
     curves = []
-    for (series, gpu, pid), part in rows_where(rows, pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid"):
+    for (series, gpu, pid), part in rows_where(rows, pl.col("series").is_in(CURVE_SERIES)).group_by("series", "gpu", "pid", maintain_order=True):
         same = rows_where(ref, (pl.col("series") == series)
                           & (pl.col("gpu") == gpu if gpu is not None else pl.lit(True))
                           & (pl.col("pid") == pid if pid is not None else pl.col("pid").is_null()))
         if same.height:
             curves.append((float(part["bytes"].std() or 0), series, gpu, part, same))
     tried = []
+    # (equally varied curves, two ranks' identical leaks, in order of first appearance)
     for _, series, gpu, part, same in sorted(curves, key=lambda c: -c[0]):
         idx = part["_i"].to_numpy()
         distinct = np.unique(idx)
         step = max(1, int(np.gcd.reduce(np.diff(distinct)))) if len(distinct) > 1 else 1
         label = f"{series} curve{' of GPU ' + str(gpu) if gpu is not None else ''}"
         fits = []
-        for (other, _), opart in sorted(same.group_by("source", "gpu"), key=lambda g: str(g[0][0])):
-            opart = opart.sort("time")
+        for (other, _), opart in sorted(same.group_by("source", "gpu", maintain_order=True), key=lambda g: str(g[0][0])):
+            opart = opart.sort("time", maintain_order=True)
             fit, why = match_curve((idx - idx.min()) // step, part["bytes"].to_numpy().astype(float),
                                    opart["time"].dt.epoch("us").to_numpy() / US,
                                    opart["bytes"].to_numpy().astype(float), interval * step if interval else None)

@@ -207,7 +207,8 @@ def _anchor_from_pairs(src: str, b: int, pairs: pl.DataFrame, what: str):
     if nearest:
         how += ("; the clock moved against uptime within this boot (suspend/resume or a clock step), "
                 "so each line takes the offset of its nearest matched line")
-    used = pairs.select("source", "boot", "uptime", "off_us").sort("uptime")
+    # (pairs at one uptime by offset: the nearest-pair join takes the first)
+    used = pairs.select("source", "boot", "uptime", "off_us").sort("uptime", "off_us")
     return BootAnchor(src, b, boot_us, how, nearest), used
 
 
