@@ -39,10 +39,6 @@ def _span(m, group, base: int) -> tuple[int, int] | None:
     return base + a, base + b
 
 
-def _first(*xs):
-    return next((x for x in xs if x is not None), None)
-
-
 def _strip(text: str, base: int, chars: str | None = None) -> tuple[int, int]:
     """The place of text.strip(chars), `text` starting at `base`."""
     left = len(text) - len(text.lstrip(chars))
@@ -94,7 +90,7 @@ def template(shape: str) -> tuple[bool, bool, tuple | None, list[dict]] | None:
             d = s.KV.search(m.group(0))   # (extract_groups of the match, as generic._all_matches)
             at = base + m.start()
             rows.append(dict(part=0, piece=j, k=k, series=g.series_of_key(d["key"]), num=_span(d, "num", at),
-                             total=_span(d, "total", at), unit=_first(d["unit"], d["punit"]), gpu=None,
+                             total=_span(d, "total", at), unit=s.first(d["unit"], d["punit"]), gpu=None,
                              default_unit=None))
     low = "\n".join(x for _, x in pieces).lower()
     if "mem_" in low:
@@ -127,13 +123,13 @@ def template(shape: str) -> tuple[bool, bool, tuple | None, list[dict]] | None:
         series="memory.used", num=_span(m, "num", b), total=None, unit=m["punit"], gpu=_span(m, "dev", b),
         default_unit=None))
     single(s.FREE, "free", 5, 103, lambda m, b: dict(
-        series="free", num=_span(m, "num", b), total=None, unit=_first(m["unit"], m["punit"]), gpu=None,
+        series="free", num=_span(m, "num", b), total=None, unit=s.first(m["unit"], m["punit"]), gpu=None,
         default_unit="MiB"))
     contexts = {j: _context(*pieces[j]) for j in {r["piece"] for r in rows}}
     for r in rows:
         ctx = contexts[r["piece"]]
-        r["unit"] = _first(r["unit"], ctx["header_unit"], r.pop("default_unit"))
-        r["gpu"] = _first(r["gpu"], ctx["tag_gpu"])
+        r["unit"] = s.first(r["unit"], ctx["header_unit"], r.pop("default_unit"))
+        r["gpu"] = s.first(r["gpu"], ctx["tag_gpu"])
         r.update({k: v for k, v in ctx.items() if k not in ("header_unit", "tag_gpu")})
     return True, True, None, rows
 
@@ -163,15 +159,15 @@ def _context(base: int, x: str) -> dict:
     else:
         label = None
     sm, ds = s.STEP_IN_TAG.search(pre), s.DICT_STEP.search(x)
-    step = _first(_span(sm, 1, base + pre_at), _span(sm, 2, base + pre_at), _span(ds, 1, base))
+    step = s.first(_span(sm, 1, base + pre_at), _span(sm, 2, base + pre_at), _span(ds, 1, base))
     dm = s.DEVICE_IN_TAG.search(pre)
     rw, lw = s.RANK_WORD.search(pre), s.LOCAL_WORD.search(pre)
     tm = s.TOTAL.search(x)
     return dict(header_unit=hu.group(1) if hu else None, label=label, label_prefix=prefix, step=step,
-                tag_gpu=_first(*(_span(dm, i, base + pre_at) for i in (1, 2, 3))) if dm else None,
-                rank=_first(_span(rw, 1, base + pre_at), _span(rw, 2, base + pre_at)) if rw else None,
+                tag_gpu=s.first(*(_span(dm, i, base + pre_at) for i in (1, 2, 3))) if dm else None,
+                rank=s.first(_span(rw, 1, base + pre_at), _span(rw, 2, base + pre_at)) if rw else None,
                 local=_span(lw, 1, base + pre_at), ptotal=_span(tm, "num", base),
-                ptotal_unit=_first(tm["unit"], tm["punit"]) if tm else None)
+                ptotal_unit=s.first(tm["unit"], tm["punit"]) if tm else None)
 
 
 def _templates(frame: pl.DataFrame) -> dict[str, tuple[int, tuple]] | None:

@@ -101,7 +101,8 @@ def _bytes(number: str | None, unit: str | None) -> int | None:
     return v if -_I64 <= v < _I64 else None
 
 
-def _first(*xs):
+def first(*xs):
+    """The first of `xs` that is not None (coalesce)."""
     return next((x for x in xs if x is not None), None)
 
 
@@ -139,7 +140,7 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
         ctx[j] = (hu.group(1) if hu else None,) + (() if series_only else _context(x))
     r = []   # the readings with their unit and bytes (extract_generic's `r`)
     for j, k, series, num, total, unit, gpu_arg, default_unit in readings:
-        unit = _first(unit, ctx[j][0], default_unit)
+        unit = first(unit, ctx[j][0], default_unit)
         r.append((j, k, series, unit, _bytes(num, unit), _bytes(total, unit), gpu_arg))
 
     def line_of(x) -> int:
@@ -154,8 +155,8 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
         i, piece, _ = pieces[j]
         _, label, tag_step, tag_gpu, rank, local, piece_total = ctx[j]
         for c, v in (("line", hint[i][0]), ("piece", piece), ("k", k), ("time", times[i]), ("zoned", zoned[i]),
-                     ("series", series), ("bytes", value), ("total_bytes", _first(total_bytes, piece_total)),
-                     ("step", _first(tag_step, marker_step[i])), ("label", label), ("gpu", _first(gpu_arg, tag_gpu)),
+                     ("series", series), ("bytes", value), ("total_bytes", first(total_bytes, piece_total)),
+                     ("step", first(tag_step, marker_step[i])), ("label", label), ("gpu", first(gpu_arg, tag_gpu)),
                      ("rank", rank), ("local_rank", local), ("step_tag", tag_step is not None)):
             out[c].append(v)
     return pl.DataFrame(out, schema=_OUT)
@@ -212,7 +213,7 @@ def _readings(pieces: list[tuple[int, int, str]]) -> list[tuple]:
     for j, (_, _, x) in enumerate(pieces):
         for k, m in enumerate(KV.finditer(x)):
             d = KV.search(m.group(0)).groupdict()   # (extract_groups of the match, as _all_matches)
-            readings.append((j, k, g.series_of_key(d["key"]), d["num"], d["total"], _first(d["unit"], d["punit"]),
+            readings.append((j, k, g.series_of_key(d["key"]), d["num"], d["total"], first(d["unit"], d["punit"]),
                              None, None))
     low = "\n".join(x for _, _, x in pieces).lower()
     if "mem_" in low:
@@ -233,9 +234,9 @@ def _readings(pieces: list[tuple[int, int, str]]) -> list[tuple]:
     single(GPU_USED_TOTAL, "gpu", 100, lambda d: ("reserved", d["num"], d["total"], d["unit"], None, None))
     single(TORCH_RAW, "torch.cuda.", 101,
            lambda d: (("max_" if d["max"] is not None else "") + ("reserved" if d["kind"] == "cached" else d["kind"]),
-                      d["num"], None, "B", _first(*DIGITS.findall(d["dev"])[:1]), None))
+                      d["num"], None, "B", first(*DIGITS.findall(d["dev"])[:1]), None))
     single(NVSMI_PRINT, "nvidia-smi", 102, lambda d: ("memory.used", d["num"], None, d["punit"], d["dev"], None))
-    single(FREE, "free", 103, lambda d: ("free", d["num"], None, _first(d["unit"], d["punit"]), None, "MiB"))
+    single(FREE, "free", 103, lambda d: ("free", d["num"], None, first(d["unit"], d["punit"]), None, "MiB"))
     return readings
 
 
@@ -284,10 +285,10 @@ def _context(t: str) -> tuple:
     else:
         label = None
     sm, ds = STEP_IN_TAG.search(pre), DICT_STEP.search(t)
-    tag_step = _int(_first(*(sm.groups() if sm else ()), ds.group(1) if ds else None))
+    tag_step = _int(first(*(sm.groups() if sm else ()), ds.group(1) if ds else None))
     dm = DEVICE_IN_TAG.search(pre)
     rw, lw = RANK_WORD.search(pre), LOCAL_WORD.search(pre)
     tm = TOTAL.search(t)
-    piece_total = _bytes(tm["num"], _first(tm["unit"], tm["punit"])) if tm else None
-    return (label, tag_step, _first(*dm.groups()) if dm else None,
-            _int(_first(*rw.groups())) if rw else None, _int(lw.group(1)) if lw else None, piece_total)
+    piece_total = _bytes(tm["num"], first(tm["unit"], tm["punit"])) if tm else None
+    return (label, tag_step, first(*dm.groups()) if dm else None,
+            _int(first(*rw.groups())) if rw else None, _int(lw.group(1)) if lw else None, piece_total)
