@@ -110,7 +110,10 @@ def _check(module, lines: list[str]) -> None:
             v = row[col]
             if v is None:
                 continue
-            tokens = _TOKEN.findall(text[row["line"]])
+            # a reading's number stands on its own line; its total may stand on another line of the input
+            # (`nvidia-smi -q` prints `Total` and `Used` on lines of their own in one section)
+            where = [text[row["line"]]] if col == "bytes" else list(text.values())
+            tokens = [t for line in where for t in _TOKEN.findall(line)]
             assert v >= 0 and any(round(float(t) * MiB) == v for t in tokens), (col, v, text[row["line"]])
     assert p.skipped.total >= 0 and p.clock in ("wall-assumed", "none")
 
