@@ -132,6 +132,28 @@ def host_oom(args: str, limit: str, fallback_step: int) -> Callable:
     return run
 
 
+def host_kill_then(host_args: str, limit: str, fallback_step: int, gap: float, kind: str, args: str) -> Callable:
+    """A job killed by the kernel's OOM killer (host memory, in a memory cgroup), then, on the same host, a second
+    job that leaks GPU memory: the first kill is in the same dmesg but is not what ended the second job."""
+    def run(ctx):
+        import record
+        cg = record.cgroup(limit, ctx)
+        try:
+            j = ctx.job("pinned_host", host_args, role="host", out="job1.log", err="job1.stderr.log",
+                        env={"GFC_CGROUP": cg.how or ""}, cgroup_procs=cg.procs)
+            if ctx.wait_step(j, fallback_step):
+                ctx.note(f"no kernel OOM kill by step {fallback_step}: the recorder killed the job instead")
+                ctx.kill(j.pid, "the job (no kernel OOM kill came)")
+            ctx.wait_exit(j)
+            ctx.ev("rec_cgroup_events", events=" ".join(cg.read_events().split()))
+        finally:
+            cg.remove()
+        ctx.sleep(gap)
+        j2 = ctx.job(kind, args, role="leaky", leaks=True, out="job2.log", err="job2.stderr.log")
+        ctx.wait_exit(j2)
+    return run
+
+
 # ---- the tune half ----------------------------------------------------------------------------
 
 T = "tune"
@@ -917,3 +939,109 @@ HELDOUT6 = [
          "while the job goes on to step 120 and ends normally.", 28),
 ]
 CASES["heldout6"] = HELDOUT6
+
+
+# ---- held-out set 7 (fifth session, 2026-12-06) -------------------------------------------------
+# Written before recording and before this session's rule changes were merged; recorded once, run once when the
+# rules are settled (bench/heldout7/). New: three print styles no recording used before (mmengine's logger with
+# its per-interval peak `memory: N` in MB, loguru's default format with ultralytics-style `G` sizes, a tqdm bar
+# whose refreshes share one physical line), a kernel OOM kill of one job before another job's GPU leak on the
+# same host (the kill is context, not what ended the leak), the issue's staircase of +512 MiB every 20 steps.
+
+H7 = "heldout7"
+
+HELDOUT7 = [
+    Case("mmengine_linear_leak_sigkill", H7, ["wide1", "apps"],
+         kill_at("linear_late", "--steps 400 --period 0.12 --warm-gib 2 --flat 20 --leak-mib 64 --style mmengine "
+                 "--every 5", True, step=110),
+         "leak", ["leak"], "linear",
+         "A debug hook keeps 64 MiB of activations a step from step 21; mmengine's logger every 5 steps (`memory:` "
+         "the peak allocated MB since the last line); killed with SIGKILL after step 110.", 26),
+    Case("loguru_staircase_exit", H7, ["ms250", "dmon"],
+         simple("staircase", "--steps 100 --period 0.12 --warm-gib 2 --stair-mib 512 --stair-every 20 "
+                "--style loguru", True),
+         "leak", ["leak"], "step",
+         "Every 20 steps a 512 MiB snapshot kept in a list; loguru lines with `gpu_mem 2.29G`. Ends normally.", 26,
+         stair_every=20),
+    Case("tqdm_leak_oom", H7, ["wide1", "apps"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.08 --warm-gib 1 --leak-mib 96 --onset 15 "
+                "--style tqdm", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 15 (96 MiB a step) under an 8 % cap until a CUDA OOM; memory only in a tqdm "
+         "bar's postfix (`mem=2.29G`), its refreshes joined by carriage returns on one line.", 26),
+    Case("mmengine_flat_exit", H7, ["wide500", "used5"],
+         simple("flat", "--steps 90 --period 0.12 --warm-gib 8 --style mmengine --every 5", False),
+         "no_leak", [], None,
+         "A fixed 8 GiB footprint; mmengine lines every 5 steps; a 5 s `timestamp, memory.used` log. Ends "
+         "normally.", 24),
+    Case("loguru_eval_spikes_sigkill", H7, ["wide1", "apps2"],
+         kill_at("eval_spikes", "--steps 400 --period 0.13 --warm-gib 3 --eval-every 12 --eval-len 3 "
+                 "--spike-gib 5 --style loguru", False, step=75),
+         "no_leak", [], None,
+         "A 3 GiB footprint with a 5 GiB evaluation every 12 steps, kept in the cache (no empty_cache); loguru "
+         "lines; killed with SIGKILL after step 75.", 25),
+    Case("tqdm_warmup_exit", H7, ["ms250", "apps"],
+         simple("warmup_plateau", "--steps 90 --period 0.13 --ramp 20 --peak-gib 10 --style tqdm", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 10 GiB over 20 steps, then flat; a tqdm bar. Ends normally.", 25),
+    Case("host_kill_then_leak_oom", H7, ["wide500", "apps", "dmon"],
+         host_kill_then("--steps 400 --period 0.12 --host-mib 48 --style spine", limit="2G", fallback_step=150,
+                        gap=3.0, kind="leak_oom", args="--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 "
+                        "--leak-mib 128 --onset 12 --style kv_gb"),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A replay buffer of pinned host batches (48 MiB a step) in a 2 GiB memory cgroup until the kernel's OOM "
+         "killer ends that job (job1.log); 3 s later a second job (job2.log) keeps 128 MiB a step from step 12 "
+         "under a 7 % cap until a CUDA OOM. dmesg files taken right after: the kernel kill is the first job's.",
+         48, kernel=True, timeout=120),
+    Case("host_pinned_jsonl_oom_kill", H7, ["wide1", "apps"],
+         host_oom("--steps 400 --period 0.12 --host-mib 48 --style jsonl", limit="2G", fallback_step=150),
+         "no_leak", ["oom_kill"], None,
+         "Pinned host batches (48 MiB a step) kept in a list, in a 2 GiB memory cgroup: the kernel's OOM killer "
+         "ends the job; GPU memory flat; JSON metrics lines. dmesg files taken right after.", 24, kernel=True),
+    Case("residual_worker_loguru_sigkill", H7, ["apps2", "wide1"],
+         residual("--steps 400 --period 0.2 --warm-gib 3 --worker-gib 7 --style loguru", kill_step=30, hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer (3 GiB) with an eval worker process holding 7 GiB; the trainer is SIGKILLed after step 30 and "
+         "the orphaned worker keeps its memory for 8 s until it is killed too; loguru lines.", 30),
+    Case("slow_noisy_deepspeed_exit", H7, ["wide1", "dmon"],
+         simple("slow_noisy", "--steps 300 --period 0.1 --warm-gib 2 --noise-mib 256 --leak-mib 24 --onset 40 "
+                "--style deepspeed --every 2", True),
+         "leak", ["leak"], "linear",
+         "A 2 GiB footprint under noisy batches (0-256 MiB a step), 24 MiB of statistics kept a step from step 40; "
+         "DeepSpeed `see_memory_usage` lines every 2 steps. Ends normally.", 38),
+    Case("jax_leak_loggers_stopped", H7, ["wide500", "apps"],
+         stop_loggers_at("jax_train", "--leak --steps 140 --period 0.12 --warm-gib 2 --leak-mib 64 --onset 25 "
+                         "--every 2", True, step=90),
+         "leak", ["leak"], "linear",
+         "JAX: each step's activations kept from step 25 (64 MiB a step); memory_stats() every 2 steps; the GPU "
+         "loggers stop at step 90 while the job goes on to step 140 and ends normally.", 34),
+    Case("cache_growth_loguru_exit", H7, ["ms250", "apps"],
+         simple("cache_growth", "--steps 85 --period 0.13 --grow-mib 14 --style loguru", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 14 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; loguru "
+         "lines. Ends normally.", 25),
+    Case("two_procs_tqdm_loguru_exit", H7, ["apps", "wide1"],
+         two_procs("--steps 110 --period 0.15 --warm-gib 4 --style tqdm",
+                   "linear_late", "--steps 70 --period 0.15 --warm-gib 1 --flat 12 --leak-mib 96 --style loguru",
+                   b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU: a flat 4 GiB trainer with a tqdm bar (a.log) and a second job (b.log, loguru) "
+         "keeping 96 MiB a step from its step 13; both end normally.", 32),
+    Case("crashloop_mmengine_oom_x2", H7, ["wide1", "dmon"],
+         crash_loop("leak_oom", "--steps 400 --period 0.1 --fraction 0.06 --warm-gib 1 --leak-mib 128 --onset 8 "
+                    "--style mmengine --every 2", runs=2, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of two runs of a job keeping 128 MiB a step from step 8 under a 6 % cap; mmengine lines "
+         "every 2 steps; each run dies of a CUDA OOM.", 36, timeout=100),
+    Case("short_leak_loguru_exit", H7, ["wide1", "used5"],
+         simple("linear_late", "--steps 14 --period 0.4 --warm-gib 1 --flat 3 --leak-mib 640 --style loguru", True),
+         "leak", ["leak"], "linear",
+         "A short job: from step 4 each step keeps 640 MiB; it ends normally after step 14 (about 6 s), still "
+         "growing; loguru lines; a 5 s `timestamp, memory.used` log beside a 1 s one.", 22),
+    Case("grad_accum_tqdm_sigkill", H7, ["wide500", "dmon_mu"],
+         kill_at("grad_accum", "--steps 400 --period 0.13 --accum 4 --micro-mib 384 --style tqdm", False, step=70),
+         "no_leak", [], None,
+         "Gradient accumulation over 4 micro-batches of 384 MiB, freed at each optimizer step; a tqdm bar; killed "
+         "with SIGKILL after step 70.", 24),
+]
+CASES["heldout7"] = HELDOUT7

@@ -57,7 +57,9 @@ def host_rss() -> int | None:
 
 STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none",
           # styles of 2026-12-06 (held-out set 2 and the multi-style recording)
-          "kv_gb", "tutorial", "fairseq_tail", "phases", "jsonl", "absl")
+          "kv_gb", "tutorial", "fairseq_tail", "phases", "jsonl", "absl",
+          # styles of the fifth session (held-out set 7): mmengine's logger, loguru's default format, a tqdm bar
+          "mmengine", "loguru", "tqdm")
 # A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
 # its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
 LOG_FORMATS = {
@@ -68,6 +70,10 @@ LOG_FORMATS = {
     "kv_gb": ("%(asctime)s - {name} - %(levelname)s - %(message)s", None),
     "fairseq_tail": ("%(asctime)s | %(levelname)s | {name} | %(message)s", "%Y-%m-%d %H:%M:%S"),
     "absl": ("%(levelname).1s%(asctime)s {pid} {name}.py:88] %(message)s", "%m%d %H:%M:%S.%f"),
+    # mmengine/logging/logger.py: MMFormatter's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", "%Y/%m/%d %H:%M:%S"
+    "mmengine": ("%(asctime)s - mmengine - %(levelname)s - %(message)s", "%Y/%m/%d %H:%M:%S"),
+    # loguru's default "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
+    "loguru": ("%(asctime)s.%(msecs)03d | %(levelname)-8s | __main__:train:{pid_line} - %(message)s", "%Y-%m-%d %H:%M:%S"),
 }
 class Formatter(logging.Formatter):
     """logging's Formatter, with %f (microseconds, as glog/absl print them) in a date format."""
@@ -78,7 +84,7 @@ class Formatter(logging.Formatter):
         return super().formatTime(record, datefmt)
 
 
-PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl")   # print() lines, no logging prefix
+PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm")   # print() lines, no logging prefix
 
 
 class StepLog:
@@ -89,7 +95,7 @@ class StepLog:
         self.torch, self.every, self.steps = torch, max(1, every), steps
         self.styles = style.split("+")
         self.style = self.styles[0]
-        self.t_last = time.time()
+        self.t_last = self.t0 = time.time()
         self.streams, self.logs = {}, {}
         for i, st in enumerate(self.styles):
             stream = sys.stdout if i == 0 else open(os.path.join(out_dir, f"{st}.log"), "w", buffering=1)
@@ -99,7 +105,7 @@ class StepLog:
             lg.propagate = False
             h = logging.StreamHandler(stream)
             fmt, datefmt = LOG_FORMATS.get(st, ("%(asctime)s %(levelname)s %(message)s", None))
-            h.setFormatter(Formatter(fmt.format(name=name, pid=os.getpid()), datefmt))
+            h.setFormatter(Formatter(fmt.format(name=name, pid=os.getpid(), pid_line=142), datefmt))
             lg.addHandler(h)
             self.logs[st] = lg
         self.log = self.logs[self.style]
@@ -186,6 +192,32 @@ class StepLog:
                                     "gpu_mem_reserved_mb": round(r / MiB, 1), "time": round(time.time(), 3)}))
         elif s == "absl":
             log.info("step %d: loss=%.4f memory allocated %.1f MiB, reserved %.1f MiB", step, loss, a / MiB, r / MiB)
+        elif s == "mmengine":
+            # mmengine's LogProcessor: `memory` is max_memory_allocated in MB since the last log line, then reset
+            mm = torch.cuda.max_memory_allocated() // MiB
+            torch.cuda.reset_peak_memory_stats()
+            per = 200
+            now = time.time()
+            log.info("Epoch(train)  [%d][%4d/%d]  lr: 1.0000e-04  eta: 0:00:%02d  time: %.4f  data_time: 0.0051  "
+                     "memory: %d  loss: %.4f", (step - 1) // per + 1, (step - 1) % per + 1, per,
+                     int(max(0, self.steps - step) * 0.12) % 60, (now - self.t_last) / self.every, mm, loss)
+            self.t_last = now
+        elif s == "loguru":
+            # ultralytics-style `G` (1e9 bytes, 3 significant digits)
+            log.info("step %d/%d | loss %.4f | gpu_mem %.3gG | reserved %.3gG", step, self.steps, loss, a / 1e9,
+                     r / 1e9)
+        elif s == "tqdm":
+            # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
+            n, total = step, max(self.steps, step)
+            el = time.time() - self.t0
+            rate = n / el if el > 0 else 0.0
+            left = (total - n) / rate if rate else 0.0
+            fill = int(10 * n / total)
+            bar = "\u2588" * fill + " " * (10 - fill)
+            self.streams[s].write(f"\rEpoch 1: {100 * n // total:3d}%|{bar}| {n}/{total} [{int(el) // 60:02d}:"
+                                  f"{int(el) % 60:02d}<{int(left) // 60:02d}:{int(left) % 60:02d}, {rate:5.2f}it/s, "
+                                  f"loss={loss:.3f}, mem={a / GiB:.2f}G]")
+            self.streams[s].flush()
 
 
 class NvmlMonitor:
