@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from evaluation.scoring import (HELDOUT_F1, HELDOUT_SHARE, Score, ViewResult, merge, run_recording,  # noqa: E402
                                 score_case)
 from evaluation.synthetic import LIFE_NAMES, suite  # noqa: E402
-from evaluation.recordings import VIEW_TITLES, VIEWS, Recording, read_recordings, recording_roots  # noqa: E402
+from evaluation.recordings import ENDED_BY, VIEW_TITLES, VIEWS, Recording, read_recordings, recording_roots  # noqa: E402
 from forensics.detect.thresholds import F1_TARGET  # noqa: E402
 
 
@@ -93,7 +93,22 @@ def print_recordings(results: list[tuple[Recording, list[ViewResult]]]) -> tuple
         print(f"onsets within max(5 s, 2 % of the lifetime): {ok}/{len(onsets)} (view results with a timed leak onset)")
     for n in notes:
         print(n)
+    print_endings(results)
     return right, len(results)
+
+
+def print_endings(results: list[tuple[Recording, list[ViewResult]]]) -> None:
+    """Whether the all-files report names this job's own end ("What ended the job"), where the truth file
+    says how the job ended: its CUDA OOM or OOM kill, and nothing fatal after a normal exit or a SIGKILL from
+    outside (another process's kill is context, never the cause)."""
+    rows = [(rec, r) for rec, vs in results for r in vs if r.view == "all" and r.got is not None
+            and not r.got.startswith("error") and rec.ending in ENDED_BY]
+    if not rows:
+        return
+    wrong = [(rec, r) for rec, r in rows if r.ended not in ENDED_BY[rec.ending]]
+    print(f"what ended the job (all files) as recorded: {len(rows) - len(wrong)}/{len(rows)}")
+    for rec, r in wrong:
+        print(f"  {rec.root}/{rec.name}: the job ended by {rec.ending}; the report names {r.ended or 'nothing fatal'}")
 
 
 # ----------------------------------------------------------------------------------------------

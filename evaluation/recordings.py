@@ -55,6 +55,7 @@ class Recording:
     flat_in_device_views: str | None = None   # why the device views do not hold the leak (truth file key)
     mixed_in_total: str | None = None          # why the GPU's total does not hold it (`shared_total`)
     leak_spans: list[tuple[datetime, datetime]] = field(default_factory=list)   # (leak onset, job end), UTC
+    ending: str | None = None        # how the incident's job ended (truth.json `ending`: exit, sigkill, cuda_oom, ...)
 
 
 def _utc(text) -> datetime | None:
@@ -167,7 +168,7 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
                                  _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
                                  t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or [])
                                  or pool_grew_at_once(t.get("jobs") or []),
-                                 shared_total(t.get("jobs") or []), spans))
+                                 shared_total(t.get("jobs") or []), spans, incident_ending(t.get("jobs") or [])))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
@@ -248,6 +249,19 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     if rec.expected == "no_leak" and "oom_kill" in kinds:
         return (None, "a host-memory incident: the step log holds GPU counts only") if view == "steplog" else ("no_leak", "")
     return rec.expected, ""
+
+
+def incident_ending(jobs: list[dict]) -> str | None:
+    """How the job the incident is about ended: the last leaking job's ending, else the last job's."""
+    leaky = [j for j in jobs if j.get("leaks")]
+    job = (leaky or jobs or [None])[-1]
+    return job.get("ending") if job else None
+
+
+# what the report must name as "What ended the job" for each truth ending (None: nothing fatal of its own;
+# a SIGKILL from outside leaves no line in these logs, unless a scheduler's kill record names it)
+ENDED_BY = {"cuda_oom": ("gpu_oom",), "oom_kill": ("oom_kill",), "exit": (None,), "logger_stopped": (None,),
+            "sigkill": (None, "job_killed")}
 
 
 def lifetime_of(rec: Recording, t: datetime) -> float | None:

@@ -200,6 +200,7 @@ class ViewResult:
     onset_err: float | None = None   # seconds
     onset_target: float | None = None
     seconds: float = 0.0
+    ended: str | None = None         # all files: the kind of the event the report names as what ended the job
 
     @property
     def ok(self) -> bool | None:
@@ -240,6 +241,8 @@ def run_recording(rec: Recording) -> list[ViewResult]:
                 r.got = an.verdict
                 r.expected, r.why = expectation_seen(rec, view, bundle.samples)
                 r.onset_err, r.onset_target = onset_error(rec, an.findings, bundle.samples)
+                if view == "all":
+                    r.ended = an.ended_by["kind"] if an.ended_by else None
             except Exception as e:  # noqa: BLE001 - a crash is a result too
                 r.got = f"error: {type(e).__name__}: {e}"
             r.seconds = time.perf_counter() - t
