@@ -3,6 +3,7 @@
     python bench/perf.py                                    # week and month of every input
     python bench/perf.py --quick                            # a day of each: a smoke run
     python bench/perf.py --sizes week --only usual,wide     # some shapes
+    python bench/perf.py --sizes week --only csv            # the four CSV shapes
     python bench/perf.py --sizes month --compressed zst,gz --keep --dir /tmp/gf-perf
 
 Generates (seeded, vectorized, streamed to disk a day at a time) under /tmp (never in the repo):
@@ -474,7 +475,8 @@ PEAK_MB = 1536
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="week,month", help="comma list of day, week, month")
-    ap.add_argument("--only", default=",".join(GENERATORS), help="comma list of " + ", ".join(GENERATORS))
+    ap.add_argument("--only", default=",".join(GENERATORS),
+                    help="comma list of " + ", ".join(GENERATORS) + "; csv: every CSV shape")
     ap.add_argument("--quick", action="store_true", help="a smoke run: a day of each input, one run each")
     ap.add_argument("--compressed", default="", help="compressed forms (zst,gz) timed at the largest size")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
@@ -484,7 +486,7 @@ def main() -> None:
     if args.quick:
         args.sizes, args.repeat = "day", 1
     sizes = [s for s in args.sizes.split(",") if s]
-    kinds = [k for k in args.only.split(",") if k]
+    kinds = [s for k in args.only.split(",") if k for s in (CSV_SHAPES if k == "csv" else [k])]
     packs = [c for c in args.compressed.split(",") if c]
     if set(sizes) - set(SIZES) or set(kinds) - set(GENERATORS) or set(packs) - {"zst", "gz"}:
         ap.error("unknown size, input or compression")

@@ -97,7 +97,7 @@ def _row(head: str, i: int, g: int) -> str:
 
 FAULTS = ["junk", "driver error", "blank", "header again", "header changed", "placeholder", "prompt", "apps",
           "bad stamp", "extra cell", "short", "no comma space", "order", "gone", "date", "gib", "bad id", "bare mib",
-          "comma stamp"]
+          "comma stamp", "quoted comma"]
 
 
 def _log(head_name: str, gpus: int, samples: int, faults: list[tuple[int, str]]) -> list[str]:
@@ -152,6 +152,10 @@ def _log(head_name: str, gpus: int, samples: int, faults: list[tuple[int, str]])
                 rows[-1] = rows[-1].replace(" MiB,", ",", 1)
             elif f == "comma stamp":   # a comma inside the timestamp's 23 characters
                 rows[-1] = rows[-1].replace(":", ",", 1)
+            elif f == "quoted comma":   # a CSV writer's quotes around a cell that holds ", " (nvidia-smi quotes none)
+                cells = rows[-1].split(", ")
+                cells[1] = f'"{cells[1]}, x"'
+                rows[-1] = ", ".join(cells)
         lines += rows
     return lines
 
@@ -233,3 +237,64 @@ def test_thinned_as_it_reads_is_thinning_the_whole(monkeypatch, head, raw):
     assert window >= 4 and thinned.samples.height <= 2000
     assert thinned.samples.equals(thinning.thin(whole.samples, window))
     assert thinned.meta["thinned"]["readings"] == whole.samples.height
+
+
+@pytest.mark.parametrize("head", ["usual", "uuid", "wide", "headerless"])
+def test_faults_in_a_streamed_file_keep_their_line_numbers(tmp_path, monkeypatch, head):
+    """A file streamed as ingest streams a big one (batches of bytes, most of them cut by the clean path
+    from their bytes, prepared ahead in threads): a malformed row, a quoted cell holding a comma, a short
+    row, a row with a cell too many, one without the space after a comma and a driver error in its
+    middle are counted with their exact line numbers, which the report
+    quotes as path:line; samples, counts and examples are those of one read of the whole file."""
+    from forensics import ingest, thinning
+    from forensics.parsers.nvsmi import csvcells
+
+    lines = _log(head, 4, 600, [])
+    bad = {"junk": 1201, "quoted comma": 1402, "short": 1603, "driver error": 1804, "extra cell": 2005,
+           "no comma space": 2206}
+    good = _row("nounits" if head == "headerless" else head, 9, 2)
+    for fault, at in sorted(bad.items(), key=lambda kv: kv[1]):
+        if fault == "junk":
+            line = "garbage, line, here"
+        elif fault == "quoted comma":   # (in the last cell, which the clean path does not cut)
+            cells = good.split(", ")
+            line = ", ".join([*cells[:-1], f'"{cells[-1]}, x"'])
+        elif fault == "short":
+            line = good.rsplit(", ", 1)[0]
+        elif fault == "extra cell":
+            line = good + ", 5"
+        elif fault == "no comma space":
+            line = ",".join(good.rsplit(", ", 1))
+        else:
+            line = "Unable to determine the device handle for GPU 0000:12:00.0: Unknown Error"
+        lines.insert(at - 1, line)
+    p = tmp_path / "gpu.csv"
+    p.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(thinning, "MAX_READINGS", 1 << 62)
+    monkeypatch.setattr(io_lines, "BATCH_BYTES", 4096)
+    taken = []
+    read_clean = csvcells.read_clean
+
+    def counted(*a):
+        done = read_clean(*a)
+        taken.append(done is not None)
+        return done
+    monkeypatch.setattr(csvcells, "read_clean", counted)
+
+    def parsed(streamed: bool):
+        monkeypatch.setattr(ingest, "STREAM_MIN_BYTES", 0 if streamed else 1 << 62)
+        info, results = ingest.parse_one(Source.open(p), OPTS)
+        return info, results[0]
+
+    info, whole = parsed(False)
+    taken.clear()
+    info_s, streamed = parsed(True)
+    assert sum(taken) > len(taken) / 2, taken   # the clean path read most batches
+    _same(streamed, whole)
+    assert info_s.skip_examples == info.skip_examples
+    assert info_s.skip_reasons == info.skip_reasons
+    examples = sorted(x for ex in info_s.skip_examples.values() for x in ex)
+    assert examples == sorted(bad.values()), info_s.skip_examples
+    assert info_s.skip_reasons["driver error"] == 1
+    assert streamed.samples.height == 4 * 600
+    assert streamed.samples["line"].is_in(list(bad.values())).sum() == 0
