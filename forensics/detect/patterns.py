@@ -283,7 +283,10 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
         jump = changepoints.seg_jump(s, nxt)
         tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, nxt.y1 - nxt.y0),
                         changepoints.ramp_offset(s, nxt, gap))
-        return s.slope > 0 and abs(jump) < tolerance and 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+        # a rise that speeds up (a jump up into a steeper piece) never paused: it is one ramp too
+        sped_up = jump > 0 and nxt.slope >= s.slope and s.slope * SIMILAR_SLOPE >= nxt.slope
+        alike = 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+        return s.slope > 0 and (abs(jump) < tolerance and alike or sped_up)
 
     while k >= 0:
         if joins(segs[k], segs[first_k]):
