@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
+import pytest
 import polars as pl
 
 from forensics.detect import series
@@ -558,3 +559,20 @@ def test_a_leak_that_speeds_up_begins_where_it_left_the_level():
     fit = series.analyze_xy(np.array(SPEEDING_UP_S), np.array(SPEEDING_UP_GB) * 1e9, discrete=False)
     assert fit.classification == "linear_growth", fit.reason
     assert 1.0 <= fit.leak.onset <= 3.0
+
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_stair_split_by_the_change_points_is_measured_between_its_levels(seed):
+    # synthetic `life_release` case 307's shape (2 s readings, 150 MiB of noise): the start-up in three
+    # readings, a level, then +2.6 GB stairs every 1130 s, the first 110 s in. The change points may cut
+    # a stair into a steep segment and a jump after it; counted as the segment's rise alone (half a
+    # stair) the first was "the first epoch's own allocation" and the onset went to the second stair,
+    # 1130 s late (2 of these 12 draws), and the stairs' rate was 20 % low (7 of 12)
+    t = np.arange(0.0, 4080.0, 2.0)
+    y = 35.2e9 + 2.6e9 * ((t >= 110).astype(float) + (t >= 1240) + (t >= 2370) + (t >= 3500))
+    y[:2] = [12.1e9, 23.9e9]
+    fit = series.analyze_xy(t, y + rng(seed).normal(0, 150 * MiB, t.size), discrete=False)
+    assert fit.classification == "staircase", fit.reason
+    assert 100 <= fit.leak.onset <= 120
+    assert fit.leak.rate == pytest.approx(2.6e9 / 1130, rel=0.02)
