@@ -271,7 +271,8 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
 
 def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
     """The first segment of the ramp that ends with segment `k_last`: walking back over contiguous
-    growing segments whose slope is like its own (one linear growth)."""
+    growing segments whose slope is like its own (one linear growth), or like the next one's when that
+    steps up from it and is steeper (a growth that sped up)."""
     slope_last = segs[k_last].slope
     first_k = k_last
     k = k_last - 1
@@ -286,7 +287,7 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
         # a rise that speeds up (a jump up into a steeper piece) never paused: it is one ramp too
         sped_up = jump > 0 and nxt.slope >= s.slope and s.slope * SIMILAR_SLOPE >= nxt.slope
         alike = 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
-        return s.slope > 0 and (abs(jump) < tolerance and alike or sped_up)
+        return s.slope > 0 and ((abs(jump) < tolerance and alike) or sped_up)
 
     while k >= 0:
         if joins(segs[k], segs[first_k]):
@@ -500,9 +501,9 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
 
 def _stair_height(xb, yb, events, e) -> float:
     """A stair's height: the level after it minus the level before it (medians of the buckets between it
-    and the events next to it, each at least a segment's MIN_SEGMENT buckets). The change points may split one stair into a steep short segment and a
-    jump after it that the ramp's offset tolerance does not count, and the event's own rise is then part
-    of the stair."""
+    and the events next to it, at least MIN_SEGMENT on each side). The change points may split one stair
+    into a steep short segment and a jump after it that the ramp's offset tolerance does not count; the
+    event's own rise is then only part of the stair."""
     before = max((o[1] for o in events if o[1] <= e[0]), default=-math.inf)
     after = min((o[0] for o in events if o[0] >= e[1]), default=math.inf)
     lo = yb[(xb >= before) & (xb < e[0])]
