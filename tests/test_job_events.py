@@ -100,3 +100,23 @@ def test_a_kill_between_the_last_reading_and_the_next_of_a_coarse_log_is_the_job
     earlier = Finding(kind="oom_kill", severity="critical", summary="k.", pid=1506, start=t0 - timedelta(minutes=4))
     tie_events([at_end, earlier], job)
     assert at_end.job_event is True and earlier.job_event is False
+
+
+def test_a_kill_seconds_before_the_jobs_first_reading_is_another_jobs():
+    # held-out set 7's host_kill_then_leak_oom: a host-memory OOM kill of one job (pid 683), and 8 s later
+    # the first reading of the next job, which leaks into its own CUDA OOM. A job's own fatal event ends
+    # it, so none comes before it shows memory: only the clocks' skew is allowed before its first reading,
+    # while a kill may still come up to JOB_EDGE_S after its last one.
+    from forensics.detect.findings import Finding
+    from forensics.detect.jobs import job_of, tie_events
+    from forensics.detect.thresholds import JOB_EDGE_S, JOB_START_SKEW_S
+
+    t0 = datetime(2026, 12, 6, 19, 0, 55)
+    job = job_of([_part(t0, t0 + timedelta(seconds=5), 710, 0.5)], [])
+    before = Finding(kind="oom_kill", severity="critical", summary="k.", pid=683, start=t0 - timedelta(seconds=8))
+    skew = Finding(kind="oom_kill", severity="critical", summary="k.", pid=1,
+                   start=t0 - timedelta(seconds=JOB_START_SKEW_S / 2))
+    after = Finding(kind="oom_kill", severity="critical", summary="k.", pid=2,
+                    start=t0 + timedelta(seconds=5 + JOB_EDGE_S - 1))
+    tie_events([before, skew, after], job)
+    assert before.job_event is False and skew.job_event is True and after.job_event is True

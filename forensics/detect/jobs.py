@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect.findings import Finding
-from forensics.detect.thresholds import JOB_EDGE_INTERVALS, JOB_EDGE_S
+from forensics.detect.thresholds import JOB_EDGE_INTERVALS, JOB_EDGE_S, JOB_START_SKEW_S
 from forensics.frames import rows_where
 from forensics import xid_catalog
 from forensics.kinds import KINDS
@@ -29,14 +29,16 @@ class Job:
     start: datetime
     end: datetime
     pids: set[int] = field(default_factory=set)
-    edge: timedelta = EDGE
+    edge: timedelta = EDGE          # slack after the last reading
+    before: timedelta = EDGE        # slack before the first reading
 
 
 def job_of(parts: list, findings: list[Finding]) -> Job | None:
     """The job's lifetime: the lead growth finding's, else the last job lifetime of the timed memory
     series (with those overlapping it); None when no memory series has a clock."""
     gaps = [float(np.median(np.diff(p.x))) for p in parts if p.axis == "time" and p.x.size > 1]
-    edge = max(EDGE, timedelta(seconds=JOB_EDGE_INTERVALS * max(gaps, default=0.0)))
+    sampling = timedelta(seconds=JOB_EDGE_INTERVALS * max(gaps, default=0.0))
+    edge, before = max(EDGE, sampling), max(timedelta(seconds=JOB_START_SKEW_S), sampling)
     growth = [f for f in findings if f.kind in GROWTH_KINDS and isinstance(f.lifetime_start, datetime)
               and isinstance(f.lifetime_end, datetime)]
     timed = [p.result for p in parts if p.result.series != "host.rss" and isinstance(p.result.first_x, datetime)
@@ -53,7 +55,7 @@ def job_of(parts: list, findings: list[Finding]) -> Job | None:
         return None
     # the job's pids: the processes whose memory series run inside its lifetime (not an earlier job's)
     pids = {r.pid for r in timed if r.pid is not None and r.first_x <= end and r.last_x >= start}
-    return Job(start, end, pids, edge)
+    return Job(start, end, pids, edge, before)
 
 
 def tie_events(findings: list[Finding], job: Job | None) -> None:
@@ -66,7 +68,7 @@ def tie_events(findings: list[Finding], job: Job | None) -> None:
         if f.pid is not None and f.pid in job.pids:
             f.job_event = True
         elif isinstance(f.start, datetime):
-            f.job_event = job.start - job.edge <= f.start <= job.end + job.edge
+            f.job_event = job.start - job.before <= f.start <= job.end + job.edge
             if not f.job_event:
                 when = "before" if f.start < job.start else "after"
                 f.summary = f.summary[:-1] + f", {when} this job's lifetime: another process's, context, not what ended this job."

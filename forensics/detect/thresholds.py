@@ -135,8 +135,9 @@ KILL_AFTER_GROWTH_S = 300.0  # a kill this many seconds after the growth stopped
 KILL_AFTER_GROWTH_SHARE = 0.05  # ... or within this share of the growth's span: a kill long after it is not its end
 
 # -- events and their job (jobs.py) --
-JOB_EDGE_S = 10.0         # an event this close to a job's first or last reading is at its edge (a kill precedes the reading that shows it)
-JOB_EDGE_INTERVALS = 2    # ... or within this many sampling intervals (one, and one more for jitter)
+JOB_EDGE_S = 10.0         # an event this close after a job's last reading is at its end (a kill precedes the reading that shows it)
+JOB_EDGE_INTERVALS = 2    # ... or within this many sampling intervals (one, and one more for jitter); also before its first reading
+JOB_START_SKEW_S = 2.0    # ... before its first reading, only as far as two logs' clocks may disagree (whole seconds each): a job's own fatal event ends it, so none comes before it shows memory
 
 # -- leak sites from a memory snapshot (allocations.py) --
 SITE_QUARTERS = 4         # a leak site added survivors in every one of this many parts of the trace (all through it)
