@@ -17,7 +17,7 @@ from forensics.detect import events as detect_events
 from forensics.detect import jobs
 from forensics.detect.allocations import allocation_findings, name_leak_sites
 from forensics.detect.findings import SEVERITY_RANK, Finding
-from forensics.detect.leaks import LEAK_SERIES, gpu_findings, growth_into_oom
+from forensics.detect.leaks import gpu_findings, growth_into_oom, judged
 from forensics.detect.measure import DEVICE_SERIES, HOST_SERIES, POOL_SERIES, Series, SeriesResult, measure_series, series_frames
 from forensics.detect.thresholds import POOL_FULL
 from forensics.kinds import KINDS
@@ -136,7 +136,7 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
     cache = [f for f in findings if f.kind == "cache_growth"]   # (a cache_warmup note is no verdict)
     if cache:
         return "cache_growth", cache[0].summary
-    usable = [s for s in series if s.result.series in LEAK_SERIES and s.result.series not in HOST_SERIES
+    usable = [s for s in judged(series) if s.result.series not in HOST_SERIES
               and s.result.classification != "too_short"]
     host = [f for f in findings if f.kind == "leak" and f.series in HOST_SERIES]
     host_txt = " Host memory does grow (see the host-memory finding)." if host else ""

@@ -21,6 +21,10 @@ from forensics.units import human, rate_text, seconds_text
 LEAK_CLASSES = ("linear_growth", "staircase")
 # series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
 LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", *HOST_SERIES)
+# ... unless a log prints nothing but peaks (mmengine's `memory`, torchtune's `peak_memory_*`, "peak GPU
+# memory" lines): then its peaks are judged. A peak reset at each line is that interval's high-water level;
+# a running peak reaches a new high only while memory keeps growing, and stays level once a job has warmed up.
+PEAK_OF = {"max_allocated": "allocated", "max_reserved": "reserved", "max_memory.used": "memory.used"}
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
 EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4, "host.used": 5}
 EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
@@ -367,17 +371,32 @@ def _settled(s: Series) -> bool:
     return s.fit.classification not in LEAK_CLASSES and s.fit.classification != "too_short"
 
 
+def judged(all_series: list[Series]) -> list[Series]:
+    """The series whose growth is judged: LEAK_SERIES, and the peaks (PEAK_OF) of a source that printed
+    none of those."""
+    live = {s.result.source for s in all_series if s.result.series in LEAK_SERIES}
+    return [s for s in all_series if s.result.series in LEAK_SERIES
+            or (s.result.series in PEAK_OF and s.result.source not in live)]
+
+
+def series_rank(name: str) -> float:
+    """LEAK_SERIES' order (which series speaks first for a device); a peak just after its live count."""
+    return LEAK_SERIES.index(PEAK_OF[name]) + 0.5 if name in PEAK_OF else LEAK_SERIES.index(name)
+
+
 def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]]:
     """Leak and cache-growth findings: one leak per GPU."""
     leaks_by_group: dict[tuple, list[Series]] = {}
     cache: list[Finding] = []
-    eligible = [s for s in all_series if s.result.series in LEAK_SERIES]
-    # framework pairs: allocated and reserved from the same source and process
+    eligible = judged(all_series)
+    # framework pairs: allocated and reserved (or a peaks-only log's peaks of them) from the same source
+    # and process
     fw: dict[tuple, dict[str, Series]] = {}
     for s in eligible:
         r = s.result
-        if r.series in FRAMEWORK_SERIES:
-            fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label, s.lifetime.i0 if s.lifetime else 0), {})[r.series] = s
+        name = PEAK_OF.get(r.series, r.series)
+        if name in FRAMEWORK_SERIES:
+            fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label, s.lifetime.i0 if s.lifetime else 0), {})[name] = s
     excluded = set()
     for pair in fw.values():
         a, res = pair.get("allocated"), pair.get("reserved")
@@ -386,8 +405,8 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
             excluded.add(id(res))
         elif res is not None and res.fit.classification == "warmup_plateau" and a is not None and _settled(a):
             cache.append(_cache_warmup_note(res, a))
-    allocs = [s for s in eligible if s.result.series == "allocated"]
-    reserveds = [s for s in eligible if s.result.series == "reserved"]
+    allocs = [s for s in eligible if PEAK_OF.get(s.result.series, s.result.series) == "allocated"]
+    reserveds = [s for s in eligible if PEAK_OF.get(s.result.series, s.result.series) == "reserved"]
     for s in eligible:
         if id(s) in excluded or not _growing(s):
             continue
@@ -519,8 +538,7 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
     out = []
     # one finding per job and device: the live count (allocated) speaks before the pool, the pool
     # before the device's total
-    ranked = sorted(((w, p) for w in series for p in w.parts if p.result.series in LEAK_SERIES),
-                    key=lambda wp: LEAK_SERIES.index(wp[1].result.series))
+    ranked = sorted(((w, p) for w in series for p in judged(w.parts)), key=lambda wp: series_rank(wp[1].result.series))
     for whole, s in ranked:
         r = s.result
         if (not ooms or r.series in HOST_SERIES or s.sec is None
