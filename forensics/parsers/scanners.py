@@ -22,8 +22,6 @@ from forensics.model import Parsed
 # `event_lines`): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
 # its message, for as long as it runs; past this many they are counted, not kept, and a note says so.
 MAX_EVENT_LINES = 10_000
-# A batch of at most this many lines (a small file) is searched in one query (Scanners._feed_small)
-SMALL_BATCH_LINES = 256
 
 
 class Scanners:
@@ -52,8 +50,6 @@ class Scanners:
         Whether a line passed the prefilters (a scanner's hint was tried on it)."""
         if not self.mods or not batch.height:
             return False
-        if batch.height <= SMALL_BATCH_LINES:
-            return self._feed_small(batch, raw)
         t = pl.col("text")
         if self.quick == self.prefilter:
             keep = batch.select(t.str.contains(self.prefilter))["text"]
@@ -85,35 +81,16 @@ class Scanners:
         for f, mask in zip(self.mods, hints.iter_columns()):
             if not mask.any():
                 continue
-            self._hit(f, rows_where(cand, mask))
+            h = rows_where(cand, mask)
+            if h.height and f.name in self.capped:
+                room = MAX_EVENT_LINES - self.kept[f.name]
+                if h.height > room:
+                    self.unkept[f.name] += h.height - room
+                    h = h.head(room)
+                self.kept[f.name] += h.height
+            if h.height:
+                self.hits[f.name].append(owned(h))
         return True
-
-    def _feed_small(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None) -> bool:
-        """feed() of a batch of a few lines in one query: the prefilters and every hint on all of its
-        lines at once (on a small file, the three queries of the narrowing cost more than the regexes)."""
-        t = pl.col("text")
-        keep = t.str.contains(self.prefilter)   # (the quick pass, a cheaper superset, would add a regex here)
-        if self.pipe_rows and (raw is None or raw[0].find(b"|", 0, raw[1]) >= 0):
-            keep = keep | t.str.strip_chars_start().str.starts_with("|")
-        masks = batch.select(keep.alias("_keep"), *((keep & t.str.contains(f.scan.hint)).alias(str(i))
-                                                      for i, f in enumerate(self.mods)))
-        if not masks["_keep"].any():
-            return False
-        for f, mask in zip(self.mods, masks.drop("_keep").iter_columns()):
-            if mask.any():
-                self._hit(f, rows_where(batch, mask))
-        return True
-
-    def _hit(self, f, h: pl.DataFrame) -> None:
-        """A scanner's hint lines of a batch kept (up to MAX_EVENT_LINES for an `event_lines` scanner)."""
-        if f.name in self.capped:
-            room = MAX_EVENT_LINES - self.kept[f.name]
-            if h.height > room:
-                self.unkept[f.name] += h.height - room
-                h = h.head(room)
-            self.kept[f.name] += h.height
-        if h.height:
-            self.hits[f.name].append(owned(h))
 
     def finish(self, src, opts) -> list[Parsed]:
         out = []

@@ -164,26 +164,3 @@ def test_quick_pass_gives_the_same_hits_when_it_turns_itself_off():
         for m in sc.mods:
             assert got[m.name] == frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list(), m.name
     assert sc.quick == sc.prefilter   # the chatty batch turned it off
-
-
-@pytest.mark.parametrize("size", [1, 37, 256])
-def test_small_batches_in_one_query_keep_what_the_narrowing_keeps(size, monkeypatch):
-    """A small batch is searched in one query (every hint on every line): fed every sample line in
-    batches of `size` lines, the scanners keep the lines each hint matches, the same lines, in the same
-    batches, as the narrowing path given the same batches (a `|` row and the capped scanners included)."""
-    from forensics.parsers import scanners as mod
-
-    frame = LINES.with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
-    monkeypatch.setattr(mod, "MAX_EVENT_LINES", 3)   # the cap reached inside a batch and across batches
-    kept = {}
-    for small in (size, 0):
-        monkeypatch.setattr(mod, "SMALL_BATCH_LINES", small)
-        sc = Scanners(set())
-        for part in frame.iter_slices(size):
-            sc.feed(part)
-        kept[small] = ({k: [b["line"].to_list() for b in v] for k, v in sc.hits.items()}, sc.unkept, sc.kept)
-    assert kept[size] == kept[0]
-    for m in Scanners(set()).mods:
-        want = frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list()
-        got = [x for b in kept[size][0][m.name] for x in b]
-        assert got == (want[:3] if m.scan.event_lines else want), m.name
