@@ -78,12 +78,25 @@ def empty_events() -> pl.DataFrame:
     return pl.DataFrame(schema=EVENTS_SCHEMA)
 
 
+# conform() casts a frame of at most this many rows column by column
+SMALL_FRAME_ROWS = 4096
+
+
 def conform(df: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """Add missing columns as nulls, cast, and order columns as the schema says."""
     if df is None or df.width == 0:
         return pl.DataFrame(schema=schema)
     if list(df.schema.items()) == list(schema.items()):
         return df   # already conforming (frames built by samples_frame / events_frame): no copy
+    if df.height <= SMALL_FRAME_ROWS:
+        # column by column (Series casts run no query): a small file's table pays a query's fixed cost
+        # for a few rows; the same casts as the query's below
+        try:
+            return pl.DataFrame([df.get_column(name).cast(dtype, strict=False) if name in df.columns
+                                 else pl.Series(name, [None] * df.height, dtype=dtype)
+                                 for name, dtype in schema.items()])
+        except pl.exceptions.InvalidOperationError:
+            pass   # a cast the Series refuses (text to a time): the query decides, and says why
     exprs = []
     for name, dtype in schema.items():
         if name in df.columns:

@@ -33,6 +33,14 @@ def _native_frame(path: Path, batch_bytes: int) -> tuple[pl.DataFrame, Source]:
     return df, src
 
 
+def _default_frame(path: Path) -> tuple[pl.DataFrame, Source]:
+    """What Source.frame() gives as ingest calls it: after the head, which holds every line of a small
+    file (frame() then takes the head's lines instead of reading the file again)."""
+    src = Source.open(path)
+    src.head()
+    return src.frame(), src
+
+
 def _outcome(read, *args):
     try:
         return read(*args)
@@ -43,14 +51,17 @@ def _outcome(read, *args):
 def _same(path: Path, batch_bytes: int = 1 << 20) -> None:
     slow, s1 = _outcome(_python_frame, path)
     fast, s2 = _outcome(_native_frame, path, batch_bytes)
-    if s1 is None or s2 is None:
-        assert fast == slow   # both refuse the file, with the same message
+    used, s3 = _outcome(_default_frame, path)
+    if s1 is None or s2 is None or s3 is None:
+        assert fast == slow == used   # all refuse the file, with the same message
         return
-    assert fast["line"].to_list() == slow["line"].to_list()
-    assert fast["text"].to_list() == slow["text"].to_list()
-    assert (s2.decode_errors, s2.nul_bytes) == (s1.decode_errors, s1.nul_bytes)
-    assert s2.skipped.counts == s1.skipped.counts and s2.skipped.examples == s1.skipped.examples
-    assert s2.problems == s1.problems
+    for df, s in ((fast, s2), (used, s3)):
+        assert df["line"].to_list() == slow["line"].to_list()
+        assert df["text"].to_list() == slow["text"].to_list()
+        assert df.schema == fast.schema
+        assert (s.decode_errors, s.nul_bytes) == (s1.decode_errors, s1.nul_bytes)
+        assert s.skipped.counts == s1.skipped.counts and s.skipped.examples == s1.skipped.examples
+        assert s.problems == s1.problems
 
 
 EDGE_CASES = {
@@ -115,6 +126,31 @@ def test_native_reader_matches_line_reader_on_random_bytes(tmp_path):
                 _same(p, rng.choice([5, 64, 1 << 20]))
             except AssertionError as e:
                 raise AssertionError(f"{data!r}: {e}") from e
+
+
+def test_a_small_file_is_read_once(tmp_path, monkeypatch):
+    """A file whose head holds all its lines is not read again for its frame (a job folder of thousands
+    of one-line logs paid a second read of each); one with a NUL byte, one that grew after it was opened
+    and one too long for the head are, as only the line reader removes and counts NULs, stops at the
+    size the file had, and reads past the head."""
+    reads = []
+    real = fastpath.read_frame
+    monkeypatch.setattr("forensics.io.sources.read_frame", lambda src: reads.append(src.path) or real(src))
+    cases = {"small.log": b"[step 1] allocated: 1 MB\r\n\n[step 2] allocated: 2 MB",
+             "nul.log": b"[step 1] allocated: 1 MB\n\x00\n", "long.log": b"[step 1] allocated: 1 MB\n" * 20000}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        src = Source.open(tmp_path / name)
+        src.head()
+        src.frame()
+    grown = tmp_path / "grown.log"
+    grown.write_bytes(b"[step 1] allocated: 1 MB\n")
+    src = Source.open(grown)
+    grown.write_bytes(b"[step 1] allocated: 1 MB\n[step 2] allocated: 2 MB\n")
+    src.head()
+    assert src.frame()["text"].to_list() == ["[step 1] allocated: 1 MB"]
+    assert src.problems and "grew" in src.problems[0]
+    assert reads == [str(tmp_path / n) for n in ("nul.log", "long.log", "grown.log")]
 
 
 # -- a file read in many batches (ingest's streamed reading) gives what one batch gives --------------

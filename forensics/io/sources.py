@@ -291,6 +291,8 @@ class _Read:
     cut_partial: bool          # a partial last line was dropped at the cut
     nuls: int
     decode_errors: int
+    whole: bool = False        # a head read that reached the stream's end: its lines are all the lines
+    raw_bytes: int = 0         # bytes read (decompressed)
 
 
 @dataclass
@@ -306,6 +308,7 @@ class Source:
     _head: list[str] | None = field(default=None, repr=False)
     _first: bytes | None = field(default=None, repr=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
+    _head_whole: bool = field(default=False, repr=False)   # the head holds every line (see head())
     streamed_lines: int | None = field(default=None, repr=False)        # lines counted while streaming
     read_accounted: bool = field(default=False, repr=False)      # counts of a whole read already taken
     decode_errors: int = 0
@@ -470,7 +473,8 @@ class Source:
                     overlong.append(len(lines))
                 else:
                     lines.append(carry)
-        return _Read(lines, overlong, cut, cut_partial, nuls, bad)
+        return _Read(lines, overlong, cut, cut_partial, nuls, bad, whole=not stopped and cut is None,
+                     raw_bytes=raw_read)
 
     def head(self) -> list[str]:
         """The first lines, decoded and unwrapped: what `sniff` looks at."""
@@ -484,12 +488,24 @@ class Source:
                 lines = read.lines
                 self.wrapper = wrappers.detect([ln.rstrip("\r") for ln in lines])
                 self._head = wrappers.strip_lines(self.wrapper, lines)
+                # a small file's head is the whole file: frame() takes its lines instead of reading the
+                # file again (a job folder of thousands of one-line logs paid a second read for each);
+                # only where both reads give the same lines and counts (nothing replaced, removed or cut,
+                # and the file no bigger than when it was opened, which the line reader stops at)
+                self._head_whole = (read.whole and self.wrapper is None and self.encoding == "utf-8"
+                                    and not (read.overlong or read.nuls or read.decode_errors)
+                                    and (self.compression is not None or read.raw_bytes == self.size))
         return self._head
 
     def frame(self) -> pl.DataFrame:
         """All lines: `line` (1-based Int64) and `text` (decoded, CR and wrapper removed)."""
         if self._frame is None:
             self.head()
+            if self._head_whole:
+                self.read_accounted = True   # nothing to count: nothing was replaced, removed or cut
+                self._frame = pl.DataFrame({"line": range(1, len(self._head) + 1), "text": self._head},
+                                           schema={"line": pl.Int64, "text": pl.String})
+                return self._frame
             if self.encoding == "utf-8":
                 # polars' native reader cuts the lines (io/lines.py): same lines, far faster
                 self._frame = read_frame(self)

@@ -77,18 +77,25 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     order, in runs split where data is missing for a while."""
     if not ranges:
         return {}
-    rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
-                        "hi": [r[1] for r in ranges.values()]},
-                       schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
     # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
     # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
     lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    width = pl.when(pl.col("hi") > pl.col("lo")).then(pl.col("hi") - pl.col("lo")).otherwise(1.0)
-    bucket = ((pl.col("x") - pl.col("lo")) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    agg = (rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
-           .join(rng.lazy(), on="sid", how="inner", maintain_order="left")
-           # ranges come rounded to the millisecond: a reading on the edge must not fall out
-           .filter((pl.col("x") >= pl.col("lo") - 0.001) & (pl.col("x") <= pl.col("hi") + 0.001))
+    picked = rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+    if len(ranges) == 1:
+        # one series (a step log's millions of readings): its range as constants, not joined to every
+        # row (the join held a copy of the rows, two columns more, while the groups were built)
+        (lo, hi), = ranges.values()
+        lo_c, hi_c = pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64)
+    else:
+        rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
+                            "hi": [r[1] for r in ranges.values()]},
+                           schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+        picked = picked.join(rng.lazy(), on="sid", how="inner", maintain_order="left")
+        lo_c, hi_c = pl.col("lo"), pl.col("hi")
+    width = pl.when(hi_c > lo_c).then(hi_c - lo_c).otherwise(1.0)
+    bucket = ((pl.col("x") - lo_c) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    agg = (picked.filter((pl.col("x") >= lo_c - 0.001) & (pl.col("x") <= hi_c + 0.001))
            .group_by("sid", bucket).agg(
                pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
                pl.col("y").min().alias("ymin"),

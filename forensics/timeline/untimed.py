@@ -211,7 +211,9 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
         if rows is None:
             info.anchor = "no clock: analyzed in file order (no samples to place)"
             continue
-        idx = rows.select(_index_column(rows).alias("i"))["i"]
+        # (seq as it is: no query per file for what most sources hold)
+        has_seq = rows["seq"].null_count() < rows.height
+        idx = rows["seq"] if has_seq else rows.select(_index_column(rows).alias("i"))["i"]
         i0, i1 = idx.min(), idx.max()
         steps = rows["step"].null_count() < rows.height
         on_index = "step index" if steps and rows["seq"].null_count() == rows.height else "sample index"
