@@ -261,3 +261,27 @@ def test_a_small_text_searched_in_python_gives_what_polars_gives(monkeypatch, na
             m.setattr(generic, "SMALL_TEXT_BYTES", -1)
             assert generic.small_text(frame["text"]) is None
             assert_same_parsed(_read(MODULES[name].FORMAT, src, frame, max(frame.height, 1)), small)
+
+
+def test_a_step_marker_the_general_reader_also_keeps_still_gives_its_step(monkeypatch, tmp_path):
+    """A step marker with a memory word (`Step 3 gpu report`) is kept twice, for the generic shapes and
+    for the general reader; held back at a batch's end, it comes again in the next batch. The generic
+    shapes (Parts.read) must still see it: the readings after it take its step, in batches of any size
+    and parts of any size, as when every line is read at once."""
+    lines = []
+    for i in range(1, 13):
+        lines += [f"Step {i} gpu mem report", f"allocated: {100 + i} MB", "noise line"]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    src = Source.open(path)
+    module, _ = parsers.claim(src.head())
+    frame = src.frame()
+    every_line = extract_all(frame, OPTS.tz_for(src.path))
+    assert every_line.samples["step"].to_list() == list(range(1, 13))
+    whole = _read(module, src, frame, frame.height)
+    assert_frame_equal(whole.samples, every_line.samples)
+    for size in (1, 2, 4):
+        assert_same_parsed(_read(module, src, frame, size), whole)
+        got, n = _read_in_parts(monkeypatch, module, src, frame, 2, size)
+        assert n > 3
+        assert_same_parsed(got, whole)
