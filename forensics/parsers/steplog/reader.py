@@ -259,8 +259,9 @@ def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
     line = df["line"]
     if line.is_sorted() and not (line.diff() == 0).any():   # (no line twice: nothing to merge)
         return df
-    # (a line's row with `generic` first: the row kept)
-    df = df.sort("line", "generic", descending=[False, True])
+    # (a line's row with `generic` first, the row kept: one key, which sorts as fast as `line` alone does
+    # and several times faster than the two columns)
+    df = df.sort(pl.col("line") * 2 + (~pl.col("generic")).cast(pl.Int64))
     return df.filter(pl.col("line").ne_missing(pl.col("line").shift(1)))
 
 
