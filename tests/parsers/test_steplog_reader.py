@@ -285,3 +285,41 @@ def test_a_step_marker_the_general_reader_also_keeps_still_gives_its_step(monkey
         got, n = _read_in_parts(monkeypatch, module, src, frame, 2, size)
         assert n > 3
         assert_same_parsed(got, whole)
+
+
+# Lines that the generic shapes, the general reader, both or neither keep (markers with and without a
+# memory word, readings of either reader, a DeepSpeed line and its label, noise)
+_MIXED = [
+    "Step {i} gpu mem report",
+    "step {i}",
+    "allocated: {m} MB",
+    "2026-10-01 10:00:{s:02d},000 INFO train: step={i} gpu_mem_alloc={m}.5GB",
+    "2026-10-01 10:00:{s:02d},000 INFO train: step={i} loss=0.5",
+    "[rank1]: Step {i} free memory check",
+    "[rank1]: allocated: {m} MB",
+    "see_memory_usage] after forward",
+    "[2026-10-01 10:00:{s:02d},000] [INFO] [utils.py:782:see_memory_usage] MA {m}.1 GB         Max_MA 4.2 GB         CA 5.3 GB         Max_CA 6 GB",
+    "noise line {i}",
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_lines_kept_for_either_reader_read_as_every_line_is(monkeypatch, tmp_path, data):
+    """A log mixing lines that the generic shapes, the general reader, both or neither keep, fed in
+    batches of any size and read in parts of any size: what extracting from every line gives."""
+    picks = data.draw(st.lists(st.sampled_from(range(len(_MIXED))), min_size=1, max_size=40), label="lines")
+    lines = [_MIXED[p].format(i=i, m=100 + i, s=i % 60) for i, p in enumerate(picks)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    src = Source.open(path)
+    frame = src.frame()
+    every_line = extract_all(frame, OPTS.tz_for(src.path))
+    every_line.notes.extend(markers.notes(every_line))
+    fmt = markers.FORMAT
+    size = data.draw(st.integers(1, 8), label="batch")
+    part = data.draw(st.integers(1, 8), label="part")
+    assert_same_parsed(_read(fmt, src, frame, size), every_line)
+    got, _ = _read_in_parts(monkeypatch, fmt, src, frame, part, size)
+    assert_same_parsed(got, every_line)
