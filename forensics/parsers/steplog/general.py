@@ -11,9 +11,11 @@ framework's source documents for that key (DOCUMENTED). A table whose header nam
 a GPU (`cuda:1`, `GPU 1`) and rank words come from the same line.
 
 Speed: a line's *shape* is its text with every digit run replaced by `0`; the lines of one shape have
-the same keys at the same places, so each shape is analysed once in Python (`_plan`) and its values are
-then cut out of all its lines at once (the n-th number of the line) with polars. Only lines holding a
-memory word (a literal search) are looked at.
+the same keys at the same places, so each shape is analysed once in Python (`plan_line`, on its first
+line). The lines are grouped by the finer mask of each digit (one pass): the lines of one such mask have
+every number (the n-th number of the line) at the same bytes, found once in Python, and the values are
+then cut out of all its lines at once with polars. Only lines holding a memory word (a literal search)
+are looked at.
 
 A series is kept only if its line form (its keys, units and clock layout) recurs in the file: a
 one-off sentence that names memory is counted as skipped, as is a memory key whose number has no unit.
