@@ -5,6 +5,7 @@ tests/heldout/general-reader-2/, -3/ and -4/, each run once, results in docs/ben
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -298,3 +299,35 @@ def test_year_less_clocks_on_no_kept_line_leave_the_times_alone():
     head = ((samples / "nvtop" / "nvtop_processes_rx6750gre.json").read_text().splitlines()[1:]
             + (samples / "serving-engine-log" / "vllm_profile_table.txt").read_text().splitlines())
     markers.sniff(head)   # claims it or not; never raises
+
+
+_NUMBER = st.one_of(st.integers(0, 10**7).map(str), st.integers(0, 10**7).map(lambda n: f"{n:,}"),
+                    st.tuples(st.integers(0, 99999), st.integers(0, 999)).map(lambda p: f"{p[0]}.{p[1]}"),
+                    st.tuples(st.integers(1, 999), st.integers(0, 99)).map(lambda p: f"{p[0]},{p[1]}"))
+_LINE = ("2026-10-01 10:00:{s:02d} Ünïcode-Monitor ({i}) step={i} allocated={a} MiB, mem_gb: {b}, "
+         "réservé {c} MiB")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.tuples(_NUMBER, _NUMBER, _NUMBER), min_size=2, max_size=30))
+def test_each_lines_numbers_are_its_own_whatever_its_digits(values):
+    """The numbers of the general reader's lines are cut out of each line by the places its digit mask
+    gives (general.Reader.feed): a line of one shape with other digit counts, thousands separators or
+    letters outside ASCII before its numbers reads as its own numbers, the n-th number of the line as
+    Python's re finds them, for the plan made from the first line of its shape."""
+    lines = [_LINE.format(s=i % 60, i=i, a=a, b=b, c=c) for i, (a, b, c) in enumerate(values)]
+    frame = pl.DataFrame({"line": list(range(1, len(lines) + 1)), "text": lines},
+                         schema={"line": pl.Int64, "text": pl.String})
+    res = general.read(frame, "UTC", Skipped())
+    plans: dict[str, general.Plan] = {}
+    of_line = [plans.setdefault(general._RUNS.sub("0", "".join("0" if ch.isdigit() else ch for ch in text)),
+                                general.plan_line(text)) for text in lines]
+    forms = Counter(p.form() for p in of_line if p.readings)
+    want = []
+    for ln, (text, plan) in enumerate(zip(lines, of_line), 1):
+        nums = [m[0].replace(",", "") for m in general._NUM_RE.finditer(text)]
+        for r in plan.readings if forms[plan.form()] > 1 else ():
+            if r.idx < len(nums):
+                want.append((ln, r.series, round(float(nums[r.idx]) * r.factor), int(nums[plan.step_idx])))
+    got = res.samples.select("line", "series", "bytes", "step").rows()
+    assert sorted(got) == sorted(want)

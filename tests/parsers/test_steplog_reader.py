@@ -261,3 +261,65 @@ def test_a_small_text_searched_in_python_gives_what_polars_gives(monkeypatch, na
             m.setattr(generic, "SMALL_TEXT_BYTES", -1)
             assert generic.small_text(frame["text"]) is None
             assert_same_parsed(_read(MODULES[name].FORMAT, src, frame, max(frame.height, 1)), small)
+
+
+def test_a_step_marker_the_general_reader_also_keeps_still_gives_its_step(monkeypatch, tmp_path):
+    """A step marker with a memory word (`Step 3 gpu report`) is kept twice, for the generic shapes and
+    for the general reader; held back at a batch's end, it comes again in the next batch. The generic
+    shapes (Parts.read) must still see it: the readings after it take its step, in batches of any size
+    and parts of any size, as when every line is read at once."""
+    lines = []
+    for i in range(1, 13):
+        lines += [f"Step {i} gpu mem report", f"allocated: {100 + i} MB", "noise line"]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    src = Source.open(path)
+    module, _ = parsers.claim(src.head())
+    frame = src.frame()
+    every_line = extract_all(frame, OPTS.tz_for(src.path))
+    assert every_line.samples["step"].to_list() == list(range(1, 13))
+    whole = _read(module, src, frame, frame.height)
+    assert_frame_equal(whole.samples, every_line.samples)
+    for size in (1, 2, 4):
+        assert_same_parsed(_read(module, src, frame, size), whole)
+        got, n = _read_in_parts(monkeypatch, module, src, frame, 2, size)
+        assert n > 3
+        assert_same_parsed(got, whole)
+
+
+# Lines that the generic shapes, the general reader, both or neither keep (markers with and without a
+# memory word, readings of either reader, a DeepSpeed line and its label, noise)
+_MIXED = [
+    "Step {i} gpu mem report",
+    "step {i}",
+    "allocated: {m} MB",
+    "2026-10-01 10:00:{s:02d},000 INFO train: step={i} gpu_mem_alloc={m}.5GB",
+    "2026-10-01 10:00:{s:02d},000 INFO train: step={i} loss=0.5",
+    "[rank1]: Step {i} free memory check",
+    "[rank1]: allocated: {m} MB",
+    "see_memory_usage] after forward",
+    "[2026-10-01 10:00:{s:02d},000] [INFO] [utils.py:782:see_memory_usage] MA {m}.1 GB         Max_MA 4.2 GB         CA 5.3 GB         Max_CA 6 GB",
+    "noise line {i}",
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_lines_kept_for_either_reader_read_as_every_line_is(monkeypatch, tmp_path, data):
+    """A log mixing lines that the generic shapes, the general reader, both or neither keep, fed in
+    batches of any size and read in parts of any size: what extracting from every line gives."""
+    picks = data.draw(st.lists(st.sampled_from(range(len(_MIXED))), min_size=1, max_size=40), label="lines")
+    lines = [_MIXED[p].format(i=i, m=100 + i, s=i % 60) for i, p in enumerate(picks)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    src = Source.open(path)
+    frame = src.frame()
+    every_line = extract_all(frame, OPTS.tz_for(src.path))
+    every_line.notes.extend(markers.notes(every_line))
+    fmt = markers.FORMAT
+    size = data.draw(st.integers(1, 8), label="batch")
+    part = data.draw(st.integers(1, 8), label="part")
+    assert_same_parsed(_read(fmt, src, frame, size), every_line)
+    got, _ = _read_in_parts(monkeypatch, fmt, src, frame, part, size)
+    assert_same_parsed(got, every_line)

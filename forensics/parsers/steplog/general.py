@@ -11,9 +11,11 @@ framework's source documents for that key (DOCUMENTED). A table whose header nam
 a GPU (`cuda:1`, `GPU 1`) and rank words come from the same line.
 
 Speed: a line's *shape* is its text with every digit run replaced by `0`; the lines of one shape have
-the same keys at the same places, so each shape is analysed once in Python (`_plan`) and its values are
-then cut out of all its lines at once (the n-th number of the line) with polars. Only lines holding a
-memory word (a literal search) are looked at.
+the same keys at the same places, so each shape is analysed once in Python (`plan_line`, on its first
+line). The lines are grouped by the finer mask of each digit (one pass): the lines of one such mask have
+every number (the n-th number of the line) at the same bytes, found once in Python, and the values are
+then cut out of all its lines at once with polars. Only lines holding a memory word (a literal search)
+are looked at.
 
 A series is kept only if its line form (its keys, units and clock layout) recurs in the file: a
 one-off sentence that names memory is counted as skipped, as is a memory key whose number has no unit.
@@ -35,6 +37,9 @@ from forensics.parsers.steplog.generic import PHASE_KEY
 # A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
 NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 _NUM_RE = re.compile(NUM)
+_NUM_BYTES = re.compile(NUM.encode())
+_RUNS = re.compile("0+")   # (in a digit mask: each run of digits)
+_DIGITS = [str(d) for d in range(10)]
 
 # Lines worth a look hold one of these (any case): a literal search, no regex.
 MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage", "gpu"]
@@ -543,24 +548,31 @@ class Reader:
         t = pl.col("text")
         # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
         df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
-        df = df.with_columns(t.str.replace_all("[0-9]+", "0").alias("shape"))
+        # each digit masked (`digits`): the lines of one such shape have their numbers (NUM) at the same
+        # places, so each is found once and cut out of all its lines (_samples); its shape with each digit
+        # run masked is what a plan is made for
+        df = df.with_columns(t.str.replace_many(_DIGITS, ["0"] * len(_DIGITS)).alias("digits"))
         headers, df, self._last_hdr = _with_headers(df, len(self._headers), self._last_hdr)
         self._headers.extend(headers)
-        firsts = df.group_by("shape", "hdr", maintain_order=True).first()
-        for shape, hdr, text in firsts.select("shape", "hdr", "text").iter_rows():
+        firsts = df.group_by("digits", "hdr", maintain_order=True).first()
+        planned: set[tuple[str, int]] = set()   # (the first line of a shape in the part is its plan's)
+        keys: list[tuple[str, int, int, int]] = []   # digits, hdr, pid, its number in this part
+        for digits, hdr, text in firsts.select("digits", "hdr", "text").iter_rows():
+            shape = _RUNS.sub("0", digits)
+            if (shape, hdr) not in self._pids and (shape, hdr) not in planned:
+                planned.add((shape, hdr))
+                plan = plan_line(text, self._headers[hdr] if hdr >= 0 else None)
+                if plan.readings or plan.unread or plan.negative:
+                    self._pids[(shape, hdr)] = len(self._plans)
+                    self._plans.append(plan)
+                    self._form_of.append(self._form_ids.setdefault(plan.form(), len(self._form_ids)))
             if (shape, hdr) in self._pids:
-                continue
-            plan = plan_line(text, self._headers[hdr] if hdr >= 0 else None)
-            if plan.readings or plan.unread or plan.negative:
-                self._pids[(shape, hdr)] = len(self._plans)
-                self._plans.append(plan)
-                self._form_of.append(self._form_ids.setdefault(plan.form(), len(self._form_ids)))
-        if not self._pids:
+                keys.append((digits, hdr, self._pids[(shape, hdr)], len(keys)))
+        if not keys:
             return none
-        keys = pl.DataFrame({"shape": [s for s, _ in self._pids], "hdr": [h for _, h in self._pids],
-                             "pid": list(self._pids.values())},
-                            schema={"shape": pl.String, "hdr": pl.Int64, "pid": pl.Int64})
-        df = df.join(keys, on=["shape", "hdr"], how="inner")
+        df = df.join(pl.DataFrame(keys, schema={"digits": pl.String, "hdr": pl.Int64, "pid": pl.Int64,
+                                                "did": pl.Int64}, orient="row"),
+                     on=["digits", "hdr"], how="inner")
         if not df.height:
             return none
         # a form must recur to make a series: count the lines of each form
@@ -585,8 +597,13 @@ class Reader:
                     self.skipped.add_lines(NEGATIVE, lines)
         read = [pid for pid in pids if self._plans[pid].readings]
         if read:
-            part = df.filter(pl.col("pid").is_in(read)).with_columns(t.str.extract_all(NUM).alias("nums"))
-            samples, yearless = _samples(part, self._plans, read, self.zone)
+            part = df.filter(pl.col("pid").is_in(read))
+            # (in bytes: only digits differ between the lines of a mask, each one byte, so their
+            # numbers' bytes are at the same places too, and a slice of bytes costs nothing per row where
+            # one of characters walks the line: a hostile line of many readings made it quadratic)
+            spans = {did: [m.span() for m in _NUM_BYTES.finditer(digits.encode())] for digits, _, pid, did in keys
+                     if self._plans[pid].readings}
+            samples, yearless = _samples(part, self._plans, spans, self.zone)
             self._parts.append(samples)
             if yearless.height:
                 self._yearless.append(yearless)
@@ -634,24 +651,42 @@ def _with_headers(df: pl.DataFrame, first_id: int = 0, last: int | None = None
     return [f[2] for f in found], df, first_id + len(found) - 1 if found else last
 
 
-def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The readings of `df`'s lines (with their `pid`), and per line of a year-less clock what its time
-    is made of (`_year_times` gives it the year)."""
-    # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
-    per_line = pl.DataFrame([(pid, plans[pid].step_idx, plans[pid].epoch_idx, plans[pid].steps_per_epoch_idx,
-                              plans[pid].gpu_idx, plans[pid].phase, plans[pid].layout) for pid in good],
-                            schema={"pid": pl.Int64, "step_idx": pl.Int64, "epoch_idx": pl.Int64,
-                                    "spe_idx": pl.Int64, "gpu_idx": pl.Int64, "label": pl.String,
-                                    "layout": pl.String}, orient="row")
-    readings = pl.DataFrame([(pid, k, r.idx, r.series, r.factor, r.total_idx, r.label)
-                             for pid in good for k, r in enumerate(plans[pid].readings)],
-                            schema={"pid": pl.Int64, "k": pl.Int64, "idx": pl.Int64, "series": pl.String,
-                                    "factor": pl.Int64, "total_idx": pl.Int64, "rlabel": pl.String}, orient="row")
-    nums = pl.col("nums")
+def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[int, int]]], zone: str
+             ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The readings of `df`'s lines (with their `pid` and `did`, the number of their digit mask, whose
+    numbers are at `spans[did]`, (start, end) in bytes), and per line of a year-less clock what its time is made of
+    (`_year_times` gives it the year)."""
+    pid_of = dict(df.select("did", "pid").unique().iter_rows())
 
-    def num(idx: str) -> pl.Expr:
-        return nums.list.get(pl.col(idx).fill_null(0), null_on_oob=True).str.replace_all(",", "", literal=True) \
-            .cast(pl.Float64, strict=False).pipe(lambda e: pl.when(pl.col(idx).is_not_null()).then(e))
+    def at(did: int, idx: int | None) -> tuple[int | None, int | None]:
+        """Where number `idx` of the lines of `did` is (start, length in bytes); nulls: no such number."""
+        places = spans[did]
+        if idx is None or idx >= len(places):
+            return None, None
+        a, b = places[idx]
+        return a, b - a
+
+    # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
+    dids = sorted(d for d in spans if d in pid_of)
+    per_line = pl.DataFrame([(did, *at(did, plans[pid_of[did]].step_idx), *at(did, plans[pid_of[did]].epoch_idx),
+                              *at(did, plans[pid_of[did]].steps_per_epoch_idx), *at(did, plans[pid_of[did]].gpu_idx),
+                              plans[pid_of[did]].step_idx is not None, plans[pid_of[did]].phase,
+                              plans[pid_of[did]].layout) for did in dids],
+                            schema={"did": pl.Int64, "step_at": pl.Int64, "step_len": pl.Int64,
+                                    "epoch_at": pl.Int64, "epoch_len": pl.Int64, "spe_at": pl.Int64,
+                                    "spe_len": pl.Int64, "gpu_at": pl.Int64, "gpu_len": pl.Int64,
+                                    "has_step": pl.Boolean, "label": pl.String, "layout": pl.String}, orient="row")
+    readings = pl.DataFrame([(did, k, *at(did, r.idx), r.series, r.factor, *at(did, r.total_idx), r.label)
+                             for did in dids for k, r in enumerate(plans[pid_of[did]].readings)],
+                            schema={"did": pl.Int64, "k": pl.Int64, "value_at": pl.Int64, "value_len": pl.Int64,
+                                    "series": pl.String, "factor": pl.Int64, "total_at": pl.Int64,
+                                    "total_len": pl.Int64, "rlabel": pl.String}, orient="row")
+
+    def num(name: str) -> pl.Expr:
+        """The number at `{name}_at` of each line, as a float (null: none there)."""
+        cut = pl.col("text").cast(pl.Binary).bin.slice(pl.col(f"{name}_at"), pl.col(f"{name}_len")).cast(pl.String)
+        return pl.when(pl.col(f"{name}_at").is_not_null()).then(
+            cut.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
 
     def whole(x: pl.Expr) -> pl.Expr:
         """A counter is a whole number: HF Trainer's fractional `epoch` (0.00016) counts nothing."""
@@ -659,38 +694,27 @@ def _samples(df: pl.DataFrame, plans: list[Plan], good: list[int], zone: str) ->
 
     rank, local = ranks.words(pl.col("text"))
     # each number taken out once (an eager select computes an expression again at each use)
-    lines = df.join(per_line, on="pid", how="inner").with_columns(
-        num("step_idx").alias("_step"), num("epoch_idx").alias("_epoch"), num("spe_idx").alias("_spe"),
-        num("gpu_idx").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
+    lines = df.join(per_line, on="did", how="inner").with_columns(
+        num("step").alias("_step"), num("epoch").alias("_epoch"), num("spe").alias("_spe"),
+        num("gpu").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
         rank.alias("rank"), local.alias("local_rank"))
     step, epoch, spe = whole(pl.col("_step")), whole(pl.col("_epoch")), whole(pl.col("_spe"))
     # `Epoch [e/E], Step [s/S]`: the step restarts every epoch; (e-1)*S + s counts on
     step = pl.when(epoch.is_not_null() & spe.is_not_null()).then((epoch - 1) * spe + step).otherwise(step)
-    lines = lines.with_columns(pl.coalesce(step, pl.when(pl.col("step_idx").is_null()).then(epoch)).alias("step"))
+    lines = lines.with_columns(pl.coalesce(step, pl.when(~pl.col("has_step")).then(epoch)).alias("step"))
     lines, yearless = _times(lines, zone)
-    lines = lines.drop("text", "shape", "step_idx", "epoch_idx", "spe_idx", "gpu_idx", "layout", "_step", "_epoch",
-                       "_spe", strict=False)
-    # each reading's number by its position in its line: the numbers of all lines in one column (their
-    # sum, not their product with the readings: a list of numbers copied per reading made a hostile
-    # 1 MiB line ask for 128 GB), each line's first at `_start`, and a reading's taken by its place
-    count = lines["nums"].list.len().fill_null(0)
-    # (lines without a number left out before the explode: polars before 2 makes a row of an empty list)
-    values = (lines["nums"].filter(count > 0).explode().str.replace_all(",", "", literal=True)
-              .cast(pl.Float64, strict=False))
-    lines = lines.drop("nums").with_columns((count.cum_sum() - count).alias("_start"), count.alias("_count"))
-
-    def at(frame: pl.DataFrame, idx: str) -> pl.Series:
-        """Where in `values` each row's number `idx` is (null: the line has no such number)."""
-        return frame.select(pl.when(pl.col(idx) < pl.col("_count")).then(pl.col("_start") + pl.col(idx))).to_series()
-
-    r = lines.join(readings, on="pid", how="inner")
-    r = r.with_columns(values.gather(at(r, "idx")).alias("_value"), values.gather(at(r, "total_idx")).alias("_total"))
+    lines = lines.drop("digits", "layout", "has_step", "_step", "_epoch", "_spe",
+                       *(f"{n}_{e}" for n in ("step", "epoch", "spe", "gpu") for e in ("at", "len")), strict=False)
+    # each reading's number cut from its line by its place (the join copies a view of a line's text per
+    # reading, not its bytes; only the numbers that readings take are cut and converted)
+    r = lines.join(readings, on="did", how="inner")
+    r = r.with_columns(num("value").alias("_value"), num("total").alias("_total")).drop("text")
     r = r.with_columns(
         (pl.col("_value") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("bytes"),
         (pl.col("_total") * pl.col("factor")).round(0).cast(pl.Int64, strict=False).alias("total_bytes"),
         pl.when(pl.col("rlabel").is_null()).then(pl.col("label"))
         .otherwise(pl.concat_str("label", "rlabel", separator=", ", ignore_nulls=True)).alias("label"),
-    ).drop("_start", "_count", "_value", "_total")
+    ).drop("_value", "_total")
     # a `total` key is the capacity of the other readings on its line, not a series
     totals = r.filter(pl.col("series") == "total").group_by("line", "piece").agg(pl.col("bytes").first().alias("_cap"))
     r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")

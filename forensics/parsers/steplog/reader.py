@@ -13,6 +13,8 @@ PREFILTER, built from the literals the modules declare beside their regexes, lea
 be any of those before the exact regexes run. The general reader's lines (general.py: a memory word;
 a table's rows once a header may have been seen) are kept beside them. Both are found in one search of
 every line (LOOK; for a big file with the free-text scanners' lines, which are fed only what it finds).
+Each kept line says whether it was kept for the generic shapes (`generic`): the lines that only the
+general reader wants (a free-text log's memory lines) skip the generic shapes' reading.
 """
 from __future__ import annotations
 
@@ -138,7 +140,7 @@ class StepLogReader:
         """The lines the general reader looks at (general.py): `kept`, the batch's lines with a memory
         word, and a table's rows."""
         t = pl.col("text")
-        self._new.append(kept)
+        self._new.append(kept.select("line", "text", _GENERAL_ONLY))
         if not self._table:   # (a header has no digit; a few lines are tested in Python)
             lines = kept["text"]
             if lines.estimated_size() <= generic.SMALL_TEXT_BYTES:
@@ -146,7 +148,7 @@ class StepLogReader:
             else:
                 self._table = bool(kept.select(~t.str.contains("[0-9]")).to_series().any())
         if self._table:   # (from the header's batch on) the batch's rows
-            self._new.append(rows_where(batch, general.table_rows(t)).select("line", "text"))
+            self._new.append(rows_where(batch, general.table_rows(t)).select("line", "text", _GENERAL_ONLY))
 
     def _keep(self, batch: pl.DataFrame, marks: pl.DataFrame) -> None:
         t = pl.col("text")
@@ -162,17 +164,17 @@ class StepLogReader:
             rel = pl.concat([self._last_marker, rel])
         # a marker counts if the next line that matters is not another marker; the last one waits
         is_last_of_run = ~pl.col("marker").shift(-1).fill_null(True)
-        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run)[["line", "text"]])
+        self._new.append(rows_where(rel, ~pl.col("marker") | is_last_of_run).select("line", "text", _FOR_GENERIC))
         self._last_marker = owned(rel.tail(1)) if rel.height and rel["marker"][-1] else None
         # the line before each DeepSpeed line (its label, for the copies that print it on a line of its own)
         if not rel["fam"].any():   # (no family line: no DeepSpeed line, and no query to say so)
             return
         ds = rows_where(rel, pl.col("fam") & pl.col("text").str.contains(families.DEEPSPEED_LINES))["line"]
         if ds.len():
-            before = rows_where(batch, pl.col("line").is_in((ds - 1).implode())).select("line", "text")
+            before = rows_where(batch, pl.col("line").is_in((ds - 1).implode())).select("line", "text", _FOR_GENERIC)
             tail = self._prev_tail
             if tail is not None and tail.height and int(ds[0]) - 1 == int(tail["line"][0]):
-                before = pl.concat([tail, before])
+                before = pl.concat([tail.with_columns(_FOR_GENERIC), before])
             self._new.append(before)
 
     def finish(self) -> Parsed:
@@ -187,7 +189,7 @@ class StepLogReader:
         if not final and sum(k.height for k in self._kept) < PART_LINES:
             return
         kept = [k for k in self._kept if k.height]
-        frame = _union(kept) if kept else pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
+        frame = _union(kept) if kept else pl.DataFrame(schema={**_LINES, "generic": pl.Boolean})
         while frame.height >= (1 if final else PART_LINES):
             cut = frame.height if final else self._cut(frame)
             if not cut:
@@ -239,14 +241,27 @@ def _same(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
+# A kept line's `generic`: whether the generic shapes may need it (_keep kept it: a family line, a
+# reading, a step marker, a DeepSpeed line's label). A line that only the general reader keeps is no
+# reading of the generic shapes and no step marker that a reading takes (_keep, which sees every such
+# line, would have kept it), so Parts.read gives the generic shapes only the lines kept for them.
+_FOR_GENERIC = pl.lit(True).alias("generic")
+_GENERAL_ONLY = pl.lit(False).alias("generic")
+
+
 def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """The rows of `frames` (line, text; each sorted by line, a line in several of them the same line)
-    in line order, each line once: concat().unique("line").sort("line") without hashing every line."""
+    """The rows of `frames` (line, text, generic; each sorted by line, a line in several of them the
+    same line) in line order, each line once with `generic` if any of its rows has it: a sort and a
+    shift, without hashing every line."""
     if len(frames) == 1:   # (sorted, each line once)
         return frames[0]
     df = pl.concat(frames, how="vertical")
-    if not df["line"].is_sorted():
-        df = df.sort("line")
+    line = df["line"]
+    if line.is_sorted() and not (line.diff() == 0).any():   # (no line twice: nothing to merge)
+        return df
+    # (a line's row with `generic` first, the row kept: one key, which sorts as fast as `line` alone does
+    # and several times faster than the two columns)
+    df = df.sort(pl.col("line") * 2 + (~pl.col("generic")).cast(pl.Int64))
     return df.filter(pl.col("line").ne_missing(pl.col("line").shift(1)))
 
 
@@ -306,7 +321,13 @@ class Parts:
         self._marker: dict = {}   # "line": the last step-marker line (readings.extract's carry)
 
     def read(self, frame: pl.DataFrame) -> None:
+        """Read a part: `frame` (line, text), or StepLogReader's kept lines (with `generic`)."""
         zone, skipped = self.zone, self.skipped
+        for_generic = None   # the lines the generic shapes read (None: all)
+        if "generic" in frame.columns:
+            if not frame["generic"].all():
+                for_generic = rows_where(frame, pl.col("generic"))["line"]
+            frame = frame.drop("generic")
         if frame.schema != _LINES or frame["text"].null_count():   # (the reader's own parts need no query)
             frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
         if not frame.height:
@@ -347,7 +368,11 @@ class Parts:
         rest = frame.join(used, on="line", how="anti") if used.height else frame
         unitless: list[int] = []
         marker = self._marker.get("line")
-        gen = readings.extract(pl.concat([marker, rest]) if marker is not None else rest, zone, skipped,
+        if for_generic is not None:
+            rest_g = rows_where(rest, pl.col("line").is_in(for_generic.implode())) if for_generic.len() else rest.clear()
+        else:
+            rest_g = rest
+        gen = readings.extract(pl.concat([marker, rest_g]) if marker is not None else rest_g, zone, skipped,
                                       unitless=unitless if self.use_general else None, carry=self._marker)
         if marker is not None and gen.height:
             gen = gen.filter(pl.col("line") >= first)

@@ -3,8 +3,8 @@
 A step log repeats a few line shapes (`[step N] allocated: N MB`, behind a clock) millions of times.
 Every regex of generic.py treats all digits alike (`[0-9]`, `\\d`, `\\w`, `\\b`; no digit is written
 in one), so two lines that are the same once each digit is masked to 0 match each regex alike: the
-same groups at the same places. Each shape is read once, in Python (small.py's regexes, on plain ASCII
-shapes), into a template: whether its lines are hints, readings or step markers, and each reading's
+same groups at the same places. Each shape is read once, in Python (small.py's regexes and its
+piece_readings / piece_context, the Python path's own, on plain ASCII shapes), into a template: whether its lines are hints, readings or step markers, and each reading's
 fields as constants (series, unit) or places in the line (number, step, label, rank, GPU). The
 templates are then applied to all the lines at once, the values cut from the lines and converted as
 extract_generic converts them (casts, units.bytes_expr), and extract_generic's own checks run on them.
@@ -29,20 +29,6 @@ _TEMPLATE = {"sid": pl.UInt32, "part": pl.Int64, "piece": pl.Int64, "k": pl.Int6
              "unit": pl.String, "ptotal_unit": pl.String, "label_prefix": pl.String,
              "unit_factor": pl.Int64, "ptotal_unit_factor": pl.Int64,
              **{f"{f}_{e}": pl.Int64 for f in _SPANS if f != "marker" for e in ("s", "e")}}
-
-
-def _span(m, group, base: int) -> tuple[int, int] | None:
-    """The place of `group` of match `m` in the line, `m` run on the line's text from `base`."""
-    if m is None or m.group(group) is None:
-        return None
-    a, b = m.span(group)
-    return base + a, base + b
-
-
-def _strip(text: str, base: int, chars: str | None = None) -> tuple[int, int]:
-    """The place of text.strip(chars), `text` starting at `base`."""
-    left = len(text) - len(text.lstrip(chars))
-    return base + left, base + left + len(text.strip(chars))
 
 
 def _pieces(shape: str) -> list[tuple[int, str]] | None:
@@ -80,94 +66,18 @@ def template(shape: str) -> tuple[bool, bool, tuple | None, list[dict]] | None:
             m = rx.search(shape[body_at:])
             if m:
                 body_at += m.end()
-        return True, False, _span(s.STEP_MARKER.search(shape[body_at:]), 1, body_at), []
+        return True, False, s.span(s.STEP_MARKER.search(shape[body_at:]), 1, body_at), []
     pieces = _pieces(shape)
     if pieces is None:
         return None
-    rows = []
-    for j, (base, x) in enumerate(pieces):
-        for k, m in enumerate(s.KV.finditer(x)):
-            d = s.KV.search(m.group(0))   # (extract_groups of the match, as generic._all_matches)
-            at = base + m.start()
-            rows.append(dict(part=0, piece=j, k=k, series=g.series_of_key(d["key"]), num=_span(d, "num", at),
-                             total=_span(d, "total", at), unit=s.first(d["unit"], d["punit"]), gpu=None,
-                             default_unit=None))
-    low = "\n".join(x for _, x in pieces).lower()
-    if "mem_" in low:
-        for j, (base, x) in enumerate(pieces):
-            for k, m in enumerate(s.MEM_ABBR.finditer(x)):
-                d = s.MEM_ABBR.search(m.group(0))
-                rows.append(dict(part=1, piece=j, k=200 + k,
-                                 series="allocated" if "alloc" in d["key"].lower() else "reserved",
-                                 num=_span(d, "num", base + m.start()), total=None, unit=d["unit"], gpu=None,
-                                 default_unit=None))
-
-    def single(rx, word: str, part: int, k: int, read) -> None:
-        if word in low:
-            for j, (base, x) in enumerate(pieces):
-                m = rx.search(x)
-                if m:
-                    rows.append(dict(part=part, piece=j, k=k, **read(m, base)))
-
-    def dev_digits(m, base):
-        d = s.DIGITS.search(m.group("dev"))
-        return None if d is None else (base + m.start("dev") + d.start(), base + m.start("dev") + d.end())
-
-    single(s.GPU_USED_TOTAL, "gpu", 2, 100, lambda m, b: dict(
-        series="reserved", num=_span(m, "num", b), total=_span(m, "total", b), unit=m["unit"], gpu=None,
-        default_unit=None))
-    single(s.TORCH_RAW, "torch.cuda.", 3, 101, lambda m, b: dict(
-        series=("max_" if m["max"] is not None else "") + ("reserved" if m["kind"] == "cached" else m["kind"]),
-        num=_span(m, "num", b), total=None, unit="B", gpu=dev_digits(m, b), default_unit=None))
-    single(s.NVSMI_PRINT, "nvidia-smi", 4, 102, lambda m, b: dict(
-        series="memory.used", num=_span(m, "num", b), total=None, unit=m["punit"], gpu=_span(m, "dev", b),
-        default_unit=None))
-    single(s.FREE, "free", 5, 103, lambda m, b: dict(
-        series="free", num=_span(m, "num", b), total=None, unit=s.first(m["unit"], m["punit"]), gpu=None,
-        default_unit="MiB"))
-    contexts = {j: _context(*pieces[j]) for j in {r["piece"] for r in rows}}
+    rows = s.piece_readings(pieces)
+    contexts = {j: s.piece_context(*pieces[j]) for j in {r["piece"] for r in rows}}
     for r in rows:
         ctx = contexts[r["piece"]]
         r["unit"] = s.first(r["unit"], ctx["header_unit"], r.pop("default_unit"))
         r["gpu"] = s.first(r["gpu"], ctx["tag_gpu"])
         r.update({k: v for k, v in ctx.items() if k not in ("header_unit", "tag_gpu")})
     return True, True, None, rows
-
-
-def _context(base: int, x: str) -> dict:
-    """generic._piece_context of one piece, as places in the line."""
-    hu = s.HEADER_UNIT.search(x)
-    a = s.ANY_READING.search(x).start()
-    lv = s.LEVEL.match(x[:a])   # (anchored: the sub removes a prefix)
-    pre_at = lv.end() if lv else 0
-    pre = x[pre_at:a]
-    rh = s.RANK_HEAD.match(pre)
-    clean_at = pre_at + (rh.end() if rh else 0)
-    clean = pre[rh.end() if rh else 0:].strip(" \t|:,;-=>")
-    tag = s.TAG.search(pre)
-    epoch = s.EPOCH.search(x)
-    phase = s.PHASE_KEY.search(x)
-    prefix = None
-    if phase is not None:
-        label = _span(phase, 1, base)
-    elif tag is not None:
-        label = _strip(tag.group(1), base + pre_at + tag.start(1))
-    elif 0 < len(clean) <= 60 and not clean.startswith("{"):
-        label = _strip(pre[rh.end() if rh else 0:], base + clean_at, " \t|:,;-=>")
-    elif epoch is not None:
-        prefix, label = "epoch ", _span(epoch, 1, base)
-    else:
-        label = None
-    sm, ds = s.STEP_IN_TAG.search(pre), s.DICT_STEP.search(x)
-    step = s.first(_span(sm, 1, base + pre_at), _span(sm, 2, base + pre_at), _span(ds, 1, base))
-    dm = s.DEVICE_IN_TAG.search(pre)
-    rw, lw = s.RANK_WORD.search(pre), s.LOCAL_WORD.search(pre)
-    tm = s.TOTAL.search(x)
-    return dict(header_unit=hu.group(1) if hu else None, label=label, label_prefix=prefix, step=step,
-                tag_gpu=s.first(*(_span(dm, i, base + pre_at) for i in (1, 2, 3))) if dm else None,
-                rank=s.first(_span(rw, 1, base + pre_at), _span(rw, 2, base + pre_at)) if rw else None,
-                local=_span(lw, 1, base + pre_at), ptotal=_span(tm, "num", base),
-                ptotal_unit=s.first(tm["unit"], tm["punit"]) if tm else None)
 
 
 def _templates(frame: pl.DataFrame) -> dict[str, tuple[int, tuple]] | None:

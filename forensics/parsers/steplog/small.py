@@ -9,6 +9,9 @@ control character other than tab and `\\r`, or a letter outside ASCII, sends the
 Clocks go to generic.with_line_time (its DST rule and stamp parser are polars'), on the few lines that
 hold one. readings.extract chooses the path; tests/parsers/test_steplog_paths.py holds the paths to the
 same rows.
+
+A piece's readings and context are found once, as places in its line (piece_readings, piece_context):
+this path cuts the values from each line, shapes.py applies them to every line of a masked shape.
 """
 from __future__ import annotations
 
@@ -136,8 +139,11 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
     ctx = {}   # piece index -> its context (header_unit first)
     for j in sorted({r[0] for r in readings}):
         x = pieces[j][2]
-        hu = HEADER_UNIT.search(x)
-        ctx[j] = (hu.group(1) if hu else None,) + (() if series_only else _context(x))
+        if series_only:   # (a header unit is the only context that decides whether a reading counts)
+            hu = HEADER_UNIT.search(x)
+            ctx[j] = (hu.group(1) if hu else None,)
+        else:
+            ctx[j] = _context(x)
     r = []   # the readings with their unit and bytes (extract_generic's `r`)
     for j, k, series, num, total, unit, gpu_arg, default_unit in readings:
         unit = first(unit, ctx[j][0], default_unit)
@@ -207,37 +213,100 @@ def _pieces(hint: list[tuple[int, str]], reading: list[bool]) -> list[tuple[int,
     return pieces
 
 
+def _cut(text: str, place: tuple[int, int] | None) -> str | None:
+    return None if place is None else text[place[0]:place[1]]
+
+
 def _readings(pieces: list[tuple[int, int, str]]) -> list[tuple]:
-    """generic._readings: (piece index, k, series, num, total, unit, gpu_arg, default_unit), in its order."""
-    readings = []
-    for j, (_, _, x) in enumerate(pieces):
+    """generic._readings: (piece index, k, series, num, total, unit, gpu_arg, default_unit), in its order
+    (piece_readings of each line's pieces, each regex's readings after the previous one's)."""
+    rows = []
+    start = 0
+    while start < len(pieces):   # (a line's pieces, each read from its own start)
+        end = start + 1
+        while end < len(pieces) and pieces[end][0] == pieces[start][0]:
+            end += 1
+        texts = [x for _, _, x in pieces[start:end]]
+        for r in piece_readings([(0, x) for x in texts]):
+            x = texts[r["piece"]]
+            rows.append((r["part"], start + r["piece"], r["k"], r["series"], _cut(x, r["num"]), _cut(x, r["total"]),
+                         r["unit"], _cut(x, r["gpu"]), r["default_unit"]))
+        start = end
+    return [r[1:] for r in sorted(rows, key=lambda r: r[:3])]
+
+
+def _context(x: str) -> tuple:
+    """piece_context of one piece, its values cut out: header_unit, label, tag_step, tag_gpu, rank,
+    local rank, piece_total."""
+    c = piece_context(0, x)
+    label = _cut(x, c["label"])
+    return (c["header_unit"], label if label is None else (c["label_prefix"] or "") + label,
+            _int(_cut(x, c["step"])), _cut(x, c["tag_gpu"]), _int(_cut(x, c["rank"])), _int(_cut(x, c["local"])),
+            _bytes(_cut(x, c["ptotal"]), c["ptotal_unit"]))
+
+
+def span(m, group, base: int) -> tuple[int, int] | None:
+    """The place of `group` of match `m` in the line, `m` run on the line's text from `base`."""
+    if m is None or m.group(group) is None:
+        return None
+    a, b = m.span(group)
+    return base + a, base + b
+
+
+def _stripped(text: str, base: int, chars: str | None = None) -> tuple[int, int]:
+    """The place of text.strip(chars), `text` starting at `base`."""
+    left = len(text) - len(text.lstrip(chars))
+    return base + left, base + left + len(text.strip(chars))
+
+
+def piece_readings(pieces: list[tuple[int, str]]) -> list[dict]:
+    """generic._readings of one line's pieces, (start in the line, text) each: a row a reading, its
+    regex (`part`: extract_generic reads each regex's readings after the previous one's), piece, k,
+    series, unit and default unit as read, its number, total and GPU as places in the line. The one
+    reading of the generic shapes: this path cuts the values from its lines, shapes.py from all the
+    lines of a shape."""
+    rows = []
+    for j, (base, x) in enumerate(pieces):
         for k, m in enumerate(KV.finditer(x)):
-            d = KV.search(m.group(0)).groupdict()   # (extract_groups of the match, as _all_matches)
-            readings.append((j, k, g.series_of_key(d["key"]), d["num"], d["total"], first(d["unit"], d["punit"]),
-                             None, None))
-    low = "\n".join(x for _, _, x in pieces).lower()
+            d = KV.search(m.group(0))   # (extract_groups of the match, as generic._all_matches)
+            at = base + m.start()
+            rows.append(dict(part=0, piece=j, k=k, series=g.series_of_key(d["key"]), num=span(d, "num", at),
+                             total=span(d, "total", at), unit=first(d["unit"], d["punit"]), gpu=None,
+                             default_unit=None))
+    low = "\n".join(x for _, x in pieces).lower()
     if "mem_" in low:
-        for j, (_, _, x) in enumerate(pieces):
+        for j, (base, x) in enumerate(pieces):
             for k, m in enumerate(MEM_ABBR.finditer(x)):
-                d = MEM_ABBR.search(m.group(0)).groupdict()
-                readings.append((j, 200 + k, "allocated" if "alloc" in d["key"].lower() else "reserved", d["num"],
-                                 None, d["unit"], None, None))
+                d = MEM_ABBR.search(m.group(0))
+                rows.append(dict(part=1, piece=j, k=200 + k,
+                                 series="allocated" if "alloc" in d["key"].lower() else "reserved",
+                                 num=span(d, "num", base + m.start()), total=None, unit=d["unit"], gpu=None,
+                                 default_unit=None))
 
-    def single(rx: re.Pattern, word: str, k: int, read) -> None:
-        if word not in low:
-            return
-        for j, (_, _, x) in enumerate(pieces):
-            m = rx.search(x)
-            if m:
-                readings.append((j, k, *read(m.groupdict())))
+    def single(rx, word: str, part: int, k: int, read) -> None:
+        if word in low:
+            for j, (base, x) in enumerate(pieces):
+                m = rx.search(x)
+                if m:
+                    rows.append(dict(part=part, piece=j, k=k, **read(m, base)))
 
-    single(GPU_USED_TOTAL, "gpu", 100, lambda d: ("reserved", d["num"], d["total"], d["unit"], None, None))
-    single(TORCH_RAW, "torch.cuda.", 101,
-           lambda d: (("max_" if d["max"] is not None else "") + ("reserved" if d["kind"] == "cached" else d["kind"]),
-                      d["num"], None, "B", first(*DIGITS.findall(d["dev"])[:1]), None))
-    single(NVSMI_PRINT, "nvidia-smi", 102, lambda d: ("memory.used", d["num"], None, d["punit"], d["dev"], None))
-    single(FREE, "free", 103, lambda d: ("free", d["num"], None, first(d["unit"], d["punit"]), None, "MiB"))
-    return readings
+    def dev_digits(m, base):
+        d = DIGITS.search(m.group("dev"))
+        return None if d is None else (base + m.start("dev") + d.start(), base + m.start("dev") + d.end())
+
+    single(GPU_USED_TOTAL, "gpu", 2, 100, lambda m, b: dict(
+        series="reserved", num=span(m, "num", b), total=span(m, "total", b), unit=m["unit"], gpu=None,
+        default_unit=None))
+    single(TORCH_RAW, "torch.cuda.", 3, 101, lambda m, b: dict(
+        series=("max_" if m["max"] is not None else "") + ("reserved" if m["kind"] == "cached" else m["kind"]),
+        num=span(m, "num", b), total=None, unit="B", gpu=dev_digits(m, b), default_unit=None))
+    single(NVSMI_PRINT, "nvidia-smi", 4, 102, lambda m, b: dict(
+        series="memory.used", num=span(m, "num", b), total=None, unit=m["punit"], gpu=span(m, "dev", b),
+        default_unit=None))
+    single(FREE, "free", 5, 103, lambda m, b: dict(
+        series="free", num=span(m, "num", b), total=None, unit=first(m["unit"], m["punit"]), gpu=None,
+        default_unit="MiB"))
+    return rows
 
 
 _CHECKS = {  # generic.checked's, in the order they are counted: on (piece, k, series, unit, bytes, ...)
@@ -267,28 +336,37 @@ def _checked(r: list[tuple], line_of, skipped: Skipped, unitless: list[int] | No
     return r
 
 
-def _context(t: str) -> tuple:
-    """generic._piece_context of one piece: label, tag_step, tag_gpu, rank, local rank, piece_total."""
-    pre = LEVEL.sub("", t[:ANY_READING.search(t).start()], count=1)
-    clean = RANK_HEAD.sub("", pre, count=1).strip(" \t|:,;-=>")
+def piece_context(base: int, x: str) -> dict:
+    """generic._piece_context of one piece (`x`, starting at `base` in its line), as places in the line."""
+    hu = HEADER_UNIT.search(x)
+    a = ANY_READING.search(x).start()
+    lv = LEVEL.match(x[:a])   # (anchored: the sub removes a prefix)
+    pre_at = lv.end() if lv else 0
+    pre = x[pre_at:a]
+    rh = RANK_HEAD.match(pre)
+    clean_at = pre_at + (rh.end() if rh else 0)
+    clean = pre[rh.end() if rh else 0:].strip(" \t|:,;-=>")
     tag = TAG.search(pre)
-    epoch = EPOCH.search(t)
-    phase = PHASE_KEY.search(t)
+    epoch = EPOCH.search(x)
+    phase = PHASE_KEY.search(x)
+    prefix = None
     if phase is not None:
-        label = phase.group(1)
+        label = span(phase, 1, base)
     elif tag is not None:
-        label = tag.group(1).strip()
+        label = _stripped(tag.group(1), base + pre_at + tag.start(1))
     elif 0 < len(clean) <= 60 and not clean.startswith("{"):
-        label = clean
+        label = _stripped(pre[rh.end() if rh else 0:], base + clean_at, " \t|:,;-=>")
     elif epoch is not None:
-        label = "epoch " + epoch.group(1)
+        prefix, label = "epoch ", span(epoch, 1, base)
     else:
         label = None
-    sm, ds = STEP_IN_TAG.search(pre), DICT_STEP.search(t)
-    tag_step = _int(first(*(sm.groups() if sm else ()), ds.group(1) if ds else None))
+    sm, ds = STEP_IN_TAG.search(pre), DICT_STEP.search(x)
+    step = first(span(sm, 1, base + pre_at), span(sm, 2, base + pre_at), span(ds, 1, base))
     dm = DEVICE_IN_TAG.search(pre)
     rw, lw = RANK_WORD.search(pre), LOCAL_WORD.search(pre)
-    tm = TOTAL.search(t)
-    piece_total = _bytes(tm["num"], first(tm["unit"], tm["punit"])) if tm else None
-    return (label, tag_step, first(*dm.groups()) if dm else None,
-            _int(first(*rw.groups())) if rw else None, _int(lw.group(1)) if lw else None, piece_total)
+    tm = TOTAL.search(x)
+    return dict(header_unit=hu.group(1) if hu else None, label=label, label_prefix=prefix, step=step,
+                tag_gpu=first(*(span(dm, i, base + pre_at) for i in (1, 2, 3))) if dm else None,
+                rank=first(span(rw, 1, base + pre_at), span(rw, 2, base + pre_at)) if rw else None,
+                local=span(lw, 1, base + pre_at), ptotal=span(tm, "num", base),
+                ptotal_unit=first(tm["unit"], tm["punit"]) if tm else None)
