@@ -161,6 +161,9 @@ _COUNTER = re.compile(
 # iteration within it out of the epoch's length
 _BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})(?:[ \t]*/[ \t]*{NUM})?[ \t]*\]"
                               rf"[ \t]*\[[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\]")
+# a progress bar's (tqdm's `{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<...`) iterations done out of its total:
+# the counter of a bar refreshed every step, within its epoch when the bar names one (`Epoch 3: 40%|...`)
+_BAR_COUNTER = re.compile(rf"\|[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\[")
 # a phase: `before forward`, `after optimizer step`, `after model load`, `while training` (one or two
 # words after it)
 _PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
@@ -315,6 +318,11 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
             # a global counter's `/N` is the run's last step, not the epoch's length
             plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith("global") or c[2] else j
+    # (a table row's counter is its column's: ultralytics' `Epoch` row ends with its epoch's own bar)
+    bar = _BAR_COUNTER.search(body, start) if plan.step_idx is None and header is None else None
+    if bar and at.get(bar.start(1)) is not None:
+        plan.step_idx, plan.steps_per_epoch_idx = at[bar.start(1)], at.get(bar.start(2))
+        used.update(i for i in (plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
     g = _GPU.search(body, start)
     if g and at.get(g.start(1)) is not None:
         plan.gpu_idx = at[g.start(1)]
@@ -575,11 +583,12 @@ class Reader:
                      on=["digits", "hdr"], how="inner")
         if not df.height:
             return none
-        # a form must recur to make a series: count the lines of each form
+        # a form must recur to make a series: count the lines of each form (a progress bar's refreshes,
+        # pieces of one line, each count)
         df = df.with_columns(pl.col("pid").replace_strict(dict(enumerate(self._form_of)),
                                                           return_dtype=pl.Int64).alias("form"))
         pids = df["pid"].unique(maintain_order=True).sort().to_list()
-        for form, n in df.group_by("form").agg(pl.col("line").n_unique()).iter_rows():
+        for form, n in df.group_by("form").agg(pl.struct("line", "piece").n_unique()).iter_rows():
             before = self._lines.get(form, 0)
             self._lines[form] = before + n
             if before == 0 and n == 1:

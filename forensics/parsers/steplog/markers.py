@@ -61,8 +61,9 @@ def _general_sniff(frame: pl.DataFrame) -> str | None:
     t = pl.col("text")
     frame = rows_where(frame, (general.candidates(t) | general.table_rows(t))
                        & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
-    # a form must recur to make a series (general.read): one line cannot, whatever it holds
-    if frame.height < 2:
+    # a form must recur to make a series (general.read): one line cannot, whatever it holds, unless it is a
+    # progress bar (tqdm) whose refreshes, each after a `\r`, share it
+    if frame.height < 2 and not frame.select(t.str.contains("\r", literal=True).any()).item():
         return None
     try:
         res = general.read(ranks.split_prefix(frame).select("line", "text"), "UTC", Skipped())
