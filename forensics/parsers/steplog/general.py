@@ -285,16 +285,10 @@ def _layout(body: str) -> tuple[str | None, int]:
     return None, 0
 
 
-def plan_line(body: str, header: list[str] | None = None) -> Plan:
-    """Analyse one line (without its rank prefix). `header`: the column names of the table this line
-    is a row of."""
-    plan = Plan()
-    plan.layout, start = _layout(body)
-    plan.memory_tag = bool(MEMORY_TAG.search(body, start))
-    nums = list(_NUM_RE.finditer(body))
-    first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
-    at = {m.start(): i for i, m in enumerate(nums)}
-    used: set[int] = set(range(first))
+def _read_counters(plan: Plan, body: str, start: int, nums: list, at: dict[int, int], used: set[int],
+                   header: list[str] | None) -> None:
+    """The line's step, epoch and the epoch's length (indexes of its numbers, into `plan`; those numbers
+    into `used`): mmengine's bracket counter, `step`/`iter`/`epoch` words, else a progress bar's `n/total`."""
     b = _BRACKET_COUNTER.search(body, start)
     if b:
         plan.epoch_idx, plan.step_idx = at.get(b.start(1)), at.get(b.start(2))
@@ -323,6 +317,19 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     if bar and at.get(bar.start(1)) is not None:
         plan.step_idx, plan.steps_per_epoch_idx = at[bar.start(1)], at.get(bar.start(2))
         used.update(i for i in (plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
+
+
+def plan_line(body: str, header: list[str] | None = None) -> Plan:
+    """Analyse one line (without its rank prefix). `header`: the column names of the table this line
+    is a row of."""
+    plan = Plan()
+    plan.layout, start = _layout(body)
+    plan.memory_tag = bool(MEMORY_TAG.search(body, start))
+    nums = list(_NUM_RE.finditer(body))
+    first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
+    at = {m.start(): i for i, m in enumerate(nums)}
+    used: set[int] = set(range(first))
+    _read_counters(plan, body, start, nums, at, used, header)
     g = _GPU.search(body, start)
     if g and at.get(g.start(1)) is not None:
         plan.gpu_idx = at[g.start(1)]
