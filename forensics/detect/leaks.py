@@ -538,7 +538,9 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
     out = []
     # one finding per job and device: the live count (allocated) speaks before the pool, the pool
     # before the device's total
-    ranked = sorted(((w, p) for w in series for p in judged(w.parts)), key=lambda wp: series_rank(wp[1].result.series))
+    keep = {id(p) for p in judged([p for w in series for p in w.parts])}
+    ranked = sorted(((w, p) for w in series for p in w.parts if id(p) in keep),
+                    key=lambda wp: series_rank(wp[1].result.series))
     for whole, s in ranked:
         r = s.result
         if (not ooms or r.series in HOST_SERIES or s.sec is None
