@@ -384,6 +384,13 @@ def series_rank(name: str) -> float:
     return LEAK_SERIES.index(PEAK_OF[name]) + 0.5 if name in PEAK_OF else LEAK_SERIES.index(name)
 
 
+def _judged_parts(series: list[Series]) -> list[tuple[Series, Series]]:
+    """(whole series, part) for every judged part (`judged` over all of them), in `series_rank` order."""
+    keep = {id(p) for p in judged([p for w in series for p in w.parts])}
+    return sorted(((w, p) for w in series for p in w.parts if id(p) in keep),
+                  key=lambda wp: series_rank(wp[1].result.series))
+
+
 def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]]:
     """Leak and cache-growth findings: one leak per GPU."""
     leaks_by_group: dict[tuple, list[Series]] = {}
@@ -538,9 +545,7 @@ def growth_into_oom(series: list[Series], findings: list[Finding]) -> list[Findi
     out = []
     # one finding per job and device: the live count (allocated) speaks before the pool, the pool
     # before the device's total
-    keep = {id(p) for p in judged([p for w in series for p in w.parts])}
-    ranked = sorted(((w, p) for w in series for p in w.parts if id(p) in keep),
-                    key=lambda wp: series_rank(wp[1].result.series))
+    ranked = _judged_parts(series)
     for whole, s in ranked:
         r = s.result
         if (not ooms or r.series in HOST_SERIES or s.sec is None
