@@ -371,6 +371,11 @@ def _settled(s: Series) -> bool:
     return s.fit.classification not in LEAK_CLASSES and s.fit.classification != "too_short"
 
 
+def _level(name: str) -> str:
+    """The live count a series name stands for (a peak's, PEAK_OF), else the name itself."""
+    return PEAK_OF.get(name, name)
+
+
 def judged(all_series: list[Series]) -> list[Series]:
     """The series whose growth is judged: LEAK_SERIES, and the peaks (PEAK_OF) of a source that printed
     none of those."""
@@ -381,7 +386,7 @@ def judged(all_series: list[Series]) -> list[Series]:
 
 def series_rank(name: str) -> float:
     """LEAK_SERIES' order (which series speaks first for a device); a peak just after its live count."""
-    return LEAK_SERIES.index(PEAK_OF[name]) + 0.5 if name in PEAK_OF else LEAK_SERIES.index(name)
+    return LEAK_SERIES.index(_level(name)) + (0.5 if name in PEAK_OF else 0)
 
 
 def _judged_parts(series: list[Series]) -> list[tuple[Series, Series]]:
@@ -401,7 +406,7 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
     fw: dict[tuple, dict[str, Series]] = {}
     for s in eligible:
         r = s.result
-        name = PEAK_OF.get(r.series, r.series)
+        name = _level(r.series)
         if name in FRAMEWORK_SERIES:
             fw.setdefault((r.source, r.host, r.gpu, r.pid, r.label, s.lifetime.i0 if s.lifetime else 0), {})[name] = s
     excluded = set()
@@ -412,8 +417,8 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
             excluded.add(id(res))
         elif res is not None and res.fit.classification == "warmup_plateau" and a is not None and _settled(a):
             cache.append(_cache_warmup_note(res, a))
-    allocs = [s for s in eligible if PEAK_OF.get(s.result.series, s.result.series) == "allocated"]
-    reserveds = [s for s in eligible if PEAK_OF.get(s.result.series, s.result.series) == "reserved"]
+    allocs = [s for s in eligible if _level(s.result.series) == "allocated"]
+    reserveds = [s for s in eligible if _level(s.result.series) == "reserved"]
     for s in eligible:
         if id(s) in excluded or not _growing(s):
             continue

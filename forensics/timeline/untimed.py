@@ -216,7 +216,7 @@ def place_untimed(samples, events, infos: dict[str, InputInfo], opts: Options):
         idx = rows["seq"] if has_seq else rows.select(_index_column(rows).alias("i"))["i"]
         i0, i1 = idx.min(), idx.max()
         steps = rows["step"].null_count() < rows.height
-        on_index = "step index" if steps and rows["seq"].null_count() == rows.height else "sample index"
+        on_index = "step index" if steps and not has_seq else "sample index"
         placed = None
         if opts.start is not None and interval:
             t0 = opts.start.astimezone(timezone.utc).timestamp()

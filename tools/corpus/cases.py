@@ -116,19 +116,25 @@ def residual(args: str, kill_step: int, hold: float) -> Callable:
     return run
 
 
+def _pinned_host_in_cgroup(ctx, args: str, limit: str, fallback_step: int, **job) -> None:
+    """The pinned-host-memory job in a memory cgroup of `limit`, until the kernel's OOM killer ends it (or the
+    recorder does, at `fallback_step`)."""
+    import record
+    cg = record.cgroup(limit, ctx)
+    try:
+        j = ctx.job("pinned_host", args, env={"GFC_CGROUP": cg.how or ""}, cgroup_procs=cg.procs, **job)
+        if ctx.wait_step(j, fallback_step):
+            ctx.note(f"no kernel OOM kill by step {fallback_step}: the recorder killed the job instead")
+            ctx.kill(j.pid, "the job (no kernel OOM kill came)")
+        ctx.wait_exit(j)
+        ctx.ev("rec_cgroup_events", events=" ".join(cg.read_events().split()))
+    finally:
+        cg.remove()
+
+
 def host_oom(args: str, limit: str, fallback_step: int) -> Callable:
     def run(ctx):
-        import record
-        cg = record.cgroup(limit, ctx)
-        try:
-            j = ctx.job("pinned_host", args, env={"GFC_CGROUP": cg.how or ""}, cgroup_procs=cg.procs)
-            if ctx.wait_step(j, fallback_step):
-                ctx.note(f"no kernel OOM kill by step {fallback_step}: the recorder killed the job instead")
-                ctx.kill(j.pid, "the job (no kernel OOM kill came)")
-            ctx.wait_exit(j)
-            ctx.ev("rec_cgroup_events", events=" ".join(cg.read_events().split()))
-        finally:
-            cg.remove()
+        _pinned_host_in_cgroup(ctx, args, limit, fallback_step)
     return run
 
 
@@ -136,18 +142,8 @@ def host_kill_then(host_args: str, limit: str, fallback_step: int, gap: float, k
     """A job killed by the kernel's OOM killer (host memory, in a memory cgroup), then, on the same host, a second
     job that leaks GPU memory: the first kill is in the same dmesg but is not what ended the second job."""
     def run(ctx):
-        import record
-        cg = record.cgroup(limit, ctx)
-        try:
-            j = ctx.job("pinned_host", host_args, role="host", out="job1.log", err="job1.stderr.log",
-                        env={"GFC_CGROUP": cg.how or ""}, cgroup_procs=cg.procs)
-            if ctx.wait_step(j, fallback_step):
-                ctx.note(f"no kernel OOM kill by step {fallback_step}: the recorder killed the job instead")
-                ctx.kill(j.pid, "the job (no kernel OOM kill came)")
-            ctx.wait_exit(j)
-            ctx.ev("rec_cgroup_events", events=" ".join(cg.read_events().split()))
-        finally:
-            cg.remove()
+        _pinned_host_in_cgroup(ctx, host_args, limit, fallback_step, role="host", out="job1.log",
+                               err="job1.stderr.log")
         ctx.sleep(gap)
         j2 = ctx.job(kind, args, role="leaky", leaks=True, out="job2.log", err="job2.stderr.log")
         ctx.wait_exit(j2)

@@ -684,10 +684,9 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
 
     # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
     dids = sorted(d for d in spans if d in pid_of)
-    per_line = pl.DataFrame([(did, *at(did, plans[pid_of[did]].step_idx), *at(did, plans[pid_of[did]].epoch_idx),
-                              *at(did, plans[pid_of[did]].steps_per_epoch_idx), *at(did, plans[pid_of[did]].gpu_idx),
-                              plans[pid_of[did]].step_idx is not None, plans[pid_of[did]].phase,
-                              plans[pid_of[did]].layout) for did in dids],
+    per_line = pl.DataFrame([(did, *at(did, p.step_idx), *at(did, p.epoch_idx), *at(did, p.steps_per_epoch_idx),
+                              *at(did, p.gpu_idx), p.step_idx is not None, p.phase, p.layout)
+                             for did, p in ((d, plans[pid_of[d]]) for d in dids)],
                             schema={"did": pl.Int64, "step_at": pl.Int64, "step_len": pl.Int64,
                                     "epoch_at": pl.Int64, "epoch_len": pl.Int64, "spe_at": pl.Int64,
                                     "spe_len": pl.Int64, "gpu_at": pl.Int64, "gpu_len": pl.Int64,
