@@ -24,7 +24,7 @@ LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", *HOST_SER
 # ... unless a log prints nothing but peaks (mmengine's `memory`, torchtune's `peak_memory_*`, "peak GPU
 # memory" lines): then its peaks are judged. A peak reset at each line is that interval's high-water level;
 # a running peak reaches a new high only while memory keeps growing, and stays level once a job has warmed up.
-PEAK_OF = {"max_allocated": "allocated", "max_reserved": "reserved", "max_memory.used": "memory.used"}
+PEAK_OF = {"max_allocated": "allocated", "max_reserved": "reserved"}
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
 EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4, "host.used": 5}
 EVIDENCE_MAX = 8              # evidence lines quoted per leak finding

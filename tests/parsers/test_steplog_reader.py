@@ -240,7 +240,7 @@ def test_what_spans_the_parts_of_a_general_log(monkeypatch, tmp_path):
     frame = src.frame()
     whole = _read(module, src, frame, frame.height)
     assert whole.samples.group_by("series").len().sort("series").rows() == \
-        [("max_memory.used", 3), ("memory.used", 40), ("reserved", 29)]
+        [("max_allocated", 3), ("memory.used", 40), ("reserved", 29)]
     assert whole.skipped.total == 1   # the one-off line
     assert whole.samples["time"].dt.convert_time_zone("Europe/Berlin").dt.year().drop_nulls().n_unique() == 2
     got, n = _read_in_parts(monkeypatch, module, src, frame, 4, 5)

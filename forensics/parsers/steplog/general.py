@@ -90,6 +90,7 @@ class Documented:
 
 
 _ANY = re.compile(r"(?s).*")
+_TABLE_COLUMN = re.compile("")   # a table's column: its key comes from the header, nothing before the value
 # key (lowercased) -> its documented prints, the first that fits is taken
 DOCUMENTED: dict[str, tuple[Documented, ...]] = {
     "memory": (
@@ -131,9 +132,19 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
        for key, series, what in (("peak_memory_active", "max_active", "memory_stats()['active_bytes.all.peak']"),
                                  ("peak_memory_alloc", "max_allocated", "torch.cuda.max_memory_allocated()"),
                                  ("peak_memory_reserved", "max_reserved", "torch.cuda.max_memory_reserved()"))},
-    # yolov5 train.py and ultralytics' trainer: `GPU_mem` is torch.cuda.memory_reserved() (in G)
-    "gpu_mem": (Documented(_ANY, _ANY, None, "reserved",
+    # yolov5 train.py and ultralytics' trainer: the `GPU_mem` column of their progress table is
+    # torch.cuda.memory_reserved() (in G); a `gpu_mem` key in a line of its own (no header above) is any
+    # print's, and says no more than `mem` does
+    "gpu_mem": (Documented(_TABLE_COLUMN, _ANY, None, "reserved",
                            "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),),
+    # Composer's MemoryMonitor (composer/callbacks/memory_monitor.py _get_memory_report, also in NeMo's
+    # Megatron-Bridge): torch.cuda.memory_stats()' `allocated_bytes.all.current` and `reserved_bytes.all.current`
+    # / 1.0e9, logged bare as `memory/allocated_mem` and `memory/reserved_mem` (the console logger prefixes
+    # `Train ` or `Eval `)
+    **{f"{prefix}memory/{name}_mem": (Documented(_ANY, _ANY, 10 ** 9, name,
+                                                f"Composer `memory/{name}_mem` is memory_stats()' "
+                                                f"{name}_bytes.all.current / 1e9 (composer/callbacks/memory_monitor.py)"),)
+       for prefix in ("", "train ", "eval ") for name in ("allocated", "reserved")},
 }
 
 # torch.cuda's memory functions return bytes (their docstrings say so): a key named after one, with
@@ -261,8 +272,12 @@ def series_of(key: str) -> str | None:
         return "max_allocated" if peak else "allocated"
     if re.search(r"\bfree\b", k):
         return "free"
-    # `used`, `mem`, `memory`, `gpu_mem`, `vram`: a device figure whose key does not say which allocator
-    return "max_memory.used" if peak else "memory.used"
+    if peak and re.search(r"\bactive\b", k):   # (axolotl's `memory/max_mem_active(gib)`: memory_stats' active peak)
+        return "max_active"
+    # `used`, `mem`, `memory`, `gpu_mem`, `vram`: a device figure whose key does not say which allocator.
+    # A peak of it is an allocator's high-water mark (torch.cuda.max_memory_allocated, JAX's
+    # peak_bytes_in_use, mlx's get_peak_memory): NVML keeps no peak for a process to print
+    return "max_allocated" if peak else "memory.used"
 
 
 def _key_unit(key: str) -> tuple[str, int | None]:
@@ -637,12 +652,40 @@ class Reader:
         if not good:
             return Result(pl.DataFrame(schema=_OUT), [], [], handled)
         keep = pl.col("pid").is_in(good)
-        r = pl.concat(self._parts, how="vertical").filter(keep)
+        r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         if self._yearless:
             r = _year_times(r, pl.concat(self._yearless, how="vertical").filter(keep), self.zone, self.year,
                             self.mtime)
         out = r.select([pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
         return Result(out, _notes(plans, good), _forms(plans, good), handled)
+
+
+BELOW_RESERVED = ("read as allocated: below `reserved` on every line of its print, and a device's use is at least "
+                  "what its allocator reserved: only the allocated part can be less")
+
+
+def _allocated_below_reserved(r: pl.DataFrame, plans: list[Plan], good: list[int]) -> pl.DataFrame:
+    """A figure whose key names no pool (`gpu_mem 0.135G | reserved 0.268G`), printed beside `reserved`
+    and never above it (below it at least once), is the allocated memory (BELOW_RESERVED): `r`'s readings
+    and the plan renamed so."""
+    for pid in good:
+        rs = plans[pid].readings
+        vague = [k for k, x in enumerate(rs) if x.series == "memory.used"]
+        held = [k for k, x in enumerate(rs) if x.series == "reserved"]
+        if len(vague) != 1 or len(held) != 1:
+            continue
+        mine = r.filter(pl.col("pid") == pid)
+        both = (mine.filter(pl.col("k") == vague[0] + 300).select("line", "piece", "bytes")
+                .join(mine.filter(pl.col("k") == held[0] + 300).select("line", "piece", pl.col("bytes").alias("res")),
+                      on=["line", "piece"], how="inner"))
+        if not both.height or not both.select((pl.col("bytes") <= pl.col("res")).all()
+                                             & (pl.col("bytes") < pl.col("res")).any()).item():
+            continue
+        was = rs[vague[0]]
+        rs[vague[0]] = replace(was, series="allocated", source=f"`{was.key}` {BELOW_RESERVED}")
+        r = r.with_columns(pl.when((pl.col("pid") == pid) & (pl.col("k") == vague[0] + 300)).then(pl.lit("allocated"))
+                           .otherwise(pl.col("series")).alias("series"))
+    return r
 
 
 def _with_headers(df: pl.DataFrame, first_id: int = 0, last: int | None = None
