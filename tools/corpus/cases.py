@@ -1041,3 +1041,108 @@ HELDOUT7 = [
          "with SIGKILL after step 70.", 24),
 ]
 CASES["heldout7"] = HELDOUT7
+
+
+# ---- held-out set 8 (sixth session): four print styles no recording used before (Composer's console logger,
+# an axolotl HF Trainer dict, torchtitan's colored metrics line, detectron2's CommonMetricPrinter), each with
+# a leak and a healthy job; written before the sixth session's rules were settled, run once after its merges
+H8 = "heldout8"
+HELDOUT8 = [
+    Case("composer_linear_leak_sigkill", H8, ["wide1", "apps"],
+         kill_at("linear_late", "--steps 400 --period 0.12 --warm-gib 2 --flat 15 --leak-mib 96 --style composer "
+                 "--every 2", True, step=100),
+         "leak", ["leak"], "linear",
+         "A hook keeps 96 MiB a step from step 16; Composer's console blocks every 2 batches (`Train "
+         "memory/allocated_mem: 2.1475`, bare GB of 1e9 bytes, no clock, the batch on the block's first line); "
+         "killed with SIGKILL after step 100.", 26),
+    Case("composer_flat_exit", H8, ["ms250", "dmon"],
+         simple("flat", "--steps 90 --period 0.12 --warm-gib 6 --style composer --every 3", False),
+         "no_leak", [], None,
+         "A fixed 6 GiB footprint; Composer's console blocks every 3 batches. Ends normally.", 24),
+    Case("axolotl_leak_oom", H8, ["wide500", "apps"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 128 --onset 12 "
+                "--style axolotl", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 12 (128 MiB a step) under a 7 % cap until a CUDA OOM; HF Trainer log dicts "
+         "with axolotl's memory keys (peaks reset each log, reserved live), no clock, no step.", 26),
+    Case("axolotl_warmup_exit", H8, ["wide1", "used5"],
+         simple("warmup_plateau", "--steps 90 --period 0.13 --ramp 25 --peak-gib 9 --style axolotl --every 2", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 9 GiB over 25 steps, then flat; axolotl log dicts every 2 steps; a 5 s "
+         "`timestamp, memory.used` log. Ends normally.", 25),
+    Case("torchtitan_staircase_sigkill", H8, ["wide1", "dmon"],
+         kill_at("staircase", "--steps 400 --period 0.12 --warm-gib 2 --stair-mib 384 --stair-every 15 "
+                 "--style torchtitan", True, step=95),
+         "leak", ["leak"], "step",
+         "Every 15 steps a 384 MiB snapshot kept in a list; torchtitan's metrics line in its default colors "
+         "(`memory: 2.42GiB(3.02%)`, the peak reserved since the last line); killed with SIGKILL after step 95.",
+         26, stair_every=15),
+    Case("torchtitan_eval_spikes_exit", H8, ["ms250", "apps"],
+         simple("eval_spikes", "--steps 90 --period 0.13 --warm-gib 3 --eval-every 15 --eval-len 3 --spike-gib 4 "
+                "--style torchtitan", False),
+         "no_leak", [], None,
+         "A 3 GiB footprint with a 4 GiB evaluation every 15 steps, kept in the cache; torchtitan lines. Ends "
+         "normally.", 25),
+    Case("detectron2_slow_noisy_exit", H8, ["wide1", "dmon"],
+         simple("slow_noisy", "--steps 300 --period 0.1 --warm-gib 2 --noise-mib 256 --leak-mib 32 --onset 50 "
+                "--style detectron2 --every 5", True),
+         "leak", ["leak"], "linear",
+         "A 2 GiB footprint under noisy batches (0-256 MiB a step), 32 MiB kept a step from step 50; detectron2's "
+         "`max_mem: NM` (the running peak allocated, never reset) every 5 iterations, a year-less clock. Ends "
+         "normally.", 38),
+    Case("detectron2_flat_sigkill", H8, ["wide500", "apps"],
+         kill_at("flat", "--steps 400 --period 0.12 --warm-gib 5 --style detectron2 --every 5", False, step=80),
+         "no_leak", [], None,
+         "A fixed 5 GiB footprint; detectron2 lines every 5 iterations; killed with SIGKILL after step 80.", 24),
+    Case("cache_growth_composer_exit", H8, ["wide1", "apps"],
+         simple("cache_growth", "--steps 85 --period 0.13 --grow-mib 14 --style composer", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 14 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; "
+         "Composer's console blocks. Ends normally.", 25),
+    Case("jax_leak_oom_every3", H8, ["wide1", "apps"],
+         simple("jax_train", "--leak --steps 400 --period 0.12 --fraction 0.08 --warm-gib 1 --leak-mib 192 "
+                "--onset 15 --every 3", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "JAX: each step's activations kept from step 15 (192 MiB a step) until XLA runs out of memory "
+         "(RESOURCE_EXHAUSTED) under an 8 % cap; memory_stats() every 3 steps.", 34),
+    Case("two_procs_composer_axolotl_exit", H8, ["apps", "wide1"],
+         two_procs("--steps 100 --period 0.15 --warm-gib 3 --style composer",
+                   "linear_late", "--steps 60 --period 0.15 --warm-gib 1 --flat 10 --leak-mib 128 --style axolotl",
+                   b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU: a flat 3 GiB trainer with Composer blocks (a.log) and a second job (b.log, "
+         "axolotl dicts) keeping 128 MiB a step from its step 11; both end normally.", 32),
+    Case("host_kill_then_torchtitan_leak_oom", H8, ["wide500", "apps", "dmon"],
+         host_kill_then("--steps 400 --period 0.12 --host-mib 48 --style detectron2", limit="2G", fallback_step=150,
+                        gap=4.0, kind="leak_oom", args="--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 "
+                        "--leak-mib 128 --onset 10 --style torchtitan"),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A job of pinned host batches (48 MiB a step) in a 2 GiB memory cgroup until the kernel's OOM killer ends "
+         "it (job1.log, detectron2 lines); 4 s later a second job (job2.log, torchtitan lines) keeps 128 MiB a step "
+         "from step 10 under a 7 % cap until a CUDA OOM. dmesg files taken right after.", 48, kernel=True,
+         timeout=120),
+    Case("crashloop_composer_oom_x2", H8, ["wide500", "apps"],
+         crash_loop("leak_oom", "--steps 400 --period 0.1 --fraction 0.06 --warm-gib 1 --leak-mib 160 --onset 6 "
+                    "--style composer --every 2", runs=2, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of two runs of a job keeping 160 MiB a step from step 6 under a 6 % cap; Composer blocks "
+         "every 2 batches; each run dies of a CUDA OOM.", 36, timeout=100),
+    Case("residual_worker_detectron2_sigkill", H8, ["apps2", "wide1"],
+         residual("--steps 400 --period 0.2 --warm-gib 3 --worker-gib 6 --style detectron2 --every 2", kill_step=30,
+                  hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer (3 GiB) with an eval worker process holding 6 GiB; the trainer is SIGKILLed after step 30 and "
+         "the orphaned worker keeps its memory for 8 s until it is killed too; detectron2 lines.", 30),
+    Case("short_leak_torchtitan_exit", H8, ["wide1", "used5"],
+         simple("linear_late", "--steps 14 --period 0.4 --warm-gib 1 --flat 3 --leak-mib 768 --style torchtitan",
+                True),
+         "leak", ["leak"], "linear",
+         "A short job: from step 4 each step keeps 768 MiB; it ends normally after step 14 (about 6 s), still "
+         "growing; torchtitan lines; a 5 s `timestamp, memory.used` log beside a 1 s one.", 22),
+    Case("grad_accum_axolotl_sigkill", H8, ["wide500", "dmon_mu"],
+         kill_at("grad_accum", "--steps 400 --period 0.13 --accum 4 --micro-mib 384 --style axolotl", False, step=70),
+         "no_leak", [], None,
+         "Gradient accumulation over 4 micro-batches of 384 MiB, freed at each optimizer step; axolotl log dicts; "
+         "killed with SIGKILL after step 70.", 24),
+]
+CASES["heldout8"] = HELDOUT8

@@ -59,7 +59,10 @@ STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none
           # styles of 2026-12-06 (held-out set 2 and the multi-style recording)
           "kv_gb", "tutorial", "fairseq_tail", "phases", "jsonl", "absl",
           # styles of the fifth session (held-out set 7): mmengine's logger, loguru's default format, a tqdm bar
-          "mmengine", "loguru", "tqdm")
+          "mmengine", "loguru", "tqdm",
+          # styles of the sixth session (held-out set 8): Composer's console logger, an axolotl HF Trainer dict,
+          # torchtitan's metrics line, detectron2's CommonMetricPrinter
+          "composer", "axolotl", "torchtitan", "detectron2")
 # A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
 # its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
 LOG_FORMATS = {
@@ -74,6 +77,10 @@ LOG_FORMATS = {
     "mmengine": ("%(asctime)s - mmengine - %(levelname)s - %(message)s", "%Y/%m/%d %H:%M:%S"),
     # loguru's default "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
     "loguru": ("%(asctime)s.%(msecs)03d | %(levelname)-8s | __main__:train:{pid_line} - %(message)s", "%Y-%m-%d %H:%M:%S"),
+    # torchtitan's logger: `[titan] ` before logging's default asctime (with milliseconds), "root", the level
+    "torchtitan": ("[titan] %(asctime)s - root - %(levelname)s - %(message)s", None),
+    # detectron2's setup_logger: "[%(asctime)s %(name)s]: " with "%m/%d %H:%M:%S" for the terminal
+    "detectron2": ("[%(asctime)s d2.utils.events]: %(message)s", "%m/%d %H:%M:%S"),
 }
 class Formatter(logging.Formatter):
     """logging's Formatter, with %f (microseconds, as glog/absl print them) in a date format."""
@@ -84,7 +91,7 @@ class Formatter(logging.Formatter):
         return super().formatTime(record, datefmt)
 
 
-PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm")   # print() lines, no logging prefix
+PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm", "composer", "axolotl")   # print(), no prefix
 
 
 class StepLog:
@@ -206,6 +213,46 @@ class StepLog:
             # ultralytics-style `G` (1e9 bytes, 3 significant digits)
             log.info("step %d/%d | loss %.4f | gpu_mem %.3gG | reserved %.3gG", step, self.steps, loss, a / 1e9,
                      r / 1e9)
+        elif s == "composer":
+            # Composer's ConsoleLogger block per batch; MemoryMonitor's memory_stats() bytes / 1e9 to 5 significant
+            # digits (composer/callbacks/memory_monitor.py _get_memory_report), bare
+            def g5(b: int) -> str:
+                return f"{float(f'{b / 1e9:.5g}'):.4f}"
+            st = torch.cuda.memory_stats()
+            self.out(s, f"[batch={step}/{self.steps}]:\n         Train time/batch: {step - 1}\n"
+                        f"         Train time/sample: {(step - 1) * 256}\n"
+                        f"         Train memory/allocated_mem: {g5(st.get('allocated_bytes.all.current', a))}\n"
+                        f"         Train memory/active_mem: {g5(st.get('active_bytes.all.current', a))}\n"
+                        f"         Train memory/inactive_mem: {g5(st.get('inactive_split_bytes.all.current', 0))}\n"
+                        f"         Train memory/reserved_mem: {g5(st.get('reserved_bytes.all.current', r))}\n"
+                        f"         Train memory/alloc_retries: {st.get('num_alloc_retries', 0)}\n"
+                        f"         Train loss/train/total: {loss:.4f}")
+        elif s == "axolotl":
+            # HF Trainer's log dict with axolotl's GPU memory callback (GiB, 2 decimals; the peaks reset per log)
+            ma = torch.cuda.max_memory_allocated()
+            act = torch.cuda.memory_stats().get("active_bytes.all.peak", ma)
+            torch.cuda.reset_peak_memory_stats()
+            self.out(s, str({"loss": round(loss, 4), "grad_norm": 1.25, "learning_rate": 5e-06,
+                             "memory/max_mem_active(gib)": round(act / GiB, 2),
+                             "memory/max_mem_allocated(gib)": round(ma / GiB, 2),
+                             "memory/device_mem_reserved(gib)": round(r / GiB, 2),
+                             "epoch": round(step / max(1, self.steps), 2)}))
+        elif s == "torchtitan":
+            # torchtitan metrics.py: max_reserved since the last log in GiB and its share of the device, then reset
+            mr = torch.cuda.max_memory_reserved()
+            cap = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.reset_peak_memory_stats()
+            # (in color, torchtitan's default: utils.Color's codes, kept when stdout is a file)
+            log.info("\033[31mstep: %2d  \033[32mloss: %7.4f  \033[38;2;255;165;0mgrad_norm: %7.4f  "
+                     "\033[38;2;54;234;195mmemory: %5.2fGiB(%.2f%%)  \033[34mtps: 8,302  \033[36mtflops: 120.31  "
+                     "\033[35mmfu: 12.16%%\033[39m", step, loss, 1.25, mr / GiB, 100 * mr / cap)
+        elif s == "detectron2":
+            # detectron2 CommonMetricPrinter: iteration from 0, max_mem = max_memory_allocated() / 1024 / 1024, not reset
+            mm = torch.cuda.max_memory_allocated() / MiB
+            log.info(" eta: 0:%02d:%02d  iter: %d  total_loss: %.3f  loss_cls: 0.412  time: 0.1200  last_time: 0.1198  "
+                     "data_time: 0.0031  last_data_time: 0.0029  lr: 0.0001  max_mem: %.0fM",
+                     int(max(0, self.steps - step) * 0.12) // 60, int(max(0, self.steps - step) * 0.12) % 60,
+                     step - 1, loss, mm)
         elif s == "tqdm":
             # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
             n, total = step, max(self.steps, step)
