@@ -374,6 +374,24 @@ def test_a_start_up_jump_and_two_unlike_rises_are_too_few_for_a_trend():
         assert "more slowly" not in an.verdict_reason, an.verdict_reason   # 192 then 384 MiB is no settling
 
 
+def test_a_start_up_jump_and_two_alike_rises_are_too_few_for_a_trend():
+    # bench/heldout7/crashloop_mmengine_oom_x2's dmon (H100, 2026-12-06), its first run: the start-up's
+    # jump, then +1024 and +1280 MiB as the job died; the same second's CSV read +896 and +1280, the
+    # second run +768 and +1280. Whether two rises come out alike (within SHORT_SIMILAR) is where the
+    # readings fall in the steps, not evidence: a warm-up allocating over two readings does the same.
+    # Seeded draws of the shape (context, jump, two rises within 1.4x of each other, end).
+    r = rng(40)
+    shapes = [[561, 561, 561, 561, 3001, 4025, 5305]]
+    for _ in range(20):
+        ctx, jump, a = r.uniform(450, 800), r.uniform(1500, 3500), r.uniform(300, 1000)
+        b = a * r.uniform(1 / 1.39, 1.39)
+        shapes.append([ctx] * int(r.integers(2, 6)) + [ctx + jump, ctx + jump + a, ctx + jump + a + b])
+    for mib in shapes:
+        an = run(frame(np.array(mib, float) * MiB, dt=float(r.choice([1.0, 2.0, 5.0]))))
+        assert an.verdict == "inconclusive", (mib, an.verdict_reason)
+        assert "2 after the start-up's jump" in an.verdict_reason, an.verdict_reason
+
+
 def test_a_start_up_jump_then_steady_rises_is_still_a_thin_leak():
     # the same start, then three like rises: the trend is seen after the start-up
     an = run(frame(np.array([552, 552, 552, 3000, 3300, 3600, 3900, 4200], float) * MiB))

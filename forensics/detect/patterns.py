@@ -366,7 +366,16 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     y = yb[lo_i:]
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
-    if abs(prev.y1 - prev.y0) < EVENT_SIGMAS * sigma_b:
+    level_before = abs(prev.y1 - prev.y0) < EVENT_SIGMAS * sigma_b
+    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    if level_before and changepoints.seg_jump(prev, s) >= max(JUMP_SIGMAS * sigma_b,
+                                                              changepoints.ramp_offset(prev, s, gap)):
+        # a jump from a level into the ramp's segment (the start-up reaching its working set): a continuous
+        # hinge cannot fit a jump and, fitted across it, takes the jump for the ramp's first rise; the
+        # ramp begins within its own segment, after the jump: level, then the slope, as after a level
+        t0, level, _ = _best_hinge(xb[s.i0:], yb[s.i0:], float(s.x0), span_hi)
+        return t0, level
+    if level_before:
         # a level before the growth (it neither rose nor fell by an event's size): the hinge is level,
         # then the slope; a trend of its own fitted to that level is a free parameter that only the
         # noise moves, and it moves the kink with it (slow leaks under noise placed 3-4 standard

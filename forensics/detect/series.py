@@ -416,7 +416,8 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         fit.reason = (f"memory fell by {human(fall)} and then rose to the end ({few}: too few to tell a "
                       "leak from a cycle; log memory more often, e.g. nvidia-smi -l 1)")
         return fit
-    if r >= SHORT_RUN and not slowing:
+    # the start-up's jump counts for no trend: a trend needs SHORT_RUN rises after it as before it
+    if r - startup >= SHORT_RUN and not slowing:
         xs, ys = x[n - 1 - r:], y[n - 1 - r:]
         k = _steady_start(run / np.maximum(np.diff(xs), 1e-12), startup)
         kink = _slope_kink(xs[k:], ys[k:]) if k >= 0 else None
