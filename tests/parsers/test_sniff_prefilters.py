@@ -77,3 +77,15 @@ def test_every_megatron_sign_claims_past_the_prefilter():
     whats += [whats[-1]] * 2
     for line, what in zip(MEGATRON_SIGNS, whats, strict=True):
         assert families.sniff_megatron(FILLER + [line]) == f"{what} on line 200"
+
+
+def test_the_step_marker_sniff_reads_a_few_lines_as_polars_does(monkeypatch):
+    """markers.sniff tests a head of a few plain lines for a reading in Python (small.rows), else in polars:
+    the same answer either way, on each sample's first lines and on each line alone."""
+    from forensics.parsers.steplog import markers, small
+
+    heads = [h[:small.SMALL_LINES] for h in HEADS] + [[ln] for ln in LINES]
+    in_python = [markers.sniff(h) for h in heads]
+    monkeypatch.setattr(small, "rows", lambda df: None)
+    assert [markers.sniff(h) for h in heads] == in_python
+    assert sum(x is not None for x in in_python) > 30
