@@ -12,7 +12,7 @@ Bundle and through the report (HTML, Markdown, JSON summary), N cases per proper
 
 `--hostile FAMILIES` (comma list, or `all`: pickles bombs lines redos inject time numbers scan) writes
 each family's cases with tests/hostile/hostile_cases.py into a temporary folder (bombs: about 1.4 GB
-on disk for all) and runs `report` on each (`scan` on the scan family's archives), each under a 10 s
+on disk for all) and runs `report` on each (`scan -j 2` on the scan family's archives), each under a 10 s
 budget (--slow) and an 8 GB address-space limit (--memory; polars reserves far more address space than
 it uses, so the 1 GB target is checked on the case's peak resident memory, --max-rss): a case passes
 when it ends in time with exit 0, 1 or 2, no traceback, no signal and at most --max-rss MB resident.
@@ -185,7 +185,8 @@ def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int) -
             for case in sorted(root.iterdir()):
                 out = base / "out"
                 out.mkdir(exist_ok=True)
-                cmd = ([sys.executable, "-m", "forensics", "scan", str(case), "-o", str(out / "scan"), "-j", "1", "-q"]
+                # (two workers, as the reliability pass ran `many_jobs`: a scan of a 2-core machine)
+                cmd = ([sys.executable, "-m", "forensics", "scan", str(case), "-o", str(out / "scan"), "-j", "2", "-q"]
                        if fam == "scan" else
                        [sys.executable, "-m", "forensics", "report", str(case), "-o", str(out / "c.html"),
                         "--json", str(out / "c.json"), "-q"])

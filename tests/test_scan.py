@@ -374,3 +374,28 @@ def test_retry_failed_redoes_only_the_failed_jobs(archive, tmp_path):
     assert again.analyzed == 0
     retried = sc.run_scan(cfg_for(archive, out, retry_failed=True))
     assert retried.analyzed == first.failed and retried.failed == first.failed
+
+
+def test_workers_under_an_address_space_limit_they_cannot_raise(tmp_path):
+    """A scan run under `ulimit -v` (as bench/fuzz.py runs the hostile cases) asked its workers for more
+    address space than that: each worker died setting its limit, and every job failed. The lower limit holds."""
+    import resource
+
+    arch = tmp_path / "arch"
+    for name in ("a", "b", "c"):
+        healthy_job(arch / name)
+    limit = 8 << 30
+
+    def ulimit():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    res = subprocess.run([sys.executable, "-m", "forensics", "scan", str(arch), "-o", str(tmp_path / "o"), "-j", "2",
+                          "--max-worker-memory", "64GiB", "--tz", "UTC"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300, preexec_fn=ulimit)
+    assert res.returncode == 0, res.stderr
+    rows = pl.read_parquet(tmp_path / "o" / "summary.parquet")
+    assert rows["status"].to_list() == ["ok"] * 3
+    code = "import resource; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); from forensics import scan; " \
+           "print(scan.default_worker_bytes(1))" % (limit, limit)
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert int(shown.stdout) == limit, shown.stderr   # what a dead worker's row names as its limit

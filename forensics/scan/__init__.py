@@ -580,7 +580,8 @@ def _worker_main(conn, max_bytes: int | None) -> None:
     if max_bytes:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+        # (a limit the scan itself runs under, `ulimit -v`, cannot be raised: the lower one holds)
+        resource.setrlimit(resource.RLIMIT_AS, (min(max_bytes, _hard_address_limit() or max_bytes),) * 2)
     # the analysis' modules imported once, before the first job: every job of this worker finds them
     # loaded, and the first job's `seconds` is its own work, not the imports
     from forensics import pipeline, report  # noqa: F401
@@ -647,7 +648,19 @@ def default_worker_bytes(workers: int) -> int | None:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-    return max(8 << 30, total // max(1, workers))
+    share = max(8 << 30, total // max(1, workers))
+    return min(share, _hard_address_limit() or share)   # (what a failed job's row names as its limit)
+
+
+def _hard_address_limit() -> int | None:
+    """The address-space limit this process runs under (`ulimit -v`), which no worker can raise; None: none."""
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    except (ImportError, OSError, ValueError):   # not POSIX
+        return None
+    return None if hard == resource.RLIM_INFINITY else hard
 
 
 @contextlib.contextmanager

@@ -41,6 +41,7 @@ SCAN_BLOCK_LITERALS = ("resource_exhausted", "resource exhausted", "oom when all
                        "cudaerrormemoryallocation", "out of memory", "buffer of size")
 # each hint line is an event: a scan keeps the first scanners.MAX_EVENT_LINES of them per file
 SCAN_EVENT_LINES = True
+_PREFILTER = re.compile(SCAN_PREFILTER)
 
 # possessive: a long run of digits or blanks is read once (no backtracking through it)
 _SIZE = r"[0-9][0-9,]*+(?:\.[0-9]+)?+(?:\s*+(?:bytes|[KMGTP]i?B|B|[KMGT])\b)?"
@@ -87,6 +88,12 @@ STATS_LOOKBACK = 40  # the BFC allocator's Stats block ends right above its erro
 def sniff(head: list[str]) -> str | None:
     """Claim a file that is (mostly) an error ending in one of these OOMs; an OOM at the end of a longer
     log is left to the log's own parser and found by `scan`."""
+    if not _PREFILTER.search("\n".join(head)):   # (every SCAN_HINT line holds one of its literals)
+        return None
+    return _sniff_lines(head)
+
+
+def _sniff_lines(head: list[str]) -> str | None:
     for i, line in enumerate(head):
         if torch_oom.PROVENANCE.match(line) or not re.search(SCAN_HINT, line):
             continue

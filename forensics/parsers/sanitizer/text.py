@@ -286,6 +286,12 @@ def _int(text: str) -> int:
 # -- sniff / parse -----------------------------------------------------------------------------------
 
 def sniff(head: list[str]) -> str | None:
+    if "========= " not in "\n".join(head):   # (what every _SNIFF match holds: `={9} `)
+        return None
+    return _sniff_lines(head)
+
+
+def _sniff_lines(head: list[str]) -> str | None:
     for i, line in enumerate(head, 1):
         if line.startswith("# source:"):  # provenance line of a collected snippet, not log text
             continue

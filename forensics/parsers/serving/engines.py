@@ -77,9 +77,16 @@ SCAN_BLOCK_LITERALS = ("model weights take", "vllm instance can use", "total_gpu
                        "available_size=")
 
 _SNIFF = re.compile(SCAN_HINT)
+_PREFILTER = re.compile(SCAN_PREFILTER)
 
 
 def sniff(head: list[str]) -> str | None:
+    if not _PREFILTER.search("\n".join(head)):   # (every SCAN_HINT line holds one of its literals)
+        return None
+    return _sniff_lines(head)
+
+
+def _sniff_lines(head: list[str]) -> str | None:
     for i, line in enumerate(head, 1):
         if _SNIFF.search(line):
             return f"vLLM / SGLang memory line on line {i}"

@@ -41,6 +41,14 @@ _DS_WORDS_RE = re.compile(r"DeepSpeed|deepspeed|log_dist|real_accelerator\.py|ds
 
 
 def sniff_deepspeed(head: list[str]) -> str | None:
+    # (every test below needs one of these literals: most heads hold none, and are passed in one search)
+    text = "\n".join(head)
+    if "Max_MA" not in text and "see_memory_usage]" not in text and not _DS_WORDS_RE.search(text):
+        return None
+    return _sniff_deepspeed_lines(head)
+
+
+def _sniff_deepspeed_lines(head: list[str]) -> str | None:
     ma = re.compile(_MA_LINE)
     for i, ln in enumerate(head, 1):
         if ma.search(ln):
@@ -132,9 +140,20 @@ _SIGNS = (
     (re.compile(r"^> (?:initializing torch distributed|building \S+ model|compiling dataset index builder)"),
      "Megatron start-up line"),
 )
+# A literal that every match of each sign holds, in _SIGNS' order (a head holding none is no Megatron log's)
+_SIGN_LITERALS = ("| allocated: ", "] datetime: ", "consumed samples:", " arguments ", "using world size: ",
+                  "Theoretical memory footprints: ", "> initializing torch distributed", "> building ",
+                  "> compiling dataset index builder")
 
 
 def sniff_megatron(head: list[str]) -> str | None:
+    text = "\n".join(head)
+    if not any(x in text for x in _SIGN_LITERALS):
+        return None
+    return _sniff_megatron_lines(head)
+
+
+def _sniff_megatron_lines(head: list[str]) -> str | None:
     for i, ln in enumerate(head, 1):
         for rx, what in _SIGNS:
             if rx.search(ln):
@@ -187,6 +206,14 @@ _RUNNING_RE = re.compile(r"\*{5} Running (?:training|Evaluation|Prediction) \*{5
 
 
 def sniff_hf_trainer(head: list[str]) -> str | None:
+    # (the banner and the running line hold `*****`, a memory metric `_mem_`: most heads hold neither)
+    text = "\n".join(head)
+    if HF_BANNER not in text and "_mem_" not in text:
+        return None
+    return _sniff_hf_trainer_lines(head)
+
+
+def _sniff_hf_trainer_lines(head: list[str]) -> str | None:
     for i, ln in enumerate(head, 1):
         if _BANNER_RE.search(ln):
             return f"HF Trainer metrics block on line {i}"

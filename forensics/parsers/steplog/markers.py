@@ -12,7 +12,7 @@ import polars as pl
 from forensics.frames import rows_where
 from forensics.model import Parsed, Skipped
 from forensics.parsers import ranks
-from forensics.parsers.steplog import families, general, generic, readings
+from forensics.parsers.steplog import families, general, generic, readings, small
 from forensics.io.lines import read_whole
 from forensics.parsers.steplog.reader import StepLogReader, extract_all
 from forensics.parsers.contract import Format, Scan
@@ -46,7 +46,10 @@ def sniff(head: list[str]) -> str | None:
     # no other): one query says whether there is one (most files that get this far have none)
     t = pl.col("text")
     frame = generic.head_frame(head)
-    if frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item():
+    # (a few plain lines are tested with Python's `re`, which reads these patterns as polars does: small.py)
+    few = small.rows(frame)
+    if (any(small.ANY_READING.search(x) and not small.NOT_OURS.search(x) for _, x in few) if few is not None else
+            frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item()):
         found = readings.head_readings(frame)
         if found.height:
             first = int(found["line"].min())

@@ -98,6 +98,15 @@ SKIP_OTHER = "not part of a memory_stats dict"
 def sniff(head: list[str]) -> str | None:
     """A file mostly of memory_stats() dicts (a training log with a few of them among other lines is
     another parser's; this module's scan reads the dicts there)."""
+    # (a start holds `{`, `OrderedDict(` or FIRST_KEY, and no part of _START_RE matches a newline: the
+    # joined head holds a start where one of its lines does)
+    text = "\n".join(head)
+    if not ("{" in text or "OrderedDict(" in text or FIRST_KEY in text) or not _START_RE.search(text):
+        return None
+    return _sniff_lines(head)
+
+
+def _sniff_lines(head: list[str]) -> str | None:
     lines = [ln for ln in head if ln.strip() and not ln.startswith("# source:")]
     opened = next((i for i, ln in enumerate(head, 1) if _START_RE.search(ln)), None)
     if opened is None or not lines:
