@@ -250,6 +250,16 @@ def test_gpu_mem_is_reserved_only_as_ultralytics_table_column(tmp_path):
     assert p.samples["series"].unique().to_list() == ["memory.used"]
 
 
+def test_a_used_total_pair_takes_the_key_s_unit_and_a_host_dict_is_no_gpu_reading():
+    # verl's memory logger (verl-project/verl#3992): `device memory used/total (GB): 2.07/60.96`, then psutil's
+    # host figures in a dict under `cpu_memory`
+    line = ("=> After rollout offload, memory allocated (GB): 45.11, device memory used/total (GB): 2.07/60.96, "
+            "cpu_memory: {'total': '1511.10 GB', 'used': '620.85 GB', 'buff/cache': '12.0 GB'}, gpu: {'free': '3 GB'}")
+    plan = general.plan_line(line)
+    assert [(r.series, r.factor) for r in plan.readings] == [("allocated", 1 << 30), ("memory.used", 1 << 30),
+                                                             ("total", 1 << 30), ("free", 1 << 30)]
+
+
 def test_a_style_never_seen_is_read_with_no_code_change(tmp_path):
     # a made-up print whose lines follow the shapes: a loguru prefix, `Key: value,` pairs, a phase
     lines = [f"2026-12-01 10:00:0{i}.123 | INFO     | trainer:loop:88 - after optimizer step: it {i}, "

@@ -13,7 +13,16 @@ from test_general_reader import _parse_claimed
 HELDOUT6_DIR = Path(__file__).parent.parent / "heldout" / "general-reader-6"
 HELDOUT6 = json.loads((HELDOUT6_DIR / "expected.json").read_text())
 # Held-out set 6, to be run once: what the reader got wrong, as run (filled in after the run).
-HELDOUT6_FAILED: dict[str, str] = {}
+# Held-out set 6, run once at 617d08d (expectations of 07e1669; docs/benchmarks.md): 5 of 8 right. Missed as run:
+# rocm-smi's bare bytes (`"GPU memory use": "17453056"`) not read; verl's lines read by the generic shapes (no phase,
+# no clock, its `used/total (GB)` pair and its host `cpu_memory` dict misread); xgboost's `4572MB remaining` not read
+# and `Allocated 0MB on [0]` read as allocated. Mended since (a tune set from then on): rocm-smi documented. Left:
+HELDOUT6_FAILED: dict[str, str] = {
+    "verl_megatron_gpu_memory_3992.txt": "its `Key (GB): value` pairs are a generic shape, read by generic.py/small.py "
+    "before the general reader sees them: no phase label, and its clock stands after a Ray/rank prefix they do not skip",
+    "xgboost_gpu_allocated_remaining_3031.txt": "a key after its value (`4572MB remaining`) is no shape the reader has; "
+    "`Allocated 0MB on [0]` (one allocation's size, its maintainer says) reads as allocated memory",
+}
 
 
 @pytest.mark.parametrize("name", sorted(k for k in HELDOUT6 if not k.startswith("_")))

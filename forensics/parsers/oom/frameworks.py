@@ -33,7 +33,9 @@ _GGML_BACKENDS = r"(?:CUDA|ROCm|HIP|SYCL|Vulkan|Metal|MUSA|CANN)"
 SCAN_HINT = (r"RESOURCE_EXHAUSTED: (?:Out of memory|Failed to allocate request)|Resource exhausted: Out of memory"
              r"|OOM when allocating tensor|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
              r"|(?:cudaMalloc|cuMemAlloc)[^\n]*out of memory|failed to allocate " + _GGML_BACKENDS
-             + r"[0-9]* buffer of size|[Oo]ut of memory (?:allocating|to allocate) [0-9]")
+             + r"[0-9]* buffer of size|[Oo]ut of memory (?:allocating|to allocate) [0-9]"
+             r"|CUDA (?:failure|error) 2\b[^\n]*out of memory|Out of memory error on GPU [0-9]"
+             r"|Error allocating [0-9]+ bytes of device memory \(out of memory\)")
 # what every SCAN_HINT line holds (parsers/scanners.py)
 SCAN_PREFILTER = (r"RESOURCE_EXHAUSTED|Resource exhausted|OOM when allocating|CUDA_ERROR_OUT_OF_MEMORY"
                   r"|cudaErrorMemoryAllocation|ut of memory|buffer of size")
@@ -69,12 +71,24 @@ _GGML = re.compile(r"failed to allocate (?P<backend>" + _GGML_BACKENDS + r")(?P<
 # CuPy: "Out of memory allocating N bytes (allocated so far: M bytes)"; before v7 "(total M bytes)"
 _CUPY = re.compile(r"[Oo]ut of memory (?:allocating|to allocate) (?P<req>[0-9][0-9,]*) bytes\s*"
                    r"\((?:allocated so far:?|total)\s*(?P<held>[0-9][0-9,]*) bytes\)")
-# the CUDA runtime and driver APIs, as C/C++ programs and libraries print their errors
-_CUDA_ERROR = re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation")
+# PaddlePaddle's allocator (paddle/fluid/memory/allocation/cuda_allocator.cc): sizes by HumanReadableSize, binary
+# units; "allocated" is the device's use (total - available from cudaMemGetInfo), not Paddle's alone
+_PADDLE = re.compile(r"Out of memory error on GPU (?P<dev>[0-9]{1,3})\. Cannot allocate (?P<req>" + _SIZE
+                     + r") memory on GPU [0-9]{1,3}, (?P<held>" + _SIZE + r") memory has been allocated and available "
+                     r"memory is only (?P<avail>" + _SIZE + ")")
+# Theano's GPU back end (libgpuarray): the request, then what the driver reports free of the device's total
+_GPUARRAY = re.compile(r"Error allocating (?P<req>[0-9]{1,20}) bytes of device memory \(out of memory\)"
+                       r"(?:\.?\s*Driver report (?P<free>[0-9]{1,20}) bytes free and (?P<total>[0-9]{1,20}) bytes total)?")
+# the CUDA runtime and driver APIs, as C/C++ programs and libraries print their errors; error code 2 is
+# cudaErrorMemoryAllocation (CNTK's and ONNX Runtime's CUDA_CALL: `CUDA failure 2: out of memory ; GPU=0 ; …`)
+_CUDA_ERROR = re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA (?:failure|error) 2\b(?=[^\n]*out of memory)")
 _CUDA_API = re.compile(r"cudaMalloc\w*|cuMemAlloc\w*")   # with "out of memory" after it
 _CUDA_SIZE = [re.compile(r"failed to allocate\s+" + _SIZE + r"\s*\((?P<exact>[0-9]+) bytes\)"),
               re.compile(r"allocating\s+(?P<size>[0-9][0-9,]*(?:\.[0-9]+)?\s*(?:[KMGT]i?B|bytes))")]
-_CUDA_DEVICE = re.compile(r"\bdevice:?\s+([0-9]{1,3})\b")
+_CUDA_DEVICE = re.compile(r"\bdevice:?\s+([0-9]{1,3})\b|\bGPU=([0-9]{1,3})\b")
+# TensorFlow's OOM on a CPU device or by its `cpu` allocator is the host's memory, not a GPU's
+_TF_HOST = re.compile(r"device:CPU:|^cpu$", re.IGNORECASE)
+HOST_OOM = "an out-of-memory error of the host's memory (a CPU device or allocator), not a GPU's"
 
 # the exception class before the message ("RuntimeError: Error while calling cudaMalloc(...)": the last one)
 _CLASS = re.compile(r"(?<![\w.])(?P<cls>[A-Za-z_][\w.]{0,120}(?:Error|Exception)):")
@@ -115,7 +129,8 @@ def scan(lines: pl.DataFrame, src: Source, opts: Options) -> Parsed:
 
 def _dialect(line: str) -> tuple[str, re.Match] | None:
     """(framework, the match) of the first dialect that reads the line."""
-    for framework, rx in (("jax", _XLA), ("tensorflow", _TF), ("ggml", _GGML), ("cupy", _CUPY)):
+    for framework, rx in (("jax", _XLA), ("tensorflow", _TF), ("ggml", _GGML), ("cupy", _CUPY), ("paddle", _PADDLE),
+                          ("gpuarray", _GPUARRAY)):
         m = rx.search(line)
         if m:
             return framework, m
@@ -171,6 +186,13 @@ def _facts(framework: str, m: re.Match, line: str, after: list[str], above: list
     elif framework == "cupy":
         d["requested"] = _size(m["req"])
         d["in_use"] = _size(m["held"])   # bytes the memory pool had allocated when it failed
+    elif framework == "paddle":
+        d["requested"], d["gpu"] = _size(m["req"]), m["dev"]
+        d["in_use"], d["free"] = _size(m["held"]), _size(m["avail"])   # the device's, as cudaMemGetInfo gave them
+    elif framework == "gpuarray":
+        d["requested"] = int(m["req"])
+        if m["total"]:
+            d["free"], d["total"] = int(m["free"]), int(m["total"])
     else:
         d["error"] = m[0]
         for rx in _CUDA_SIZE:
@@ -178,7 +200,7 @@ def _facts(framework: str, m: re.Match, line: str, after: list[str], above: list
                 d["requested"] = int(s["exact"]) if "exact" in rx.groupindex else _size(s["size"])
                 break
         if g := _CUDA_DEVICE.search(line):
-            d["gpu"] = g[1]
+            d["gpu"] = g[1] or g[2]
     return d
 
 
@@ -233,6 +255,9 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
             out.skipped.add("mentions running out of memory without an error this reader knows", line_no)
             continue
         framework, m = found
+        if framework == "tensorflow" and any(x and _TF_HOST.search(x) for x in (m["dev"], m["alloc"])):
+            out.skipped.add(HOST_OOM, line_no)
+            continue
         after = hint_reader.between(near, line_no + 1, line_no + 1 + LOOKAHEAD)
         if framework == "cuda" and any(_GGML.search(x) for x in after[:2]):
             used.append(line_no)   # ggml's cudaMalloc line: the buffer line after it is the error
@@ -289,8 +314,10 @@ FORMAT = Format(
               block_literals=SCAN_BLOCK_LITERALS, event_lines=SCAN_EVENT_LINES),
     files="other frameworks' out-of-memory errors: JAX/XLA `RESOURCE_EXHAUSTED` (with its peak buffers), "
           "TensorFlow `OOM when allocating tensor` (with the BFC `Limit`/`InUse` stats), CUDA runtime/driver API "
-          "(`cudaMalloc ... out of memory`, `CUDA_ERROR_OUT_OF_MEMORY`, `cudaErrorMemoryAllocation`), "
-          "ggml/llama.cpp `failed to allocate CUDA0 buffer`, CuPy `OutOfMemoryError`; also inside any other log",
+          "(`cudaMalloc ... out of memory`, `CUDA_ERROR_OUT_OF_MEMORY`, `cudaErrorMemoryAllocation`, CNTK's and "
+          "ONNX Runtime's `CUDA failure 2: out of memory`), ggml/llama.cpp `failed to allocate CUDA0 buffer`, CuPy "
+          "`OutOfMemoryError`, PaddlePaddle `Out of memory error on GPU 0`, Theano/libgpuarray `Error allocating N "
+          "bytes of device memory`; also inside any other log",
     yields="`gpu_oom` with framework, requested bytes, device, allocator, limit, in use, shape, node and "
            "allocation site",
 )

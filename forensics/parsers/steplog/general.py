@@ -67,6 +67,8 @@ _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|
 # (a key that is the device alone, `GPU: 7.9GB`, names its memory: DEVICE_KEY)
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
                    r"|capacity|max[ _]?mem|gpu[ _]?mem|^gpu$")
+# the key of a dict whose sizes are the host's (`cpu_memory: {`, `"host": {`)
+_HOST_DICT = re.compile(r"(?i)(?:cpu|host|\bram\b|rss|swap|system)[\w .\-]*['\"]?[ \t]*[:=]?[ \t]*$")
 # A key that names only the device is its memory when a size unit says so (`start: GPU: 6.761GB CPU: …`);
 # without one it is the device's index or count (`GPU: 0`), neither memory nor a line to count as unread.
 DEVICE_KEY = re.compile(r"(?i)gpu")
@@ -137,6 +139,10 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
     # print's, and says no more than `mem` does
     "gpu_mem": (Documented(_TABLE_COLUMN, _ANY, None, "reserved",
                            "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),),
+    # rocm-smi --json --showmemuse (rocm_smi.py showMemUse, since ROCm/rocm_smi_lib PR #120): the card's VRAM in use
+    # as a bare byte count in a JSON string, `"GPU memory use": "17453056"`
+    "gpu memory use": (Documented(re.compile(r'[ \t]*"GPU memory use": "'), _ANY, 1, "memory.used",
+                                  "rocm-smi --json `GPU memory use` is the card's VRAM in use in bytes (rocm_smi.py)"),),
     # Composer's MemoryMonitor (composer/callbacks/memory_monitor.py _get_memory_report, also in NeMo's
     # Megatron-Bridge): torch.cuda.memory_stats()' `allocated_bytes.all.current` and `reserved_bytes.all.current`
     # / 1.0e9, logged bare as `memory/allocated_mem` and `memory/reserved_mem` (the console logger prefixes
@@ -365,9 +371,15 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         return _twins(plan)
     prev_end = start
     i = first
+    host = False   # inside a dict under a host key (`cpu_memory: {'total': '1511.10 GB', …}`): the host's sizes
     while i < len(nums):
         m = nums[i]
         seg, prev_end = body[prev_end:m.start()], m.end()
+        opened, closed = seg.rfind("{"), seg.rfind("}")
+        if opened > closed:
+            host = bool(_HOST_DICT.search(seg[:opened]))
+        elif closed >= 0:
+            host = False
         if i in used or (m.start() > 0 and body[m.start() - 1].isalpha()):   # `fp16`, `cuda:0` read above
             i += 1
             continue
@@ -387,7 +399,8 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             prev_end = tu.end() if tu else nums[i + 1].end()
         # `-3 MB` (a sign, not `1-3` or `fp-3`): a memory size is never below zero
         signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
-        _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
+        if not host:
+            _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
         i = total_idx + 1 if total_idx is not None else i + 1
     return _twins(plan)
 
@@ -423,9 +436,12 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     key = " ".join(key.split()[-4:]).strip(" .-/")
     if not key:
         return
-    pair = [k.strip() for k in key.split("/")]
+    # (a unit the key names, `used/total (GB)`, is both halves')
+    paren = _KEY_PAREN_UNIT.search(key)
+    pair = [k.strip() + (f" {paren[0]}:" if paren else "") for k in _KEY_PAREN_UNIT.sub("", key).split("/")]
     if total_idx is not None and len(pair) == 2 and all(series_of(_key_unit(k)[0]) for k in pair):
-        # `Allocated / Reserved: 4162.88MB / 23816.00MB`: one reading per key, not a value and its capacity
+        # `Allocated / Reserved: 4162.88MB / 23816.00MB`, `device memory used/total (GB): 2.07/60.96`: one
+        # reading per key (a `total` the capacity of the line's readings), not a value and its capacity
         _add(plan, pair[0], i, unit, None, value, after, signed)
         _add(plan, pair[1], total_idx, total_unit, None, "", after)
         return

@@ -45,7 +45,8 @@ _START = re.compile(
 _BODY = re.compile(r"(?:CUDA|HIP) out of memory\b|CUDA error: out of memory\b|Allocation on device\b")
 _CLASSES = ("torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "OutOfMemoryError", "torch.AcceleratorError",
             "AcceleratorError", "RuntimeError")   # _START's `cls`, longest first
-PROVENANCE = re.compile(r"^\s*(?:#\s*source:|-{4}\s.*source:.*-{4}\s*$)")
+# a sample's provenance (`# source: …`, `# https://…`), or a file banner naming its source: a comment, no error
+PROVENANCE = re.compile(r"^\s*(?:#\s*(?:source:|https?://)|-{4}\s.*source:.*-{4}\s*$)")
 
 
 def _start(line: str) -> re.Match | None:
