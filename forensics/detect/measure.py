@@ -421,7 +421,7 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     if not loose.len():
         return labels, series
     if loose.len() == per.height:
-        return pl.Series("label", [None] * labels.len(), dtype=pl.String), series
+        return pl.repeat(None, labels.len(), dtype=pl.String, eager=True).alias("label"), series
     return pl.DataFrame([code, labels]).select(
         pl.when(pl.col("_g").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"))["label"], series
 
@@ -456,15 +456,21 @@ def series_frames(samples: pl.DataFrame):
     cols = keys + ["label", "time", "seq", "line", "step", "bytes", "total_bytes"]
     out = []
     named = samples.select(cols).with_columns(series_labels(samples))
-    for k, df in partitions(named, *keys).items():
+    for k, df in _groups(named, keys).items():
         if k[4] is None:
             continue
-        if df["label"].null_count() == df.height:   # one series, unlabelled: no partition to run
-            out.append((tuple(k) + (None,), df))
-            continue
-        for (label,), part in partitions(df, "label").items():
+        for (label,), part in _groups(df, ["label"]).items():
             out.append((tuple(k) + (label,), part))
     return out
+
+
+def _groups(df: pl.DataFrame, keys: list[str]) -> dict[tuple, pl.DataFrame]:
+    """partitions(df, *keys); a frame whose keys are the same on every row (a step log's one series of
+    millions of readings) is its own group, not copied (read with Series methods, which run no query)."""
+    cols = [df.get_column(c) for c in keys]
+    if all(c.null_count() == c.len() or (not c.null_count() and c.min() == c.max()) for c in cols):
+        return {tuple(c[0] for c in cols): df}
+    return partitions(df, *keys)
 
 
 def render_sample(s: Series, i: int) -> str:
