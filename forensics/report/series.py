@@ -77,31 +77,15 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     order, in runs split where data is missing for a while."""
     if not ranges:
         return {}
-    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
-    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
-    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    picked = rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
-    if len(ranges) == 1:
-        # one series (a step log's millions of readings): its range as constants, not joined to every
-        # row (the join held a copy of the rows, two columns more, while the groups were built)
-        (lo, hi), = ranges.values()
-        lo_c, hi_c = pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64)
-    else:
-        rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
-                            "hi": [r[1] for r in ranges.values()]},
-                           schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
-        picked = picked.join(rng.lazy(), on="sid", how="inner", maintain_order="left")
-        lo_c, hi_c = pl.col("lo"), pl.col("hi")
-    width = pl.when(hi_c > lo_c).then(hi_c - lo_c).otherwise(1.0)
-    bucket = ((pl.col("x") - lo_c) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    # ranges come rounded to the millisecond: a reading on the edge must not fall out
-    agg = (picked.filter((pl.col("x") >= lo_c - 0.001) & (pl.col("x") <= hi_c + 0.001))
-           .group_by("sid", bucket).agg(
-               pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
-               pl.col("y").min().alias("ymin"),
-               pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
-               pl.col("y").max().alias("ymax"),
-           ).sort("sid", "b").collect())
+    agg = None
+    if len(ranges) == 1:   # one series (a step log's millions of readings): its rows alone
+        (sid, (lo, hi)), = ranges.items()
+        ids = rows["sid"]
+        rows = rows if ids.min() == ids.max() == sid else rows_where(rows, pl.col("sid") == sid)
+        if rows["x"].is_sorted():
+            agg = _sorted_buckets(rows, sid, lo, hi, buckets)
+    if agg is None:
+        agg = _buckets(rows, ranges, buckets)
     if agg.is_empty():
         return {}
     out: dict[int, list] = {}
@@ -126,6 +110,49 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
         runs.append(run)
         out[sid] = [_thin(r) for r in runs if r]
     return out
+
+
+def _bucket(lo_c: pl.Expr, hi_c: pl.Expr, buckets: int) -> pl.Expr:
+    width = pl.when(hi_c > lo_c).then(hi_c - lo_c).otherwise(1.0)
+    return ((pl.col("x") - lo_c) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+
+
+# each bucket's lowest and highest reading with its x (the first of equal ones in the rows' order)
+_EXTREMES = [pl.col("x").get(pl.col("y").arg_min()).alias("xmin"), pl.col("y").min().alias("ymin"),
+             pl.col("x").get(pl.col("y").arg_max()).alias("xmax"), pl.col("y").max().alias("ymax")]
+
+
+def _sorted_buckets(rows: pl.DataFrame, sid: int, lo: float, hi: float, buckets: int) -> pl.DataFrame:
+    """_buckets of one series' rows in x order: its range is a slice of them and its buckets runs of
+    the slice, grouped as runs (the query copied the rows twice and held an index of each row)."""
+    x = rows["x"]
+    # (the rows _buckets' filters keep: lo - 0.001 <= x <= hi + 0.001)
+    start, end = x.search_sorted(lo - 0.001, "left"), x.search_sorted(hi + 0.001, "right")
+    b = _bucket(pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64), buckets)
+    return (rows.slice(start, end - start).lazy().select(b.set_sorted(), "x", "y").group_by("b").agg(*_EXTREMES)
+            .sort("b").select(pl.lit(sid, dtype=pl.Int64).alias("sid"), pl.all()).collect())
+
+
+def _buckets(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> pl.DataFrame:
+    """Per series id and bucket of its range, the lowest and the highest reading with their x."""
+    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
+    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
+    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
+    picked = rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+    if len(ranges) == 1:
+        # one series (a step log's millions of readings): its range as constants, not joined to every
+        # row (the join held a copy of the rows, two columns more, while the groups were built)
+        (lo, hi), = ranges.values()
+        lo_c, hi_c = pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64)
+    else:
+        rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
+                            "hi": [r[1] for r in ranges.values()]},
+                           schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+        picked = picked.join(rng.lazy(), on="sid", how="inner", maintain_order="left")
+        lo_c, hi_c = pl.col("lo"), pl.col("hi")
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    return (picked.filter((pl.col("x") >= lo_c - 0.001) & (pl.col("x") <= hi_c + 0.001))
+           .group_by("sid", _bucket(lo_c, hi_c, buckets)).agg(*_EXTREMES).sort("sid", "b").collect())
 
 
 def _thin(points: list) -> list:

@@ -418,3 +418,63 @@ def test_the_report_rows_and_envelopes_are_those_a_join_gives(seed):
         part = rows.filter((pl.col("sid") == sid) & (pl.col("x") >= lo - 0.001) & (pl.col("x") <= hi + 0.001))
         assert got.get(sid, []) == rs.envelopes(part, {sid: (lo, hi)}, 37).get(sid, []), sid
     assert got and set(got) <= set(ranges)
+
+
+def test_one_series_is_measured_on_its_own_rows_not_a_copy(monkeypatch):
+    """five_million_lines: detection partitioned its one series' 5 M rows by its keys, a copy of every
+    row's columns (~460 MB) held through the analysis; a frame whose keys are one value is its own group.
+    The same frames as the partition gives."""
+    from forensics.detect import measure
+
+    df = _labelled_samples(600, 1).with_columns(pl.lit("a.log").alias("source"), pl.lit(None, pl.String).alias("host"),
+                                                 pl.lit("0").alias("gpu"), pl.lit(None, pl.Int64).alias("pid"),
+                                                 pl.lit("allocated").alias("series"),
+                                                 pl.format("step {}", pl.col("line")).alias("label"))
+    want = measure.series_frames(df)
+
+    def no_partition(*_):
+        raise AssertionError("a frame of one series was partitioned")
+
+    monkeypatch.setattr(measure, "partitions", no_partition)
+    got = measure.series_frames(df)
+    assert [k for k, _ in got] == [k for k, _ in want] == [("a.log", None, "0", None, "allocated", None)]
+    assert got[0][1].equals(want[0][1]) and got[0][1].height == 600
+
+
+def _sorted_rows(n: int, seed: int) -> pl.DataFrame:
+    """Report rows (sid, x, y) of three series: sid 1 in x order with repeated x and y, the others not."""
+    import random
+
+    rng = random.Random(seed)
+    x, rows = 0.0, []
+    for i in range(n):
+        x += rng.choice([0.0, 0.5, 1.0, 7.0])
+        rows.append((1, x, rng.randrange(4) << 20))
+        if i % 3 == 0:
+            rows.append((rng.choice([0, 2]), rng.uniform(0, n), rng.randrange(9) << 20))
+    return pl.DataFrame(rows, schema={"sid": pl.Int64, "x": pl.Float64, "y": pl.Int64}, orient="row")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_series_in_x_order_is_bucketed_as_the_query_buckets_it(seed, monkeypatch):
+    """five_million_lines: the report's envelope of its one series filtered a copy of its 5 M rows and
+    grouped them with an index per row (~400 MB over the rows); rows in x order are cut as a slice and
+    grouped as runs. The same points as the query gives, ties, repeated x, other series beside it, a
+    range inside, around and outside the rows, one of no width."""
+    from forensics.report import series as rs
+
+    rows = _sorted_rows(900, seed)
+    alone = rows.filter(pl.col("sid") == 1)
+    x1, xm = alone["x"].max(), alone["x"][450]
+    for lo, hi in [(0.0, x1), (x1 * 0.3, x1 * 0.6), (-5.0, x1 + 5), (x1 + 1, x1 + 9), (xm, xm)]:
+        query = rs._buckets(alone, {1: (lo, hi)}, 37)
+        assert rs._sorted_buckets(alone, 1, lo, hi, 37).equals(query), (lo, hi)
+        assert query.height or lo > x1
+    # a series in x order never runs the query, with other series beside it or not; one out of order does
+    calls = []
+    query = rs._buckets
+    monkeypatch.setattr(rs, "_buckets", lambda *a: calls.append(a[1]) or query(*a))
+    assert rs.envelopes(rows, {1: (0.0, x1)}, 37) == rs.envelopes(alone, {1: (0.0, x1)}, 37)
+    assert calls == []
+    assert rs.envelopes(rows, {0: (0.0, 900.0)}, 37)
+    assert calls == [{0: (0.0, 900.0)}]
