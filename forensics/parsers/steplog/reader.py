@@ -27,7 +27,8 @@ import polars as pl
 
 from forensics.frames import owned, rows_where
 from forensics.io import lines as line_reader
-from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
+from forensics.model import (SAMPLES_SCHEMA, Parsed, Skipped, empty_events, empty_samples, events_frame,
+                             samples_frame)
 from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic, readings
 
@@ -426,15 +427,25 @@ class Parts:
                  .with_columns(pl.coalesce("time", "it_time").alias("time"),
                                pl.coalesce("zoned", "it_zoned").alias("zoned"))
                  .drop("it_line", "it_time", "it_zoned"))
-        # the order number of each reading's (line, piece): s is sorted by them
-        new = pl.col("line").ne_missing(pl.col("line").shift(1)) | pl.col("piece").ne_missing(pl.col("piece").shift(1))
-        s = s.with_columns((new.cum_sum() - 1).cast(pl.Int64).alias("seq"))
+        # the order number of each reading's (line, piece): s is sorted by them. With Series methods, and
+        # the samples' columns in one chunk each made one at a time while the others wait: a query over the
+        # chunks of the parts (hundreds in a big file) copies every column into one chunk first, twice
+        # the readings' size at once
+        clock = generic.clock_of(s, *self._events)
+        line, piece = s.get_column("line").rechunk(), s.get_column("piece").rechunk()
+        new = line.ne_missing(line.shift(1)) | piece.ne_missing(piece.shift(1))
+        cols = [(new.cum_sum().cast(pl.Int64) - 1).alias("seq")]
+        del piece, new
+        for name in [c for c in SAMPLES_SCHEMA if c in s.columns]:
+            cols.append(line if name == "line" else s.get_column(name).rechunk())
+            s = s.drop(name)
+        s = pl.DataFrame(cols)
         events = self._events
         return Parsed(
             samples=samples_frame(s) if s.height else empty_samples(),
             events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
             skipped=self.skipped,
-            clock=generic.clock_of(s, *events),
+            clock=clock,
             notes=notes,
         )
 
