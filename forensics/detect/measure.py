@@ -394,8 +394,17 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     five text columns, or joining a decision back to each row, costs about 200 bytes a row; on a job's
     few hundred rows the text grouping costs more too), and the per-label counts are only taken where
     the number of labels does not decide: with n samples and k labels the median count is at most 2n/k.
-    The groups' decisions are read with Series methods, which run no query."""
+    The groups' decisions are read with Series methods, which run no query. Samples of one key set (a
+    step log's millions of readings) are one group: no code, no grouping, the labels counted by hash."""
     labels = samples["label"]
+    if labels.len() and _one_value(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
+        n, nulls = labels.len(), labels.null_count()
+        if nulls == n or (not nulls and labels.min() == labels.max()):   # one label
+            return labels, 1
+        # (distinct labels have at least as many distinct hashes: more than 2n / MIN_POINTS of them
+        # decide without the set of every label, which holds each label's text)
+        if 2 * n < MIN_POINTS * labels.hash().n_unique():
+            return pl.repeat(None, n, dtype=pl.String, eager=True).alias("label"), 1
     # (the code materialized first: grouping on it in the same lazy query holds twice the memory)
     code = samples.select(functools.reduce(operator.xor, [pl.col(c).hash(seed=i) for i, c in enumerate(SERIES_KEYS)])
                           .alias("_g")).to_series()
@@ -466,11 +475,17 @@ def series_frames(samples: pl.DataFrame):
 
 def _groups(df: pl.DataFrame, keys: list[str]) -> dict[tuple, pl.DataFrame]:
     """partitions(df, *keys); a frame whose keys are the same on every row (a step log's one series of
-    millions of readings) is its own group, not copied (read with Series methods, which run no query)."""
-    cols = [df.get_column(c) for c in keys]
-    if all(c.null_count() == c.len() or (not c.null_count() and c.min() == c.max()) for c in cols):
-        return {tuple(c[0] for c in cols): df}
+    millions of readings) is its own group, not copied."""
+    if _one_value(df, keys):
+        return {tuple(df.get_column(c)[0] for c in keys): df}
     return partitions(df, *keys)
+
+
+def _one_value(df: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether each of `keys` holds one value (or only nulls) on every row of df (Series methods, which
+    run no query)."""
+    cols = [df.get_column(c) for c in keys]
+    return all(c.null_count() == c.len() or (not c.null_count() and c.min() == c.max()) for c in cols)
 
 
 def render_sample(s: Series, i: int) -> str:

@@ -478,3 +478,53 @@ def test_one_series_in_x_order_is_bucketed_as_the_query_buckets_it(seed, monkeyp
     assert calls == []
     assert rs.envelopes(rows, {0: (0.0, 900.0)}, 37)
     assert calls == [{0: (0.0, 900.0)}]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_series_is_counted_into_series_as_the_plain_grouping_does(seed):
+    """label_plan of samples of one key set (a step log's) decided without grouping them: the same labels
+    and count as the plain grouping, for one label, a few, a few with nulls, one per sample, none."""
+    import random
+
+    from forensics.detect import measure
+
+    rng = random.Random(seed)
+    n = 400
+    for labels in ([f"step {i}" for i in range(n)], ["a"] * n, [rng.choice(["a", "b", None]) for _ in range(n)],
+                   [None] * n, [f"step {i // 9}" for i in range(n)], [f"step {i // 7}" for i in range(n)],
+                   [None if i % 5 == 0 else f"step {i}" for i in range(n)], ["a"] * (n - 1) + [None]):
+        df = _labelled_samples(n, seed).with_columns(
+            pl.lit("a.log").alias("source"), pl.lit(None, pl.String).alias("host"), pl.lit("0").alias("gpu"),
+            pl.lit(None, pl.Int64).alias("pid"), pl.lit("allocated").alias("series"),
+            pl.Series("label", labels, dtype=pl.String))
+        got, want = measure.label_plan(df), measure._label_plan_grouped(df)
+        assert got[1] == want[1] and got[0].equals(want[0], check_names=False), labels[:3]
+
+
+def test_the_labels_of_one_series_are_counted_without_holding_each_labels_text():
+    """five_million_lines: the series budget, detection and the report each counted the labels of the one
+    series (`step N`, 5 M of them) in a set of every label's text (~270 MB each time over the frame);
+    counted by their hashes, the plan holds less than the frame's size."""
+    import subprocess
+    import sys
+
+    code = """
+import polars as pl
+from forensics.model import SAMPLES_SCHEMA, conform
+from forensics.detect.measure import label_plan
+n = 1_000_000
+i = pl.int_range(n, eager=True)
+df = conform(pl.DataFrame({"source": pl.repeat("train.log", n, eager=True), "series": pl.repeat("allocated", n, eager=True),
+                           "bytes": i % 977 * 2**20, "line": i + 1}).with_columns(pl.format("step {}", pl.col("line")).alias("label")),
+             SAMPLES_SCHEMA)
+rss = lambda key: int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1]) >> 10
+base = rss("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")
+labels, series = label_plan(df)
+print(series, labels.null_count() == n, rss("VmHWM") - base, df.estimated_size() >> 20)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-500:]
+    series, all_null, grew_mb, frame_mb = out.stdout.split()
+    assert (series, all_null) == ("1", "True")
+    assert int(grew_mb) < int(frame_mb), (grew_mb, frame_mb)   # (1 M rows: 95 MB over a 42 MB frame before)
