@@ -397,7 +397,7 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     The groups' decisions are read with Series methods, which run no query. Samples of one key set (a
     step log's millions of readings) are one group: no code, no grouping, the labels counted by hash."""
     labels = samples["label"]
-    if labels.len() and _one_value(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
+    if labels.len() and constant_keys(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
         n, nulls = labels.len(), labels.null_count()
         if nulls == n or (not nulls and labels.min() == labels.max()):   # one label
             return labels, 1
@@ -476,12 +476,12 @@ def series_frames(samples: pl.DataFrame):
 def _groups(df: pl.DataFrame, keys: list[str]) -> dict[tuple, pl.DataFrame]:
     """partitions(df, *keys); a frame whose keys are the same on every row (a step log's one series of
     millions of readings) is its own group, not copied."""
-    if _one_value(df, keys):
+    if constant_keys(df, keys):
         return {tuple(df.get_column(c)[0] for c in keys): df}
     return partitions(df, *keys)
 
 
-def _one_value(df: pl.DataFrame, keys: list[str]) -> bool:
+def constant_keys(df: pl.DataFrame, keys: list[str]) -> bool:
     """Whether each of `keys` holds one value (or only nulls) on every row of df (Series methods, which
     run no query)."""
     cols = [df.get_column(c) for c in keys]

@@ -7,7 +7,7 @@ import operator
 
 import polars as pl
 
-from forensics.detect.measure import series_labels
+from forensics.detect.measure import constant_keys, series_labels
 from forensics.frames import rows_where
 from forensics.report.formatting import xround
 from forensics.report.limits import SPARK_CELLS
@@ -19,7 +19,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index.
 
     Grouping tens of millions of rows on six nullable text keys is slow, so rows are grouped on a
-    64-bit hash of the keys instead, and the keys are read back once per series."""
+    64-bit hash of the keys instead, and the keys are read back once per series; the rows of one
+    series are not grouped at all."""
     keys = list(SERIES_KEY)
     s = rows_where(samples, pl.col("bytes").is_not_null()) if samples["bytes"].null_count() else samples
     if s.is_empty():
@@ -28,17 +29,22 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
     s = s.clone()   # (a copy of the column list, not of the data: the caller's frame keeps its labels)
     s.replace_column(s.get_column_index("label"), series_labels(s))
-    # the rows grouped on a 64-bit hash of their keys (grouping millions of rows on six nullable text
-    # keys is slow); each column hashed on its own and combined, which holds no row of all six at once.
-    # The hashes only group rows; series ids come from sorting the keys below
-    s = s.hstack(s.select(functools.reduce(operator.xor, (pl.col(k).hash(20240601 + i) for i, k in enumerate(keys)))
-                          .alias("_h")))
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
-    flags = s.group_by("_h").agg(
-        *[pl.col(k).first() for k in keys],
-        (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
-        (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step"),
-    ).with_columns(
+    first_and_axes = [*[pl.col(k).first() for k in keys],
+                      (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
+                      (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step")]
+    # one series (a step log's millions of readings): its keys and stats read off the rows, not grouped
+    one = constant_keys(s, keys)
+    if one:
+        flags = s.select(first_and_axes)
+    else:
+        # the rows grouped on a 64-bit hash of their keys (grouping millions of rows on six nullable text
+        # keys is slow); each column hashed on its own and combined, which holds no row of all six at
+        # once. The hashes only group rows; series ids come from sorting the keys below
+        s = s.hstack(s.select(functools.reduce(operator.xor, (pl.col(k).hash(20240601 + i) for i, k in enumerate(keys)))
+                              .alias("_h")))
+        flags = s.group_by("_h").agg(first_and_axes)
+    flags = flags.with_columns(
         pl.when(pl.col("has_time")).then(pl.lit("time"))
         .when(pl.col("has_step")).then(pl.lit("step"))
         .otherwise(pl.lit("index")).alias("xkind")
@@ -46,7 +52,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     flags.insert_column(0, pl.Series("sid", range(flags.height), dtype=pl.Int64))   # (a cast would be a query)
     # each row's series id and x looked up from its hash, in the rows' order: a join would copy every
     # row's columns (hundreds of MB for millions of step lines) to add two
-    sid = pl.col("_h").replace_strict(flags["_h"], flags["sid"], return_dtype=pl.Int64)
+    sid = (pl.lit(0, dtype=pl.Int64) if one
+           else pl.col("_h").replace_strict(flags["_h"], flags["sid"], return_dtype=pl.Int64))
     x_of = {"time": pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6, "step": pl.col("step").cast(pl.Float64),
             "index": pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)}
     kinds = flags["xkind"].unique(maintain_order=True).to_list()
@@ -58,7 +65,7 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     rows = s.select(sid.alias("sid"), x.alias("x"), pl.col("bytes").alias("y"), "total_bytes")
     if rows["x"].null_count():
         rows = rows_where(rows, pl.col("x").is_not_null())
-    stats = rows.group_by("sid").agg(
+    stats = [
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),
         pl.col("x").max().alias("x1"),
@@ -67,8 +74,11 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("y").get(pl.col("x").arg_min()).alias("first"),
         pl.col("y").get(pl.col("x").arg_max()).alias("last"),
         pl.col("total_bytes").max().alias("capacity"),
-    )
-    table = flags.drop("_h").join(stats, on="sid", how="inner").sort("sid")
+    ]
+    # (grouped, each aggregate gathers the group's rows: a copy of a column each for one series)
+    stats = (rows.select(pl.lit(0, dtype=pl.Int64).alias("sid"), *stats) if one and rows.height
+             else rows.group_by("sid").agg(stats))
+    table = flags.drop("_h", strict=False).join(stats, on="sid", how="inner").sort("sid")
     return rows.select("sid", "x", "y"), table
 
 
