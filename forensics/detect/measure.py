@@ -397,7 +397,7 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     The groups' decisions are read with Series methods, which run no query. Samples of one key set (a
     step log's millions of readings) are one group: no code, no grouping, the labels counted by hash."""
     labels = samples["label"]
-    if labels.len() and constant_keys(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
+    if constant_keys(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
         n, nulls = labels.len(), labels.null_count()
         if nulls == n or (not nulls and labels.min() == labels.max()):   # one label
             return labels, 1
@@ -482,10 +482,11 @@ def _groups(df: pl.DataFrame, keys: list[str]) -> dict[tuple, pl.DataFrame]:
 
 
 def constant_keys(df: pl.DataFrame, keys: list[str]) -> bool:
-    """Whether each of `keys` holds one value (or only nulls) on every row of df (Series methods, which
-    run no query)."""
+    """Whether df has rows and each of `keys` holds one value (or only nulls) on every row (Series
+    methods, which run no query)."""
     cols = [df.get_column(c) for c in keys]
-    return all(c.null_count() == c.len() or (not c.null_count() and c.min() == c.max()) for c in cols)
+    return df.height > 0 and all(c.null_count() == c.len() or (not c.null_count() and c.min() == c.max())
+                                 for c in cols)
 
 
 def render_sample(s: Series, i: int) -> str:

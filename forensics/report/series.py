@@ -75,7 +75,7 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("y").get(pl.col("x").arg_max()).alias("last"),
         pl.col("total_bytes").max().alias("capacity"),
     ]
-    # (grouped, each aggregate gathers the group's rows: a copy of a column each for one series)
+    # (one series' stats in a select: grouped, each aggregate gathers its group's rows, a column's copy)
     stats = (rows.select(pl.lit(0, dtype=pl.Int64).alias("sid"), *stats) if one and rows.height
              else rows.group_by("sid").agg(stats))
     table = flags.drop("_h", strict=False).join(stats, on="sid", how="inner").sort("sid")
@@ -162,7 +162,7 @@ def _buckets(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets
         lo_c, hi_c = pl.col("lo"), pl.col("hi")
     # ranges come rounded to the millisecond: a reading on the edge must not fall out
     return (picked.filter((pl.col("x") >= lo_c - 0.001) & (pl.col("x") <= hi_c + 0.001))
-           .group_by("sid", _bucket(lo_c, hi_c, buckets)).agg(*_EXTREMES).sort("sid", "b").collect())
+            .group_by("sid", _bucket(lo_c, hi_c, buckets)).agg(*_EXTREMES).sort("sid", "b").collect())
 
 
 def _thin(points: list) -> list:
