@@ -394,8 +394,17 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     five text columns, or joining a decision back to each row, costs about 200 bytes a row; on a job's
     few hundred rows the text grouping costs more too), and the per-label counts are only taken where
     the number of labels does not decide: with n samples and k labels the median count is at most 2n/k.
-    The groups' decisions are read with Series methods, which run no query."""
+    The groups' decisions are read with Series methods, which run no query. Samples of one key set (a
+    step log's millions of readings) are one group: no code, no grouping, the labels counted by hash."""
     labels = samples["label"]
+    if constant_keys(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
+        n, nulls = labels.len(), labels.null_count()
+        if nulls == n or (not nulls and labels.min() == labels.max()):   # one label
+            return labels, 1
+        # (distinct labels have at least as many distinct hashes: more than 2n / MIN_POINTS of them
+        # decide without the set of every label, which holds each label's text)
+        if 2 * n < MIN_POINTS * labels.hash().n_unique():
+            return pl.repeat(None, n, dtype=pl.String, eager=True).alias("label"), 1
     # (the code materialized first: grouping on it in the same lazy query holds twice the memory)
     code = samples.select(functools.reduce(operator.xor, [pl.col(c).hash(seed=i) for i, c in enumerate(SERIES_KEYS)])
                           .alias("_g")).to_series()
@@ -421,7 +430,7 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     if not loose.len():
         return labels, series
     if loose.len() == per.height:
-        return pl.Series("label", [None] * labels.len(), dtype=pl.String), series
+        return pl.repeat(None, labels.len(), dtype=pl.String, eager=True).alias("label"), series
     return pl.DataFrame([code, labels]).select(
         pl.when(pl.col("_g").is_in(loose.implode())).then(None).otherwise(pl.col("label")).alias("label"))["label"], series
 
@@ -456,15 +465,28 @@ def series_frames(samples: pl.DataFrame):
     cols = keys + ["label", "time", "seq", "line", "step", "bytes", "total_bytes"]
     out = []
     named = samples.select(cols).with_columns(series_labels(samples))
-    for k, df in partitions(named, *keys).items():
+    for k, df in _groups(named, keys).items():
         if k[4] is None:
             continue
-        if df["label"].null_count() == df.height:   # one series, unlabelled: no partition to run
-            out.append((tuple(k) + (None,), df))
-            continue
-        for (label,), part in partitions(df, "label").items():
+        for (label,), part in _groups(df, ["label"]).items():
             out.append((tuple(k) + (label,), part))
     return out
+
+
+def _groups(df: pl.DataFrame, keys: list[str]) -> dict[tuple, pl.DataFrame]:
+    """partitions(df, *keys); a frame whose keys are the same on every row (a step log's one series of
+    millions of readings) is its own group, not copied."""
+    if constant_keys(df, keys):
+        return {tuple(df.get_column(c)[0] for c in keys): df}
+    return partitions(df, *keys)
+
+
+def constant_keys(df: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether df has rows and each of `keys` holds one value (or only nulls) on every row (Series
+    methods, which run no query)."""
+    cols = [df.get_column(c) for c in keys]
+    return df.height > 0 and all(c.null_count() == c.len() or (not c.null_count() and c.min() == c.max())
+                                 for c in cols)
 
 
 def render_sample(s: Series, i: int) -> str:

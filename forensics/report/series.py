@@ -7,7 +7,7 @@ import operator
 
 import polars as pl
 
-from forensics.detect.measure import series_labels
+from forensics.detect.measure import constant_keys, series_labels
 from forensics.frames import rows_where
 from forensics.report.formatting import xround
 from forensics.report.limits import SPARK_CELLS
@@ -19,7 +19,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows with sid and x, one row per series with its stats). x is epoch seconds, step or sample index.
 
     Grouping tens of millions of rows on six nullable text keys is slow, so rows are grouped on a
-    64-bit hash of the keys instead, and the keys are read back once per series."""
+    64-bit hash of the keys instead, and the keys are read back once per series; the rows of one
+    series are not grouped at all."""
     keys = list(SERIES_KEY)
     s = rows_where(samples, pl.col("bytes").is_not_null()) if samples["bytes"].null_count() else samples
     if s.is_empty():
@@ -28,17 +29,22 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
     s = s.clone()   # (a copy of the column list, not of the data: the caller's frame keeps its labels)
     s.replace_column(s.get_column_index("label"), series_labels(s))
-    # the rows grouped on a 64-bit hash of their keys (grouping millions of rows on six nullable text
-    # keys is slow); each column hashed on its own and combined, which holds no row of all six at once.
-    # The hashes only group rows; series ids come from sorting the keys below
-    s = s.hstack(s.select(functools.reduce(operator.xor, (pl.col(k).hash(20240601 + i) for i, k in enumerate(keys)))
-                          .alias("_h")))
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
-    flags = s.group_by("_h").agg(
-        *[pl.col(k).first() for k in keys],
-        (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
-        (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step"),
-    ).with_columns(
+    first_and_axes = [*[pl.col(k).first() for k in keys],
+                      (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),
+                      (pl.col("step").null_count() <= 0.1 * pl.len()).alias("has_step")]
+    # one series (a step log's millions of readings): its keys and stats read off the rows, not grouped
+    one = constant_keys(s, keys)
+    if one:
+        flags = s.select(first_and_axes)
+    else:
+        # the rows grouped on a 64-bit hash of their keys (grouping millions of rows on six nullable text
+        # keys is slow); each column hashed on its own and combined, which holds no row of all six at
+        # once. The hashes only group rows; series ids come from sorting the keys below
+        s = s.hstack(s.select(functools.reduce(operator.xor, (pl.col(k).hash(20240601 + i) for i, k in enumerate(keys)))
+                              .alias("_h")))
+        flags = s.group_by("_h").agg(first_and_axes)
+    flags = flags.with_columns(
         pl.when(pl.col("has_time")).then(pl.lit("time"))
         .when(pl.col("has_step")).then(pl.lit("step"))
         .otherwise(pl.lit("index")).alias("xkind")
@@ -46,7 +52,8 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     flags.insert_column(0, pl.Series("sid", range(flags.height), dtype=pl.Int64))   # (a cast would be a query)
     # each row's series id and x looked up from its hash, in the rows' order: a join would copy every
     # row's columns (hundreds of MB for millions of step lines) to add two
-    sid = pl.col("_h").replace_strict(flags["_h"], flags["sid"], return_dtype=pl.Int64)
+    sid = (pl.lit(0, dtype=pl.Int64) if one
+           else pl.col("_h").replace_strict(flags["_h"], flags["sid"], return_dtype=pl.Int64))
     x_of = {"time": pl.col("time").dt.epoch("us").cast(pl.Float64) / 1e6, "step": pl.col("step").cast(pl.Float64),
             "index": pl.coalesce(pl.col("seq"), pl.col("line")).cast(pl.Float64)}
     kinds = flags["xkind"].unique(maintain_order=True).to_list()
@@ -58,7 +65,7 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     rows = s.select(sid.alias("sid"), x.alias("x"), pl.col("bytes").alias("y"), "total_bytes")
     if rows["x"].null_count():
         rows = rows_where(rows, pl.col("x").is_not_null())
-    stats = rows.group_by("sid").agg(
+    stats = [
         pl.len().alias("n"),
         pl.col("x").min().alias("x0"),
         pl.col("x").max().alias("x1"),
@@ -67,8 +74,11 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("y").get(pl.col("x").arg_min()).alias("first"),
         pl.col("y").get(pl.col("x").arg_max()).alias("last"),
         pl.col("total_bytes").max().alias("capacity"),
-    )
-    table = flags.drop("_h").join(stats, on="sid", how="inner").sort("sid")
+    ]
+    # (one series' stats in a select: grouped, each aggregate gathers its group's rows, a column's copy)
+    stats = (rows.select(pl.lit(0, dtype=pl.Int64).alias("sid"), *stats) if one and rows.height
+             else rows.group_by("sid").agg(stats))
+    table = flags.drop("_h", strict=False).join(stats, on="sid", how="inner").sort("sid")
     return rows.select("sid", "x", "y"), table
 
 
@@ -77,31 +87,15 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     order, in runs split where data is missing for a while."""
     if not ranges:
         return {}
-    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
-    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
-    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
-    picked = rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
-    if len(ranges) == 1:
-        # one series (a step log's millions of readings): its range as constants, not joined to every
-        # row (the join held a copy of the rows, two columns more, while the groups were built)
-        (lo, hi), = ranges.values()
-        lo_c, hi_c = pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64)
-    else:
-        rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
-                            "hi": [r[1] for r in ranges.values()]},
-                           schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
-        picked = picked.join(rng.lazy(), on="sid", how="inner", maintain_order="left")
-        lo_c, hi_c = pl.col("lo"), pl.col("hi")
-    width = pl.when(hi_c > lo_c).then(hi_c - lo_c).otherwise(1.0)
-    bucket = ((pl.col("x") - lo_c) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
-    # ranges come rounded to the millisecond: a reading on the edge must not fall out
-    agg = (picked.filter((pl.col("x") >= lo_c - 0.001) & (pl.col("x") <= hi_c + 0.001))
-           .group_by("sid", bucket).agg(
-               pl.col("x").get(pl.col("y").arg_min()).alias("xmin"),
-               pl.col("y").min().alias("ymin"),
-               pl.col("x").get(pl.col("y").arg_max()).alias("xmax"),
-               pl.col("y").max().alias("ymax"),
-           ).sort("sid", "b").collect())
+    agg = None
+    if len(ranges) == 1:   # one series (a step log's millions of readings): its rows alone
+        (sid, (lo, hi)), = ranges.items()
+        ids = rows["sid"]
+        rows = rows if ids.min() == ids.max() == sid else rows_where(rows, pl.col("sid") == sid)
+        if rows["x"].is_sorted():
+            agg = _sorted_buckets(rows, sid, lo, hi, buckets)
+    if agg is None:
+        agg = _buckets(rows, ranges, buckets)
     if agg.is_empty():
         return {}
     out: dict[int, list] = {}
@@ -126,6 +120,49 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
         runs.append(run)
         out[sid] = [_thin(r) for r in runs if r]
     return out
+
+
+def _bucket(lo_c: pl.Expr, hi_c: pl.Expr, buckets: int) -> pl.Expr:
+    width = pl.when(hi_c > lo_c).then(hi_c - lo_c).otherwise(1.0)
+    return ((pl.col("x") - lo_c) / width * buckets).floor().clip(0, buckets - 1).cast(pl.Int64).alias("b")
+
+
+# each bucket's lowest and highest reading with its x (the first of equal ones in the rows' order)
+_EXTREMES = [pl.col("x").get(pl.col("y").arg_min()).alias("xmin"), pl.col("y").min().alias("ymin"),
+             pl.col("x").get(pl.col("y").arg_max()).alias("xmax"), pl.col("y").max().alias("ymax")]
+
+
+def _sorted_buckets(rows: pl.DataFrame, sid: int, lo: float, hi: float, buckets: int) -> pl.DataFrame:
+    """_buckets of one series' rows in x order: its range is a slice of them and its buckets runs of
+    the slice, grouped as runs (the query copied the rows twice and held an index of each row)."""
+    x = rows["x"]
+    # (the rows _buckets' filters keep: lo - 0.001 <= x <= hi + 0.001)
+    start, end = x.search_sorted(lo - 0.001, "left"), x.search_sorted(hi + 0.001, "right")
+    b = _bucket(pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64), buckets)
+    return (rows.slice(start, end - start).lazy().select(b.set_sorted(), "x", "y").group_by("b").agg(*_EXTREMES)
+            .sort("b").select(pl.lit(sid, dtype=pl.Int64).alias("sid"), pl.all()).collect())
+
+
+def _buckets(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> pl.DataFrame:
+    """Per series id and bucket of its range, the lowest and the highest reading with their x."""
+    # a close-up needs a sliver of the rows: cut them down before the join. One lazy query: a chart
+    # asks for a few envelopes of a few hundred rows each, where each query's fixed cost dominates
+    lo_all, hi_all = min(r[0] for r in ranges.values()) - 0.001, max(r[1] for r in ranges.values()) + 0.001
+    picked = rows.lazy().filter(pl.col("sid").is_in(list(ranges)) & pl.col("x").is_between(lo_all, hi_all))
+    if len(ranges) == 1:
+        # one series (a step log's millions of readings): its range as constants, not joined to every
+        # row (the join held a copy of the rows, two columns more, while the groups were built)
+        (lo, hi), = ranges.values()
+        lo_c, hi_c = pl.lit(lo, dtype=pl.Float64), pl.lit(hi, dtype=pl.Float64)
+    else:
+        rng = pl.DataFrame({"sid": list(ranges), "lo": [r[0] for r in ranges.values()],
+                            "hi": [r[1] for r in ranges.values()]},
+                           schema={"sid": pl.Int64, "lo": pl.Float64, "hi": pl.Float64})
+        picked = picked.join(rng.lazy(), on="sid", how="inner", maintain_order="left")
+        lo_c, hi_c = pl.col("lo"), pl.col("hi")
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    return (picked.filter((pl.col("x") >= lo_c - 0.001) & (pl.col("x") <= hi_c + 0.001))
+            .group_by("sid", _bucket(lo_c, hi_c, buckets)).agg(*_EXTREMES).sort("sid", "b").collect())
 
 
 def _thin(points: list) -> list:

@@ -27,7 +27,8 @@ import polars as pl
 
 from forensics.frames import owned, rows_where
 from forensics.io import lines as line_reader
-from forensics.model import Parsed, Skipped, empty_events, empty_samples, events_frame, samples_frame
+from forensics.model import (SAMPLES_SCHEMA, Parsed, Skipped, empty_events, empty_samples, events_frame,
+                             samples_frame)
 from forensics.parsers import ranks
 from forensics.parsers.steplog import families, general, generic, readings
 
@@ -411,10 +412,10 @@ class Parts:
                 self._samples.append(_kept_columns(_with_ranks(_work(res.samples), line_ranks)))
         # each part is sorted and the parts come in file order: only the general reader's readings,
         # added last, make a sort of the whole necessary
-        s = pl.concat(self._samples, how="vertical") if self._samples else _kept_columns(pl.DataFrame(schema=_WORK))
-        if len(self._samples) > 1 and self.use_general and res.samples.height:
+        several = len(self._samples) > 1
+        s = _put_together(self._samples)
+        if several and self.use_general and res.samples.height:
             s = s.sort("line", "piece", "k")
-        self._samples = []
         if s.height and self._iteration_times:
             iteration_times = pl.concat(self._iteration_times)
             # Megatron prints the iteration line (with its clock) right after the memory report of
@@ -426,24 +427,50 @@ class Parts:
                  .with_columns(pl.coalesce("time", "it_time").alias("time"),
                                pl.coalesce("zoned", "it_zoned").alias("zoned"))
                  .drop("it_line", "it_time", "it_zoned"))
-        # the order number of each reading's (line, piece): s is sorted by them
-        new = pl.col("line").ne_missing(pl.col("line").shift(1)) | pl.col("piece").ne_missing(pl.col("piece").shift(1))
-        s = s.with_columns((new.cum_sum() - 1).cast(pl.Int64).alias("seq"))
+        # the order number of each reading's (line, piece): s is sorted by them (Series methods: a query
+        # on the frame would copy what the query does not need)
+        line, piece = s["line"], s["piece"]
+        new = line.ne_missing(line.shift(1)) | piece.ne_missing(piece.shift(1))
+        clock = generic.clock_of(s, *self._events)
+        s = s.select([c for c in SAMPLES_SCHEMA if c in s.columns]).hstack([(new.cum_sum().cast(pl.Int64) - 1).alias("seq")])
         events = self._events
         return Parsed(
             samples=samples_frame(s) if s.height else empty_samples(),
             events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
             skipped=self.skipped,
-            clock=generic.clock_of(s, *events),
+            clock=clock,
             notes=notes,
         )
 
 
 def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
-    """A part's readings, sorted, without the columns that only _with_ranks reads (a big file's
-    readings wait in memory until the end)."""
-    s = s.drop("rank", "local_rank", "step_tag")
+    """A part's readings, sorted, without the columns that only _with_ranks reads nor those it has no
+    value in (a step log's clock, capacity and GPU): a big file's readings wait in memory until the end."""
+    s = s.drop("rank", "local_rank", "step_tag", *[c for c in s.columns if c not in _ORDER
+                                                   and s[c].null_count() == s.height])
     return s.sort("line", "piece", "k") if s.height > 1 else s
+
+
+_ORDER = ("line", "piece", "k")
+_KEPT = {c: t for c, t in _WORK.items() if c not in ("rank", "local_rank", "step_tag")}
+
+
+def _put_together(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The parts' readings (_kept_columns) as one frame, each column in one chunk, made one column at a
+    time while the parts let go of theirs (the list is emptied): a concat of the parts' frames and a
+    query over their chunks (hundreds in a big file) copied every column at once, twice the readings'
+    size. A column that no part has a value in is made once, not per part."""
+    n = sum(p.height for p in parts)
+    cols = []
+    for name, dtype in _KEPT.items():
+        if not any(name in p.columns for p in parts):
+            cols.append(pl.repeat(None, n, dtype=dtype, eager=True).alias(name))
+            continue
+        cols.append(pl.concat([p[name] if name in p.columns else pl.repeat(None, p.height, dtype=dtype, eager=True)
+                               for p in parts]).rechunk().alias(name))
+        parts[:] = [p.drop(name, strict=False) for p in parts]
+    parts.clear()
+    return pl.DataFrame(cols)
 
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
