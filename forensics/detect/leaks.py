@@ -14,8 +14,8 @@ from forensics.model import POD_LABEL
 from forensics.detect.measure import (DEVICE_SERIES, FRAMEWORK_SERIES, HOST_SERIES, Series, gpu_of_unnamed,
                                       leak_evidence, sample_evidence)
 from forensics.detect.series import rising_into
-from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, LEVEL_SHARE, LEVEL_SIGMAS, MIN_STAIRS,
-                                         OOM_PATH_CONF, OOM_READINGS)
+from forensics.detect.thresholds import (DOUBLING, DOUBLINGS_MIN, JOB_START_SKEW_S, LEVEL_SHARE, LEVEL_SIGMAS,
+                                         MIN_STAIRS, OOM_PATH_CONF, OOM_READINGS)
 from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
@@ -437,8 +437,10 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
         names = {m.result.series for m in members}
         # device memory grows but the framework's allocated count (same GPU or unplaced) stays flat
         if not names & set(FRAMEWORK_SERIES) and gpu != "host":
-            fa = [a for a in allocs if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))]
-            fr = [a for a in reserveds if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))]
+            fa = [a for a in allocs if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))
+                  and _printed_during(a, members)]
+            fr = [a for a in reserveds if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))
+                  and _printed_during(a, members)]
             if fa and all(_settled(a) for a in fa):
                 dev = next((m for m in members if m.result.series == "memory.used"), members[0])
                 if fr and all(_settled(a) for a in fr):
@@ -458,6 +460,18 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
                 continue
         leaks.append(_leak_finding(members, _capacity(caps, host, gpu), device_all))
     return leaks, cache
+
+
+def _printed_during(count: Series, members: list[Series]) -> bool:
+    """Whether a framework count was printed while the device memory of `members` was: a count that ended
+    before the device's readings began, or began after they ended (another job's, an earlier run's), says
+    nothing of that growth. Without clocks to compare, it may."""
+    timed = [m for m in members if m.sec is not None and m.sec.size]
+    if count.sec is None or not count.sec.size or not timed:
+        return True
+    c = count.epoch()
+    return (c[-1] + JOB_START_SKEW_S >= min(m.epoch()[0] for m in timed)
+            and c[0] - JOB_START_SKEW_S <= max(m.epoch()[-1] for m in timed))
 
 
 def _by_job(groups: dict) -> list[tuple[tuple, list[Series]]]:

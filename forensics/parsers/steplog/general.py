@@ -97,7 +97,7 @@ _TABLE_COLUMN = re.compile("")   # a table's column: its key comes from the head
 DOCUMENTED: dict[str, tuple[Documented, ...]] = {
     "memory": (
         # torchtitan metrics.py: f"memory: {max_reserved_gib:5.2f}GiB({max_reserved_pct:.2f}%)"
-        Documented(re.compile(r"[ \t]*memory: "), re.compile(r"\([0-9.]+%\)"), None, "max_reserved",
+        Documented(re.compile(r"[ \t]*memory:[ \t]+"), re.compile(r"\([0-9.]+%\)"), None, "max_reserved",
                    "torchtitan `memory: NGiB(N%)` is max_reserved (torchtitan/components/metrics.py)"),
         # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
         Documented(re.compile(r"[ \t,]*memory: "), _ANY, 1 << 20, "max_allocated",
@@ -557,6 +557,7 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     return reader.finish(handled)
 
 
+ANSI_CODE = r"\x1b\[[0-9;?]*[A-Za-z]"   # a terminal's control sequence (CSI): colors, cursor moves
 _ONE_OFF = "a memory line whose form does not recur in the file: a one-off sentence makes no series"
 
 
@@ -592,6 +593,10 @@ class Reader:
         else:   # (most logs: one piece a line, and no window to compute)
             df = frame.select("line", "text", pl.lit(0, dtype=pl.Int64).alias("piece"))
         t = pl.col("text")
+        # a terminal's colors (torchtitan's default metrics line: `\x1b[38;2;54;234;195mmemory: 2.02GiB`) are
+        # no part of what a line says
+        if df.select(t.str.contains("\x1b", literal=True).any()).item():
+            df = df.with_columns(t.str.replace_all(ANSI_CODE, ""))
         # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
         df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
         # each digit masked (`digits`): the lines of one such shape have their numbers (NUM) at the same
