@@ -460,14 +460,16 @@ def _put_together(parts: list[pl.DataFrame]) -> pl.DataFrame:
     time while the parts let go of theirs (the list is emptied): a concat of the parts' frames and a
     query over their chunks (hundreds in a big file) copied every column at once, twice the readings'
     size. A column that no part has a value in is made once, not per part."""
-    n = sum(p.height for p in parts)
+    # (each part's height taken first: a part whose every column has been let go has none left to say it)
+    heights = [p.height for p in parts]
+    n = sum(heights)
     cols = []
     for name, dtype in _KEPT.items():
         if not any(name in p.columns for p in parts):
             cols.append(pl.repeat(None, n, dtype=dtype, eager=True).alias(name))
             continue
-        cols.append(pl.concat([p[name] if name in p.columns else pl.repeat(None, p.height, dtype=dtype, eager=True)
-                               for p in parts]).rechunk().alias(name))
+        cols.append(pl.concat([p[name] if name in p.columns else pl.repeat(None, h, dtype=dtype, eager=True)
+                               for p, h in zip(parts, heights)]).rechunk().alias(name))
         parts[:] = [p.drop(name, strict=False) for p in parts]
     parts.clear()
     return pl.DataFrame(cols)
