@@ -331,21 +331,20 @@ def test_many_samples_are_counted_into_series_as_the_plain_grouping_does(seed):
     assert 1 < want[1] < df.height and want[0].null_count() > df["label"].null_count()   # both rules ran
 
 
-@pytest.mark.hostile_heavy
-def test_five_million_step_lines_are_counted_into_series_in_bounded_memory():
-    """five_million_lines after reading: the budget's count of 5 M labelled samples took five times the
-    frame's own size (1,100 MB over a 218 MB frame); now less than twice it."""
+def _label_plan_growth(n: int, timeout: int) -> list[str]:
+    """label_plan over n labelled samples of one series (`step N`), in a process of its own: the series count,
+    whether every label was dropped, what its peak grew by and the frame's size (MB), as printed."""
     import subprocess
     import sys
 
-    code = """
+    code = f"""
 import polars as pl
 from forensics.model import SAMPLES_SCHEMA, conform
 from forensics.detect.measure import label_plan
-n = 5_000_000
+n = {n}
 i = pl.int_range(n, eager=True)
-df = conform(pl.DataFrame({"source": pl.repeat("train.log", n, eager=True), "series": pl.repeat("allocated", n, eager=True),
-                           "bytes": i % 977 * 2**20, "line": i + 1}).with_columns(pl.format("step {}", pl.col("line")).alias("label")),
+df = conform(pl.DataFrame({{"source": pl.repeat("train.log", n, eager=True), "series": pl.repeat("allocated", n, eager=True),
+                           "bytes": i % 977 * 2**20, "line": i + 1}}).with_columns(pl.format("step {{}}", pl.col("line")).alias("label")),
              SAMPLES_SCHEMA)
 rss = lambda key: int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1]) >> 10
 base = rss("VmRSS")
@@ -353,9 +352,16 @@ open("/proc/self/clear_refs", "w").write("5")
 labels, series = label_plan(df)
 print(series, labels.null_count() == n, rss("VmHWM") - base, df.estimated_size() >> 20)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-500:]
-    series, all_null, grew_mb, frame_mb = out.stdout.split()
+    return out.stdout.split()
+
+
+@pytest.mark.hostile_heavy
+def test_five_million_step_lines_are_counted_into_series_in_bounded_memory():
+    """five_million_lines after reading: the budget's count of 5 M labelled samples took five times the
+    frame's own size (1,100 MB over a 218 MB frame); now less than twice it."""
+    series, all_null, grew_mb, frame_mb = _label_plan_growth(5_000_000, timeout=300)
     assert (series, all_null) == ("1", "True")
     assert int(grew_mb) < 2 * int(frame_mb), (grew_mb, frame_mb)
 
@@ -505,27 +511,7 @@ def test_the_labels_of_one_series_are_counted_without_holding_each_labels_text()
     """five_million_lines: the series budget, detection and the report each counted the labels of the one
     series (`step N`, 5 M of them) in a set of every label's text (~270 MB each time over the frame);
     counted by their hashes, the plan holds less than the frame's size."""
-    import subprocess
-    import sys
-
-    code = """
-import polars as pl
-from forensics.model import SAMPLES_SCHEMA, conform
-from forensics.detect.measure import label_plan
-n = 1_000_000
-i = pl.int_range(n, eager=True)
-df = conform(pl.DataFrame({"source": pl.repeat("train.log", n, eager=True), "series": pl.repeat("allocated", n, eager=True),
-                           "bytes": i % 977 * 2**20, "line": i + 1}).with_columns(pl.format("step {}", pl.col("line")).alias("label")),
-             SAMPLES_SCHEMA)
-rss = lambda key: int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1]) >> 10
-base = rss("VmRSS")
-open("/proc/self/clear_refs", "w").write("5")
-labels, series = label_plan(df)
-print(series, labels.null_count() == n, rss("VmHWM") - base, df.estimated_size() >> 20)
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr[-500:]
-    series, all_null, grew_mb, frame_mb = out.stdout.split()
+    series, all_null, grew_mb, frame_mb = _label_plan_growth(1_000_000, timeout=60)
     assert (series, all_null) == ("1", "True")
     assert int(grew_mb) < int(frame_mb), (grew_mb, frame_mb)   # (1 M rows: 95 MB over a 42 MB frame before)
 
