@@ -161,6 +161,11 @@ def _sniff_megatron_lines(head: list[str]) -> str | None:
     return None
 
 
+# (an empty frame's copy costs a fraction of making one from its schema: a small file's reading pays it)
+_NO_TIMES = pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64, "time": pl.Datetime("us", "UTC"),
+                                 "zoned": pl.Boolean})
+
+
 def extract_megatron(frame: pl.DataFrame, zone: str, text: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(marker events, iteration clocks: line, step, time, zoned) from `frame` (line, text). `text`: the
     frame's lines as one string (generic.small_text), if small: a pass whose literal it lacks is not run."""
@@ -176,8 +181,7 @@ def extract_megatron(frame: pl.DataFrame, zone: str, text: str | None = None) ->
             t.alias("text"), pl.lit(False).alias("zoned"),
         ))
     it = rows_where(frame, t.str.contains(_ITERATION)) if holds_any(text, MEGATRON_LITERALS[1:]) else frame.clear()
-    times = pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64, "time": pl.Datetime("us", "UTC"),
-                                 "zoned": pl.Boolean})
+    times = _NO_TIMES.clear()
     if it.height:
         g = generic.with_line_time(it, zone).with_columns(
             t.str.extract_groups(_ITERATION).alias("g"), t.str.extract(_STEP_MS).cast(pl.Float64, strict=False)

@@ -526,6 +526,10 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "step_tag": pl.Boolean}
 
 
+# (its copy costs a fraction of a frame made from the schema: a small file's reading pays it)
+_NO_READINGS = pl.DataFrame(schema=_OUT)
+
+
 def candidates(text: pl.Expr) -> pl.Expr:
     """The lines the general reader looks at: those holding a memory word (a literal search)."""
     return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True)
@@ -535,9 +539,13 @@ def candidates(text: pl.Expr) -> pl.Expr:
 CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")"
 
 
+# a line that may be a row of a table (a number first)
+TABLE_ROW = r"^[ \t]*[0-9]"
+
+
 def table_rows(text: pl.Expr) -> pl.Expr:
     """Lines that may be rows of a table (a number first), read only after a header names memory."""
-    return text.str.contains(r"^[ \t]*[0-9]")
+    return text.str.contains(TABLE_ROW)
 
 
 @dataclass
@@ -671,7 +679,7 @@ class Reader:
             self.skipped.add_lines(_ONE_OFF, [ln for p, ln in one_off if p == pid])
         good = [pid for pid, p in enumerate(plans) if p.readings and self._lines.get(self._form_of[pid], 0) >= 2]
         if not good:
-            return Result(pl.DataFrame(schema=_OUT), [], [], handled)
+            return Result(_NO_READINGS.clear(), [], [], handled)
         keep = pl.col("pid").is_in(good)
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         if self._yearless:

@@ -25,12 +25,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import polars as pl
 
-from forensics.frames import owned, rows_where
+from forensics.frames import columns, owned, rows_where
 from forensics.io import lines as line_reader
 from forensics.model import (SAMPLES_SCHEMA, Parsed, Skipped, empty_events, empty_samples, events_frame,
                              samples_frame)
 from forensics.parsers import ranks
-from forensics.parsers.steplog import families, general, generic, readings
+from forensics.parsers.steplog import families, general, generic, readings, small
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
 # memory that reading takes grows with the lines read at once. Each part is read as soon as it is full,
@@ -51,6 +51,14 @@ LOOK = "|".join(f"(?:{p})" for p in [*_PREFILTER_PARTS, general.CANDIDATE_REGEX]
 _DIGIT = re.compile("[0-9]")
 # (Python's `\s` takes every blank that polars' does: a superset of the lines)
 _FAMILY_LITERALS = re.compile(families.FAMILY_LITERALS)
+# The same searches in Python, for a batch of a few plain lines (_feed_few)
+_LOOK = re.compile(LOOK)
+_FAMILY_LINES = re.compile(families.FAMILY_LINES)
+_DEEPSPEED_LINES = re.compile(families.DEEPSPEED_LINES)
+_TABLE_ROW = re.compile(general.TABLE_ROW)
+_FAMILY_MEMORY_LINES = re.compile(families.FAMILY_MEMORY_LINES)
+_MARKS = {"line": pl.Int64, "text": pl.String, "marker": pl.Boolean, "fam": pl.Boolean}
+_KEPT_LINES = {"line": pl.Int64, "text": pl.String, "generic": pl.Boolean}
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
 BATCH_BYTES = 32 << 20
 AHEAD = 2
@@ -76,7 +84,10 @@ class StepLogReader:
 
     def feed(self, batch: pl.DataFrame, raw=None) -> None:
         """`raw` (the batch's bytes, where a driver has them) is not needed."""
-        self._feed(batch, _look(batch, LOOK))
+        if (lines := small.rows(batch)) is not None:   # (a few plain lines: the same lines kept, in Python)
+            self._feed_few(batch, lines)
+        else:
+            self._feed(batch, _look(batch, LOOK))
 
     def raw_batches(self, scanners, batch_bytes: int | None = None):
         """The source's batches for feed_raw, each with its search for LOOK and the scanners' lines
@@ -112,8 +123,8 @@ class StepLogReader:
         looked = rows_where(batch[["line", "text"]], look)
         fam_or_gen = pl.col("fam") | pl.col("gen")
         # (a small text without a family literal has no family line: FAMILY_LINES is not even compiled)
-        small = generic.small_text(looked["text"])
-        fam = (t.str.contains(families.FAMILY_LINES) if small is None or _FAMILY_LITERALS.search(small)
+        joined = generic.small_text(looked["text"])
+        fam = (t.str.contains(families.FAMILY_LINES) if joined is None or _FAMILY_LITERALS.search(joined)
                else pl.lit(False))
         # the families' and the generic shapes' lines among all that LOOK found, with no search for
         # PREFILTER's parts first: a line that fails PREFILTER is no family line, holds no reading and
@@ -136,6 +147,50 @@ class StepLogReader:
         self._prev_tail = own(batch[["line", "text"]].tail(1))
         self._read()
         return looked
+
+    def _feed_few(self, batch: pl.DataFrame, lines: list[tuple[int, str | None]]) -> None:
+        """_feed of a batch of a few plain lines (small.rows), each tested in Python (small.py: on such
+        text Python's `re` reads these patterns as polars does): the same lines kept and the same state
+        carried, the kept lines made one frame, where _feed's queries cost a fixed ~2 ms a batch (a job
+        of many one-line logs pays it per file)."""
+        looked = [(ln, t) for ln, t in lines if t is not None and _LOOK.search(t)]
+        family = _FAMILY_LINES if _FAMILY_LITERALS.search("\n".join(t for _, t in looked)) else None
+        new: dict[int, tuple[str | None, bool]] = {}   # line -> (text, generic), as _union makes them
+        # _keep's `rel`: (line, text, marker, fam), the step marker held back by the last batch first
+        rel = [(*self._last_marker.row(0)[:2], True, False)] if self._last_marker is not None else []
+        for ln, t in looked:
+            fam = family is not None and family.search(t) is not None
+            gen = small.GENERIC_HINT.search(t) is not None and not small.NOT_OURS.search(t)
+            pure = gen and not fam and not small.ANY_READING.search(t)
+            marker = pure and small.marker_step(t) is not None
+            if (fam or gen) and (not pure or marker):
+                rel.append((ln, t, marker, fam))
+        for i, (ln, t, marker, _) in enumerate(rel):   # a marker counts if the next line kept is none
+            if not marker or (i + 1 < len(rel) and not rel[i + 1][2]):
+                new[ln] = (t, True)
+        self._last_marker = (columns(dict(zip(_MARKS, ([x] for x in rel[-1]))), _MARKS) if rel and rel[-1][2]
+                             else None)
+        ds = [ln for ln, t, _, fam in rel if fam and _DEEPSPEED_LINES.search(t)]
+        if ds:   # the line before each DeepSpeed line (its label)
+            labels = {x - 1 for x in ds}
+            new.update((ln, (t, True)) for ln, t in lines if ln in labels)
+            tail = self._prev_tail
+            if tail is not None and tail.height and ds[0] - 1 == tail["line"][0]:
+                new[ds[0] - 1] = (tail["text"][0], True)
+        # _keep_general's: the lines with a memory word (general.candidates' ASCII case-insensitive
+        # search) and, from a table's header on, the rows that may be its
+        words = [(ln, t) for ln, t in looked if any(w in t.lower() for w in general.MEMORY_WORDS)]
+        self._table = self._table or any(not _DIGIT.search(t) for _, t in words)
+        if self._table:
+            words += [(ln, t) for ln, t in lines if t is not None and _TABLE_ROW.search(t)]
+        for ln, t in words:
+            new.setdefault(ln, (t, False))
+        if new:
+            kept = sorted(new.items())
+            self._kept.append(columns({"line": [ln for ln, _ in kept], "text": [t for _, (t, _) in kept],
+                                       "generic": [g for _, (_, g) in kept]}, _KEPT_LINES))
+        self._prev_tail = pl.DataFrame([batch["line"].tail(1), batch["text"].tail(1)])
+        self._read()
 
     def _keep_general(self, batch: pl.DataFrame, kept: pl.DataFrame) -> None:
         """The lines the general reader looks at (general.py): `kept`, the batch's lines with a memory
@@ -280,10 +335,13 @@ _WORK = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime
          "rank": pl.Int64, "local_rank": pl.Int64, "step_tag": pl.Boolean}
 
 
+_WORK_NAMES, _WORK_TYPES = list(_WORK), list(_WORK.values())   # (compared faster than a schema)
+
+
 def _work(df: pl.DataFrame) -> pl.DataFrame:
     if df is None or df.height == 0:
         return pl.DataFrame(schema=_WORK)
-    if df.schema == _WORK:   # (readings.extract's rows: no query to select them again)
+    if df.columns == _WORK_NAMES and df.dtypes == _WORK_TYPES:   # (readings.extract's rows: no query)
         return df
     return df.select([pl.col(c).cast(t, strict=False) if c in df.columns else pl.lit(None, dtype=t).alias(c)
                       for c, t in _WORK.items()])
@@ -325,10 +383,10 @@ class Parts:
         """Read a part: `frame` (line, text), or StepLogReader's kept lines (with `generic`)."""
         zone, skipped = self.zone, self.skipped
         for_generic = None   # the lines the generic shapes read (None: all)
-        if "generic" in frame.columns:
+        if "generic" in frame.columns:   # (Series and columns: no query)
             if not frame["generic"].all():
-                for_generic = rows_where(frame, pl.col("generic"))["line"]
-            frame = frame.drop("generic")
+                for_generic = frame["line"].filter(frame["generic"])
+            frame = pl.DataFrame([c for c in frame.iter_columns() if c.name != "generic"])
         if frame.schema != _LINES or frame["text"].null_count():   # (the reader's own parts need no query)
             frame = frame.select(pl.col("line").cast(pl.Int64), pl.col("text").cast(pl.String).fill_null(""))
         if not frame.height:
@@ -336,8 +394,8 @@ class Parts:
         first = int(frame["line"].min())
         # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
         # off, so that the clock behind it is the line's clock again
-        small = generic.small_text(frame["text"])
-        if small is not None and "]:" not in small:   # (no prefix: split_prefix's nulls without its queries)
+        joined = generic.small_text(frame["text"])
+        if joined is not None and "]:" not in joined:   # (no prefix: split_prefix's nulls without its queries)
             frame = frame.hstack([pl.Series(c, [None] * frame.height, pl.Int64) for c in ("line_rank", "line_local_rank")])
         else:
             frame = ranks.split_prefix(frame)
@@ -361,7 +419,7 @@ class Parts:
                 pl.concat([ds_rows - 1, ds_rows, frame["line"].tail(1)]).implode())))
         else:   # (no DeepSpeed line: the context is the part's last line)
             ds = pl.DataFrame(schema={"line": pl.Int64})
-            self._ds_context = frame.tail(1) if small is not None else owned(frame.tail(1))   # (as _feed's)
+            self._ds_context = frame.tail(1) if joined is not None else owned(frame.tail(1))   # (as _feed's)
         hf_samples, hf_events = families.extract_hf_trainer(frame, zone, skipped, text=text)
         mg_events, iteration_times = families.extract_megatron(frame, zone, text=text)
         used = (pl.concat([ds.select("line"), hf_samples.select("line")]).unique()
@@ -383,9 +441,15 @@ class Parts:
             # a line of the generic shapes is generic.py's (read or counted as skipped there)
             # a line the generic shapes could give no unit is the general reader's to read or count
             # (when/then: the other two regexes are not run where no line is left, as in a log of readings)
-            left = rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
-                              .then(~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
-                              .otherwise(False))
+            if (few := small.rows(rest)) is not None:   # (a few plain lines: the same test in Python)
+                left = rows_where(rest, pl.Series([
+                    (ln in unitless or not small.ANY_READING.search(x)) and not small.NOT_OURS.search(x)
+                    and not _FAMILY_MEMORY_LINES.search(x) for ln, x in few], dtype=pl.Boolean))
+            else:
+                left = rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
+                                  .then(~t.str.contains(generic.NOT_OURS)
+                                        & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+                                  .otherwise(False))
             handled = self.general.feed(left)
             if unitless:
                 left_over = pl.Series("line", unitless, pl.Int64)
@@ -427,27 +491,42 @@ class Parts:
                  .with_columns(pl.coalesce("time", "it_time").alias("time"),
                                pl.coalesce("zoned", "it_zoned").alias("zoned"))
                  .drop("it_line", "it_time", "it_zoned"))
-        # the order number of each reading's (line, piece): s is sorted by them (Series methods: a query
-        # on the frame would copy what the query does not need)
-        line, piece = s["line"], s["piece"]
-        new = line.ne_missing(line.shift(1)) | piece.ne_missing(piece.shift(1))
         clock = generic.clock_of(s, *self._events)
-        s = s.select([c for c in SAMPLES_SCHEMA if c in s.columns]).hstack([(new.cum_sum().cast(pl.Int64) - 1).alias("seq")])
+        # (the frame made of its columns: a select is a query)
+        s = pl.DataFrame([*(s[c] for c in SAMPLES_SCHEMA if c in s.columns), _seq(s["line"], s["piece"])])
         events = self._events
         return Parsed(
             samples=samples_frame(s) if s.height else empty_samples(),
-            events=pl.concat([events_frame(e) for e in events]).sort("line") if events else empty_events(),
+            events=pl.concat([events_frame(e) for e in events]).sort("line") if events else _NO_EVENTS.clear(),
             skipped=self.skipped,
             clock=clock,
             notes=notes,
         )
 
 
+def _seq(line: pl.Series, piece: pl.Series) -> pl.Series:
+    """The order number of each reading's (line, piece), the readings sorted by them (Series methods: a
+    query on the frame would copy what the query does not need)."""
+    if line.len() <= generic.SMALL_ROWS:   # (a few rows: in Python, without a query each)
+        seq, n, last = [], -1, (None, None)
+        for at in zip(line.to_list(), piece.to_list()):
+            n += at != last   # (as ne_missing: a null equals a null)
+            seq.append(n)
+            last = at
+        return pl.Series("seq", seq, pl.Int64)
+    new = line.ne_missing(line.shift(1)) | piece.ne_missing(piece.shift(1))
+    return (new.cum_sum().cast(pl.Int64) - 1).alias("seq")
+
+
+# (a copy of an empty frame costs a fraction of making one from its schema)
+_NO_EVENTS = empty_events()
+
+
 def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
     """A part's readings, sorted, without the columns that only _with_ranks reads nor those it has no
     value in (a step log's clock, capacity and GPU): a big file's readings wait in memory until the end."""
-    s = s.drop("rank", "local_rank", "step_tag", *[c for c in s.columns if c not in _ORDER
-                                                   and s[c].null_count() == s.height])
+    s = pl.DataFrame([c for c in s.iter_columns() if c.name not in ("rank", "local_rank", "step_tag")
+                      and (c.name in _ORDER or c.null_count() < c.len())])   # (columns: no query)
     return s.sort("line", "piece", "k") if s.height > 1 else s
 
 
@@ -466,13 +545,22 @@ def _put_together(parts: list[pl.DataFrame]) -> pl.DataFrame:
     cols = []
     for name, dtype in _KEPT.items():
         if not any(name in p.columns for p in parts):
-            cols.append(pl.repeat(None, n, dtype=dtype, eager=True).alias(name))
-            continue
-        cols.append(pl.concat([p[name] if name in p.columns else pl.repeat(None, h, dtype=dtype, eager=True)
-                               for p, h in zip(parts, heights)]).rechunk().alias(name))
-        parts[:] = [p.drop(name, strict=False) for p in parts]
+            cols.append(_nulls(name, n, dtype))
+        elif len(parts) == 1:   # (one part's column is one chunk already: nothing to copy or let go)
+            cols.append(parts[0][name])
+        else:
+            cols.append(pl.concat([p[name] if name in p.columns else _nulls(name, h, dtype)
+                                   for p, h in zip(parts, heights)]).rechunk().alias(name))
+            parts[:] = [p.drop(name, strict=False) for p in parts]
     parts.clear()
     return pl.DataFrame(cols)
+
+
+def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
+    """A column of n nulls (a few made from a list: pl.repeat is a query)."""
+    if n <= generic.SMALL_ROWS:
+        return pl.Series(name, [None] * n, dtype=dtype)
+    return pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
 
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:

@@ -20,6 +20,7 @@ import re
 
 import polars as pl
 
+from forensics.frames import columns
 from forensics.model import Skipped
 from forensics.parsers import ranks
 from forensics.parsers.steplog import generic as g
@@ -60,6 +61,7 @@ DEVICE_IN_TAG = re.compile(g.DEVICE_IN_TAG)
 RANK_WORD = re.compile(ranks.RANK_WORD)
 LOCAL_WORD = re.compile(ranks.LOCAL_WORD)
 DIGITS = re.compile(r"([0-9]+)")
+LINE_PREFIX = re.compile(ranks.LINE_PREFIX)
 
 _I64 = 1 << 63
 _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean,
@@ -116,6 +118,13 @@ def _strip_time(text: str, us: bool, iso: bool = True) -> str:
     return TS_US.sub("", text, count=1) if us else text
 
 
+def marker_step(text: str) -> int | None:
+    """The step of a step-marker line, with its rank prefix and clock (the reader's test of a line that
+    only the step marker can keep): generic.STEP_MARKER's number, as an Int64 or None."""
+    m = STEP_MARKER.search(_strip_time(LINE_PREFIX.sub("", text, count=1), us=True))
+    return None if m is None else _int(m.group(1))
+
+
 def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, series_only: bool,
             unitless: list[int] | None, carry: dict | None) -> pl.DataFrame:
     """generic.extract_generic of `lines` (from `rows`)."""
@@ -154,8 +163,8 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
 
     r = _checked(r, line_of, skipped, unitless)
     if series_only:
-        return pl.DataFrame({"line": [line_of(x) for x in r], "series": [x[2] for x in r]},
-                            schema={"line": pl.Int64, "series": pl.String})
+        return columns({"line": [line_of(x) for x in r], "series": [x[2] for x in r]},
+                       {"line": pl.Int64, "series": pl.String})
     out = {c: [] for c in _OUT}
     for j, k, series, unit, value, total_bytes, gpu_arg in r:
         i, piece, _ = pieces[j]
@@ -165,7 +174,7 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
                      ("step", first(tag_step, marker_step[i])), ("label", label), ("gpu", first(gpu_arg, tag_gpu)),
                      ("rank", rank), ("local_rank", local), ("step_tag", tag_step is not None)):
             out[c].append(v)
-    return pl.DataFrame(out, schema=_OUT)
+    return columns(out, _OUT)
 
 
 def _markers(hint: list[tuple[int, str]], reading: list[bool], carry: dict | None) -> list[int | None]:
@@ -178,7 +187,7 @@ def _markers(hint: list[tuple[int, str]], reading: list[bool], carry: dict | Non
     last = [i for i, st in enumerate(marker_step) if st is not None]
     if carry is not None and last:
         ln, t = hint[last[-1]]
-        carry["line"] = pl.DataFrame({"line": [ln], "text": [t]}, schema={"line": pl.Int64, "text": pl.String})
+        carry["line"] = columns({"line": [ln], "text": [t]}, {"line": pl.Int64, "text": pl.String})
     last_step = None
     for i, st in enumerate(marker_step):   # forward fill
         last_step = st if st is not None else last_step
