@@ -527,7 +527,15 @@ def _kept_columns(s: pl.DataFrame) -> pl.DataFrame:
     value in (a step log's clock, capacity and GPU): a big file's readings wait in memory until the end."""
     s = pl.DataFrame([c for c in s.iter_columns() if c.name not in ("rank", "local_rank", "step_tag")
                       and (c.name in _ORDER or c.null_count() < c.len())])   # (columns: no query)
-    return s.sort("line", "piece", "k") if s.height > 1 else s
+    return s.sort("line", "piece", "k") if s.height > 1 and not _few_in_order(s) else s
+
+
+def _few_in_order(s: pl.DataFrame) -> bool:
+    """Whether `s` holds a few readings already in (line, piece, k) order (a sort is a query)."""
+    if s.height > generic.SMALL_ROWS:
+        return False
+    keys = list(zip(*(s[c].to_list() for c in _ORDER)))
+    return all(None not in key for key in keys) and keys == sorted(keys)
 
 
 _ORDER = ("line", "piece", "k")

@@ -174,7 +174,8 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
                      ("step", first(tag_step, marker_step[i])), ("label", label), ("gpu", first(gpu_arg, tag_gpu)),
                      ("rank", rank), ("local_rank", local), ("step_tag", tag_step is not None)):
             out[c].append(v)
-    return columns(out, _OUT)
+    return pl.DataFrame([pl.Series(c, out[c], pl.Int64).cast(t) if c == "time" else pl.Series(c, out[c], t)
+                         for c, t in _OUT.items()])
 
 
 def _markers(hint: list[tuple[int, str]], reading: list[bool], carry: dict | None) -> list[int | None]:
@@ -196,12 +197,13 @@ def _markers(hint: list[tuple[int, str]], reading: list[bool], carry: dict | Non
 
 
 def _times(hint: list[tuple[int, str]], zone: str) -> tuple[list, list]:
-    """Each hint line's time and zoned flag: generic.with_line_time, where a line may hold a clock."""
+    """Each hint line's time (µs since the epoch, UTC: a column of Python datetimes with a zone costs
+    two queries to make) and zoned flag: generic.with_line_time, where a line may hold a clock."""
     if not any(g.ISO_DATE_ANYWHERE.search(t) or "/" in t for _, t in hint):
         return [None] * len(hint), [None] * len(hint)
     timed = g.with_line_time(pl.DataFrame({"line": [ln for ln, _ in hint], "text": [t for _, t in hint]},
                                           schema={"line": pl.Int64, "text": pl.String}), zone)
-    return timed["time"].to_list(), timed["zoned"].to_list()
+    return timed["time"].cast(pl.Int64).to_list(), timed["zoned"].to_list()
 
 
 def _pieces(hint: list[tuple[int, str]], reading: list[bool]) -> list[tuple[int, int, str]]:
