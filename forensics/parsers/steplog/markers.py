@@ -45,24 +45,31 @@ def sniff(head: list[str]) -> str | None:
     # a reading needs a line with a reading shape that is not another parser's (extract_generic reads
     # no other): one query says whether there is one (most files that get this far have none)
     t = pl.col("text")
-    frame = generic.head_frame(head)
-    # (a few plain lines are tested with Python's `re`, which reads these patterns as polars does: small.py)
-    few = small.rows(frame)
+    # (a few plain lines are tested with Python's `re`, which reads these patterns as polars does: small.py;
+    # they are made a frame only for the general reader)
+    few = small.rows(list(enumerate(head, 1)))
+    frame = generic.head_frame(head) if few is None else None
     if (any(small.ANY_READING.search(x) and not small.NOT_OURS.search(x) for _, x in few) if few is not None else
             frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item()):
-        found = readings.head_readings(frame)
+        found = readings.head_readings(head if frame is None else frame)
         if found.height:
             first = int(found["line"].min())
             series = ", ".join(sorted(set(found["series"].to_list())))
             return f"memory readings ({series}) in a free-text log, first on line {first}"
-    return _general_sniff(frame)
+    return _general_sniff(head, few)
 
 
-def _general_sniff(frame: pl.DataFrame) -> str | None:
+def _general_sniff(head: list[str], few: list[tuple[int, str]] | None) -> str | None:
     """Memory lines whose form recurs in the first lines, read by their structure; the reason names
-    the keys found (what `gpu-forensics sniff` shows a user, to check what was read)."""
+    the keys found (what `gpu-forensics sniff` shows a user, to check what was read). `few`: the lines
+    if small.rows takes them."""
     t = pl.col("text")
-    frame = rows_where(frame, (general.candidates(t) | general.table_rows(t))
+    if few is not None:   # (which lines the general reader looks at, in Python: most heads hold fewer than two)
+        lines = [x for _, x in few if (small.memory_word(x) or small.TABLE_ROW.search(x))
+                 and not small.NOT_OURS.search(x) and not small.FAMILY_MEMORY_LINES.search(x)]
+        if len(lines) < 2 and not any("\r" in x for x in lines):
+            return None
+    frame = rows_where(generic.head_frame(head), (general.candidates(t) | general.table_rows(t))
                        & ~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
     # a form must recur to make a series (general.read): one line cannot, whatever it holds, unless it is a
     # progress bar (tqdm) whose refreshes, each after a `\r`, share it

@@ -55,8 +55,6 @@ _FAMILY_LITERALS = re.compile(families.FAMILY_LITERALS)
 _LOOK = re.compile(LOOK)
 _FAMILY_LINES = re.compile(families.FAMILY_LINES)
 _DEEPSPEED_LINES = re.compile(families.DEEPSPEED_LINES)
-_TABLE_ROW = re.compile(general.TABLE_ROW)
-_FAMILY_MEMORY_LINES = re.compile(families.FAMILY_MEMORY_LINES)
 _MARKS = {"line": pl.Int64, "text": pl.String, "marker": pl.Boolean, "fam": pl.Boolean}
 _KEPT_LINES = {"line": pl.Int64, "text": pl.String, "generic": pl.Boolean}
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
@@ -177,12 +175,11 @@ class StepLogReader:
             tail = self._prev_tail
             if tail is not None and tail.height and ds[0] - 1 == tail["line"][0]:
                 new[ds[0] - 1] = (tail["text"][0], True)
-        # _keep_general's: the lines with a memory word (general.candidates' ASCII case-insensitive
-        # search) and, from a table's header on, the rows that may be its
-        words = [(ln, t) for ln, t in looked if any(w in t.lower() for w in general.MEMORY_WORDS)]
+        # _keep_general's: the lines with a memory word and, from a table's header on, the rows that may be its
+        words = [(ln, t) for ln, t in looked if small.memory_word(t)]
         self._table = self._table or any(not _DIGIT.search(t) for _, t in words)
         if self._table:
-            words += [(ln, t) for ln, t in lines if t is not None and _TABLE_ROW.search(t)]
+            words += [(ln, t) for ln, t in lines if t is not None and small.TABLE_ROW.search(t)]
         for ln, t in words:
             new.setdefault(ln, (t, False))
         if new:
@@ -444,7 +441,7 @@ class Parts:
             if (few := small.rows(rest)) is not None:   # (a few plain lines: the same test in Python)
                 left = rows_where(rest, pl.Series([
                     (ln in unitless or not small.ANY_READING.search(x)) and not small.NOT_OURS.search(x)
-                    and not _FAMILY_MEMORY_LINES.search(x) for ln, x in few], dtype=pl.Boolean))
+                    and not small.FAMILY_MEMORY_LINES.search(x) for ln, x in few], dtype=pl.Boolean))
             else:
                 left = rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
                                   .then(~t.str.contains(generic.NOT_OURS)

@@ -10,9 +10,10 @@ from forensics.model import Skipped
 from forensics.parsers.steplog import generic, shapes, small
 
 
-def extract(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = False,
+def extract(df: pl.DataFrame | list[tuple[int, str]], zone: str, skipped: Skipped, series_only: bool = False,
             unitless: list[int] | None = None, carry: dict | None = None) -> pl.DataFrame:
-    """generic.extract_generic(df, ...) (its arguments and rows)."""
+    """generic.extract_generic(df, ...) (its arguments and rows); `df` may be the rows (line, text) of a
+    frame that small.rows takes."""
     if (lines := small.rows(df)) is not None:   # (a few lines: the same rows without a polars query)
         return small.extract(lines, zone, skipped, series_only, unitless, carry)
     if not series_only and (by_shape := shapes.extract(df, zone, skipped, unitless, carry)) is not None:
@@ -23,8 +24,9 @@ def extract(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: bool = F
 def head_readings(head: list[str] | pl.DataFrame) -> pl.DataFrame:
     """Generic readings in the first lines, or in their generic.head_frame (for sniffing)."""
     skipped = Skipped()
+    if isinstance(head, list):   # (a few plain lines go to small.py without being made a frame first)
+        head = small.rows(list(enumerate(head, 1))) or generic.head_frame(head)
     try:
-        return extract(head if isinstance(head, pl.DataFrame) else generic.head_frame(head), "UTC", skipped,
-                       series_only=True)
+        return extract(head, "UTC", skipped, series_only=True)
     except pl.exceptions.PolarsError:
         return pl.DataFrame()

@@ -23,6 +23,7 @@ import polars as pl
 from forensics.frames import columns
 from forensics.model import Skipped
 from forensics.parsers import ranks
+from forensics.parsers.steplog import families, general
 from forensics.parsers.steplog import generic as g
 from forensics.units import unit_factor
 
@@ -62,6 +63,9 @@ RANK_WORD = re.compile(ranks.RANK_WORD)
 LOCAL_WORD = re.compile(ranks.LOCAL_WORD)
 DIGITS = re.compile(r"([0-9]+)")
 LINE_PREFIX = re.compile(ranks.LINE_PREFIX)
+# (the reader's and the sniff's tests of the lines the general reader looks at)
+FAMILY_MEMORY_LINES = re.compile(families.FAMILY_MEMORY_LINES)
+TABLE_ROW = re.compile(general.TABLE_ROW)
 
 _I64 = 1 << 63
 _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean,
@@ -69,11 +73,11 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64, "step_tag": pl.Boolean}
 
 
-def rows(df: pl.DataFrame) -> list[tuple[int, str | None]] | None:
-    """(line, text) of `df` if the Python path may read it, else None."""
-    if df.height > SMALL_LINES:
+def rows(df: pl.DataFrame | list[tuple[int, str | None]]) -> list[tuple[int, str | None]] | None:
+    """(line, text) of `df` (a frame, or its rows) if the Python path may read it, else None."""
+    if len(df) > SMALL_LINES:
         return None
-    out = list(zip(df["line"].to_list(), df["text"].to_list()))
+    out = df if isinstance(df, list) else list(zip(df["line"].to_list(), df["text"].to_list()))
     if sum(len(t) ** 2 for _, t in out if t is not None) > SQUARED_CHARS:
         return None
     if any(t is not None and not PLAIN.fullmatch(t) for _, t in out):
@@ -116,6 +120,12 @@ def _strip_time(text: str, us: bool, iso: bool = True) -> str:
     if iso:
         text = TS_ISO.sub("", text, count=1)
     return TS_US.sub("", text, count=1) if us else text
+
+
+def memory_word(text: str) -> bool:
+    """general.candidates of a plain line: an ASCII case-insensitive search for a memory word."""
+    low = text.lower()
+    return any(w in low for w in general.MEMORY_WORDS)
 
 
 def marker_step(text: str) -> int | None:
