@@ -551,8 +551,8 @@ def _put_together(parts: list[pl.DataFrame]) -> pl.DataFrame:
     for name, dtype in _KEPT.items():
         if not any(name in p.columns for p in parts):
             cols.append(_nulls(name, n, dtype))
-        elif len(parts) == 1:   # (one part's column is one chunk already: nothing to copy or let go)
-            cols.append(parts[0][name])
+        elif len(parts) == 1:   # (one part: nothing to concatenate or let go)
+            cols.append(parts[0][name].rechunk())
         else:
             cols.append(pl.concat([p[name] if name in p.columns else _nulls(name, h, dtype)
                                    for p, h in zip(parts, heights)]).rechunk().alias(name))
