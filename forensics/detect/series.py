@@ -365,6 +365,19 @@ def _slope_kink(x: np.ndarray, y: np.ndarray) -> tuple[int, float] | None:
     return best, float(np.clip(meet, x[best - 1], x[best + 1]))
 
 
+def _working_readings(y: np.ndarray, tiny: float) -> int:
+    """How many readings show the job's working set: all, unless it sat at a start level and left it by a
+    rise more than SHORT_SIMILAR times the median change after it (the start-up reaching its working set,
+    as in `_startup_jump`): then those from that rise on."""
+    i = 0
+    while i + 1 < y.size and abs(float(y[i + 1] - y[0])) <= tiny:
+        i += 1
+    after = np.abs(np.diff(y[i + 1:]))
+    if after.size and float(y[i + 1] - y[i]) > SHORT_SIMILAR * float(robust.median(after)):
+        return int(y.size - (i + 1))
+    return int(y.size)
+
+
 def _stair_pauses(d: np.ndarray, tiny: float) -> list[int]:
     """The readings of a staircase sampled about once per stair that did not move between two alike
     rises (within SHORT_SIMILAR): the next stair had not yet come, no pause in the growth."""
@@ -441,6 +454,14 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         after = f", {r - 1} after the start-up's jump" if startup else ""
         fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading{how} ({few}{after}: "
                       "too few to tell a warm-up that had not settled from a leak)")
+        return fit
+    working = _working_readings(y, tiny)
+    if working < SHORT_MIN:
+        # a level or a warm-up is said of the job's working set: a reading at the start level (a CUDA
+        # context, a job not yet allocating) left by the start-up's jump shows none of it
+        fit.classification = "too_short"
+        fit.reason = (f"only {working} readings after the start-up's jump ({few}: too few to tell a warm-up "
+                      "that settled from a pause in growth; log memory more often, e.g. nvidia-smi -l 1)")
         return fit
     if slowing:
         fit.classification, fit.reason = "warmup_plateau", f"memory grows ever more slowly ({few}: a warm-up settling)"

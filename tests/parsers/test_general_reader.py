@@ -228,6 +228,28 @@ def test_a_pool_less_figure_below_reserved_on_every_line_is_allocated(tmp_path):
     assert any("below `reserved` on every line" in n for n in p.notes)
 
 
+def _composer_blocks(batches: list[int], allocated_gb: list[float]) -> str:
+    # Composer's ConsoleLogger: `[batch=N/T]:` and then one indented line per logged key (tests/heldout/general-reader-5
+    # holds a real paste of it)
+    return "".join(f"[batch={b}/400]:\n\t Train time/batch: {b - 1}\n\t Train memory/allocated_mem: {a:.4f}\n"
+                   f"\t Train loss/train/total: 0.05\n" for b, a in zip(batches, allocated_gb))
+
+
+def test_a_counter_alone_on_a_line_gives_the_block_under_it_its_step(tmp_path):
+    f = tmp_path / "train.log"
+    # a crash loop: the second run's counter starts again, which is what tells the runs apart
+    f.write_text("training 400 steps\n" + _composer_blocks([1, 2, 4, 6], [1.4, 1.6, 1.9, 2.2])
+                 + "training 400 steps\n" + _composer_blocks([1, 2, 4], [1.4, 1.6, 1.9]))
+    _, p = parse_file(f, expect="step-markers")
+    assert p.samples["step"].to_list() == [1, 2, 4, 6, 1, 2, 4]
+    assert not any("neither a step nor a clock" in n for n in p.notes)
+    # a line that holds more than its counter heads no block: the readings after it keep no step
+    g = tmp_path / "other.log"
+    g.write_text("".join(f"Iter {i} Time 0.575 loss 0.05\n\t vram {i}.5 GiB\n" for i in range(1, 5)))
+    _, q = parse_file(g, expect="step-markers")
+    assert q.samples.height == 4 and q.samples["step"].null_count() == 4
+
+
 def test_a_pool_less_figure_above_reserved_once_stays_memory_used(tmp_path):
     # a device's use can be above what the allocator reserved (its context, other pools): no rename
     f = tmp_path / "train.log"

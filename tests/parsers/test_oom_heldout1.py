@@ -19,11 +19,9 @@ OOM_HELDOUT1 = json.loads((OOM_HELDOUT1_DIR / "expected.json").read_text())
 # OOM held-out set 1, run once at 617d08d (expectations of 07e1669; docs/benchmarks.md): 1 of 7 right (MXNet's
 # `cudaMalloc failed: out of memory`). Missed as run: PaddlePaddle (2), Theano/libgpuarray, CNTK's and ONNX Runtime's
 # `CUDA failure 2: out of memory` not read; TensorFlow's OOM on `device:CPU:0 by allocator cpu` taken for a GPU's.
-# Mended since (a tune set from then on): those dialects read, a host OOM skipped with its reason. Left:
-OOM_HELDOUT1_FAILED: dict[str, str] = {
-    "onnxruntime_cuda_failure_2_584.txt": "two failures on two frames of a progress bar read as one error printed "
-    "twice (the same message, no size or shape to tell them apart, two lines apart)",
-}
+# Mended since (a tune set from then on): those dialects read, a host OOM skipped with its reason; ONNX Runtime's two
+# failures on two frames (one error printed twice, before) told apart by the progress bar that moved on between them.
+OOM_HELDOUT1_FAILED: dict[str, str] = {}
 
 
 def _gpu_ooms(path: Path) -> list[dict]:

@@ -9,7 +9,8 @@ what the dialect states: the allocator (`GPU_0_bfc`), the device, TensorFlow's t
 `defined at file:line`, the BFC allocator's `Limit`/`InUse` stats printed above the error, XLA's
 "Peak buffers" (the first one's `source_file:source_line` and shape is the allocation site), CuPy's
 "allocated so far". One error printed several times in a row (TensorFlow logs it, then raises it, then
-repeats it "see above for traceback") is one event.
+repeats it "see above for traceback") is one event, unless a progress bar in front of it moved on between
+the prints (two failures, one after the other).
 """
 from __future__ import annotations
 
@@ -233,6 +234,12 @@ def _peak_buffer(after: list[str]) -> dict:
     return d
 
 
+# a progress bar's count in front of a message (tqdm's `| 1732/1744 [`): a bar that moved on between two prints
+# of one error says the job went on between them, so they are two failures (ONNX Runtime's CUDA error 2 on one
+# frame after another), not one error logged and raised
+_BAR_COUNT = re.compile(r"\|[ \t]*([0-9]+)[ \t]*/[ \t]*[0-9]+[ \t]*\[")
+
+
 def _same(a: dict, b: dict) -> bool:
     """The same error: one framework, size and shape, and no two different GPUs (one print may omit it)."""
     return (a["framework"], a.get("requested"), a.get("shape")) == (b["framework"], b.get("requested"), b.get("shape")) \
@@ -245,6 +252,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
     zone = opts.tz_for(src.path)
     events: list[dict] = []
     details: list[dict] = []
+    bars: list[str | None] = []   # per event: the progress bar's count in front of its message (_BAR_COUNT)
     used: list[int] = []
     clocks = set()
     for line_no, raw in hits.select("line", "text").iter_rows():
@@ -276,7 +284,9 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         d["message"] = raw[m.start():].strip()
         used.extend(range(line_no, line_no + 1 + d.pop("_listing_lines", 0)))
         prev = details[-1] if details else None
-        if prev is not None and _same(prev, d) and line_no - events[-1]["line"] <= torch_oom.TRACEBACK_LOOKBACK:
+        bar = b[1] if (b := _BAR_COUNT.search(prefix)) else None
+        if (prev is not None and _same(prev, d) and line_no - events[-1]["line"] <= torch_oom.TRACEBACK_LOOKBACK
+                and (bar is None or bars[-1] is None or bar == bars[-1])):
             # the same error printed again (logged, raised, "see above for traceback"): one OOM
             for k, v in d.items():
                 if prev.get(k) is None:
@@ -293,6 +303,7 @@ def _read(hits: pl.DataFrame, src: Source, opts: Options) -> Parsed:
         if clock:
             clocks.add(clock)
         details.append(d)
+        bars.append(bar)
         if (d.get("requested") or 0) > _IMPLAUSIBLE:
             d["implausible_requested"], d["requested"] = d["requested"], None
         events.append({"time": when, "line": line_no, "kind": "gpu_oom", "gpu": d.get("gpu"), "pid": pid,

@@ -48,7 +48,8 @@ LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]
 # A step taken from the text in front of a reading (its tag) or from a marker line of its own.
 STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
                 r"|\b([0-9]+)\s+iterations?\b)")
-_STEP_WORD = r"(?:global[ _]step|step|iteration|iter)"
+# (Composer's console block header `[batch=12/400]:`: `batch=` only, as `batch 32` is often a batch's size)
+_STEP_WORD = r"(?:global[ _]step|step|iteration|iter|batch=)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
 # A key naming the phase of its line, whose value is a word (ORTModule's `phase: post_forward`, `stage=eval`):
 # that word is the readings' label, so each phase is a series of its own (a number, `stage: 3`, names none).
@@ -125,9 +126,9 @@ READING_WORDS = r"allocated|reserved|cached|occupied|gpu[ \t]*[:=]|free[ _]gpu|m
 READING_LITERALS = r"torch\.cuda\.|nvidia-smi"
 READING_BLOCK_LITERALS = ("allocated", "reserved", "cached", "occupied", "gpu:", "gpu=", "gpu ", "gpu\t",
                           "free gpu", "free_gpu", "mem_", "torch.cuda.", "nvidia-smi")
-# A step marker of GENERIC_HINT holds one of these words (in any case; lowercased: "iter" or "step").
-STEP_WORDS = r"\b(?:iter|iteration|step)\b"
-STEP_BLOCK_LITERALS = ("iter", "step")
+# A step marker of GENERIC_HINT holds one of these words (in any case; lowercased: "iter", "step" or "batch=").
+STEP_WORDS = r"(?:\b(?:iter|iteration|step)\b|\bbatch=)"
+STEP_BLOCK_LITERALS = ("iter", "step", "batch=")
 # A STEP_MARKER line up to its word: the clocks that strip_line_time removes, one after the other.
 MARKER_PREFILTER = (rf"^(?:{ranks.LINE_PREFIX.removeprefix('^')})?(?:{unnamed(TS_ISO).removeprefix('^')})?"
                     rf"(?:{unnamed(TS_US).removeprefix('^')})?\W*(?i:{_STEP_WORD})")
