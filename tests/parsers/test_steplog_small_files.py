@@ -167,7 +167,7 @@ def _queries_run(fn) -> int:
 
 
 @pytest.mark.parametrize("line, most", [
-    ("[step 7] allocated: 7 MB", 2), ("step 7", 2), ("noise line", 2), ("allocated: 7 MB, reserved: 9 MB", 2),
+    ("[step 7] allocated: 7 MB", 2), ("step 7 | loss 2.5", 2), ("noise line", 2), ("allocated: 7 MB, reserved: 9 MB", 2),
     # a clock is read by polars' stamp parser and DST rule (generic.with_line_time, drop_unreadable_clocks)
     ("2026-10-01 10:00:00,000 INFO [step 7] allocated: 7.5 GB, cached: 9 GB", 16)])
 def test_a_one_line_step_log_runs_at_most_a_few_queries(line, most):

@@ -175,8 +175,9 @@ class StepLogReader:
             tail = self._prev_tail
             if tail is not None and tail.height and ds[0] - 1 == tail["line"][0]:
                 new[ds[0] - 1] = (tail["text"][0], True)
-        # _keep_general's: the lines with a memory word and, from a table's header on, the rows that may be its
-        words = [(ln, t) for ln, t in looked if small.memory_word(t)]
+        # _keep_general's: the lines with a memory word, a block's head and, from a table's header on, the
+        # rows that may be its
+        words = [(ln, t) for ln, t in looked if small.memory_word(t) or small.BLOCK_HEAD.search(t)]
         self._table = self._table or any(not _DIGIT.search(t) for _, t in words)
         if self._table:
             words += [(ln, t) for ln, t in lines if t is not None and small.TABLE_ROW.search(t)]
