@@ -171,8 +171,8 @@ def _queries_run(fn) -> int:
     # a clock is read by polars' stamp parser and DST rule (generic.with_line_time, drop_unreadable_clocks)
     ("2026-10-01 10:00:00,000 INFO [step 7] allocated: 7.5 GB, cached: 9 GB", 16)])
 def test_a_one_line_step_log_runs_at_most_a_few_queries(line, most):
-    """many_files_N's logs: 30 queries a file before (each ~60 µs of fixed cost), none now; a clocked
-    line 13 with the zone Europe/Berlin (46 before)."""
+    """many_files_N's logs: 30 queries a file before, none now; a clocked line 13 with the zone
+    Europe/Berlin (46 before)."""
     frame = _frame([line])
     _read(frame, 1)   # (imports and first-use caches out of the count)
     assert _queries_run(lambda: _read(frame, 1)) <= most

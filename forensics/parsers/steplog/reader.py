@@ -149,8 +149,8 @@ class StepLogReader:
     def _feed_few(self, batch: pl.DataFrame, lines: list[tuple[int, str | None]]) -> None:
         """_feed of a batch of a few plain lines (small.rows), each tested in Python (small.py: on such
         text Python's `re` reads these patterns as polars does): the same lines kept and the same state
-        carried, the kept lines made one frame, where _feed's queries cost a fixed ~2 ms a batch (a job
-        of many one-line logs pays it per file)."""
+        carried, the kept lines made one frame, where _feed's dozen queries each cost a fixed cost many
+        times the work on a few lines (a job of many one-line logs pays them per file)."""
         looked = [(ln, t) for ln, t in lines if t is not None and _LOOK.search(t)]
         family = _FAMILY_LINES if _FAMILY_LITERALS.search("\n".join(t for _, t in looked)) else None
         new: dict[int, tuple[str | None, bool]] = {}   # line -> (text, generic), as _union makes them
@@ -166,8 +166,10 @@ class StepLogReader:
         for i, (ln, t, marker, _) in enumerate(rel):   # a marker counts if the next line kept is none
             if not marker or (i + 1 < len(rel) and not rel[i + 1][2]):
                 new[ln] = (t, True)
-        self._last_marker = (columns(dict(zip(_MARKS, ([x] for x in rel[-1]))), _MARKS) if rel and rel[-1][2]
-                             else None)
+        self._last_marker = None
+        if rel and rel[-1][2]:
+            ln, t, _, _ = rel[-1]
+            self._last_marker = columns({"line": [ln], "text": [t], "marker": [True], "fam": [False]}, _MARKS)
         ds = [ln for ln, t, _, fam in rel if fam and _DEEPSPEED_LINES.search(t)]
         if ds:   # the line before each DeepSpeed line (its label)
             labels = {x - 1 for x in ds}
