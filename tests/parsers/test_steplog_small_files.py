@@ -59,20 +59,34 @@ _POOL = [
 
 
 @contextmanager
-def _queries():
-    """Every frame read by polars queries, none in Python (small.rows never takes one)."""
+def _few_lines(most: int, per_shape: int | None = None):
+    """Frames of up to `most` lines read in Python (small.SMALL_LINES), the others by polars."""
     saved = small.SMALL_LINES, shapes.LINES_PER_SHAPE
-    small.SMALL_LINES, shapes.LINES_PER_SHAPE = -1, 1 << 62
+    small.SMALL_LINES = most
+    shapes.LINES_PER_SHAPE = saved[1] if per_shape is None else per_shape
     try:
         yield
     finally:
         small.SMALL_LINES, shapes.LINES_PER_SHAPE = saved
 
 
-def _read(frame: pl.DataFrame, size: int, fmt=markers.FORMAT):
+def _queries():
+    """Every frame read by polars queries, none in Python (small.rows never takes one)."""
+    return _few_lines(-1, 1 << 62)
+
+
+def _batches(frame: pl.DataFrame, sizes: list[int]):
+    """`frame` cut into batches of the sizes, in turn."""
+    at, i = 0, 0
+    while at < frame.height:
+        yield frame.slice(at, sizes[i % len(sizes)])
+        at, i = at + sizes[i % len(sizes)], i + 1
+
+
+def _read(frame: pl.DataFrame, sizes: list[int], fmt=markers.FORMAT):
     reader = fmt.reader(SimpleNamespace(path="train.log"), OPTS)
-    for at in range(0, frame.height, size):
-        reader.feed(frame.slice(at, size))
+    for batch in _batches(frame, sizes):
+        reader.feed(batch)
     return reader.finish()
 
 
@@ -80,21 +94,25 @@ def _frame(lines: list[str]) -> pl.DataFrame:
     return pl.DataFrame({"line": range(1, len(lines) + 1), "text": lines}, schema={"line": pl.Int64, "text": pl.String})
 
 
-def _kept(frame: pl.DataFrame, size: int) -> list[tuple]:
+def _kept(frame: pl.DataFrame, sizes: list[int]) -> list[tuple]:
     """What the reader holds after each batch: the lines kept, the step marker held back, the table seen."""
     reader = markers.FORMAT.reader(SimpleNamespace(path="train.log"), OPTS)
     held = []
-    for at in range(0, frame.height, size):
-        reader.feed(frame.slice(at, size))
+    for batch in _batches(frame, sizes):
+        reader.feed(batch)
         kept = [k for k in reader._kept if k.height]
         held.append((reader_mod._union(kept).rows() if kept else [],
                      None if reader._last_marker is None else reader._last_marker.rows(), reader._table))
     return held
 
 
-def _lines(data) -> pl.DataFrame:
+def _lines(data) -> tuple[pl.DataFrame, list[int], int]:
+    """Lines of the pool, the sizes of the batches they are fed in, and how many lines a batch read in
+    Python may have (3: the batches of more go to the queries, the reader's state passes between both)."""
     picks = data.draw(st.lists(st.sampled_from(range(len(_POOL))), min_size=1, max_size=30), label="lines")
-    return _frame([_POOL[p].format(i=i, m=100 + i, s=i % 60) for i, p in enumerate(picks)])
+    sizes = data.draw(st.lists(st.sampled_from([1, 2, 3, 5, 7, 30]), min_size=1, max_size=4), label="batches")
+    most = data.draw(st.sampled_from([small.SMALL_LINES, 3]), label="python_lines")
+    return _frame([_POOL[p].format(i=i, m=100 + i, s=i % 60) for i, p in enumerate(picks)]), sizes, most
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -103,25 +121,25 @@ def test_the_python_path_keeps_the_lines_the_queries_keep(data):
     """Batch by batch, the same lines kept (each with the same `generic`), the same step marker held
     back for the next batch and the same table state: a line kept or dropped that the result would not
     show (a marker before another marker) is still compared."""
-    frame = _lines(data)
-    size = data.draw(st.sampled_from([1, 2, 3, 7, frame.height]), label="batch")
-    got = _kept(frame, size)
+    frame, sizes, most = _lines(data)
+    with _few_lines(most):
+        got = _kept(frame, sizes)
     with _queries():
-        assert got == _kept(frame, size)
+        assert got == _kept(frame, sizes)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_python_path_reads_what_the_queries_read(data):
-    frame = _lines(data)
-    size = data.draw(st.sampled_from([1, 2, 3, 7, frame.height]), label="batch")
+    frame, sizes, most = _lines(data)
     part = data.draw(st.sampled_from([1, 3, reader_mod.PART_LINES]), label="part")
     saved = reader_mod.PART_LINES
     reader_mod.PART_LINES = part
     try:
-        got = _read(frame, size)
+        with _few_lines(most):
+            got = _read(frame, sizes)
         with _queries():
-            want = _read(frame, size)
+            want = _read(frame, sizes)
     finally:
         reader_mod.PART_LINES = saved
     assert_same_parsed(got, want)
@@ -138,9 +156,9 @@ def test_every_step_log_sample_in_small_batches_reads_as_the_queries_read_it(fam
         fmt, _ = parsers.claim(src.head())
         frame = src.frame()
         for size in (5, max(frame.height, 1)):
-            got = _read(frame, size, fmt)
+            got = _read(frame, [size], fmt)
             with _queries():
-                want = _read(frame, size, fmt)
+                want = _read(frame, [size], fmt)
             assert_same_parsed(got, want)
 
 
@@ -174,5 +192,5 @@ def test_a_one_line_step_log_runs_at_most_a_few_queries(line, most):
     """many_files_N's logs: 30 queries a file before, none now; a clocked line 13 with the zone
     Europe/Berlin (46 before)."""
     frame = _frame([line])
-    _read(frame, 1)   # (imports and first-use caches out of the count)
-    assert _queries_run(lambda: _read(frame, 1)) <= most
+    _read(frame, [1])   # (imports and first-use caches out of the count)
+    assert _queries_run(lambda: _read(frame, [1])) <= most
