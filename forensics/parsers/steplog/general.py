@@ -524,10 +524,7 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
         "step": pl.Int64, "label": pl.String, "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64,
         "step_tag": pl.Boolean}
-
-
-# (its copy costs a fraction of a frame made from the schema: a small file's reading pays it)
-_NO_READINGS = pl.DataFrame(schema=_OUT)
+_NO_READINGS = pl.DataFrame(schema=_OUT)   # (copied: a frame made from a schema costs several times as much)
 
 
 def candidates(text: pl.Expr) -> pl.Expr:
@@ -537,10 +534,7 @@ def candidates(text: pl.Expr) -> pl.Expr:
 
 # A regex that finds every line `candidates` finds (and a few more: see reader.LOOK)
 CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")"
-
-
-# a line that may be a row of a table (a number first)
-TABLE_ROW = r"^[ \t]*[0-9]"
+TABLE_ROW = r"^[ \t]*[0-9]"   # a line that may be a row of a table (a number first): table_rows
 
 
 def table_rows(text: pl.Expr) -> pl.Expr:

@@ -438,18 +438,7 @@ class Parts:
 
         ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
         if self.use_general:
-            # a line of the generic shapes is generic.py's (read or counted as skipped there)
-            # a line the generic shapes could give no unit is the general reader's to read or count
-            # (when/then: the other two regexes are not run where no line is left, as in a log of readings)
-            if (few := small.rows(rest)) is not None:   # (a few plain lines: the same test in Python)
-                left = rows_where(rest, pl.Series([
-                    (ln in unitless or not small.ANY_READING.search(x)) and not small.NOT_OURS.search(x)
-                    and not small.FAMILY_MEMORY_LINES.search(x) for ln, x in few], dtype=pl.Boolean))
-            else:
-                left = rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
-                                  .then(~t.str.contains(generic.NOT_OURS)
-                                        & ~t.str.contains(families.FAMILY_MEMORY_LINES))
-                                  .otherwise(False))
+            left = _for_general(rest, unitless)
             handled = self.general.feed(left)
             if unitless:
                 left_over = pl.Series("line", unitless, pl.Int64)
@@ -502,6 +491,21 @@ class Parts:
             clock=clock,
             notes=notes,
         )
+
+
+def _for_general(rest: pl.DataFrame, unitless: list[int]) -> pl.DataFrame:
+    """The lines of `rest` (a part's lines that no family used) for the general reader to read or count:
+    a line of the generic shapes is generic.py's (read or counted as skipped there), but one that they
+    could give no unit (`unitless`) is the general reader's; no other parser's line, no family's."""
+    if (few := small.rows(rest)) is not None:   # (a few plain lines: the same test in Python)
+        return rows_where(rest, pl.Series([
+            (ln in unitless or not small.ANY_READING.search(x)) and not small.NOT_OURS.search(x)
+            and not small.FAMILY_MEMORY_LINES.search(x) for ln, x in few], dtype=pl.Boolean))
+    # (when/then: the other two regexes are not run where no line is left, as in a log of readings)
+    t = pl.col("text")
+    return rows_where(rest, pl.when(~t.str.contains(generic.ANY_READING) | pl.col("line").is_in(unitless))
+                      .then(~t.str.contains(generic.NOT_OURS) & ~t.str.contains(families.FAMILY_MEMORY_LINES))
+                      .otherwise(False))
 
 
 def _seq(line: pl.Series, piece: pl.Series) -> pl.Series:
