@@ -1,0 +1,139 @@
+"""A scan job's fixed costs outside the step-log reader (issue 43 item 4): each cut gives what the code
+before it gave, and the work it removed stays removed."""
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from forensics import pipeline
+from forensics import report as rep
+from forensics import scan as sc
+from forensics.detect import measure
+from forensics.model import SAMPLES_SCHEMA, conform
+from forensics.options import Options
+from forensics.parsers.nvsmi import csvlog
+
+ROOT = Path(__file__).resolve().parent
+CSV_SAMPLES = sorted((ROOT / "samples" / "nvidia-smi-csv").glob("*.txt"))
+
+
+def _counted_label_plans(monkeypatch) -> list:
+    calls: list = []
+    real = measure._label_plan
+
+    def counted(samples):
+        calls.append(samples.height)
+        return real(samples)
+
+    monkeypatch.setattr(measure, "_label_plan", counted)
+    return calls
+
+
+def _labelled(n: int) -> pl.DataFrame:
+    """Two GPUs' series, one of them labelled `step N` on every reading (a label that names no series)."""
+    i = pl.int_range(n, eager=True)
+    return conform(pl.DataFrame({"source": pl.repeat("train.log", n, eager=True), "gpu": (i % 2).cast(pl.String),
+                                 "series": pl.repeat("allocated", n, eager=True), "bytes": i * 2**20, "line": i + 1})
+                   .with_columns(pl.when(pl.col("gpu") == "0").then(pl.format("step {}", pl.col("line"))).alias("label")),
+                   SAMPLES_SCHEMA)
+
+
+def test_a_job_decides_its_series_labels_once(monkeypatch, tmp_path):
+    """The series budget, detection and the report's series table ask about one samples table: the
+    label rule runs once for it (it ran three times)."""
+    calls = _counted_label_plans(monkeypatch)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.log").write_text("".join(f"2026-11-01 00:00:{s:02d},000 INFO [step {s}] allocated: {100 + 3 * s} MB\n"
+                                           for s in range(40)))
+    row = sc.process_job(str(job), "job", str(tmp_path / "out"), Options(tz="UTC"), "all", "fp")
+    assert row["status"] == "ok" and row["report"]
+    assert len(calls) == 1
+
+
+def test_label_plan_decides_again_for_another_frame(monkeypatch):
+    """The remembered answer is the frame's own: another frame (a filtered copy, equal contents) is
+    decided afresh, and the answer goes when its frame does."""
+    calls = _counted_label_plans(monkeypatch)
+    df = _labelled(400)
+    first = measure.label_plan(df)
+    assert measure.label_plan(df) is first and len(calls) == 1
+    half = df.filter(pl.col("line") <= 200)
+    got = measure.label_plan(half)
+    assert len(calls) == 2 and got[1] == measure._label_plan(half)[1]
+    same = df.clone()
+    measure.label_plan(same)
+    assert len(calls) == 4   # (the direct call above, then the clone: a frame of its own)
+    del half, same, got
+    gc.collect()
+    measure.label_plan(df)
+    assert measure._last_plan is not None and measure._last_plan[0]() is df
+    del df, first
+    gc.collect()
+    assert measure._last_plan is None
+
+
+@pytest.mark.parametrize("path", CSV_SAMPLES, ids=lambda p: p.name)
+def test_start_lines_read_in_python_are_the_grouped_ones(path, monkeypatch):
+    """nvidia-smi CSV start lines (headers, commands) matched to their ids in Python for a few of them,
+    by a grouping query for many: the same readings, events and notes either way."""
+    want = _summary(path)
+    monkeypatch.setattr(csvlog, "SMALL_START_ROWS", -1)
+    assert _summary(path) == want
+
+
+def test_many_start_lines_take_the_grouped_path_and_agree(tmp_path, monkeypatch):
+    """A log that repeats its header and command on every few rows (a loop around nvidia-smi), with
+    header-like lines that start nothing, past SMALL_START_ROWS of them: both paths agree."""
+    lines = []
+    for k in range(3 * csvlog.SMALL_START_ROWS):
+        if k % 3 == 0:
+            lines.append("$ nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv")
+        lines.append("timestamp, index, memory.used [MiB]" if k % 5 else "timestamp, index, memory.used [MiB], name")
+        lines.append(f"2026/11/01 00:{k // 60:02d}:{k % 60:02d}.000, 0, {1000 + 7 * k} MiB" + ("" if k % 5 else ", H100"))
+    log = tmp_path / "gpu.csv"
+    log.write_text("\n".join(lines) + "\n")
+    seen: list[int] = []
+    real = csvlog.Reader._start_rows
+
+    def watched(self, df):
+        out = real(self, df)
+        seen.append(out.height)
+        return out
+
+    monkeypatch.setattr(csvlog.Reader, "_start_rows", watched)
+    want = _summary(log)
+    assert max(seen) > csvlog.SMALL_START_ROWS
+    monkeypatch.setattr(csvlog, "SMALL_START_ROWS", 10**9)
+    assert _summary(log) == want
+
+
+def _summary(path: Path) -> str:
+    bundle, analysis = pipeline.run([str(path)], Options(tz="UTC"))
+    return rep.summary_text(rep.summary(bundle, analysis))
+
+
+def test_peak_bytes_is_the_grouped_maximum():
+    """A job's peak for the index: the first of nvidia-smi's per-GPU use, per-process use, reserved and
+    allocated that has a reading, in one query over the samples (nulls and absent series included)."""
+    order = ("memory.used", "process.used", "reserved", "allocated")
+
+    def grouped(samples):
+        peaks = dict(samples.filter(pl.col("series").is_in(list(order))).group_by("series")
+                     .agg(pl.col("bytes").max()).iter_rows())
+        return next((int(peaks[s]) for s in order if peaks.get(s) is not None), None)
+
+    cases = [
+        {"series": ["allocated", "reserved", "reserved"], "bytes": [5, 3, 9]},
+        {"series": ["memory.used", "allocated", "memory.used"], "bytes": [None, 50, None]},
+        {"series": ["memory.used", "process.used", "other"], "bytes": [None, 7, 10**12]},
+        {"series": ["other"], "bytes": [4]},
+        {"series": [], "bytes": []},
+    ]
+    for case in cases:
+        samples = conform(pl.DataFrame(case, schema={"series": pl.String, "bytes": pl.Int64}), SAMPLES_SCHEMA)
+        bundle = type("B", (), {"samples": samples})()
+        assert sc._peak_bytes(bundle) == grouped(samples), case
