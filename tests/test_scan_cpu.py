@@ -137,3 +137,15 @@ def test_peak_bytes_is_the_grouped_maximum():
         samples = conform(pl.DataFrame(case, schema={"series": pl.String, "bytes": pl.Int64}), SAMPLES_SCHEMA)
         bundle = type("B", (), {"samples": samples})()
         assert sc._peak_bytes(bundle) == grouped(samples), case
+
+
+@pytest.mark.parametrize("folder", ["leak_linear_oom", "snapshot_leak", "ddp_gloo_rank1_leak"])
+def test_sparkline_bytes_are_the_drawn_points_bytes(folder):
+    """The scan's sparkline reads each drawn point's bytes without making the point's datetime: the
+    same values as the points, and no points made for them."""
+    _, analysis = pipeline.run([str(ROOT.parent / "sample_logs" / folder)], Options(tz="UTC"))
+    assert analysis.series
+    for s in analysis.series:
+        got = s.point_bytes
+        assert s._points is None or not s.n
+        assert got == [p[1] for p in s.points]

@@ -75,6 +75,14 @@ class SeriesResult:
             self._points = _draw_points(*self._draw) if self._draw is not None else []
         return self._points
 
+    @property
+    def point_bytes(self) -> list[int]:
+        """The bytes of `points` without their x (the batch scan's sparkline reads only these): no
+        datetime made per point."""
+        if self._points is None and self._draw is not None:
+            return [int(b) for b in self._draw[1]]
+        return [p[1] for p in self.points]
+
 
 @dataclass
 class Series:

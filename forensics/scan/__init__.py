@@ -320,10 +320,9 @@ def _sparkline_points(analysis, n: int = 48) -> list[float]:
         rank = 2 if getattr(s, "classification", "") in ("linear_growth", "staircase") else 1
         if best is None or rank > best[0]:
             best = (rank, s)
-    if best is None or not best[1].points:
+    if best is None:
         return []
-    ys = [p[1] if isinstance(p, (list, tuple)) else p for p in best[1].points]
-    ys = [float(y) for y in ys if y is not None]
+    ys = [float(y) for y in best[1].point_bytes if y is not None]
     if len(ys) <= n:
         return ys
     step = len(ys) / n
