@@ -149,3 +149,26 @@ def test_sparkline_bytes_are_the_drawn_points_bytes(folder):
         got = s.point_bytes
         assert s._points is None or not s.n
         assert got == [p[1] for p in s.points]
+
+
+def test_scanners_quick_pass_is_one_pattern_and_keeps_each_hint_s_lines():
+    """The scanners' quick pass is one pattern whichever scanners a file skips (polars' cache of compiled
+    regexes keeps it from file to file); each set of scanners still gets exactly the lines its hints
+    match, on every sample line."""
+    from forensics import parsers
+    from forensics.parsers.scanners import Scanners
+
+    texts = [ln for f in sorted((ROOT / "samples").rglob("*")) if f.is_file() and f.suffix not in (".gz", ".zst", ".xz", ".bz2")
+             for ln in f.read_bytes().decode("utf-8", "replace").splitlines()]
+    frame = pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts}, schema={"line": pl.Int64, "text": pl.String})
+    skips = [set()] + [{f.name, *f.covers} for f in parsers.PARSERS]
+    assert len(skips) > 5
+    quicks = set()
+    for skip in skips:
+        sc = Scanners(skip)
+        quicks.add(sc.quick)
+        sc.feed(frame)
+        for m in sc.mods:
+            got = pl.concat(sc.hits[m.name])["line"].to_list() if sc.hits[m.name] else []
+            assert got == frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list(), (skip, m.name)
+    assert len(quicks) == 1

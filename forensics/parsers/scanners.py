@@ -34,7 +34,11 @@ class Scanners:
         self.kept = dict.fromkeys(self.capped, 0)
         self.unkept = dict.fromkeys(self.capped, 0)
         self.prefilter = "|".join(f"(?:{f.scan.prefilter})" for f in self.mods)
-        self.quick = "|".join(f"(?:{f.scan.quick or f.scan.prefilter})" for f in self.mods)
+        # every scanner's quick pass, whichever are skipped (a superset of these scanners' prefilter, so
+        # the prefilter, on the lines it passes, decides as before): one pattern for every file, which
+        # polars' cache of compiled regexes keeps from file to file, where one per set of scanners was
+        # compiled again for each file
+        self.quick = "|".join(f"(?:{f.scan.quick or f.scan.prefilter})" for f in parsers.SCANNERS)
         self.pipe_rows = any(f.scan.pipe_rows for f in self.mods)
 
     def block_literals(self) -> list[str]:
