@@ -172,3 +172,46 @@ def test_scanners_quick_pass_is_one_pattern_and_keeps_each_hint_s_lines():
             got = pl.concat(sc.hits[m.name])["line"].to_list() if sc.hits[m.name] else []
             assert got == frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list(), (skip, m.name)
     assert len(quicks) == 1
+
+
+def _scanner_hits(skip: set, frame: pl.DataFrame) -> dict:
+    from forensics.parsers.scanners import Scanners
+
+    sc = Scanners(skip)
+    sc.feed(frame)
+    return {m.name: pl.concat(sc.hits[m.name])["line"].to_list() if sc.hits[m.name] else [] for m in sc.mods}
+
+
+def test_scanners_run_only_the_hints_whose_literals_the_lines_hold(monkeypatch):
+    """The hints run on a batch's candidate lines are those of the scanners whose block literals the
+    lines hold (ASCII text): the same hits as every hint, batch by batch of the samples, fewer hints
+    compiled; text beyond ASCII runs every hint."""
+    from forensics import parsers
+    from forensics.parsers import scanners
+
+    texts = [ln for f in sorted((ROOT / "samples").rglob("*")) if f.is_file() and f.suffix not in (".gz", ".zst", ".xz", ".bz2")
+             for ln in f.read_bytes().decode("utf-8", "replace").splitlines()]
+    texts += ["python3 invoked oom-killer: gfp_mask=0x100cca, order=0, oom_score_adj=0 ſtep",
+              "KILLED process 7 (python3) ſ", "NVRM: Xid (PCI:0000:48:00): 79, GPU has fallen off the bus."]
+    frame = pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts}, schema={"line": pl.Int64, "text": pl.String})
+    batches = [frame.slice(at, 50) for at in range(0, frame.height, 50)] + [frame]
+    picked: list[int] = []
+    real = scanners.Scanners._held_by
+
+    def counted(self, cand):
+        out = real(self, cand)
+        picked.append(len(out) < len(self.mods))
+        return out
+
+    for skip in [set()] + [{f.name, *f.covers} for f in parsers.PARSERS][::5]:
+        for batch in batches:
+            monkeypatch.setattr(scanners.Scanners, "_held_by", counted)
+            got = _scanner_hits(skip, batch)
+            monkeypatch.setattr(scanners.Scanners, "_held_by", lambda self, cand: self.mods)
+            assert got == _scanner_hits(skip, batch), skip
+    assert sum(picked) > len(picked) / 2   # most batches ran fewer hints than all
+    monkeypatch.setattr(scanners.Scanners, "_held_by", real)
+    sc = scanners.Scanners(set())
+    oom = pl.DataFrame({"text": ["Out of memory: Killed process 4242 (python3) total-vm:1kB"]})
+    assert 0 < len(sc._held_by(oom)) < len(sc.mods)
+    assert sc._held_by(oom.with_columns(pl.col("text") + " ſ")) == sc.mods
