@@ -84,6 +84,8 @@ class Scanners:
         # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
         # batch's few candidate lines
         mods = self._held_by(cand)
+        if not mods:
+            return True
         hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
         for f, mask in zip(mods, hints.iter_columns()):
             if not mask.any():
