@@ -4,6 +4,7 @@
     python bench/batch.py --jobs 1000 --workers 2
     python bench/batch.py --jobs 200 1000 --workers 2 --repeat 2   # best of two scans of each archive
     python bench/batch.py --stages        # where a job's CPU goes: per stage, in one process
+    python bench/batch.py --regexes       # the regexes a job hands polars, and what compiling them again costs
 
 Jobs are made from the recorded incidents in sample_logs/ and from seeded synthetic ones (a few MB
 each: 1 Hz nvidia-smi CSV for several GPUs over hours, a training log with step markers, a kern.log).
@@ -244,6 +245,91 @@ def stage_table(tpls: list[Path], repeat: int = 2) -> None:
           f" {sum(in_calls.values()) / n * 1000:>15.1f}")
 
 
+# polars keeps the regexes it compiled in a cache of this many per thread (least recently used goes)
+POLARS_REGEX_CACHE = 32
+
+
+def regex_table(tpls: list[Path], caches=(POLARS_REGEX_CACHE, 64, 128)) -> None:
+    """The regexes the job templates hand polars (each string pattern given to a `str` method that takes
+    one, in the order the expressions are built), the compiles a least-recently-used cache of each size
+    in `caches` leaves per job, and their CPU: each distinct pattern's compile measured on a one-row frame
+    (after other patterns pushed it out, less a use while it is cached). Building order stands for use
+    order: an expression built once and used many times counts once."""
+    import collections
+
+    import polars as pl
+    from polars.expr.string import ExprStringNameSpace
+
+    uses: list[tuple[str, str]] = []
+    recording = [False]
+
+    def recorded(real):
+        def wrapper(self, pattern, *a, **k):
+            if recording[0] and isinstance(pattern, str) and not k.get("literal", False):
+                f = sys._getframe(1)
+                while f is not None and "/forensics/" not in f.f_code.co_filename:
+                    f = f.f_back
+                site = f"{f.f_code.co_filename.split('/forensics/')[1]}:{f.f_lineno}" if f else "?"
+                uses.append((pattern, site))
+            return real(self, pattern, *a, **k)
+        return wrapper
+
+    names = ["contains", "extract", "extract_groups", "extract_all", "replace", "replace_all", "count_matches", "find"]
+    saved = {n: getattr(ExprStringNameSpace, n) for n in names}
+    out = Path(tempfile.mkdtemp(prefix="gf-regexes-"))
+    try:
+        for n in names:
+            setattr(ExprStringNameSpace, n, recorded(saved[n]))
+        for rec in (False, True):   # the first pass imports and warms; the second is recorded
+            recording[0] = rec
+            for i, t in enumerate(tpls):
+                sc.process_job(str(t), f"j{i}", str(out), Options(tz="UTC"), "all", "fp")
+    finally:
+        for n in names:
+            setattr(ExprStringNameSpace, n, saved[n])
+        shutil.rmtree(out, ignore_errors=True)
+    frame = pl.DataFrame({"t": ["x"]})
+    others = [f"^q{i}z$" for i in range(2 * max(caches))]
+
+    def compile_cpu(pattern: str) -> float:
+        try:
+            frame.select(pl.col("t").str.contains(pattern))
+        except Exception:  # noqa: BLE001 - a pattern that needs a column of its own type: not timed
+            return 0.0
+        best = float("inf")
+        for _ in range(3):
+            for o in others:
+                frame.select(pl.col("t").str.contains(o))
+            t0 = time.process_time()
+            frame.select(pl.col("t").str.contains(pattern))
+            cold = time.process_time() - t0
+            t0 = time.process_time()
+            frame.select(pl.col("t").str.contains(pattern))
+            best = min(best, cold - (time.process_time() - t0))
+        return max(best, 0.0)
+
+    cost = {p: compile_cpu(p) for p in {p for p, _ in uses}}
+    n = len(tpls)
+    print(f"\nregexes handed to polars, {n} job templates: {len(uses) / n:.0f} uses a job, {len(cost)} distinct "
+          f"patterns over all of them (polars {pl.__version__} keeps {POLARS_REGEX_CACHE} per thread)")
+    for size in caches:
+        lru: collections.OrderedDict = collections.OrderedDict()
+        compiles, cpu, by_site = 0, 0.0, collections.Counter()
+        for p, site in uses:
+            if p in lru:
+                lru.move_to_end(p)
+                continue
+            compiles, cpu = compiles + 1, cpu + cost[p]
+            by_site[site] += cost[p]
+            lru[p] = True
+            if len(lru) > size:
+                lru.popitem(last=False)
+        print(f"a cache of {size:>3}: {compiles / n:5.1f} compiles a job, {cpu / n * 1000:5.1f} ms of CPU a job")
+        if size == caches[0]:
+            for site, c in by_site.most_common(8):
+                print(f"    {c / n * 1000:5.2f} ms a job  {site}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, nargs="*", default=[250, 500, 1000])
@@ -257,11 +343,17 @@ def main() -> None:
     ap.add_argument("--stages", action="store_true",
                     help="instead of scanning: CPU per job by stage (and polars calls), in one process, over the "
                          "job templates")
+    ap.add_argument("--regexes", action="store_true",
+                    help="instead of scanning: the regexes the job templates hand polars, in one process, and the "
+                         "CPU of compiling them again past polars' cache")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gf-batch-"))
     try:
         if args.stages:
             stage_table(templates(work, args.synthetic), max(2, args.repeat))
+            return
+        if args.regexes:
+            regex_table(templates(work, args.synthetic))
             return
         # None: a synthetic job, generated for each job from its own seed
         tpls = [None] * args.synthetic + sample_incidents()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -73,6 +74,14 @@ class SeriesResult:
         if self._points is None:
             self._points = _draw_points(*self._draw) if self._draw is not None else []
         return self._points
+
+    @property
+    def point_bytes(self) -> list[int]:
+        """The bytes of `points` without their x (the batch scan's sparkline reads only these): no
+        datetime made per point."""
+        if self._points is None and self._draw is not None:
+            return [int(b) for b in self._draw[1]]
+        return [p[1] for p in self.points]
 
 
 @dataclass
@@ -385,8 +394,21 @@ def series_labels(samples: pl.DataFrame) -> pl.Series:
 SERIES_KEYS = ["source", "host", "gpu", "pid", "series"]
 
 
+# (a weak reference to the last frame label_plan decided, its answer): a job asks about one samples
+# table three times (the series budget, detection, the report's series table); the entry goes when
+# that frame does, so no job's labels outlive it
+_last_plan: tuple | None = None
+
+
+def _forget_plan(ref: weakref.ref) -> None:
+    global _last_plan
+    if _last_plan is not None and _last_plan[0] is ref:
+        _last_plan = None
+
+
 def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
-    """(series_labels, the number of series they make). The rule: a (source, host, GPU, process, series)
+    """(series_labels, the number of series they make), decided once per frame (no code changes a
+    samples table in place: a changed table is a new frame). The rule: a (source, host, GPU, process, series)
     whose samples carry more than one label, with a median count per label below MIN_POINTS, is one
     series without a label; otherwise each label is a series of its own.
 
@@ -396,6 +418,16 @@ def label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     the number of labels does not decide: with n samples and k labels the median count is at most 2n/k.
     The groups' decisions are read with Series methods, which run no query. Samples of one key set (a
     step log's millions of readings) are one group: no code, no grouping, the labels counted by hash."""
+    global _last_plan
+    last = _last_plan   # (one read: another thread may replace it)
+    if last is not None and last[0]() is samples:
+        return last[1]
+    plan = _label_plan(samples)
+    _last_plan = (weakref.ref(samples, _forget_plan), plan)
+    return plan
+
+
+def _label_plan(samples: pl.DataFrame) -> tuple[pl.Series, int]:
     labels = samples["label"]
     if constant_keys(samples, SERIES_KEYS):   # one (source, host, GPU, process, series)
         n, nulls = labels.len(), labels.null_count()

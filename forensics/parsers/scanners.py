@@ -22,6 +22,8 @@ from forensics.model import Parsed
 # `event_lines`): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
 # its message, for as long as it runs; past this many they are counted, not kept, and a note says so.
 MAX_EVENT_LINES = 10_000
+# candidate lines up to which the scanners whose hints run on them are picked by their literals
+HINT_PICK_LINES = 1000
 
 
 class Scanners:
@@ -34,7 +36,11 @@ class Scanners:
         self.kept = dict.fromkeys(self.capped, 0)
         self.unkept = dict.fromkeys(self.capped, 0)
         self.prefilter = "|".join(f"(?:{f.scan.prefilter})" for f in self.mods)
-        self.quick = "|".join(f"(?:{f.scan.quick or f.scan.prefilter})" for f in self.mods)
+        # every scanner's quick pass, whichever are skipped (a superset of these scanners' prefilter, so
+        # the prefilter, on the lines it passes, decides as before): one pattern for every file, which
+        # polars' cache of compiled regexes keeps from file to file, where one per set of scanners was
+        # compiled again for each file
+        self.quick = "|".join(f"(?:{f.scan.quick or f.scan.prefilter})" for f in parsers.SCANNERS)
         self.pipe_rows = any(f.scan.pipe_rows for f in self.mods)
 
     def block_literals(self) -> list[str]:
@@ -77,8 +83,11 @@ class Scanners:
             return False
         # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
         # batch's few candidate lines
-        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(self.mods))
-        for f, mask in zip(self.mods, hints.iter_columns()):
+        mods = self._held_by(cand)
+        if not mods:
+            return True
+        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
+        for f, mask in zip(mods, hints.iter_columns()):
             if not mask.any():
                 continue
             h = rows_where(cand, mask)
@@ -91,6 +100,20 @@ class Scanners:
             if h.height:
                 self.hits[f.name].append(owned(h))
         return True
+
+    def _held_by(self, cand: pl.DataFrame) -> list:
+        """The scanners whose hint may match some of these candidate lines: on a few lines of ASCII text,
+        those with one of their block literals (every line a scanner's prefilter passes holds one, in
+        lowercase; a `|` for those that take pipe rows) somewhere in them. A hint left out is never
+        compiled: polars keeps few compiled regexes, and the eleven hints were compiled again for each
+        file. (On other text a pattern's case folding reaches past ASCII: every scanner.)"""
+        if cand.height > HINT_PICK_LINES:
+            return self.mods
+        low = "\n".join(cand["text"].drop_nulls().to_list()).lower()
+        if not low.isascii():
+            return self.mods
+        return [f for f in self.mods
+                if any(x in low for x in f.scan.block_literals) or (f.scan.pipe_rows and "|" in low)]
 
     def finish(self, src, opts) -> list[Parsed]:
         out = []

@@ -27,8 +27,9 @@ def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         return s.select(pl.lit(0, pl.Int64).alias("sid"), pl.lit(0.0).alias("x"), pl.col("bytes").alias("y")), pl.DataFrame()
     # as detect.series_frames does: a label that changes with nearly every reading ("step 17") does
     # not name a series; such labels are dropped so the readings form one series, as the detector sees it
+    labels = series_labels(s)   # (of the frame detection decided, before the copy: decided once a job)
     s = s.clone()   # (a copy of the column list, not of the data: the caller's frame keeps its labels)
-    s.replace_column(s.get_column_index("label"), series_labels(s))
+    s.replace_column(s.get_column_index("label"), labels)
     # the detector's rule: time when (nearly) every reading has it, else step, else the sample order
     first_and_axes = [*[pl.col(k).first() for k in keys],
                       (pl.col("time").null_count() <= 0.1 * pl.len()).alias("has_time"),

@@ -31,7 +31,7 @@ from forensics.detect.findings import SEVERITY_RANK
 from forensics.options import Options, unused_flags
 from forensics.io import archives
 from forensics.io.sources import SKIP_SUFFIXES, Source, discover, outside_note
-from forensics.frames import csv_safe, rows_where
+from forensics.frames import csv_safe
 from forensics.version import __version__
 
 STATE_NAME = "scan-state.json"
@@ -306,12 +306,9 @@ def _span_seconds(finding: dict) -> float | None:
 def _peak_bytes(bundle) -> int | None:
     """The highest GPU memory reading: nvidia-smi's per-GPU use when logged, else the framework's."""
     order = ("memory.used", "process.used", "reserved", "allocated")
-    peaks = dict(rows_where(bundle.samples, pl.col("series").is_in(list(order))).group_by("series")
-                 .agg(pl.col("bytes").max()).iter_rows())   # one pass for the four series
-    for series in order:
-        if peaks.get(series) is not None:
-            return int(peaks[series])
-    return None
+    # one query for the four series: no copy of their rows, no grouping
+    peaks = bundle.samples.select(pl.col("bytes").filter(pl.col("series") == s).max().alias(s) for s in order).row(0)
+    return next((int(p) for p in peaks if p is not None), None)
 
 
 def _sparkline_points(analysis, n: int = 48) -> list[float]:
@@ -323,10 +320,9 @@ def _sparkline_points(analysis, n: int = 48) -> list[float]:
         rank = 2 if getattr(s, "classification", "") in ("linear_growth", "staircase") else 1
         if best is None or rank > best[0]:
             best = (rank, s)
-    if best is None or not best[1].points:
+    if best is None:
         return []
-    ys = [p[1] if isinstance(p, (list, tuple)) else p for p in best[1].points]
-    ys = [float(y) for y in ys if y is not None]
+    ys = [float(y) for y in best[1].point_bytes if y is not None]
     if len(ys) <= n:
         return ys
     step = len(ys) / n

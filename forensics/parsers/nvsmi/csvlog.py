@@ -48,6 +48,8 @@ LEAD_CANDIDATES = 400
 # the first batch (GPUs idle until a job starts read 0-65 MiB, like percentages)
 LEAD_SCAN_LINES = 200_000
 LEAD_SPREAD = 2000
+# start-line candidates up to this many are matched to their ids in Python (the grouping's queries cost more)
+SMALL_START_ROWS = 64
 _SAMPLE_COLUMNS = ["time", "seq", "line", "gpu", "series", "bytes", "total_bytes"]
 
 
@@ -299,6 +301,16 @@ class Reader:
         cand = rows_where(df, header_like).select("line", pl.col("text").str.strip_chars().alias("t"))
         if not cand.height:
             return pl.DataFrame(schema={"line": pl.Int64, "start": pl.Int32})
+        if cand.height <= SMALL_START_ROWS:
+            # a file's one header, a few commands: read in Python, two queries fewer than the grouping
+            rows = list(zip(cand["t"].to_list(), cand["line"].to_list()))
+            for t, line in rows:
+                if t not in self.start_ids:
+                    self._register(t, line)
+            known = self.start_ids
+            return pl.DataFrame({"line": [line for t, line in rows if known[t]],
+                                 "start": [known[t] for t, _ in rows if known[t]]},
+                                schema={"line": cand.schema["line"], "start": pl.Int32})
         for t, line in cand.group_by("t", maintain_order=True).agg(pl.col("line").first()).iter_rows():
             if t not in self.start_ids:
                 self._register(t, line)

@@ -1,0 +1,217 @@
+"""A scan job's fixed costs outside the step-log reader (issue 43 item 4): each cut gives what the code
+before it gave, and the work it removed stays removed."""
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from forensics import pipeline
+from forensics import report as rep
+from forensics import scan as sc
+from forensics.detect import measure
+from forensics.model import SAMPLES_SCHEMA, conform
+from forensics.options import Options
+from forensics.parsers.nvsmi import csvlog
+
+ROOT = Path(__file__).resolve().parent
+CSV_SAMPLES = sorted((ROOT / "samples" / "nvidia-smi-csv").glob("*.txt"))
+
+
+def _counted_label_plans(monkeypatch) -> list:
+    calls: list = []
+    real = measure._label_plan
+
+    def counted(samples):
+        calls.append(samples.height)
+        return real(samples)
+
+    monkeypatch.setattr(measure, "_label_plan", counted)
+    return calls
+
+
+def _labelled(n: int) -> pl.DataFrame:
+    """Two GPUs' series, one of them labelled `step N` on every reading (a label that names no series)."""
+    i = pl.int_range(n, eager=True)
+    return conform(pl.DataFrame({"source": pl.repeat("train.log", n, eager=True), "gpu": (i % 2).cast(pl.String),
+                                 "series": pl.repeat("allocated", n, eager=True), "bytes": i * 2**20, "line": i + 1})
+                   .with_columns(pl.when(pl.col("gpu") == "0").then(pl.format("step {}", pl.col("line"))).alias("label")),
+                   SAMPLES_SCHEMA)
+
+
+def test_a_job_decides_its_series_labels_once(monkeypatch, tmp_path):
+    """The series budget, detection and the report's series table ask about one samples table: the
+    label rule runs once for it (it ran three times)."""
+    calls = _counted_label_plans(monkeypatch)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.log").write_text("".join(f"2026-11-01 00:00:{s:02d},000 INFO [step {s}] allocated: {100 + 3 * s} MB\n"
+                                           for s in range(40)))
+    row = sc.process_job(str(job), "job", str(tmp_path / "out"), Options(tz="UTC"), "all", "fp")
+    assert row["status"] == "ok" and row["report"]
+    assert len(calls) == 1
+
+
+def test_label_plan_decides_again_for_another_frame(monkeypatch):
+    """The remembered answer is the frame's own: another frame (a filtered copy, equal contents) is
+    decided afresh, and the answer goes when its frame does."""
+    calls = _counted_label_plans(monkeypatch)
+    df = _labelled(400)
+    first = measure.label_plan(df)
+    assert measure.label_plan(df) is first and len(calls) == 1
+    half = df.filter(pl.col("line") <= 200)
+    got = measure.label_plan(half)
+    assert len(calls) == 2 and got[1] == measure._label_plan(half)[1]
+    same = df.clone()
+    measure.label_plan(same)
+    assert len(calls) == 4   # (the direct call above, then the clone: a frame of its own)
+    del half, same, got
+    gc.collect()
+    measure.label_plan(df)
+    assert measure._last_plan is not None and measure._last_plan[0]() is df
+    del df, first
+    gc.collect()
+    assert measure._last_plan is None
+
+
+@pytest.mark.parametrize("path", CSV_SAMPLES, ids=lambda p: p.name)
+def test_start_lines_read_in_python_are_the_grouped_ones(path, monkeypatch):
+    """nvidia-smi CSV start lines (headers, commands) matched to their ids in Python for a few of them,
+    by a grouping query for many: the same readings, events and notes either way."""
+    want = _summary(path)
+    monkeypatch.setattr(csvlog, "SMALL_START_ROWS", -1)
+    assert _summary(path) == want
+
+
+def test_many_start_lines_take_the_grouped_path_and_agree(tmp_path, monkeypatch):
+    """A log that repeats its header and command on every few rows (a loop around nvidia-smi), with
+    header-like lines that start nothing, past SMALL_START_ROWS of them: both paths agree."""
+    lines = []
+    for k in range(3 * csvlog.SMALL_START_ROWS):
+        if k % 3 == 0:
+            lines.append("$ nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv")
+        lines.append("timestamp, index, memory.used [MiB]" if k % 5 else "timestamp, index, memory.used [MiB], name")
+        lines.append(f"2026/11/01 00:{k // 60:02d}:{k % 60:02d}.000, 0, {1000 + 7 * k} MiB" + ("" if k % 5 else ", H100"))
+    log = tmp_path / "gpu.csv"
+    log.write_text("\n".join(lines) + "\n")
+    seen: list[int] = []
+    real = csvlog.Reader._start_rows
+
+    def watched(self, df):
+        out = real(self, df)
+        seen.append(out.height)
+        return out
+
+    monkeypatch.setattr(csvlog.Reader, "_start_rows", watched)
+    want = _summary(log)
+    assert max(seen) > csvlog.SMALL_START_ROWS
+    monkeypatch.setattr(csvlog, "SMALL_START_ROWS", 10**9)
+    assert _summary(log) == want
+
+
+def _summary(path: Path) -> str:
+    bundle, analysis = pipeline.run([str(path)], Options(tz="UTC"))
+    return rep.summary_text(rep.summary(bundle, analysis))
+
+
+def test_peak_bytes_is_the_grouped_maximum():
+    """A job's peak for the index: the first of nvidia-smi's per-GPU use, per-process use, reserved and
+    allocated that has a reading, in one query over the samples (nulls and absent series included)."""
+    order = ("memory.used", "process.used", "reserved", "allocated")
+
+    def grouped(samples):
+        peaks = dict(samples.filter(pl.col("series").is_in(list(order))).group_by("series")
+                     .agg(pl.col("bytes").max()).iter_rows())
+        return next((int(peaks[s]) for s in order if peaks.get(s) is not None), None)
+
+    cases = [
+        {"series": ["allocated", "reserved", "reserved"], "bytes": [5, 3, 9]},
+        {"series": ["memory.used", "allocated", "memory.used"], "bytes": [None, 50, None]},
+        {"series": ["memory.used", "process.used", "other"], "bytes": [None, 7, 10**12]},
+        {"series": ["other"], "bytes": [4]},
+        {"series": [], "bytes": []},
+    ]
+    for case in cases:
+        samples = conform(pl.DataFrame(case, schema={"series": pl.String, "bytes": pl.Int64}), SAMPLES_SCHEMA)
+        bundle = type("B", (), {"samples": samples})()
+        assert sc._peak_bytes(bundle) == grouped(samples), case
+
+
+@pytest.mark.parametrize("folder", ["leak_linear_oom", "snapshot_leak", "ddp_gloo_rank1_leak"])
+def test_sparkline_bytes_are_the_drawn_points_bytes(folder):
+    """The scan's sparkline reads each drawn point's bytes without making the point's datetime: the
+    same values as the points, and no points made for them."""
+    _, analysis = pipeline.run([str(ROOT.parent / "sample_logs" / folder)], Options(tz="UTC"))
+    assert analysis.series
+    for s in analysis.series:
+        got = s.point_bytes
+        assert s._points is None or not s.n
+        assert got == [p[1] for p in s.points]
+
+
+def test_scanners_quick_pass_is_one_pattern_and_keeps_each_hint_s_lines():
+    """The scanners' quick pass is one pattern whichever scanners a file skips (polars' cache of compiled
+    regexes keeps it from file to file); each set of scanners still gets exactly the lines its hints
+    match, on every sample line."""
+    from forensics import parsers
+    from forensics.parsers.scanners import Scanners
+
+    texts = [ln for f in sorted((ROOT / "samples").rglob("*")) if f.is_file() and f.suffix not in (".gz", ".zst", ".xz", ".bz2")
+             for ln in f.read_bytes().decode("utf-8", "replace").splitlines()]
+    frame = pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts}, schema={"line": pl.Int64, "text": pl.String})
+    skips = [set()] + [{f.name, *f.covers} for f in parsers.PARSERS]
+    assert len(skips) > 5
+    quicks = set()
+    for skip in skips:
+        sc = Scanners(skip)
+        quicks.add(sc.quick)
+        sc.feed(frame)
+        for m in sc.mods:
+            got = pl.concat(sc.hits[m.name])["line"].to_list() if sc.hits[m.name] else []
+            assert got == frame.filter(pl.col("text").str.contains(m.scan.hint))["line"].to_list(), (skip, m.name)
+    assert len(quicks) == 1
+
+
+def _scanner_hits(skip: set, frame: pl.DataFrame) -> dict:
+    from forensics.parsers.scanners import Scanners
+
+    sc = Scanners(skip)
+    sc.feed(frame)
+    return {m.name: pl.concat(sc.hits[m.name])["line"].to_list() if sc.hits[m.name] else [] for m in sc.mods}
+
+
+def test_scanners_run_only_the_hints_whose_literals_the_lines_hold(monkeypatch):
+    """The hints run on a batch's candidate lines are those of the scanners whose block literals the
+    lines hold (ASCII text): the same hits as every hint, batch by batch of the samples, fewer hints
+    compiled; text beyond ASCII runs every hint."""
+    from forensics import parsers
+    from forensics.parsers import scanners
+
+    texts = [ln for f in sorted((ROOT / "samples").rglob("*")) if f.is_file() and f.suffix not in (".gz", ".zst", ".xz", ".bz2")
+             for ln in f.read_bytes().decode("utf-8", "replace").splitlines()]
+    texts += ["python3 invoked oom-killer: gfp_mask=0x100cca, order=0, oom_score_adj=0 ſtep",
+              "KILLED process 7 (python3) ſ", "NVRM: Xid (PCI:0000:48:00): 79, GPU has fallen off the bus."]
+    frame = pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts}, schema={"line": pl.Int64, "text": pl.String})
+    batches = [frame.slice(at, 50) for at in range(0, frame.height, 50)] + [frame]
+    picked: list[int] = []
+    real = scanners.Scanners._held_by
+
+    def counted(self, cand):
+        out = real(self, cand)
+        picked.append(len(out) < len(self.mods))
+        return out
+
+    for skip in [set()] + [{f.name, *f.covers} for f in parsers.PARSERS][::5]:
+        for batch in batches:
+            monkeypatch.setattr(scanners.Scanners, "_held_by", counted)
+            got = _scanner_hits(skip, batch)
+            monkeypatch.setattr(scanners.Scanners, "_held_by", lambda self, cand: self.mods)
+            assert got == _scanner_hits(skip, batch), skip
+    assert sum(picked) > len(picked) / 2   # most batches ran fewer hints than all
+    monkeypatch.setattr(scanners.Scanners, "_held_by", real)
+    sc = scanners.Scanners(set())
+    oom = pl.DataFrame({"text": ["Out of memory: Killed process 4242 (python3) total-vm:1kB"]})
+    assert 0 < len(sc._held_by(oom)) < len(sc.mods)
+    assert sc._held_by(oom.with_columns(pl.col("text") + " ſ")) == sc.mods
