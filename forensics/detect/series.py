@@ -455,6 +455,12 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         fit.reason = (f"memory still rose by {human(float(d[-1]))} at the last reading{how} ({few}{after}: "
                       "too few to tell a warm-up that had not settled from a leak)")
         return fit
+    return _short_level(fit, y, tiny, slowing, growth, few)
+
+
+def _short_level(fit: SeriesFit, y: np.ndarray, tiny: float, slowing: bool, growth: float, few: str) -> SeriesFit:
+    """A short job that did not rise to its end (`_short_fit`): a warm-up, a decline or a level."""
+    level = fit.level
     working = _working_readings(y, tiny)
     if working < SHORT_MIN:
         # a level or a warm-up is said of the job's working set: a reading at the start level (a CUDA
@@ -462,8 +468,7 @@ def _short_fit(x: np.ndarray, y: np.ndarray) -> SeriesFit:
         fit.classification = "too_short"
         fit.reason = (f"only {working} readings after the start-up's jump ({few}: too few to tell a warm-up "
                       "that settled from a pause in growth; log memory more often, e.g. nvidia-smi -l 1)")
-        return fit
-    if slowing:
+    elif slowing:
         fit.classification, fit.reason = "warmup_plateau", f"memory grows ever more slowly ({few}: a warm-up settling)"
     elif fit.persistent_growth >= LEAK_MIN_FRACTION * level:
         fit.classification, fit.reason = "warmup_plateau", f"memory grew, then stayed level ({few})"

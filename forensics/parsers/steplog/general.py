@@ -32,7 +32,7 @@ import polars as pl
 from forensics import clock
 from forensics.model import Skipped
 from forensics.parsers import ranks
-from forensics.parsers.steplog.generic import PHASE_KEY
+from forensics.parsers.steplog.generic import PHASE_KEY, block_heads, block_steps
 
 # A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
 NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
@@ -559,11 +559,6 @@ def read(frame: pl.DataFrame, zone: str, skipped: Skipped, *, year: int | None =
     return reader.finish(handled)
 
 
-# A line that holds nothing but a step counter heads a block (Composer's console logger prints `[batch=12/400]:`
-# and then one indented `Train memory/allocated_mem: 1.4440` line per key): the block's readings without a
-# counter of their own take its step (a restarted job's counter going back is then seen)
-BLOCK_HEAD = (r"(?i)^[ \t]*\[?(?:global[ _]step|step|iteration|iter|batch)[ \t]*[:=#]?[ \t]*([0-9]+)"
-              r"(?:[ \t]*/[ \t]*[0-9]+)?\]?[ \t]*:?[ \t]*$")
 ANSI_CODE = r"\x1b\[[0-9;?]*[A-Za-z]"   # a terminal's control sequence (CSI): colors, cursor moves
 _ONE_OFF = "a memory line whose form does not recur in the file: a one-off sentence makes no series"
 
@@ -587,7 +582,7 @@ class Reader:
         self._first: dict[int, list[tuple[int, int]]] = {}   # form of one line so far -> (pid, line)
         self._parts: list[pl.DataFrame] = []   # readings of plans with readings (with pid, per part)
         self._yearless: list[pl.DataFrame] = []   # per line of a year-less clock: its month, day, time of day
-        self._blocks: list[pl.DataFrame] = []     # per BLOCK_HEAD line: its step
+        self._blocks: list[pl.DataFrame] = []     # per block head (generic.BLOCK_HEAD): its step
 
     def feed(self, frame: pl.DataFrame) -> pl.Series:
         """Read one part (line, text); returns its lines of a known shape (read or counted)."""
@@ -607,10 +602,7 @@ class Reader:
             df = df.with_columns(t.str.replace_all(ANSI_CODE, ""))
         # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
         df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
-        heads = df.select("line", t.str.extract(BLOCK_HEAD).cast(pl.Int64, strict=False).alias("block_step")
-                          ).drop_nulls()
-        if heads.height:
-            self._blocks.append(heads)
+        self._blocks.extend(block_heads(df))
         # each digit masked (`digits`): the lines of one such shape have their numbers (NUM) at the same
         # places, so each is found once and cut out of all its lines (_samples); its shape with each digit
         # run masked is what a plan is made for
@@ -687,18 +679,12 @@ class Reader:
         keep = pl.col("pid").is_in(good)
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         if self._blocks:
-            r = _block_steps(r, pl.concat(self._blocks))
+            r = block_steps(r, pl.concat(self._blocks))
         if self._yearless:
             r = _year_times(r, pl.concat(self._yearless, how="vertical").filter(keep), self.zone, self.year,
                             self.mtime)
         out = r.select([pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
         return Result(out, _notes(plans, good), _forms(plans, good), handled)
-
-
-def _block_steps(r: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
-    """`r`'s readings without a step of their own take the step of the BLOCK_HEAD line before them."""
-    r = r.sort("line").join_asof(blocks.sort("line"), on="line", strategy="backward", check_sortedness=False)
-    return r.with_columns(pl.coalesce("step", "block_step").alias("step")).drop("block_step")
 
 
 BELOW_RESERVED = ("read as allocated: below `reserved` on every line of its print, and a device's use is at least "

@@ -51,6 +51,11 @@ STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\
 # (Composer's console block header `[batch=12/400]:`: `batch=` only, as `batch 32` is often a batch's size)
 _STEP_WORD = r"(?:global[ _]step|step|iteration|iter|batch=)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
+# A line that holds nothing but a step counter heads a block (Composer's console logger prints `[batch=12/400]:`
+# and then one indented `Train memory/allocated_mem: 1.4440` line per key): the general reader's readings of the
+# block without a counter of their own take its step (a restarted job's counter going back is then seen)
+BLOCK_HEAD = (r"(?i)^[ \t]*\[?(?:global[ _]step|step|iteration|iter|batch)[ \t]*[:=#]?[ \t]*([0-9]+)"
+              r"(?:[ \t]*/[ \t]*[0-9]+)?\]?[ \t]*:?[ \t]*$")
 # A key naming the phase of its line, whose value is a word (ORTModule's `phase: post_forward`, `stage=eval`):
 # that word is the readings' label, so each phase is a series of its own (a number, `stage: 3`, names none).
 # No (?i): `s` would also match the long s outside ASCII, and _pieces_hold's words stand for ASCII only.
@@ -501,6 +506,19 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
         bytes_expr(pl.col("total"), unit).alias("total_bytes"),
     ).collect()
     return checked(r, skipped, series_only, unitless)
+
+
+def block_heads(lines: pl.DataFrame) -> list[pl.DataFrame]:
+    """The block heads among `lines` (line, text), with their step (`block_step`): none, or one frame."""
+    heads = lines.select("line", pl.col("text").str.extract(BLOCK_HEAD).cast(pl.Int64, strict=False)
+                         .alias("block_step")).drop_nulls()
+    return [heads] if heads.height else []
+
+
+def block_steps(r: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """`r`'s readings without a step of their own take the step of the block head before them."""
+    r = r.sort("line").join_asof(heads.sort("line"), on="line", strategy="backward", check_sortedness=False)
+    return r.with_columns(pl.coalesce("step", "block_step").alias("step")).drop("block_step")
 
 
 def checked(r: pl.DataFrame, skipped: Skipped, series_only: bool, unitless: list[int] | None) -> pl.DataFrame:

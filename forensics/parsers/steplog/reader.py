@@ -134,7 +134,7 @@ class StepLogReader:
         ).filter(fam_or_gen).collect()
         if marks.height:
             self._keep(batch, marks)
-        self._keep_general(batch, rows_where(looked, general.candidates(t) | t.str.contains(general.BLOCK_HEAD)))
+        self._keep_general(batch, rows_where(looked, general.candidates(t) | t.str.contains(generic.BLOCK_HEAD)))
         # (the lines kept are copied out of a big batch, which they would keep in memory; a small one is
         # kept whole at no cost)
         own = owned if batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES else _same

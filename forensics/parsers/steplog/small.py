@@ -66,7 +66,7 @@ LINE_PREFIX = re.compile(ranks.LINE_PREFIX)
 # (the reader's and the sniff's tests of the lines the general reader looks at)
 FAMILY_MEMORY_LINES = re.compile(families.FAMILY_MEMORY_LINES)
 TABLE_ROW = re.compile(general.TABLE_ROW)
-BLOCK_HEAD = re.compile(general.BLOCK_HEAD)
+BLOCK_HEAD = re.compile(g.BLOCK_HEAD)
 
 _I64 = 1 << 63
 _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime("us", "UTC"), "zoned": pl.Boolean,
