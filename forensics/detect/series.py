@@ -295,6 +295,14 @@ def _rising_to_end(x: np.ndarray, y: np.ndarray, sigma: float, leak_min: float, 
     return Leak("linear", onset, float(xs[-1]), rate, float(ys[-1] - ys[0]), float(ys[0]), float(ys[-1]), conf)
 
 
+def _start_level_end(y: np.ndarray, tiny: float) -> int:
+    """The last reading of the level the job started at (within `tiny` of the first)."""
+    i = 0
+    while i + 1 < y.size and abs(float(y[i + 1] - y[0])) <= tiny:
+        i += 1
+    return i
+
+
 def _startup_jump(y: np.ndarray, r: int, run_slope: np.ndarray) -> bool:
     """Whether the rising stretch of the last `r` changes begins with the start-up: the first rise out of
     the job's starting level (a CUDA context, a job not yet allocating), far faster than the rises after
@@ -302,10 +310,7 @@ def _startup_jump(y: np.ndarray, r: int, run_slope: np.ndarray) -> bool:
     trend, neither a leak's nor a warm-up's settling."""
     if r < SHORT_RUN:
         return False
-    tiny = max(LEVEL_RESOLUTION * float(robust.median(np.abs(y))), 1.0)
-    i = 0
-    while i + 1 < y.size and abs(float(y[i + 1] - y[0])) <= tiny:
-        i += 1
+    i = _start_level_end(y, max(LEVEL_RESOLUTION * float(robust.median(np.abs(y))), 1.0))
     return r == y.size - 1 - i and float(run_slope[0]) > SHORT_SIMILAR * float(robust.median(run_slope[1:]))
 
 
@@ -369,9 +374,7 @@ def _working_readings(y: np.ndarray, tiny: float) -> int:
     """How many readings show the job's working set: all, unless it sat at a start level and left it by a
     rise more than SHORT_SIMILAR times the median change after it (the start-up reaching its working set,
     as in `_startup_jump`): then those from that rise on."""
-    i = 0
-    while i + 1 < y.size and abs(float(y[i + 1] - y[0])) <= tiny:
-        i += 1
+    i = _start_level_end(y, tiny)
     after = np.abs(np.diff(y[i + 1:]))
     if after.size and float(y[i + 1] - y[i]) > SHORT_SIMILAR * float(robust.median(after)):
         return int(y.size - (i + 1))

@@ -49,12 +49,13 @@ LEVEL = r"^\s*[\[(]?(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|TRACE|NOTICE)[\])]
 STEP_IN_TAG = (r"(?i:\b(?:global[ _]step|step|iteration|iter|it)['\"]?\s*[:=#]?\s*([0-9]+)\b"
                 r"|\b([0-9]+)\s+iterations?\b)")
 # (Composer's console block header `[batch=12/400]:`: `batch=` only, as `batch 32` is often a batch's size)
-_STEP_WORD = r"(?:global[ _]step|step|iteration|iter|batch=)"
+_COUNTER_WORDS = r"global[ _]step|step|iteration|iter"
+_STEP_WORD = rf"(?:{_COUNTER_WORDS}|batch=)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
 # A line that holds nothing but a step counter heads a block (Composer's console logger prints `[batch=12/400]:`
 # and then one indented `Train memory/allocated_mem: 1.4440` line per key): the general reader's readings of the
 # block without a counter of their own take its step (a restarted job's counter going back is then seen)
-BLOCK_HEAD = (r"(?i)^[ \t]*\[?(?:global[ _]step|step|iteration|iter|batch)[ \t]*[:=#]?[ \t]*([0-9]+)"
+BLOCK_HEAD = (rf"(?i)^[ \t]*\[?(?:{_COUNTER_WORDS}|batch)[ \t]*[:=#]?[ \t]*([0-9]+)"
               r"(?:[ \t]*/[ \t]*[0-9]+)?\]?[ \t]*:?[ \t]*$")
 # A key naming the phase of its line, whose value is a word (ORTModule's `phase: post_forward`, `stage=eval`):
 # that word is the readings' label, so each phase is a series of its own (a number, `stage: 3`, names none).
