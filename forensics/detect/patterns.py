@@ -15,7 +15,7 @@ from forensics.detect import changepoints, robust
 from forensics.detect.changepoints import Segment
 from forensics.detect.thresholds import (LEVEL_RESOLUTION, ZERO_VARIANCE, HINGE_PRICE, CURVE_MIN_POINTS,
                                          DECELERATION, EVENT_SIGMAS, FIRST_STAIR_FROM,
-                                         FIRST_STEP_RATIO, FLOOR_RISE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
+                                         FIRST_STEP_RATIO, FLOOR_RISE_SHARE, GROWTH_PAUSE_SHARE, HINGE_BETTER, HINGE_CANDIDATES,
                                          JUMP_SIGMAS, LEAK_MIN_FRACTION, LEAK_MIN_QUANTA, LEAK_Z, MAX_BUCKETS,
                                          MERGE_INTERVALS, MERGE_SHARE, MIN_POINTS, MIN_SEGMENT, MIN_STAIRS,
                                          NEW_HIGH_SHARE, ONSET_SNAP, PENALTY_PER_CHANGE, RAMP_JOIN_SHARE,
@@ -151,10 +151,66 @@ def find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> L
         # growth that went on after every ramp, as much again as half of it, is no plateau after it:
         # a leak whose steps vary comes in bursts and pauses, none of them a ramp that reaches the end
         ramp = _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, duration, end_x, True)
+    if ramp is not None:
+        ramp = _growth_it_continues(xb, yb, segs, events, ramp, leak_min, sigma_b, discrete) or ramp
     if stair is not None and ramp is not None:
         # the pattern that accounts for more of the growth (a final step can look like a short ramp)
         return stair if stair.growth >= ramp.growth else ramp
     return stair or ramp
+
+
+def _growth_it_continues(xb, yb, segs, events, leak, leak_min, sigma_b, discrete) -> Leak | None:
+    """The linear leak from the earlier growth that `leak` continues, or None. A warm-up's rise is
+    followed by a plateau far longer than itself; growth that resumed sooner never levelled (an
+    allocator's pool reaching the largest batch it has seen while a leak grows from the first steps rises
+    fast, then at the leak's rate, pausing while its slack lasts), and the leak began with it: the
+    earliest ramp from a level the job held after its start-up, after which every pause up to the leak
+    was shorter than GROWTH_PAUSE_SHARE times the time the growth had taken since it began."""
+    for first in sorted((e for e in events if e[1] <= leak.onset and e[3] == "ramp"), key=lambda e: e[0]):
+        found = _ramp_segments(xb, segs, first, sigma_b)
+        if found is None or not _after_start_up(xb, segs, found[0], sigma_b):
+            continue
+        k = found[0]
+        if not _never_levelled(xb, yb, segs[k].i0 if k == 1 else segs[k].i0 - 1, leak.onset, sigma_b):
+            continue
+        # the onset is where that ramp's rise begins: a hinge (one slope) fitted across the pauses and
+        # the slower rise after them would bend early, to fit the curve
+        joined = _linear_leak(xb, yb, segs, found[0], leak_min, sigma_b, discrete, fit_to=segs[found[1]].i1)
+        if joined is not None and joined.onset < leak.onset:
+            return joined
+    return None
+
+
+def _never_levelled(xb, yb, i: int, until: float, sigma_b: float) -> bool:
+    """Whether memory, from reading i on, rose to new highs (by an event's size) until `until` with no
+    pause as long as GROWTH_PAUSE_SHARE times the time it had been rising: paused, not levelled. Readings
+    are judged one by one: a rise and the flat readings after it inside one fitted segment are a pause too."""
+    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    top, begin, last = float(yb[i]), None, None
+    for j in range(i + 1, xb.size):
+        if xb[j] >= until:
+            break
+        if yb[j] > top + EVENT_SIGMAS * sigma_b:
+            if begin is None:
+                begin = float(xb[j - 1])
+            elif xb[j] - last - gap >= GROWTH_PAUSE_SHARE * (last - begin):
+                return False
+            last = float(xb[j])
+        top = max(top, float(yb[j]))
+    return last is not None and until - last - gap < GROWTH_PAUSE_SHARE * (last - begin)
+
+
+def _after_start_up(xb, segs, k: int, sigma_b: float) -> bool:
+    """Whether segment k rises after the job's start-up: from a level held after it (a level that is not
+    the one the series starts at), or within the segment the start-up's jump led into. The first rise
+    from the starting level (the bare context) to the working set is the start-up itself."""
+    if k == 0 or segs[k - 1].y1 - segs[k - 1].y0 >= EVENT_SIGMAS * sigma_b:
+        return False
+    if k >= 2:
+        return True
+    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    return changepoints.seg_jump(segs[0], segs[1]) >= max(JUMP_SIGMAS * sigma_b,
+                                                          changepoints.ramp_offset(segs[0], segs[1], gap))
 
 
 def _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, duration, end_x, bursts) -> Leak | None:
@@ -210,13 +266,10 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
     """The ramp event `ramp` (x0, x1, rise, kind, k) as a linear leak: its last rising segment sets
     the slope (a flat top at a memory cap, or a short piece of an unfinished sawtooth tooth, may
     follow it); earlier pieces of one ramp join it."""
-    rising = [k for k, s in enumerate(segs)
-              if s.y1 - s.y0 >= EVENT_SIGMAS * sigma_b and s.x0 >= ramp[0] and s.x1 <= ramp[1]]
-    if not rising:
+    found = _ramp_segments(xb, segs, ramp, sigma_b)
+    if found is None:
         return None
-    long_rising = [k for k in rising if segs[k].i1 - segs[k].i0 > MIN_SEGMENT + 1]
-    k_last = (long_rising or rising)[-1]
-    first_k = _ramp_first_segment(xb, segs, k_last, sigma_b)
+    first_k, k_last = found
     i0 = segs[first_k].i0
     # still settling? a ramp whose slope keeps falling is a warm-up, not a leak; so is one that only
     # continues, ever slower, the longer and steeper rise before it (a leak starts or speeds up growth).
@@ -233,7 +286,26 @@ def _ramp_leak(xb, yb, segs, ramp, leak_min, sigma_b, discrete=True) -> Leak | N
         if (prev.i1 - prev.i0 > MIN_SEGMENT + 1 and prev.y1 - prev.y0 >= EVENT_SIGMAS * sigma_b
                 and prev.slope > segs[first_k].slope and _decelerating(xb[prev.i0:], yb[prev.i0:], sigma_b)):
             return None
-    onset, start_level = _refine_onset(xb, yb, segs, first_k, sigma_b)
+    return _linear_leak(xb, yb, segs, first_k, leak_min, sigma_b, discrete)
+
+
+def _ramp_segments(xb, segs, ramp, sigma_b) -> tuple[int, int] | None:
+    """The first and the last rising segment of the ramp event `ramp`: the last long one sets the slope,
+    earlier pieces of one ramp join it (`_ramp_first_segment`)."""
+    rising = [k for k, s in enumerate(segs)
+              if s.y1 - s.y0 >= EVENT_SIGMAS * sigma_b and s.x0 >= ramp[0] and s.x1 <= ramp[1]]
+    if not rising:
+        return None
+    long_rising = [k for k in rising if segs[k].i1 - segs[k].i0 > MIN_SEGMENT + 1]
+    k_last = (long_rising or rising)[-1]
+    return _ramp_first_segment(xb, segs, k_last, sigma_b), k_last
+
+
+def _linear_leak(xb, yb, segs, first_k, leak_min, sigma_b, discrete, fit_to=None) -> Leak | None:
+    """A linear leak whose growth begins in segment `first_k`: its onset, rate, growth and evidence. The
+    onset's hinge is fitted on the buckets before `fit_to` (all when None)."""
+    i0 = segs[first_k].i0
+    onset, start_level = _refine_onset(xb[:fit_to], yb[:fit_to], segs, first_k, sigma_b)
     # the start-up's jump may be the step into the ramp's first segment, which a continuous hinge
     # cannot fit: it is looked for from the reading before that segment on
     past = _past_startup_jump(xb, yb, min(onset, float(xb[max(i0 - 1, 0)])), leak_min, sigma_b)

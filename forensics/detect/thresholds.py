@@ -47,6 +47,7 @@ LEAK_MIN_QUANTA = 3.0     # a leak's growth exceeds this many resolution steps o
 NEW_HIGH_SHARE = 0.5      # at least this share of a leak's growth lies above all earlier levels (else a recovery)
 TAIL_QUIET_FRACTION = 0.05  # a ramp is still growing when it ends within this share of the duration
 RAMP_TAIL_SHARE = 0.5     # a ramp is still growing when flat for less than this share of its own length
+GROWTH_PAUSE_SHARE = 2.0  # growth that resumed after a pause shorter than this many times as long as it had risen is one growth (a warm-up's plateau lasts far longer)
 RAMP_JOIN_SHARE = 0.1     # pieces of one ramp may be offset by up to this share of their rise
 SIMILAR_SLOPE = 2.5       # adjacent ramps with slopes within this factor are one linear growth
 DECELERATION = 0.3        # a rise whose final slope fell below this share of its mean slope is settling (a warm-up)
