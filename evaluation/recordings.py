@@ -33,12 +33,13 @@ POOL_ONE_JUMP_S = 1.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
-VIEWS = ("all", "smi_csv", "smi_l1", "steplog", "dmon", "apps")
+VIEWS = ("all", "smi_csv", "smi_l1", "steplog", "dmon", "apps", "smi_q")
 VIEW_TITLES = {"all": "all files", "smi_csv": "nvidia-smi CSV", "smi_l1": "nvidia-smi -l 1",
-               "steplog": "step log", "dmon": "dmon", "apps": "compute-apps"}
-DEVICE_VIEWS = ("smi_csv", "smi_l1", "dmon", "apps")   # device memory, as nvidia-smi sees it
-TOTAL_VIEWS = ("smi_csv", "smi_l1", "dmon")             # the GPU's total, every process's memory summed
-STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory")
+               "steplog": "step log", "dmon": "dmon", "apps": "compute-apps", "smi_q": "nvidia-smi -q"}
+DEVICE_VIEWS = ("smi_csv", "smi_l1", "dmon", "apps", "smi_q")   # device memory, as nvidia-smi sees it
+TOTAL_VIEWS = ("smi_csv", "smi_l1", "dmon", "smi_q")             # the GPU's total, every process's memory summed
+# the job's own log: its printed memory lines, or torch.cuda.memory_summary() tables it logged
+STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory", "pytorch-memory-summary")
 
 
 @dataclass
@@ -202,6 +203,8 @@ def view_of(path: Path) -> tuple[str | None, str | None]:
         return "dmon", name
     if name == "nvidia-smi-apps":
         return "apps", name
+    if name == "nvidia-smi-q":
+        return "smi_q", name
     return None, name
 
 

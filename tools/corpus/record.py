@@ -56,6 +56,8 @@ LOGGERS = {
     "dmon": ("dmon.txt", "nvidia-smi dmon -s m -o DT"),
     "dmon_mu": ("dmon.txt", "nvidia-smi dmon -s mu -o DT"),
     "used5": ("gpu-used-5s.csv", "nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -l 5"),
+    # held-out set 9: the full query's memory and processes, repeated (asctime stamps, whole seconds)
+    "q1": ("nvidia-smi-q.txt", "nvidia-smi -q -d MEMORY,PIDS -l 1"),
 }
 
 T0 = time.monotonic()

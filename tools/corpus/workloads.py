@@ -62,7 +62,10 @@ STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none
           "mmengine", "loguru", "tqdm",
           # styles of the sixth session (held-out set 8): Composer's console logger, an axolotl HF Trainer dict,
           # torchtitan's metrics line, detectron2's CommonMetricPrinter
-          "composer", "axolotl", "torchtitan", "detectron2")
+          "composer", "axolotl", "torchtitan", "detectron2",
+          # styles of the eighth session (held-out set 9): fairseq's progress line (`gb_free`), torch's
+          # memory_summary() table logged every few steps
+          "fairseq", "summary")
 # A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
 # its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
 LOG_FORMATS = {
@@ -81,6 +84,9 @@ LOG_FORMATS = {
     "torchtitan": ("[titan] %(asctime)s - root - %(levelname)s - %(message)s", None),
     # detectron2's setup_logger: "[%(asctime)s %(name)s]: " with "%m/%d %H:%M:%S" for the terminal
     "detectron2": ("[%(asctime)s d2.utils.events]: %(message)s", "%m/%d %H:%M:%S"),
+    # fairseq_cli/train.py's logging.basicConfig; SimpleProgressBar logs under the tag `train_inner`
+    "fairseq": ("%(asctime)s | %(levelname)s | train_inner | %(message)s", "%Y-%m-%d %H:%M:%S"),
+    "summary": ("%(asctime)s - {name} - %(levelname)s - %(message)s", None),
 }
 class Formatter(logging.Formatter):
     """logging's Formatter, with %f (microseconds, as glog/absl print them) in a date format."""
@@ -253,6 +259,23 @@ class StepLog:
                      "data_time: 0.0031  last_data_time: 0.0029  lr: 0.0001  max_mem: %.0fM",
                      int(max(0, self.steps - step) * 0.12) // 60, int(max(0, self.steps - step) * 0.12) % 60,
                      step - 1, loss, mm)
+        elif s == "fairseq":
+            # fairseq/trainer.py: gb_free = cuda_env.total_memory_in_GB - max_memory_allocated() GiB, the peak
+            # reset at each update, rounded to 0.1 (a weight-0 meter: the line shows the last value); here the
+            # peak since the last line. SimpleProgressBar.log: "epoch 001:    100 / 1000 k=v, ..."
+            total = torch.cuda.get_device_properties(0).total_memory / GiB
+            free = total - torch.cuda.max_memory_allocated() / GiB
+            torch.cuda.reset_peak_memory_stats()
+            per = 200
+            now = time.time()
+            log.info("epoch %03d:  %5d / %d loss=%.3f, nll_loss=%.3f, ppl=%.2f, wps=52922, ups=%.2f, wpb=4096, bsz=32, "
+                     "num_updates=%d, lr=0.0001, gnorm=1.25, loss_scale=128, train_wall=%d, gb_free=%.1f, wall=%d",
+                     (step - 1) // per + 1, (step - 1) % per + 1, per, loss, loss * 0.9, 2 ** (loss * 0.9),
+                     self.every / max(now - self.t_last, 1e-3), step, int(now - self.t0), free, int(now - self.t0))
+            self.t_last = now
+        elif s == "summary":
+            # a script that logs torch.cuda.memory_summary() every few steps (the table, as torch prints it)
+            log.info("step %d memory summary:\n%s", step, torch.cuda.memory_summary())
         elif s == "tqdm":
             # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
             n, total = step, max(self.steps, step)
