@@ -192,6 +192,10 @@ def periodic(keys: np.ndarray) -> int | None:
 def thin_mask(sid, index, none, value, window: int) -> np.ndarray:
     """The rows thinning keeps, as a mask (numpy arrays: series id, index in its series, no value, value)."""
     period = periodic(sid) if not none.any() else None
+    if period and not np.array_equal(index[period:], index[:-period] + 1):
+        # rows already thinned (a Thinner's window doubling): series that alternate in the rows kept have
+        # gaps in their indexes, and the matrix's columns would not be their windows
+        period = None
     if period:
         return _periodic_mask(index, value, period, window)
     # rows are in file order, where the index grows within each series: a stable sort by series suffices

@@ -70,3 +70,19 @@ def test_periodic_takes_only_periodic_keys():
     assert thinning.periodic(np.array([3, 1, 3, 1, 2, 3, 1])) is None    # a key missing from a block
     assert thinning.periodic(np.array([3, 1, 1, 3, 1, 1])) is None       # a key twice in a block
     assert thinning.periodic(np.array([3, 1, 2])) is None                 # not longer than one block
+
+
+def test_rows_kept_by_an_earlier_window_are_thinned_by_their_indexes_not_their_order():
+    # found by the property above (batches of one row, a limit of 4): the five rows thinned to three when the
+    # window doubled, whose series alternate (free, used, free) with the free one's indexes 0 and 2; taken
+    # for rows that list the same series in turn, their matrix put both in one window and dropped line 5
+    rows = [("1", "memory.free", 1), ("0", "memory.used", 0), ("0", "memory.used", 0), ("1", "memory.free", 1),
+            ("1", "memory.free", 1)]
+    df = pl.DataFrame({"line": [1, 2, 3, 4, 5], "gpu": [g for g, _, _ in rows], "series": [s for _, s, _ in rows],
+                       "bytes": [v for _, _, v in rows]},
+                      schema={"line": pl.Int64, "gpu": pl.String, "series": pl.String, "bytes": pl.Int64})
+    t = thinning.Thinner(4)
+    for i in range(df.height):
+        t.add(df.slice(i, 1))
+    assert t.window == 2
+    assert t.result()["line"].to_list() == thinning.thin(df, 2)["line"].to_list() == [1, 2, 5]
