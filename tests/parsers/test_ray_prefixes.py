@@ -58,6 +58,12 @@ def test_rank_block_is_the_lines_rank():
         {"rank": 2, "local_rank": 0}
 
 
+def test_a_rank_tag_before_the_clock():
+    # `[RANK 3] <clock>`: the tag stays in the text (a rank word, as Megatron's `[Rank N]`) and the clock behind it is read
+    s = _read([f"[RANK 3] 2025-01-01 10:00:0{i},000 INFO step={i} gpu_mem_alloc=1.{i}GB" for i in (1, 2)])
+    assert s["time"].null_count() == 0 and set(s["label"].to_list()) == {"rank 3"} and s["step"].to_list() == [1, 2]
+
+
 def _verl(pid: int, rank: int, sec: int, phase: str, alloc: float, used: float) -> str:
     # the shape of verl's log_gpu_memory_usage behind Ray's prefix (tests/heldout/general-reader-6/verl_megatron_gpu_memory_3992.txt)
     return (f"(WorkerDict pid={pid}, ip=10.0.0.1) [Rank {rank} | Local Rank {rank}] 2025-12-04 09:23:{sec:02d},901 INFO "

@@ -192,9 +192,9 @@ _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + N
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
 # polars reads every line of that shape (`_times`); year-less ones take their year as syslog does.
-# a logger's name in brackets may stand before the clock (torchtitan's `[titan] 2025-06-16 22:30:48,735`)
-# or a level word (vLLM's `INFO 05-06 10:00:00 [monitor.py:57]`)
-_TAG = r"(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]+)?"
+# a logger's name or a rank in brackets may stand before the clock (torchtitan's `[titan] 2025-06-16 22:30:48,735`,
+# `[RANK 3] 2025-…`) or a level word (vLLM's `INFO 05-06 10:00:00 [monitor.py:57]`)
+_TAG = r"(?:\[[A-Za-z_][A-Za-z0-9_.\-]*(?:[ ][0-9]{1,6})?\][ \t]*|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]+)?"
 _LAYOUTS = {
     # Python logging with or without ms, ISO with T and a zone, `[2024-05-01 10:00:00 TP0]`, loguru
     "iso": r"^[ \t]*" + _TAG + r"\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
