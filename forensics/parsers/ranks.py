@@ -10,6 +10,12 @@ Prefixes, at the start of a line, stacked in this order when both are there (`[d
 - `[rank1]:` PyTorch's own, with the global rank: the excepthook that `init_process_group` installs
   (distributed_c10d.py, every traceback line) and c10d's C++ log lines (`[rank0]:[E1206 ...]`).
 
+In front of those, Ray's prefix on every line an actor or task prints (`(WorkerDict pid=393228,
+ip=172.16.0.197) `, `(pid=1234) `; vLLM's worker processes print the same `(VllmWorkerProcess pid=521) `),
+which names the process, not the rank: its pid is the line's `line_pid`. After them, the `[Rank 0 | Local Rank 0] `
+that verl's and other RL frameworks' loggers put before their clock. Ray's deduplication ends a line that several
+workers printed alike with ` [repeated 3x across cluster]`: not part of what the line says, cut off too.
+
 In messages: `[rank 1]`, `[Rank 1]` (Megatron, c10d's `[Rank N]` and `[PG ... Rank N]`), `rank 1`,
 `rank=1`, `rank: 1`; `local_rank 1`. c10d's `[PG ID 4 PG GUID 45 Rank 1]` is the rank in process group 4,
 not in the job: `pg_rank` reads it apart.
@@ -21,10 +27,24 @@ import re
 import polars as pl
 
 _ROLES = "default|trainer|worker"
-# the whole stack of prefixes at the start of a line
-LINE_PREFIX = rf"^(?:\[(?:{_ROLES}|rank)[0-9]{{1,6}}\]:[ ]?)+"
+# Ray's `(ActorName pid=N, ip=A) ` (ray/_private/worker.py print_to_stdstream; the name may hold its repr's
+# parentheses, `(MyActor(rank=0) pid=N)`), in a terminal's color (`\x1b[36m(pid=N)\x1b[0m`, or `[36m…[0m` once a
+# paste lost the escape character)
+_COLOR = r"(?:\x1b)?\[[0-9;]*m"
+_RAY = (rf"(?:{_COLOR})?\((?:[A-Za-z_][^\s()]*(?:\([^()]*\))?[ ])?pid=[0-9]{{1,10}}(?:,[ ]ip=[0-9A-Fa-f.:]+)?\)"
+        rf"(?:{_COLOR})?[ ]?")
+# verl's (and other loggers') `[Rank 0 | Local Rank 0] ` before the clock
+_RANK_BLOCK = r"\[[Rr]ank[ ]?[0-9]{1,6}[ \t]*\|[ \t]*[Ll]ocal[ _]?[Rr]ank[ ]?[0-9]{1,6}\][ ]?"
+# the whole stack of prefixes at the start of a line (each part optional: no prefix matches the empty text)
+LINE_PREFIX = rf"^(?:{_RAY})?(?:\[(?:{_ROLES}|rank)[0-9]{{1,6}}\]:[ ]?)*(?:{_RANK_BLOCK})?"
 _GLOBAL_PREFIX = r"\[rank([0-9]{1,6})\]:"
 _LOCAL_PREFIX = rf"\[(?:{_ROLES})([0-9]{{1,6}})\]:"
+_BLOCK = r"\[[Rr]ank[ ]?([0-9]{1,6})[ \t]*\|[ \t]*[Ll]ocal[ _]?[Rr]ank[ ]?([0-9]{1,6})\]"
+_RAY_PID = r"^[^(]*\((?:[^\s()]*(?:\([^()]*\))?[ ])?pid=([0-9]{1,10})"
+# Ray's deduplication: the same line printed by several workers is shown once, with this at its end
+REPEATED = r"[ ]?\[repeated [0-9]+x across cluster\][ \t]*$"
+# what a line with a prefix of LINE_PREFIX, or REPEATED, holds (a literal search decides whether to look)
+PREFIX_SIGNS = ["]:", "pid=", "| Local", "|Local", "across cluster]"]
 # a rank word in a message (not `local_rank`, `nranks`); group 1 or 2 is the rank
 RANK_WORD = r"(?i:\[rank[ ]?([0-9]{1,6})\]|\brank[ \t]*[:=#]?[ \t]*([0-9]{1,6})\b)"
 LOCAL_WORD = r"(?i:\blocal[_ ]rank[ \t]*[:=#]?[ \t]*([0-9]{1,6})\b)"
@@ -32,21 +52,29 @@ _PG = re.compile(r"\[PG (?:ID )?(?P<pg>[0-9]+)(?: PG GUID [0-9]+)?(?: ?\((?P<des
 _RANK_WORD_RE = re.compile(RANK_WORD)
 _LOCAL_WORD_RE = re.compile(LOCAL_WORD)
 _GLOBAL_PREFIX_RE = re.compile(_GLOBAL_PREFIX)
-_LOCAL_PREFIX_RE = re.compile(r"^(?:\[(?:rank)[0-9]{1,6}\]:[ ]?)*" + _LOCAL_PREFIX)
+_LOCAL_PREFIX_RE = re.compile(rf"^(?:{_RAY})?(?:\[(?:rank)[0-9]{{1,6}}\]:[ ]?)*" + _LOCAL_PREFIX)
 _LINE_PREFIX_RE = re.compile(LINE_PREFIX)
+_BLOCK_RE = re.compile(_BLOCK)
+
+
+PREFIX_COLUMNS = ("line_rank", "line_local_rank", "line_pid")
 
 
 def split_prefix(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` (line, text) with `text` stripped of its rank prefixes and two columns, `line_rank` and
-    `line_local_rank` (Int64, null where the line has no prefix)."""
+    """`frame` (line, text) with `text` stripped of its prefixes (and of Ray's REPEATED) and three columns,
+    `line_rank`, `line_local_rank` and `line_pid` (Int64, null where the line has no prefix that says)."""
     t = pl.col("text")
-    if not frame.height or not frame.select(t.str.contains("]:", literal=True).any()).item():
-        return frame.with_columns(pl.lit(None, pl.Int64).alias("line_rank"), pl.lit(None, pl.Int64).alias("line_local_rank"))
+    if not frame.height or not frame.select(t.str.contains_any(PREFIX_SIGNS).any()).item():
+        return frame.with_columns(pl.lit(None, pl.Int64).alias(c) for c in PREFIX_COLUMNS)
     block = t.str.extract(f"({LINE_PREFIX})")
+    ranked = block.str.extract_groups(_BLOCK)
     return frame.with_columns(
-        block.str.extract(_GLOBAL_PREFIX).cast(pl.Int64, strict=False).alias("line_rank"),
-        block.str.extract(_LOCAL_PREFIX).cast(pl.Int64, strict=False).alias("line_local_rank"),
-    ).with_columns(t.str.replace(LINE_PREFIX, "").alias("text"))
+        pl.coalesce(block.str.extract(_GLOBAL_PREFIX), ranked.struct.field("1")).cast(pl.Int64, strict=False)
+        .alias("line_rank"),
+        pl.coalesce(block.str.extract(_LOCAL_PREFIX), ranked.struct.field("2")).cast(pl.Int64, strict=False)
+        .alias("line_local_rank"),
+        block.str.extract(_RAY_PID).cast(pl.Int64, strict=False).alias("line_pid"),
+    ).with_columns(t.str.replace(LINE_PREFIX, "").str.replace(REPEATED, "").alias("text"))
 
 
 def strip_prefix(text: pl.Expr) -> pl.Expr:
@@ -84,7 +112,12 @@ def of_line(text: str) -> dict:
     m = _LOCAL_PREFIX_RE.match(text)
     if m:
         out["local_rank"] = int(m[1])
-    body = _LINE_PREFIX_RE.sub("", text, count=1)
+    prefix = _LINE_PREFIX_RE.match(text)
+    body = text[prefix.end():]
+    block = _BLOCK_RE.search(prefix[0])
+    if block:
+        out.setdefault("rank", int(block[1]))
+        out.setdefault("local_rank", int(block[2]))
     pg = _PG.search(body)
     if pg and pg["pg"] != "0" and "default_pg" not in (pg["desc"] or ""):
         out["pg"], out["pg_rank"] = int(pg["pg"]), int(pg["rank"])

@@ -53,6 +53,11 @@ _POOL = [
     "0  {m}  81920",
     "Epoch 1: 10%|#  | {i}/1000 [00:10<01:30, GPU: {m}.0/11011.5 MiB]\rEpoch 1: 11%|#  | {i}/1000 [GPU: {m}.5/11011.5 MiB]",
     "allocated: {m} MB caf\u00e9",
+    # Ray's prefixes (a worker's pid, verl's rank block before the clock, the deduplication mark), and a line the
+    # general reader takes from the generic shapes (its `used/total` pair: test_ray_prefixes.py)
+    "(WorkerDict pid=39{i}, ip=10.0.0.1) [Rank 0 | Local Rank 0] 2026-10-01 10:00:{s:02d},000 INFO => After rollout,"
+    " memory allocated (GB): {m}.1, memory reserved (GB): 9.5, device memory used/total (GB): {m}.2/80.0",
+    "(TaskRunner pid=87) step:{i} - perf/max_memory_allocated_gb:{m}.1 [repeated 2x across cluster]",
     "noise line {i} loss=0.5",
     "",
 ]

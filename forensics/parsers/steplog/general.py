@@ -60,10 +60,11 @@ _KEY_AT_END = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*(?:[ \t]*\([^()]*\))?$")
 _ALIGNED = re.compile(r"[A-Za-z)][ \t]{2,}:[ \t]*$")
 
 # What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading;
-# `cudaMalloc retries`, `Cuda Malloc retires : 0` count calls of the allocator, not bytes.
+# `cudaMalloc retries`, `Cuda Malloc retires : 0` count calls of the allocator, not bytes; a logger's source
+# location (`[/cache/verl/workers/megatron_workers.py:103]`) is a file, not a key.
 _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|time|speed|throughput|num|count"
                        r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec"
-                       r"|malloc|retr")
+                       r"|malloc|retr|\.(?:py|cc|cpp|cu|h|rs|go|java)$")
 # (a key that is the device alone, `GPU: 7.9GB`, names its memory: DEVICE_KEY)
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
                    r"|capacity|max[ _]?mem|gpu[ _]?mem|^gpu$")
@@ -191,9 +192,9 @@ _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + N
 
 # Clock layouts at the start of a line, as Python's re reads one line of a shape (`_plan`) and as
 # polars reads every line of that shape (`_times`); year-less ones take their year as syslog does.
-# a logger's name in brackets may stand before the clock (torchtitan's `[titan] 2025-06-16 22:30:48,735`)
-# or a level word (vLLM's `INFO 05-06 10:00:00 [monitor.py:57]`)
-_TAG = r"(?:\[[A-Za-z_][A-Za-z0-9_.\-]*\][ \t]*|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]+)?"
+# a logger's name or a rank in brackets may stand before the clock (torchtitan's `[titan] 2025-06-16 22:30:48,735`,
+# `[RANK 3] 2025-…`) or a level word (vLLM's `INFO 05-06 10:00:00 [monitor.py:57]`)
+_TAG = r"(?:\[[A-Za-z_][A-Za-z0-9_.\-]*(?:[ ][0-9]{1,6})?\][ \t]*|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]+)?"
 _LAYOUTS = {
     # Python logging with or without ms, ISO with T and a zone, `[2024-05-01 10:00:00 TP0]`, loguru
     "iso": r"^[ \t]*" + _TAG + r"\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
@@ -699,7 +700,9 @@ def _allocated_below_reserved(r: pl.DataFrame, plans: list[Plan], good: list[int
         rs = plans[pid].readings
         vague = [k for k, x in enumerate(rs) if x.series == "memory.used"]
         held = [k for k, x in enumerate(rs) if x.series == "reserved"]
-        if len(vague) != 1 or len(held) != 1:
+        # (a print that names its allocated figure does not print it again under a vaguer key: verl's device
+        # `used` beside `memory allocated`, `memory reserved`)
+        if len(vague) != 1 or len(held) != 1 or any(x.series == "allocated" for x in rs):
             continue
         mine = r.filter(pl.col("pid") == pid)
         both = (mine.filter(pl.col("k") == vague[0] + 300).select("line", "piece", "bytes")

@@ -378,6 +378,7 @@ class Parts:
         self._ranks: list[pl.DataFrame] = []     # the prefix ranks of the general reader's lines that have one
         self._ds_context = pl.DataFrame(schema={"line": pl.Int64, "text": pl.String})
         self._marker: dict = {}   # "line": the last step-marker line (readings.extract's carry)
+        self._wider: dict[str, int] = {}   # per line shape: how many figures the general reader reads (_read_wider)
 
     def read(self, frame: pl.DataFrame) -> None:
         """Read a part: `frame` (line, text), or StepLogReader's kept lines (with `generic`)."""
@@ -392,14 +393,14 @@ class Parts:
         if not frame.height:
             return
         first = int(frame["line"].min())
-        # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `): read, then cut
-        # off, so that the clock behind it is the line's clock again
+        # a distributed job's lines start with the rank's prefix (`[default1]:[rank1]: `, Ray's `(WorkerDict
+        # pid=N) `, `[Rank 0 | Local Rank 0] `): read, then cut off, so that the clock behind it is the line's clock again
         joined = generic.small_text(frame["text"])
-        if joined is not None and "]:" not in joined:   # (no prefix: split_prefix's nulls without its queries)
-            frame = frame.hstack([pl.Series(c, [None] * frame.height, pl.Int64) for c in ("line_rank", "line_local_rank")])
+        if joined is not None and not any(x in joined for x in ranks.PREFIX_SIGNS):   # (split_prefix's nulls, no query)
+            frame = frame.hstack([pl.Series(c, [None] * frame.height, pl.Int64) for c in ranks.PREFIX_COLUMNS])
         else:
             frame = ranks.split_prefix(frame)
-        line_ranks = frame[["line", "line_rank", "line_local_rank"]]
+        line_ranks = frame[["line", *ranks.PREFIX_COLUMNS]]
         frame = generic.drop_unreadable_clocks(frame[["line", "text"]], skipped)
 
         t = pl.col("text")
@@ -438,13 +439,16 @@ class Parts:
 
         ds = ds.filter(pl.col("series").is_not_null()) if "series" in ds.columns else ds
         if self.use_general:
-            left = _for_general(rest, unitless)
+            wider = _read_wider(rest, gen, self._wider, joined)
+            if wider:
+                gen = gen.filter(~pl.col("line").is_in(wider))
+            left = _for_general(rest, unitless + wider)
             handled = self.general.feed(left)
             if unitless:
                 left_over = pl.Series("line", unitless, pl.Int64)
                 skipped.add_lines(general.UNITLESS, left_over.filter(~left_over.is_in(handled.implode())))
-            if left.height and line_ranks.height > min(line_ranks.null_count()[["line_rank", "line_local_rank"]].row(0)):
-                lr = rows_where(line_ranks, pl.col("line_rank").is_not_null() | pl.col("line_local_rank").is_not_null())
+            if left.height and line_ranks.height > min(line_ranks.null_count()[list(ranks.PREFIX_COLUMNS)].row(0)):
+                lr = rows_where(line_ranks, pl.any_horizontal(pl.col(c).is_not_null() for c in ranks.PREFIX_COLUMNS))
                 self._ranks.append(lr.join(left.select("line"), on="line", how="semi"))
         found = [_work(x) for x in (ds, hf_samples, gen) if x.height]   # (an empty one would cost a frame)
         if found:
@@ -461,7 +465,7 @@ class Parts:
             notes = res.notes
             if res.samples.height:
                 line_ranks = (pl.concat(self._ranks) if self._ranks else pl.DataFrame(
-                    schema={"line": pl.Int64, "line_rank": pl.Int64, "line_local_rank": pl.Int64}))
+                    schema={"line": pl.Int64, **dict.fromkeys(ranks.PREFIX_COLUMNS, pl.Int64)}))
                 self._samples.append(_kept_columns(_with_ranks(_work(res.samples), line_ranks)))
         # each part is sorted and the parts come in file order: only the general reader's readings,
         # added last, make a sort of the whole necessary
@@ -508,6 +512,33 @@ def _for_general(rest: pl.DataFrame, unitless: list[int]) -> pl.DataFrame:
                       .otherwise(False))
 
 
+# The memory words of figures that the general reader reads and no generic shape does (theirs are allocated,
+# reserved, cached, occupied, `mem_`, a bare `GPU`, `Free GPU ram`): only a line holding one can be read more fully
+_WIDER_WORDS = ["used", "usage", "free", "peak", "vram", "in_use", "in use"]
+
+
+def _read_wider(rest: pl.DataFrame, gen: pl.DataFrame, plans: dict[str, int], joined: str | None) -> list[int]:
+    """The lines of `rest` that the generic shapes read (`gen`) and the general reader reads more memory figures
+    of (verl's `memory allocated (GB): …, device memory used/total (GB): 2.07/60.96`, whose device figure no
+    generic shape reads, nor its phase): a line is read by one reader, the one that reads more of it. `plans`:
+    per line shape, how many figures (not capacities) the general reader reads; `joined`: the part's text if small."""
+    if not gen.height or (joined is not None and not any(w in joined.lower() for w in _WIDER_WORDS)):
+        return []
+    t = pl.col("text")
+    # (a progress bar's refreshes are pieces of a line, which the two readers count apart: left to the shapes)
+    cand = rows_where(rest, t.str.contains_any(_WIDER_WORDS, ascii_case_insensitive=True)
+                      & ~t.str.contains("\r", literal=True) & pl.col("line").is_in(gen["line"].unique().implode()))
+    if not cand.height:
+        return []
+    cand = (cand.with_columns(t.str.replace_all("[0-9]+", "0").alias("shape"))
+            .join(gen.group_by("line").len("generic"), on="line", how="inner"))
+    for shape, text in cand.group_by("shape").agg(t.first()).iter_rows():
+        if shape not in plans:
+            plans[shape] = sum(r.series != "total" for r in general.plan_line(text).readings)
+    wins = cand["shape"].replace_strict(plans, return_dtype=pl.Int64) > cand["generic"]
+    return cand["line"].filter(wins).to_list()
+
+
 def _seq(line: pl.Series, piece: pl.Series) -> pl.Series:
     """The order number of each reading's (line, piece), the readings sorted by them (Series methods: a
     query on the frame would copy what the query does not need)."""
@@ -543,7 +574,8 @@ def _few_in_order(s: pl.DataFrame) -> bool:
 
 
 _ORDER = ("line", "piece", "k")
-_KEPT = {c: t for c, t in _WORK.items() if c not in ("rank", "local_rank", "step_tag")}
+# (and the pid of a Ray worker's prefix, which _with_ranks gives the readings of its lines)
+_KEPT = {**{c: t for c, t in _WORK.items() if c not in ("rank", "local_rank", "step_tag")}, "pid": pl.Int64}
 
 
 def _put_together(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -577,14 +609,15 @@ def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
 
 def _with_ranks(s: pl.DataFrame, line_ranks: pl.DataFrame) -> pl.DataFrame:
     """Each reading's rank (its own rank words first, then its line's prefix) put first in its label,
-    so that each rank's readings are a series of their own."""
+    so that each rank's readings are a series of their own; the pid of its line's prefix (a Ray worker's)
+    is its `pid`, so that each worker's are too."""
     def all_null(c: pl.Series) -> bool:   # (null_count: no query)
         return c.null_count() == c.len()
 
     if not s.height or (all_null(s["rank"]) and all_null(s["local_rank"])
-                        and all_null(line_ranks["line_rank"]) and all_null(line_ranks["line_local_rank"])):
+                        and all(all_null(line_ranks[c]) for c in ranks.PREFIX_COLUMNS)):
         return s
     s = s.join(line_ranks, on="line", how="left")
     return s.with_columns(ranks.label(pl.coalesce("rank", "line_rank"), pl.coalesce("local_rank", "line_local_rank"),
-                                      pl.col("label"), ~pl.col("step_tag").fill_null(False)).alias("label")
-                          ).drop("line_rank", "line_local_rank")
+                                      pl.col("label"), ~pl.col("step_tag").fill_null(False)).alias("label"),
+                          pl.col("line_pid").alias("pid")).drop(*ranks.PREFIX_COLUMNS)

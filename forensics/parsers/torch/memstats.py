@@ -183,7 +183,7 @@ def line_facts(lines: pl.DataFrame, zone: str) -> pl.DataFrame:
                 .when(pl.col("keys") <= 1).then(t)
                 .otherwise(pl.concat_str(head.fill_null(""), pl.lit("… "), t.str.extract(_pair_rx(k), 1), pl.lit(" …")))
                 .alias(f"text_{k}") for k in EVENT_OF_COUNTER]
-    return df.with_columns(evidence).drop("text", "line_rank", "line_local_rank")
+    return df.with_columns(evidence).drop("text", *ranks.PREFIX_COLUMNS)
 
 
 def read_dicts(facts: pl.DataFrame | None) -> Parsed:
