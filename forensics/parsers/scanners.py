@@ -8,8 +8,17 @@ for readers that test whole blocks of bytes, kernel/blocks.py) and `pipe_rows` (
 non-blank is `|` count too). One pass of all the prefilters together leaves a few lines, and each hint
 runs on those only. tests/parsers/test_scanners.py checks the declarations against every
 sample line, so a hint edited without its prefilter fails there instead of losing lines.
+
+A batch of a few plain lines (steplog/small.py's rule: up to SMALL_LINES lines of plain ASCII, of
+bounded length) is tested with Python's `re` instead, which on that text reads these patterns as polars
+does (small.py says why): each query's fixed cost, and compiling the patterns again after polars' cache
+of 32 compiled regexes lost them, were most of such a batch's cost. Python keeps its compiled patterns
+for the whole process.
 """
 from __future__ import annotations
+
+import functools
+import re
 
 import numpy as np
 import polars as pl
@@ -17,6 +26,7 @@ import polars as pl
 from forensics import parsers
 from forensics.frames import owned, rows_where
 from forensics.model import Parsed
+from forensics.parsers.steplog import small
 
 # Hint lines kept per file by a scanner whose every hint line is an event (it declares
 # `event_lines`): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
@@ -24,6 +34,9 @@ from forensics.model import Parsed
 MAX_EVENT_LINES = 10_000
 # candidate lines up to which the scanners whose hints run on them are picked by their literals
 HINT_PICK_LINES = 1000
+
+# each prefilter and hint, compiled once per process for the few-lines path
+_python_regex = functools.cache(re.compile)
 
 
 class Scanners:
@@ -56,6 +69,8 @@ class Scanners:
         Whether a line passed the prefilters (a scanner's hint was tried on it)."""
         if not self.mods or not batch.height:
             return False
+        if (few := small.rows(list(enumerate(batch["text"].to_list())))) is not None:
+            return self._feed_few(batch, [text for _, text in few])
         t = pl.col("text")
         if self.quick == self.prefilter:
             keep = batch.select(t.str.contains(self.prefilter))["text"]
@@ -83,33 +98,49 @@ class Scanners:
             return False
         # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
         # batch's few candidate lines
-        mods = self._held_by(cand)
+        mods = self._held_by(cand["text"])
         if not mods:
             return True
         hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
         for f, mask in zip(mods, hints.iter_columns()):
-            if not mask.any():
-                continue
-            h = rows_where(cand, mask)
-            if h.height and f.name in self.capped:
-                room = MAX_EVENT_LINES - self.kept[f.name]
-                if h.height > room:
-                    self.unkept[f.name] += h.height - room
-                    h = h.head(room)
-                self.kept[f.name] += h.height
-            if h.height:
-                self.hits[f.name].append(owned(h))
+            if mask.any():
+                self._keep(f, rows_where(cand, mask))
         return True
 
-    def _held_by(self, cand: pl.DataFrame) -> list:
-        """The scanners whose hint may match some of these candidate lines: on a few lines of ASCII text,
+    def _feed_few(self, batch: pl.DataFrame, texts: list[str | None]) -> bool:
+        """feed() of a few plain lines (their texts), each pattern run by Python's `re`."""
+        pre = _python_regex(self.prefilter)
+        cand = [t is not None and (pre.search(t) is not None or (self.pipe_rows and t.lstrip().startswith("|")))
+                for t in texts]
+        if not any(cand):
+            return False
+        for f in self._held_by([t for t, c in zip(texts, cand) if c]):
+            hint = _python_regex(f.scan.hint)
+            mask = [c and hint.search(t) is not None for t, c in zip(texts, cand)]
+            if any(mask):
+                self._keep(f, rows_where(batch, pl.Series(mask, dtype=pl.Boolean)))
+        return True
+
+    def _keep(self, f, h: pl.DataFrame) -> None:
+        """Keep a scanner's hint lines of a batch (past MAX_EVENT_LINES of an event scanner's, counted)."""
+        if h.height and f.name in self.capped:
+            room = MAX_EVENT_LINES - self.kept[f.name]
+            if h.height > room:
+                self.unkept[f.name] += h.height - room
+                h = h.head(room)
+            self.kept[f.name] += h.height
+        if h.height:
+            self.hits[f.name].append(owned(h))
+
+    def _held_by(self, cand: pl.Series | list[str]) -> list:
+        """The scanners whose hint may match some of these candidate lines' texts: on a few lines of ASCII text,
         those with one of their block literals (every line a scanner's prefilter passes holds one, in
         lowercase; a `|` for those that take pipe rows) somewhere in them. A hint left out is never
         compiled: polars keeps few compiled regexes, and the eleven hints were compiled again for each
         file. (On other text a pattern's case folding reaches past ASCII: every scanner.)"""
-        if cand.height > HINT_PICK_LINES:
+        if len(cand) > HINT_PICK_LINES:
             return self.mods
-        low = "\n".join(cand["text"].drop_nulls().to_list()).lower()
+        low = "\n".join(cand.drop_nulls().to_list() if isinstance(cand, pl.Series) else cand).lower()
         if not low.isascii():
             return self.mods
         return [f for f in self.mods
