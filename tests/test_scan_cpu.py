@@ -217,7 +217,7 @@ def test_scanners_run_only_the_hints_whose_literals_the_lines_hold(monkeypatch):
     sc = scanners.Scanners(set())
     oom = pl.DataFrame({"text": ["Out of memory: Killed process 4242 (python3) total-vm:1kB"]})
     assert 0 < len(sc._held_by(oom["text"])) < len(sc.mods)
-    assert sc._held_by((oom["text"] + " ſ").to_list()) == sc.mods
+    assert sc._held_by(oom["text"] + " ſ") == sc.mods
 
 
 # -- eighth session: a few plain lines for the scanners in Python; a chart's envelopes by numpy ------------
@@ -359,3 +359,33 @@ def test_envelopes_of_a_chart_run_no_query():
     nan = rows.with_columns(pl.when(pl.col("x") > 95).then(float("nan")).otherwise(pl.col("x")).alias("x"))
     assert rs._extremes(nan, ranges, 250) is None
     assert rs.envelopes(nan, ranges, 250) == got
+
+
+def test_a_big_batch_s_few_survivors_are_read_in_python(monkeypatch):
+    """A big batch (CSV rows) passes polars' quick pass; its few survivors are tested by the prefilter and
+    the hints in Python: neither pattern reaches polars (whose cache of 32 compiled regexes had lost them
+    since the last file), and the same lines are kept as through the queries."""
+    from polars.expr.string import ExprStringNameSpace
+
+    from forensics.parsers.scanners import Scanners
+    from forensics.parsers.steplog import small
+
+    rows = [f"2026/10/01 00:00:{i % 60:02d}.000, {i % 8}, NVIDIA H100 80GB HBM3, 81559 MiB, 30000 MiB" for i in range(400)]
+    rows[50] = "[step 12] allocated: 1024.5 MB, cached: 2048 MB"
+    rows[120] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"
+    patterns: list[str] = []
+    real = ExprStringNameSpace.contains
+
+    def recorded(self, pattern, *a, **k):
+        if not k.get("literal"):
+            patterns.append(pattern)
+        return real(self, pattern, *a, **k)
+
+    sc = Scanners({"nvidia-smi-csv"})
+    with monkeypatch.context() as m:
+        m.setattr(ExprStringNameSpace, "contains", recorded)
+        got = _batched_hits({"nvidia-smi-csv"}, rows, 400)
+    assert patterns == [sc.quick]
+    assert {k: [r[0] for r in v] for k, v in got[0].items() if v} == {"step-markers": [51], "pytorch-oom": [121]}
+    monkeypatch.setattr(small, "SMALL_LINES", 0)
+    assert got == _batched_hits({"nvidia-smi-csv"}, rows, 400)

@@ -39,6 +39,14 @@ HINT_PICK_LINES = 1000
 _python_regex = functools.cache(re.compile)
 
 
+def _few_plain(texts: pl.Series) -> list[str | None] | None:
+    """The texts when Python's `re` reads them as polars does (small.rows' rule: a few plain lines)."""
+    if texts.len() > small.SMALL_LINES:
+        return None
+    few = small.rows(list(enumerate(texts.to_list())))
+    return None if few is None else [t for _, t in few]
+
+
 class Scanners:
     """The scanners not in `skip`, fed batch by batch; finish() gives their results."""
 
@@ -69,8 +77,36 @@ class Scanners:
         Whether a line passed the prefilters (a scanner's hint was tried on it)."""
         if not self.mods or not batch.height:
             return False
-        if (few := small.rows(list(enumerate(batch["text"].to_list())))) is not None:
-            return self._feed_few(batch, [text for _, text in few])
+        few = _few_plain(batch["text"])
+        cand = rows_where(batch, self._passed(batch, raw) if few is None else self._passed_few(few))
+        if not cand.height:
+            return False
+        mods = self._held_by(cand["text"])
+        if (few := _few_plain(cand["text"])) is not None:   # (most batches, big ones too, leave a few lines)
+            for f in mods:
+                hint = _python_regex(f.scan.hint)
+                mask = [t is not None and hint.search(t) is not None for t in few]
+                if any(mask):
+                    self._keep(f, rows_where(cand, pl.Series(mask, dtype=pl.Boolean)))
+            return True
+        if not mods:
+            return True
+        # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
+        # batch's candidate lines
+        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
+        for f, mask in zip(mods, hints.iter_columns()):
+            if mask.any():
+                self._keep(f, rows_where(cand, mask))
+        return True
+
+    def _passed_few(self, texts: list[str | None]) -> pl.Series:
+        """Which of a few plain lines (their texts) pass the prefilters, by Python's `re`."""
+        pre = _python_regex(self.prefilter)
+        return pl.Series([t is not None and (pre.search(t) is not None or (self.pipe_rows and t.lstrip().startswith("|")))
+                          for t in texts], dtype=pl.Boolean)
+
+    def _passed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None) -> pl.Series:
+        """Which lines of the batch pass the prefilters (the quick pass first), by polars."""
         t = pl.col("text")
         if self.quick == self.prefilter:
             keep = batch.select(t.str.contains(self.prefilter))["text"]
@@ -82,7 +118,10 @@ class Scanners:
                 # adds to the prefilter's cost, here and in the batches that follow
                 self.quick = self.prefilter
             if passed.len():
-                hit = batch["text"].gather(passed).to_frame().select(t.str.contains(self.prefilter))["text"]
+                survivors = batch["text"].gather(passed)
+                few = _few_plain(survivors)
+                hit = (survivors.to_frame().select(t.str.contains(self.prefilter))["text"] if few is None
+                       else pl.Series([_python_regex(self.prefilter).search(x) is not None for x in few]))
                 keep = pl.Series("text", np.zeros(batch.height, dtype=bool))
                 keep.scatter(passed.filter(hit), True)
         if self.pipe_rows and (raw is None or raw[0].find(b"|", 0, raw[1]) >= 0):
@@ -93,33 +132,7 @@ class Scanners:
                 rows = np.zeros(batch.height, dtype=bool)
                 rows[pipe.arg_true().to_numpy()] = starts.to_numpy()
                 keep = keep | pl.Series(rows)
-        cand = rows_where(batch, keep)
-        if not cand.height:
-            return False
-        # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
-        # batch's few candidate lines
-        mods = self._held_by(cand["text"])
-        if not mods:
-            return True
-        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
-        for f, mask in zip(mods, hints.iter_columns()):
-            if mask.any():
-                self._keep(f, rows_where(cand, mask))
-        return True
-
-    def _feed_few(self, batch: pl.DataFrame, texts: list[str | None]) -> bool:
-        """feed() of a few plain lines (their texts), each pattern run by Python's `re`."""
-        pre = _python_regex(self.prefilter)
-        cand = [t is not None and (pre.search(t) is not None or (self.pipe_rows and t.lstrip().startswith("|")))
-                for t in texts]
-        if not any(cand):
-            return False
-        for f in self._held_by([t for t, c in zip(texts, cand) if c]):
-            hint = _python_regex(f.scan.hint)
-            mask = [c and hint.search(t) is not None for t, c in zip(texts, cand)]
-            if any(mask):
-                self._keep(f, rows_where(batch, pl.Series(mask, dtype=pl.Boolean)))
-        return True
+        return keep
 
     def _keep(self, f, h: pl.DataFrame) -> None:
         """Keep a scanner's hint lines of a batch (past MAX_EVENT_LINES of an event scanner's, counted)."""
@@ -132,7 +145,7 @@ class Scanners:
         if h.height:
             self.hits[f.name].append(owned(h))
 
-    def _held_by(self, cand: pl.Series | list[str]) -> list:
+    def _held_by(self, cand: pl.Series) -> list:
         """The scanners whose hint may match some of these candidate lines' texts: on a few lines of ASCII text,
         those with one of their block literals (every line a scanner's prefilter passes holds one, in
         lowercase; a `|` for those that take pipe rows) somewhere in them. A hint left out is never
@@ -140,7 +153,7 @@ class Scanners:
         file. (On other text a pattern's case folding reaches past ASCII: every scanner.)"""
         if len(cand) > HINT_PICK_LINES:
             return self.mods
-        low = "\n".join(cand.drop_nulls().to_list() if isinstance(cand, pl.Series) else cand).lower()
+        low = "\n".join(t for t in cand.to_list() if t is not None).lower()
         if not low.isascii():
             return self.mods
         return [f for f in self.mods
