@@ -389,3 +389,43 @@ def test_a_big_batch_s_few_survivors_are_read_in_python(monkeypatch):
     assert {k: [r[0] for r in v] for k, v in got[0].items() if v} == {"step-markers": [51], "pytorch-oom": [121]}
     monkeypatch.setattr(small, "SMALL_LINES", 0)
     assert got == _batched_hits({"nvidia-smi-csv"}, rows, 400)
+
+
+def _grouped_spans(samples: pl.DataFrame, events: pl.DataFrame) -> tuple[dict, dict]:
+    """stamps.spans and stamps.sources_with(..., ("time", "uptime")) by polars' grouping (the code before)."""
+    spans: dict = {}
+    with_: dict = {None: set(), "time": set(), "uptime": set()}
+    for df in (samples, events):
+        if not df.height:
+            continue
+        for src, start, end, has_time, has_up in df.group_by("source").agg(
+                pl.col("time").min(), pl.col("time").max().alias("end"), pl.col("time").is_not_null().any().alias("t"),
+                pl.col("uptime").is_not_null().any()).iter_rows():
+            with_[None].add(src)
+            with_["time"] |= {src} if has_time else set()
+            with_["uptime"] |= {src} if has_up else set()
+            if start is not None:
+                spans[src] = (min(start, spans[src][0]), max(end, spans[src][1])) if src in spans else (start, end)
+    return spans, with_
+
+
+@pytest.mark.parametrize("folder", ["leak_linear_oom", "ddp_gloo_rank1_leak", "host_oom_pin_memory", "incident_linear_oom"])
+def test_source_spans_without_a_query_are_the_grouped_ones(folder):
+    """Each source's first and last time, and the sources with times or uptimes, split by source in
+    Python (a job's tables hold a few sources): the grouping's answers, and no query (four a job's
+    timeline asked before)."""
+    from forensics.model import EVENTS_SCHEMA
+    from forensics.timeline import stamps
+
+    bundle = pipeline.load([str(ROOT.parent / "sample_logs" / folder)], Options(tz="UTC"))
+    samples, events = bundle.samples, bundle.events
+    got: list = []
+    assert _queries_run(lambda: got.extend([stamps.spans(samples, events),
+                                            stamps.sources_with(samples, events, ("time", "uptime"))])) == 0
+    assert tuple(got) == _grouped_spans(samples, events)
+    # a source without a time, one without a name
+    t = pl.Series([None, None, None], dtype=events.schema["time"])
+    odd = conform(pl.DataFrame({"source": ["a.log", None, "b.log"], "time": t, "line": [1, 2, 3]}), EVENTS_SCHEMA)
+    odd = odd.with_columns(pl.when(pl.col("line") == 2).then(events["time"].max() if events.height else None)
+                           .otherwise(pl.col("time")).alias("time"))
+    assert (stamps.spans(samples, odd), stamps.sources_with(samples, odd, ("time", "uptime"))) == _grouped_spans(samples, odd)
