@@ -101,8 +101,8 @@ class Scanners:
 
     def _passed_few(self, texts: list[str | None]) -> pl.Series:
         """Which of a few plain lines (their texts) pass the prefilters, by Python's `re`."""
-        pre = _python_regex(self.prefilter)
-        return pl.Series([t is not None and (pre.search(t) is not None or (self.pipe_rows and t.lstrip().startswith("|")))
+        pre, pipes = _python_regex(self.prefilter), self.pipe_rows
+        return pl.Series([t is not None and (pre.search(t) is not None or (pipes and t.lstrip().startswith("|")))
                           for t in texts], dtype=pl.Boolean)
 
     def _passed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None) -> pl.Series:

@@ -122,7 +122,7 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
 
 
 def _grouped_extremes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> pl.DataFrame:
-    """_buckets' rows, of one series' rows in x order by _sorted_buckets."""
+    """Each bucket's extremes by polars' grouping: _buckets, or _sorted_buckets for one series' rows in x order."""
     if len(ranges) == 1:   # one series (a step log's millions of readings): its rows alone
         (sid, (lo, hi)), = ranges.items()
         ids = rows["sid"]

@@ -81,7 +81,8 @@ def _by_source(df: pl.DataFrame, cols: tuple[str, ...]) -> list[tuple[str | None
     query for each table and question cost more than the split of the columns asked."""
     if not df.height:
         return []
-    return [(key[0], part) for key, part in partitions(pl.DataFrame([df["source"], *(df[c] for c in cols)]), "source").items()]
+    asked = pl.DataFrame([df["source"], *(df[c] for c in cols)])   # (a frame of Series: no query)
+    return [(key[0], part) for key, part in partitions(asked, "source").items()]
 
 
 def zone_reason(path: str, opts: Options) -> tuple[str, str]:
