@@ -5,8 +5,11 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forensics import pipeline
 from forensics import report as rep
@@ -213,5 +216,216 @@ def test_scanners_run_only_the_hints_whose_literals_the_lines_hold(monkeypatch):
     monkeypatch.setattr(scanners.Scanners, "_held_by", real)
     sc = scanners.Scanners(set())
     oom = pl.DataFrame({"text": ["Out of memory: Killed process 4242 (python3) total-vm:1kB"]})
-    assert 0 < len(sc._held_by(oom)) < len(sc.mods)
-    assert sc._held_by(oom.with_columns(pl.col("text") + " ſ")) == sc.mods
+    assert 0 < len(sc._held_by(oom["text"])) < len(sc.mods)
+    assert sc._held_by(oom["text"] + " ſ") == sc.mods
+
+
+# -- eighth session: a few plain lines for the scanners in Python; a chart's envelopes by numpy ------------
+
+def _queries_run(fn) -> int:
+    """How many polars queries `fn()` runs (every eager query goes through one of these)."""
+    from polars.lazyframe.frame import LazyFrame
+
+    count = 0
+    patched = {name: getattr(LazyFrame, name) for name in ("collect", "_collect_eager") if hasattr(LazyFrame, name)}
+
+    def counting(orig):
+        def run(self, *a, **k):
+            nonlocal count
+            count += 1
+            return orig(self, *a, **k)
+        return run
+
+    for name, orig in patched.items():
+        setattr(LazyFrame, name, counting(orig))
+    try:
+        fn()
+    finally:
+        for name, orig in patched.items():
+            setattr(LazyFrame, name, orig)
+    return count
+
+
+def _lines(texts: list[str | None]) -> pl.DataFrame:
+    return pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts}, schema={"line": pl.Int64, "text": pl.String})
+
+
+def _batched_hits(skip: set, texts: list[str | None], size: int) -> tuple[dict, list[bool]]:
+    """Each scanner's kept lines (and what feed answered a batch) when `texts` come in batches of `size`."""
+    from forensics.parsers.scanners import Scanners
+
+    sc = Scanners(skip)
+    frame = _lines(texts)
+    answers = [sc.feed(frame.slice(at, size)) for at in range(0, frame.height, size)]
+    return {m.name: pl.concat(sc.hits[m.name]).rows() if sc.hits[m.name] else [] for m in sc.mods}, answers
+
+
+def test_scanners_read_a_few_plain_lines_without_a_query():
+    """A batch of a few plain lines (steplog/small.py's rule) is tested by Python's `re`: no query for
+    lines no hint keeps (the prefilter, the quick pass and the hints were three or more), one to copy the
+    lines a hint keeps."""
+    from forensics.parsers.scanners import Scanners
+
+    noise = [f"epoch {i} loss 2.5{i} lr 1e-4" for i in range(20)] + ["rank 3 ready", "|  a table row  |", None]
+    sc = Scanners(set())
+    assert _queries_run(lambda: sc.feed(_lines(noise))) == 0
+    oom = noise + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"]
+    sc = Scanners(set())
+    assert _queries_run(lambda: sc.feed(_lines(oom))) == 1
+    assert pl.concat(sc.hits["pytorch-oom"])["line"].to_list() == [len(oom)]
+
+
+def _sample_texts() -> list[str]:
+    return [ln for f in sorted((ROOT / "samples").rglob("*")) if f.is_file() and f.suffix not in (".gz", ".zst", ".xz", ".bz2")
+            for ln in f.read_bytes().decode("utf-8", "replace").splitlines()]
+
+
+@pytest.mark.parametrize("size", [1, 7, 64])
+def test_scanners_keep_the_same_lines_in_python_as_through_the_queries(size, monkeypatch):
+    """Every sample line in batches of a few lines, for every set of scanners a format leaves: Python's
+    `re` keeps what the queries keep (small.SMALL_LINES = 0 sends every batch to the queries)."""
+    from forensics import parsers
+    from forensics.parsers.steplog import small
+
+    texts = _sample_texts()
+    for skip in [set()] + [{f.name, *f.covers} for f in parsers.PARSERS][::4]:
+        got = _batched_hits(skip, texts, size)
+        with monkeypatch.context() as m:
+            m.setattr(small, "SMALL_LINES", 0)
+            assert got == _batched_hits(skip, texts, size), skip
+    assert sum(len(v) for v in got[0].values()) > 100
+
+
+_SCANNER_WORDS = ["allocated: 7 MB", "Reserved=3 GB", "CUDA out of memory", "OutOfMemoryError", "NVRM: Xid (PCI:0000:48:00): 79,",
+                  "Killed process 42 (python3)", "invoked oom-killer:", "=========", "| Allocated memory | 1 MB |",
+                  "CUDA OOMs: 0 | cudaMalloc retries: 0", "[rank 1]", "NCCL error", "Watchdog caught collective operation timeout",
+                  "'num_ooms': 0,", "RESOURCE_EXHAUSTED: Out of memory", "KV cache usage", "srun: error: n1: Out Of Memory",
+                  "iteration 7", "step 12", "batch=3", "*****", "torch.cuda.", "gpu: 3", "free_gpu", "mem_used"]
+
+
+@given(st.lists(st.lists(st.sampled_from(_SCANNER_WORDS), max_size=3).flatmap(
+           lambda ws: st.tuples(st.just(ws), st.text(alphabet="ab .:=[]|0123456789_\t\rKk", max_size=8))),
+           min_size=1, max_size=70),
+       st.sampled_from([1, 3, 64, 70]))
+@settings(max_examples=150, deadline=None)
+def test_scanners_python_path_matches_the_queries_on_made_up_lines(lines, size):
+    """Lines of scanner words in any order with filler between (pipes, tabs, CR, case): each batch of a
+    few lines gives the same kept lines in Python as through the queries."""
+    from forensics.parsers.steplog import small
+
+    texts = [filler.join(words) or filler for words, filler in lines]
+    got = _batched_hits(set(), texts, size)
+    saved = small.SMALL_LINES
+    small.SMALL_LINES = 0
+    try:
+        assert got == _batched_hits(set(), texts, size)
+    finally:
+        small.SMALL_LINES = saved
+
+
+def _chart_rows(n: int, series: int, seed: int, shuffled: bool) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.uniform(0, 100, n), int(rng.integers(0, 3)))
+    return pl.DataFrame({"sid": rng.integers(0, series + 1, n), "x": x if shuffled else np.sort(x),
+                         "y": rng.integers(0, 6, n) * 2**20}, schema={"sid": pl.Int64, "x": pl.Float64, "y": pl.Int64})
+
+
+@given(st.integers(0, 400), st.integers(1, 5), st.integers(0, 2**31), st.sampled_from([3, 120, 250]), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_envelopes_by_numpy_are_the_grouped_ones(n, series, seed, buckets, shuffled):
+    """A chart's buckets by numpy: the same (sid, bucket, x and y of the lowest and the highest reading,
+    the first of equal ones) as polars' grouping, for interleaved or sorted rows, ties, ranges of any
+    width (zero too) in any sid order."""
+    from forensics.report import series as rs
+
+    rows = _chart_rows(n, series, seed, shuffled)
+    rng = np.random.default_rng(seed + 1)
+    ranges = {int(s): (lo, lo + float(rng.uniform(0, 80)) * int(rng.integers(0, 2)))
+              for s in rng.permutation(series)[: int(rng.integers(1, series + 1))] for lo in [float(rng.uniform(-5, 60))]}
+    agg = rs._grouped_extremes(rows, ranges, buckets)
+    assert rs._extremes(rows, ranges, buckets) == [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]
+
+
+def test_envelopes_of_a_chart_run_no_query():
+    """A chart's envelopes of a few thousand rows run no polars query (a grouping query each before);
+    rows with a NaN x take polars' rules."""
+    from forensics.report import series as rs
+
+    rows = _chart_rows(3000, 3, 7, True)
+    ranges = {0: (10.0, 90.0), 2: (0.0, 50.0)}
+    got: dict = {}
+    assert _queries_run(lambda: got.update(rs.envelopes(rows, ranges, 250))) == 0
+    assert set(got) == {0, 2} and all(got.values())
+    nan = rows.with_columns(pl.when(pl.col("x") > 95).then(float("nan")).otherwise(pl.col("x")).alias("x"))
+    assert rs._extremes(nan, ranges, 250) is None
+    assert rs.envelopes(nan, ranges, 250) == got
+
+
+def test_a_big_batch_s_few_survivors_are_read_in_python(monkeypatch):
+    """A big batch (CSV rows) passes polars' quick pass; its few survivors are tested by the prefilter and
+    the hints in Python: neither pattern reaches polars (whose cache of 32 compiled regexes had lost them
+    since the last file), and the same lines are kept as through the queries."""
+    from polars.expr.string import ExprStringNameSpace
+
+    from forensics.parsers.scanners import Scanners
+    from forensics.parsers.steplog import small
+
+    rows = [f"2026/10/01 00:00:{i % 60:02d}.000, {i % 8}, NVIDIA H100 80GB HBM3, 81559 MiB, 30000 MiB" for i in range(400)]
+    rows[50] = "[step 12] allocated: 1024.5 MB, cached: 2048 MB"
+    rows[120] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"
+    patterns: list[str] = []
+    real = ExprStringNameSpace.contains
+
+    def recorded(self, pattern, *a, **k):
+        if not k.get("literal"):
+            patterns.append(pattern)
+        return real(self, pattern, *a, **k)
+
+    sc = Scanners({"nvidia-smi-csv"})
+    with monkeypatch.context() as m:
+        m.setattr(ExprStringNameSpace, "contains", recorded)
+        got = _batched_hits({"nvidia-smi-csv"}, rows, 400)
+    assert patterns == [sc.quick]
+    assert {k: [r[0] for r in v] for k, v in got[0].items() if v} == {"step-markers": [51], "pytorch-oom": [121]}
+    monkeypatch.setattr(small, "SMALL_LINES", 0)
+    assert got == _batched_hits({"nvidia-smi-csv"}, rows, 400)
+
+
+def _grouped_spans(samples: pl.DataFrame, events: pl.DataFrame) -> tuple[dict, dict]:
+    """stamps.spans and stamps.sources_with(..., ("time", "uptime")) by polars' grouping (the code before)."""
+    spans: dict = {}
+    with_: dict = {None: set(), "time": set(), "uptime": set()}
+    for df in (samples, events):
+        if not df.height:
+            continue
+        for src, start, end, has_time, has_up in df.group_by("source").agg(
+                pl.col("time").min(), pl.col("time").max().alias("end"), pl.col("time").is_not_null().any().alias("t"),
+                pl.col("uptime").is_not_null().any()).iter_rows():
+            with_[None].add(src)
+            with_["time"] |= {src} if has_time else set()
+            with_["uptime"] |= {src} if has_up else set()
+            if start is not None:
+                spans[src] = (min(start, spans[src][0]), max(end, spans[src][1])) if src in spans else (start, end)
+    return spans, with_
+
+
+@pytest.mark.parametrize("folder", ["leak_linear_oom", "ddp_gloo_rank1_leak", "host_oom_pin_memory", "incident_linear_oom"])
+def test_source_spans_without_a_query_are_the_grouped_ones(folder):
+    """Each source's first and last time, and the sources with times or uptimes, split by source in
+    Python (a job's tables hold a few sources): the grouping's answers, and no query (four a job's
+    timeline asked before)."""
+    from forensics.model import EVENTS_SCHEMA
+    from forensics.timeline import stamps
+
+    bundle = pipeline.load([str(ROOT.parent / "sample_logs" / folder)], Options(tz="UTC"))
+    samples, events = bundle.samples, bundle.events
+    got: list = []
+    assert _queries_run(lambda: got.extend([stamps.spans(samples, events),
+                                            stamps.sources_with(samples, events, ("time", "uptime"))])) == 0
+    assert tuple(got) == _grouped_spans(samples, events)
+    # a source without a time, one without a name
+    t = pl.Series([None, None, None], dtype=events.schema["time"])
+    odd = conform(pl.DataFrame({"source": ["a.log", None, "b.log"], "time": t, "line": [1, 2, 3]}), EVENTS_SCHEMA)
+    odd = odd.with_columns(pl.when(pl.col("line") == 2).then(events["time"].max() if events.height else None)
+                           .otherwise(pl.col("time")).alias("time"))
+    assert (stamps.spans(samples, odd), stamps.sources_with(samples, odd, ("time", "uptime"))) == _grouped_spans(samples, odd)

@@ -8,8 +8,17 @@ for readers that test whole blocks of bytes, kernel/blocks.py) and `pipe_rows` (
 non-blank is `|` count too). One pass of all the prefilters together leaves a few lines, and each hint
 runs on those only. tests/parsers/test_scanners.py checks the declarations against every
 sample line, so a hint edited without its prefilter fails there instead of losing lines.
+
+A batch of a few plain lines (steplog/small.py's rule: up to SMALL_LINES lines of plain ASCII, of
+bounded length) is tested with Python's `re` instead, which on that text reads these patterns as polars
+does (small.py says why): each query's fixed cost, and compiling the patterns again after polars' cache
+of 32 compiled regexes lost them, were most of such a batch's cost. Python keeps its compiled patterns
+for the whole process.
 """
 from __future__ import annotations
+
+import functools
+import re
 
 import numpy as np
 import polars as pl
@@ -17,6 +26,7 @@ import polars as pl
 from forensics import parsers
 from forensics.frames import owned, rows_where
 from forensics.model import Parsed
+from forensics.parsers.steplog import small
 
 # Hint lines kept per file by a scanner whose every hint line is an event (it declares
 # `event_lines`): a GPU that fell off the bus repeats its Xid, a job that loops on a CUDA OOM
@@ -24,6 +34,17 @@ from forensics.model import Parsed
 MAX_EVENT_LINES = 10_000
 # candidate lines up to which the scanners whose hints run on them are picked by their literals
 HINT_PICK_LINES = 1000
+
+# each prefilter and hint, compiled once per process for the few-lines path
+_python_regex = functools.cache(re.compile)
+
+
+def _few_plain(texts: pl.Series) -> list[str | None] | None:
+    """The texts when Python's `re` reads them as polars does (small.rows' rule: a few plain lines)."""
+    if texts.len() > small.SMALL_LINES:
+        return None
+    few = small.rows(list(enumerate(texts.to_list())))
+    return None if few is None else [t for _, t in few]
 
 
 class Scanners:
@@ -56,6 +77,36 @@ class Scanners:
         Whether a line passed the prefilters (a scanner's hint was tried on it)."""
         if not self.mods or not batch.height:
             return False
+        few = _few_plain(batch["text"])
+        cand = rows_where(batch, self._passed(batch, raw) if few is None else self._passed_few(few))
+        if not cand.height:
+            return False
+        mods = self._held_by(cand["text"])
+        if (few := _few_plain(cand["text"])) is not None:   # (most batches, big ones too, leave a few lines)
+            for f in mods:
+                hint = _python_regex(f.scan.hint)
+                mask = [t is not None and hint.search(t) is not None for t in few]
+                if any(mask):
+                    self._keep(f, rows_where(cand, pl.Series(mask, dtype=pl.Boolean)))
+            return True
+        if not mods:
+            return True
+        # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
+        # batch's candidate lines
+        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
+        for f, mask in zip(mods, hints.iter_columns()):
+            if mask.any():
+                self._keep(f, rows_where(cand, mask))
+        return True
+
+    def _passed_few(self, texts: list[str | None]) -> pl.Series:
+        """Which of a few plain lines (their texts) pass the prefilters, by Python's `re`."""
+        pre, pipes = _python_regex(self.prefilter), self.pipe_rows
+        return pl.Series([t is not None and (pre.search(t) is not None or (pipes and t.lstrip().startswith("|")))
+                          for t in texts], dtype=pl.Boolean)
+
+    def _passed(self, batch: pl.DataFrame, raw: tuple[bytes, int] | None) -> pl.Series:
+        """Which lines of the batch pass the prefilters (the quick pass first), by polars."""
         t = pl.col("text")
         if self.quick == self.prefilter:
             keep = batch.select(t.str.contains(self.prefilter))["text"]
@@ -67,7 +118,10 @@ class Scanners:
                 # adds to the prefilter's cost, here and in the batches that follow
                 self.quick = self.prefilter
             if passed.len():
-                hit = batch["text"].gather(passed).to_frame().select(t.str.contains(self.prefilter))["text"]
+                survivors = batch["text"].gather(passed)
+                few = _few_plain(survivors)
+                hit = (survivors.to_frame().select(t.str.contains(self.prefilter))["text"] if few is None
+                       else pl.Series([_python_regex(self.prefilter).search(x) is not None for x in few]))
                 keep = pl.Series("text", np.zeros(batch.height, dtype=bool))
                 keep.scatter(passed.filter(hit), True)
         if self.pipe_rows and (raw is None or raw[0].find(b"|", 0, raw[1]) >= 0):
@@ -78,38 +132,28 @@ class Scanners:
                 rows = np.zeros(batch.height, dtype=bool)
                 rows[pipe.arg_true().to_numpy()] = starts.to_numpy()
                 keep = keep | pl.Series(rows)
-        cand = rows_where(batch, keep)
-        if not cand.height:
-            return False
-        # every hint in one query: a query's fixed cost, not the regex, is most of a hint's cost on a
-        # batch's few candidate lines
-        mods = self._held_by(cand)
-        if not mods:
-            return True
-        hints = cand.select(pl.col("text").str.contains(f.scan.hint).alias(str(i)) for i, f in enumerate(mods))
-        for f, mask in zip(mods, hints.iter_columns()):
-            if not mask.any():
-                continue
-            h = rows_where(cand, mask)
-            if h.height and f.name in self.capped:
-                room = MAX_EVENT_LINES - self.kept[f.name]
-                if h.height > room:
-                    self.unkept[f.name] += h.height - room
-                    h = h.head(room)
-                self.kept[f.name] += h.height
-            if h.height:
-                self.hits[f.name].append(owned(h))
-        return True
+        return keep
 
-    def _held_by(self, cand: pl.DataFrame) -> list:
-        """The scanners whose hint may match some of these candidate lines: on a few lines of ASCII text,
+    def _keep(self, f, h: pl.DataFrame) -> None:
+        """Keep a scanner's hint lines of a batch (past MAX_EVENT_LINES of an event scanner's, counted)."""
+        if h.height and f.name in self.capped:
+            room = MAX_EVENT_LINES - self.kept[f.name]
+            if h.height > room:
+                self.unkept[f.name] += h.height - room
+                h = h.head(room)
+            self.kept[f.name] += h.height
+        if h.height:
+            self.hits[f.name].append(owned(h))
+
+    def _held_by(self, cand: pl.Series) -> list:
+        """The scanners whose hint may match some of these candidate lines' texts: on a few lines of ASCII text,
         those with one of their block literals (every line a scanner's prefilter passes holds one, in
         lowercase; a `|` for those that take pipe rows) somewhere in them. A hint left out is never
         compiled: polars keeps few compiled regexes, and the eleven hints were compiled again for each
         file. (On other text a pattern's case folding reaches past ASCII: every scanner.)"""
-        if cand.height > HINT_PICK_LINES:
+        if len(cand) > HINT_PICK_LINES:
             return self.mods
-        low = "\n".join(cand["text"].drop_nulls().to_list()).lower()
+        low = "\n".join(t for t in cand.to_list() if t is not None).lower()
         if not low.isascii():
             return self.mods
         return [f for f in self.mods

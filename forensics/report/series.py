@@ -5,6 +5,7 @@ import functools
 import itertools
 import operator
 
+import numpy as np
 import polars as pl
 
 from forensics.detect.measure import constant_keys, series_labels
@@ -13,6 +14,9 @@ from forensics.report.formatting import xround
 from forensics.report.limits import SPARK_CELLS
 
 SERIES_KEY = ("source", "host", "gpu", "pid", "series", "label")
+# rows up to which a chart's envelopes are cut by numpy, not a polars query (whose fixed cost and
+# grouping dominate on a chart's few thousand rows)
+NUMPY_ROWS = 100_000
 
 
 def series_table(samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -88,20 +92,14 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
     order, in runs split where data is missing for a while."""
     if not ranges:
         return {}
-    agg = None
-    if len(ranges) == 1:   # one series (a step log's millions of readings): its rows alone
-        (sid, (lo, hi)), = ranges.items()
-        ids = rows["sid"]
-        rows = rows if ids.min() == ids.max() == sid else rows_where(rows, pl.col("sid") == sid)
-        if rows["x"].is_sorted():
-            agg = _sorted_buckets(rows, sid, lo, hi, buckets)
-    if agg is None:
-        agg = _buckets(rows, ranges, buckets)
-    if agg.is_empty():
+    cols = _extremes(rows, ranges, buckets) if rows.height <= NUMPY_ROWS else None
+    if cols is None:
+        agg = _grouped_extremes(rows, ranges, buckets)
+        cols = [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]
+    if not cols[0]:
         return {}
     out: dict[int, list] = {}
-    # plain lists, grouped here (agg is sorted by sid): no per-series frame, no per-value Series access
-    cols = [agg[c].to_list() for c in ("sid", "b", "xmin", "ymin", "xmax", "ymax")]
+    # plain lists, grouped here (sorted by sid): no per-series frame, no per-value Series access
     for sid, grp in itertools.groupby(zip(*cols), key=lambda r: r[0]):
         pts_by_bucket = []
         for _, b, xa, ya, xb, yb in grp:
@@ -121,6 +119,59 @@ def envelopes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], bucket
         runs.append(run)
         out[sid] = [_thin(r) for r in runs if r]
     return out
+
+
+def _grouped_extremes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> pl.DataFrame:
+    """Each bucket's extremes by polars' grouping: _buckets, or _sorted_buckets for one series' rows in x order."""
+    if len(ranges) == 1:   # one series (a step log's millions of readings): its rows alone
+        (sid, (lo, hi)), = ranges.items()
+        ids = rows["sid"]
+        rows = rows if ids.min() == ids.max() == sid else rows_where(rows, pl.col("sid") == sid)
+        if rows["x"].is_sorted():
+            return _sorted_buckets(rows, sid, lo, hi, buckets)
+    return _buckets(rows, ranges, buckets)
+
+
+def _extremes(rows: pl.DataFrame, ranges: dict[int, tuple[float, float]], buckets: int) -> list[list] | None:
+    """_buckets' columns (sid, b, xmin, ymin, xmax, ymax) as lists, by numpy: the same float operations
+    in the same order give the same buckets, and a stable sort keeps each bucket's rows in their order,
+    so the first of equal extremes is the one polars' arg_min / arg_max takes. None for rows with a null
+    or a NaN (polars' rules for them are not numpy's)."""
+    if any(rows[c].null_count() for c in ("sid", "x", "y")):
+        return None
+    sid, x, y = (rows[c].to_numpy() for c in ("sid", "x", "y"))
+    if np.isnan(x).any() or (y.dtype.kind == "f" and np.isnan(y).any()):
+        return None
+    sid_of = np.array(list(ranges), dtype=np.int64)
+    lo_of = np.array([r[0] for r in ranges.values()], dtype=np.float64)
+    hi_of = np.array([r[1] for r in ranges.values()], dtype=np.float64)
+    order = np.argsort(sid_of, kind="stable")
+    at = np.searchsorted(sid_of[order], sid)
+    at = np.minimum(at, sid_of.size - 1)
+    known = sid_of[order][at] == sid
+    r = order[at]
+    # ranges come rounded to the millisecond: a reading on the edge must not fall out
+    keep = known & (x >= lo_of[r] - 0.001) & (x <= hi_of[r] + 0.001)
+    sid, x, y, lo, hi = sid[keep], x[keep], y[keep], lo_of[r][keep], hi_of[r][keep]
+    width = np.where(hi > lo, hi - lo, 1.0)
+    b = np.clip(np.floor((x - lo) / width * buckets), 0, buckets - 1).astype(np.int64)
+    # each row's (series, bucket) as one key: a stable sort keeps a bucket's rows in their order (a key
+    # of 16 bits is radix-sorted)
+    key = at[keep] * buckets + b   # (at: the series' place in sid order)
+    by = np.argsort(key.astype(np.int16) if sid_of.size * buckets <= 2**15 else key, kind="stable")
+    sid, b, x, y = sid[by], b[by], x[by], y[by]
+    if not sid.size:
+        return [[] for _ in range(6)]
+    starts = np.flatnonzero(np.r_[True, (sid[1:] != sid[:-1]) | (b[1:] != b[:-1])])
+    group = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, sid.size]))
+    ymin, ymax = np.minimum.reduceat(y, starts), np.maximum.reduceat(y, starts)
+
+    def first_x(at_extreme: np.ndarray) -> np.ndarray:
+        hits = np.flatnonzero(at_extreme)
+        return x[hits[np.r_[True, group[hits][1:] != group[hits][:-1]]]]
+
+    return [sid[starts].tolist(), b[starts].tolist(), first_x(y == ymin[group]).tolist(), ymin.tolist(),
+            first_x(y == ymax[group]).tolist(), ymax.tolist()]
 
 
 def _bucket(lo_c: pl.Expr, hi_c: pl.Expr, buckets: int) -> pl.Expr:

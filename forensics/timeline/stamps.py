@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import polars as pl
 
+from forensics.frames import partitions
 from forensics.options import Options
 
 
@@ -49,13 +50,11 @@ def times(samples: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 
 def spans(samples: pl.DataFrame, events: pl.DataFrame) -> dict[str, tuple[datetime, datetime]]:
-    """(first, last) time of each source that has one, over both tables (one query per table)."""
+    """(first, last) time of each source that has one, over both tables."""
     out: dict[str, tuple[datetime, datetime]] = {}
     for df in (samples, events):
-        if not df.height:
-            continue
-        t = df.group_by("source").agg(pl.col("time").min().alias("start"), pl.col("time").max().alias("end"))
-        for src, start, end in t.iter_rows():
+        for src, part in _by_source(df, ("time",)):
+            start, end = part["time"].min(), part["time"].max()
             if start is None:
                 continue
             if src in out:
@@ -66,17 +65,24 @@ def spans(samples: pl.DataFrame, events: pl.DataFrame) -> dict[str, tuple[dateti
 
 def sources_with(samples: pl.DataFrame, events: pl.DataFrame, cols: tuple[str, ...] = ("time",)) -> dict:
     """The sources that have rows in either table (key None) and, for each column of `cols`, those with
-    a value in it: one query per table instead of one per question."""
+    a value in it."""
     out: dict = {None: set(), **{c: set() for c in cols}}
     for df in (samples, events):
-        if not df.height:
-            continue
-        for row in df.group_by("source").agg(pl.col(c).is_not_null().any() for c in cols).iter_rows():
-            out[None].add(row[0])
-            for c, has in zip(cols, row[1:]):
-                if has:
-                    out[c].add(row[0])
+        for src, part in _by_source(df, cols):
+            out[None].add(src)
+            for c in cols:
+                if part[c].null_count() < part.height:
+                    out[c].add(src)
     return out
+
+
+def _by_source(df: pl.DataFrame, cols: tuple[str, ...]) -> list[tuple[str | None, pl.DataFrame]]:
+    """The table's `cols` split by source, in Python (a job's tables hold a few sources): a grouping
+    query for each table and question cost more than the split of the columns asked."""
+    if not df.height:
+        return []
+    asked = pl.DataFrame([df["source"], *(df[c] for c in cols)])   # (a frame of Series: no query)
+    return [(key[0], part) for key, part in partitions(asked, "source").items()]
 
 
 def zone_reason(path: str, opts: Options) -> tuple[str, str]:
