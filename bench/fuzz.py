@@ -168,19 +168,6 @@ def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | str, int]:
     return rc, usage.ru_maxrss // 1024
 
 
-def _memory_cgroup(mb: int) -> Path | None:
-    """A cgroup v1 memory group limited to `mb` (root, a writable memory hierarchy), else None."""
-    import os
-
-    g = Path("/sys/fs/cgroup/memory") / f"gpu_forensics_fuzz_{os.getpid()}"
-    try:
-        g.mkdir(exist_ok=True)
-        (g / "memory.limit_in_bytes").write_text(str(mb << 20))
-    except OSError:
-        return None
-    return g
-
-
 def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int, cgroup: bool = False) -> int:
     """Each hostile case through the CLI, with a time and an address-space budget; 1 when any failed.
     With `cgroup`, each case runs in a memory cgroup of `max_rss_mb` instead of being judged on its peak
@@ -194,7 +181,7 @@ def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int, c
 
     names = list(hostile_cases.FAMILIES) if families == ["all"] else families
     failed = 0
-    group = _memory_cgroup(max_rss_mb) if cgroup else None
+    group = hostile_cases.memory_cgroup(max_rss_mb << 20, "fuzz") if cgroup else None
     if cgroup and group is None:
         print("--cgroup: no writable cgroup v1 memory hierarchy here (needs root)", file=sys.stderr)
         return 2

@@ -123,7 +123,7 @@ def find_leak(xb, yb, env, sigma_b, leak_min, floor, bx, by, discrete=True) -> L
     event = EVENT_SIGMAS * sigma_b
     # growth events: a jump into a segment, or a segment's own rise
     events = []   # (x_start, x_end, rise, kind, segment index)
-    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    gap = _interval(xb)
     for k, s in enumerate(segs):
         if k > 0:
             jump = changepoints.seg_jump(segs[k - 1], s)
@@ -185,7 +185,7 @@ def _never_levelled(xb, yb, i: int, until: float, sigma_b: float) -> bool:
     """Whether memory, from reading i on, rose to new highs (by an event's size) until `until` with no
     pause as long as GROWTH_PAUSE_SHARE times the time it had been rising: paused, not levelled. Readings
     are judged one by one: a rise and the flat readings after it inside one fitted segment are a pause too."""
-    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    gap = _interval(xb)
     top, begin, last = float(yb[i]), None, None
     for j in range(i + 1, xb.size):
         if xb[j] >= until:
@@ -208,9 +208,14 @@ def _after_start_up(xb, segs, k: int, sigma_b: float) -> bool:
         return False
     if k >= 2:
         return True
-    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    gap = _interval(xb)
     return changepoints.seg_jump(segs[0], segs[1]) >= max(JUMP_SIGMAS * sigma_b,
                                                           changepoints.ramp_offset(segs[0], segs[1], gap))
+
+
+def _interval(xb) -> float:
+    """The buckets' typical spacing (0 for fewer than two)."""
+    return float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
 
 
 def _still_growing(xb, yb, segs, events, ramps, leak_min, sigma_b, discrete, duration, end_x, bursts) -> Leak | None:
@@ -348,7 +353,7 @@ def _ramp_first_segment(xb, segs, k_last: int, sigma_b: float) -> int:
     slope_last = segs[k_last].slope
     first_k = k_last
     k = k_last - 1
-    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    gap = _interval(xb)
 
     def joins(s: Segment, nxt: Segment) -> bool:
         # a small offset between two pieces of one ramp (a logger's drifting clock, or sampling out
@@ -439,7 +444,7 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
     span_lo = prev.x0 + 0.5 * (prev.x1 - prev.x0)
     span_hi = s.x0 + 0.5 * (s.x1 - s.x0)
     level_before = abs(prev.y1 - prev.y0) < EVENT_SIGMAS * sigma_b
-    gap = float(robust.median(np.diff(xb))) if xb.size > 1 else 0.0
+    gap = _interval(xb)
     if level_before and changepoints.seg_jump(prev, s) >= max(JUMP_SIGMAS * sigma_b,
                                                               changepoints.ramp_offset(prev, s, gap)):
         # a jump from a level into the ramp's segment (the start-up reaching its working set): a continuous

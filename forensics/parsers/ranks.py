@@ -34,12 +34,12 @@ _COLOR = r"(?:\x1b)?\[[0-9;]*m"
 _RAY = (rf"(?:{_COLOR})?\((?:[A-Za-z_][^\s()]*(?:\([^()]*\))?[ ])?pid=[0-9]{{1,10}}(?:,[ ]ip=[0-9A-Fa-f.:]+)?\)"
         rf"(?:{_COLOR})?[ ]?")
 # verl's (and other loggers') `[Rank 0 | Local Rank 0] ` before the clock
-_RANK_BLOCK = r"\[[Rr]ank[ ]?[0-9]{1,6}[ \t]*\|[ \t]*[Ll]ocal[ _]?[Rr]ank[ ]?[0-9]{1,6}\][ ]?"
+_BLOCK = r"\[[Rr]ank[ ]?([0-9]{1,6})[ \t]*\|[ \t]*[Ll]ocal[ _]?[Rr]ank[ ]?([0-9]{1,6})\]"
+_RANK_BLOCK = _BLOCK.replace("([0-9]{1,6})", "[0-9]{1,6}") + "[ ]?"   # (the same, without its groups)
 # the whole stack of prefixes at the start of a line (each part optional: no prefix matches the empty text)
 LINE_PREFIX = rf"^(?:{_RAY})?(?:\[(?:{_ROLES}|rank)[0-9]{{1,6}}\]:[ ]?)*(?:{_RANK_BLOCK})?"
 _GLOBAL_PREFIX = r"\[rank([0-9]{1,6})\]:"
 _LOCAL_PREFIX = rf"\[(?:{_ROLES})([0-9]{{1,6}})\]:"
-_BLOCK = r"\[[Rr]ank[ ]?([0-9]{1,6})[ \t]*\|[ \t]*[Ll]ocal[ _]?[Rr]ank[ ]?([0-9]{1,6})\]"
 _RAY_PID = r"^[^(]*\((?:[^\s()]*(?:\([^()]*\))?[ ])?pid=([0-9]{1,10})"
 # Ray's deduplication: the same line printed by several workers is shown once, with this at its end
 REPEATED = r"[ ]?\[repeated [0-9]+x across cluster\][ \t]*$"

@@ -35,6 +35,30 @@ def w(path: Path, data: bytes | str, mode: int | None = None) -> Path:
     return path
 
 
+def five_million_lines(folder: Path) -> Path:
+    """D-L5's job folder: a step log of 5,000,000 `[step N] allocated: M MB` lines (163 MB), written in pieces."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "train.log").open("w") as f:
+        for at in range(0, 5_000_000, 100_000):
+            f.write("".join(f"[step {i}] allocated: {i % 977} MB\n" for i in range(at, at + 100_000)))
+    return folder
+
+
+def memory_cgroup(limit: int, tag: str) -> Path | None:
+    """A cgroup v1 memory group limited to `limit` bytes, where this machine lets a process make one (root,
+    a writable memory hierarchy); None elsewhere. A process joins it by writing its pid to `cgroup.procs`."""
+    base = Path("/sys/fs/cgroup/memory")
+    if os.geteuid() != 0 or not (base / "cgroup.procs").exists():
+        return None
+    g = base / f"gpu_forensics_{tag}_{os.getpid()}"
+    try:
+        g.mkdir(exist_ok=True)
+        (g / "memory.limit_in_bytes").write_text(str(limit))
+    except OSError:
+        return None
+    return g
+
+
 GPU_UUID = "GPU-bc02d1d6-a25c-9e27-e55f-c95fd4aeb5eb"
 CSV_HEADER = ("timestamp, index, uuid, pci.bus_id, name, memory.total [MiB], memory.used [MiB], "
               "memory.free [MiB]\n")
@@ -503,7 +527,7 @@ def lines(out: Path) -> None:
         for i in range(n):
             w(d / f"many_files_{n}" / f"f{i:06d}.log", f"[step {i}] allocated: {i} MB\n")
     # L08: a file of 5 million short lines (each a step marker)
-    w(d / "five_million_lines" / "train.log", "".join(f"[step {i}] allocated: {i % 977} MB\n" for i in range(5_000_000)))
+    five_million_lines(d / "five_million_lines")
     # L11: 200 blank lines before a good CSV / step log (199 as the control)
     for n in (199, 200):
         w(d / f"blank_head_{n}" / "nvidia-smi.csv", "\n" * n + base)

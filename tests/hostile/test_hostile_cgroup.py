@@ -9,37 +9,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from hostile_cases import five_million_lines, memory_cgroup
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def _memory_cgroup(limit: int) -> Path | None:
-    """A cgroup v1 memory group with `limit`, where this machine lets the tests make one (root, a writable
-    memory hierarchy); None elsewhere."""
-    base = Path("/sys/fs/cgroup/memory")
-    if os.geteuid() != 0 or not (base / "cgroup.procs").exists():
-        return None
-    g = base / f"gpu_forensics_test_{os.getpid()}"
-    try:
-        g.mkdir(exist_ok=True)
-        (g / "memory.limit_in_bytes").write_text(str(limit))
-    except OSError:
-        return None
-    return g
 
 
 @pytest.mark.hostile_heavy
 def test_five_million_step_lines_report_under_a_one_gibibyte_cgroup(tmp_path):
     """The hostile `five_million_lines` (D-L5) under a 1 GiB memory cgroup: killed by the kernel with the
     pages the allocator kept (exit -9, no message); the report within the limit now."""
-    g = _memory_cgroup(1 << 30)
+    g = memory_cgroup(1 << 30, "test")
     if g is None:
         pytest.skip("no writable cgroup v1 memory hierarchy here (needs root): nothing to run under a limit")
-    d = tmp_path / "five_million_lines"
-    d.mkdir()
-    with (d / "train.log").open("w") as f:
-        for at in range(0, 5_000_000, 100_000):
-            f.write("".join(f"[step {i}] allocated: {i % 977} MB\n" for i in range(at, at + 100_000)))
+    d = five_million_lines(tmp_path / "five_million_lines")
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     try:
         out = subprocess.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from hostile_cases import leak_csv
+from hostile_cases import five_million_lines, leak_csv
 
 from forensics.io import lines
 from forensics.io.sources import Source
@@ -529,11 +529,7 @@ def test_five_million_step_lines_report_within_a_gigabyte_of_what_it_holds(tmp_p
     import subprocess
     import sys
 
-    d = tmp_path / "five_million_lines"
-    d.mkdir()
-    with (d / "train.log").open("w") as f:
-        for at in range(0, 5_000_000, 100_000):
-            f.write("".join(f"[step {i}] allocated: {i % 977} MB\n" for i in range(at, at + 100_000)))
+    d = five_million_lines(tmp_path / "five_million_lines")
     code = f"""
 import runpy, sys
 sys.argv = ["gpu-forensics", "report", {str(d)!r}, "-q", "-o", {str(tmp_path / "r.html")!r},
