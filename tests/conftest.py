@@ -39,3 +39,27 @@ def parse_file(path: Path | str, opts: Options | None = None, expect: str | None
 @pytest.fixture
 def utc_opts() -> Options:
     return Options(tz="UTC")
+
+
+def queries_run(fn) -> int:
+    """How many polars queries `fn()` runs (every eager query goes through one of these)."""
+    from polars.lazyframe.frame import LazyFrame
+
+    count = 0
+    patched = {name: getattr(LazyFrame, name) for name in ("collect", "_collect_eager") if hasattr(LazyFrame, name)}
+
+    def counting(orig):
+        def run(self, *a, **k):
+            nonlocal count
+            count += 1
+            return orig(self, *a, **k)
+        return run
+
+    for name, orig in patched.items():
+        setattr(LazyFrame, name, counting(orig))
+    try:
+        fn()
+    finally:
+        for name, orig in patched.items():
+            setattr(LazyFrame, name, orig)
+    return count

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import queries_run
 from forensics import pipeline
 from forensics import report as rep
 from forensics import scan as sc
@@ -222,29 +223,6 @@ def test_scanners_run_only_the_hints_whose_literals_the_lines_hold(monkeypatch):
 
 # -- eighth session: a few plain lines for the scanners in Python; a chart's envelopes by numpy ------------
 
-def _queries_run(fn) -> int:
-    """How many polars queries `fn()` runs (every eager query goes through one of these)."""
-    from polars.lazyframe.frame import LazyFrame
-
-    count = 0
-    patched = {name: getattr(LazyFrame, name) for name in ("collect", "_collect_eager") if hasattr(LazyFrame, name)}
-
-    def counting(orig):
-        def run(self, *a, **k):
-            nonlocal count
-            count += 1
-            return orig(self, *a, **k)
-        return run
-
-    for name, orig in patched.items():
-        setattr(LazyFrame, name, counting(orig))
-    try:
-        fn()
-    finally:
-        for name, orig in patched.items():
-            setattr(LazyFrame, name, orig)
-    return count
-
 
 def _lines(texts: list[str | None]) -> pl.DataFrame:
     return pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts}, schema={"line": pl.Int64, "text": pl.String})
@@ -268,10 +246,10 @@ def test_scanners_read_a_few_plain_lines_without_a_query():
 
     noise = [f"epoch {i} loss 2.5{i} lr 1e-4" for i in range(20)] + ["rank 3 ready", "|  a table row  |", None]
     sc = Scanners(set())
-    assert _queries_run(lambda: sc.feed(_lines(noise))) == 0
+    assert queries_run(lambda: sc.feed(_lines(noise))) == 0
     oom = noise + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"]
     sc = Scanners(set())
-    assert _queries_run(lambda: sc.feed(_lines(oom))) == 1
+    assert queries_run(lambda: sc.feed(_lines(oom))) == 1
     assert pl.concat(sc.hits["pytorch-oom"])["line"].to_list() == [len(oom)]
 
 
@@ -354,7 +332,7 @@ def test_envelopes_of_a_chart_run_no_query():
     rows = _chart_rows(3000, 3, 7, True)
     ranges = {0: (10.0, 90.0), 2: (0.0, 50.0)}
     got: dict = {}
-    assert _queries_run(lambda: got.update(rs.envelopes(rows, ranges, 250))) == 0
+    assert queries_run(lambda: got.update(rs.envelopes(rows, ranges, 250))) == 0
     assert set(got) == {0, 2} and all(got.values())
     nan = rows.with_columns(pl.when(pl.col("x") > 95).then(float("nan")).otherwise(pl.col("x")).alias("x"))
     assert rs._extremes(nan, ranges, 250) is None
@@ -420,7 +398,7 @@ def test_source_spans_without_a_query_are_the_grouped_ones(folder):
     bundle = pipeline.load([str(ROOT.parent / "sample_logs" / folder)], Options(tz="UTC"))
     samples, events = bundle.samples, bundle.events
     got: list = []
-    assert _queries_run(lambda: got.extend([stamps.spans(samples, events),
+    assert queries_run(lambda: got.extend([stamps.spans(samples, events),
                                             stamps.sources_with(samples, events, ("time", "uptime"))])) == 0
     assert tuple(got) == _grouped_spans(samples, events)
     # a source without a time, one without a name

@@ -12,9 +12,8 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from polars.lazyframe.frame import LazyFrame
 
-from conftest import REALWORLD
+from conftest import REALWORLD, queries_run
 from forensics.io.sources import Source
 from forensics.options import Options
 from forensics.parsers.steplog import markers, shapes, small
@@ -167,28 +166,6 @@ def test_every_step_log_sample_in_small_batches_reads_as_the_queries_read_it(fam
             assert_same_parsed(got, want)
 
 
-def _queries_run(fn) -> int:
-    """How many polars queries `fn()` runs (every eager query goes through one of these)."""
-    count = 0
-    patched = {name: getattr(LazyFrame, name) for name in ("collect", "_collect_eager") if hasattr(LazyFrame, name)}
-
-    def counting(orig):
-        def run(self, *a, **k):
-            nonlocal count
-            count += 1
-            return orig(self, *a, **k)
-        return run
-
-    for name, orig in patched.items():
-        setattr(LazyFrame, name, counting(orig))
-    try:
-        fn()
-    finally:
-        for name, orig in patched.items():
-            setattr(LazyFrame, name, orig)
-    return count
-
-
 @pytest.mark.parametrize("line, most", [
     ("[step 7] allocated: 7 MB", 2), ("step 7 | loss 2.5", 2), ("noise line", 2), ("allocated: 7 MB, reserved: 9 MB", 2),
     # a clock is read by polars' stamp parser and DST rule (generic.with_line_time, drop_unreadable_clocks)
@@ -198,4 +175,4 @@ def test_a_one_line_step_log_runs_at_most_a_few_queries(line, most):
     Europe/Berlin (46 before)."""
     frame = _frame([line])
     _read(frame, [1])   # (imports and first-use caches out of the count)
-    assert _queries_run(lambda: _read(frame, [1])) <= most
+    assert queries_run(lambda: _read(frame, [1])) <= most
