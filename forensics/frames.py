@@ -14,6 +14,9 @@ owned: a copy of kept rows out of a batch's string buffers (see its docstring).
 columns: `pl.DataFrame(dict_of_lists, schema=...)` a Series at a time, at a fraction of the dict
 constructor's fixed cost (a small file's readings, built in Python).
 
+translated: every line's bytes mapped by a `bytes.translate` table, at the cost of a copy of the text,
+where polars' replace_many walks each line and writes each match (a digit mask of a free-text log's lines).
+
 csv_safe: text cells a spreadsheet would run as a formula, made inert for a CSV.
 """
 from __future__ import annotations
@@ -57,6 +60,24 @@ def owned(df: pl.DataFrame) -> pl.DataFrame:
     if not cols or not df.height:
         return df
     return df.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in cols)
+
+
+def translated(text: pl.Series, table: bytes) -> pl.Series:
+    """Each string of `text` with its bytes mapped by `table` (bytes.maketrans of ASCII to ASCII, so UTF-8
+    stays valid and each string keeps its length): the strings joined by newlines, mapped at once, and cut
+    into lines again by polars' CSV reader. Strings the cutting would not give back as they were (one
+    holding a newline, a CR or a NUL, a null) take polars' replace_many."""
+    if not text.len():
+        return text
+    if not text.null_count() and not text.str.contains_any(["\n", "\r", "\x00"]).any():
+        # (a first line of its own: the CSV reader would take a byte order mark at the start for its own)
+        joined = ("-\n" + text.str.join("\n").item()).encode().translate(table)
+        out = pl.read_csv(joined, has_header=False, separator="\x00", quote_char=None,
+                          schema={text.name: pl.String}).to_series().slice(1).fill_null("")
+        if out.len() == text.len():
+            return out
+    changed = [b for b in range(128) if table[b] != b]
+    return text.str.replace_many([chr(b) for b in changed], [chr(table[b]) for b in changed])
 
 
 # what a spreadsheet opening a CSV takes for the start of a formula (OWASP's list)

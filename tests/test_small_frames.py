@@ -61,3 +61,17 @@ def _outcome(fn, *args):
         return fn(*args)
     except pl.exceptions.PolarsError as e:
         return f"{type(e).__name__}: {e}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet=st.sampled_from("0123456789 ab-é\ufeff\r\n\x00\t#\"',"),
+                                             max_size=12)), max_size=12))
+def test_translated_is_replace_many(texts):
+    """frames.translated (the digit mask of the general reader's lines) gives what replace_many gives,
+    string for string, whatever the strings hold: a byte order mark first, quotes, blanks, CR, NUL,
+    newlines, nulls."""
+    from forensics.frames import translated
+    text = pl.Series("text", texts, pl.String)
+    table = bytes.maketrans(b"123456789", b"000000000")
+    want = text.str.replace_many([str(d) for d in range(1, 10)], ["0"] * 9)
+    assert translated(text, table).to_list() == want.to_list()
