@@ -594,3 +594,18 @@ def test_a_stair_split_by_the_change_points_is_measured_between_its_levels(seed)
     assert fit.classification == "staircase", fit.reason
     assert 100 <= fit.leak.onset <= 120
     assert fit.leak.rate == pytest.approx(2.6e9 / 1130, rel=0.02)
+
+
+def test_a_log_of_free_memory_alone_says_what_was_read_and_why_it_is_not_judged():
+    """fairseq's progress line prints `gb_free` (total_memory - max_memory_allocated) and no use: the free
+    memory is read (a series of its own, on fairseq's `num_updates`), and the verdict says so and what to
+    add, where it said no memory readings were found (held-out set 9's step logs, as run)."""
+    from pathlib import Path
+    from forensics import api
+    log = Path(__file__).parent / "samples" / "step-markers" / "style_fairseq_gb_free_heldout9.txt"
+    a = api.analyze(log, tz="UTC")
+    s = a.summary()
+    assert s["verdict"] == "inconclusive"
+    why = s["verdict_reason"]
+    assert "No memory readings" not in why
+    assert f"free in {log}" in why and "not judged for growth" in why and "memory.used" in why

@@ -116,6 +116,28 @@ def _unread(inputs) -> str:
     return f" Skipped: {n} line{'s' if n > 1 else ''}, {r}."
 
 
+# why a series that was read is not judged for growth (leaks.judged), by its name
+UNJUDGED_WHY = {
+    "free": "free memory alone is not judged for growth (the device's use is its capacity less the free memory, "
+            "and a step log's free memory is not read as use): add the job's nvidia-smi or DCGM readings "
+            "(memory.used) to judge it",
+    "memory.free": "free memory alone is not judged for growth (the device's use is its capacity less the free "
+                   "memory, and the file has no memory.total): log memory.used or memory.total with it",
+}
+
+
+def _unjudged(series: list[Series]) -> str:
+    """What was read when none of it is a series judged for growth, and why each is not judged."""
+    names: dict[str, set[str]] = {}
+    for s in series:
+        names.setdefault(s.result.series, set()).add(s.result.source)
+    read = "; ".join(f"{name} in {', '.join(sorted(src)[:3])}{' …' if len(src) > 3 else ''}"
+                     for name, src in sorted(names.items()))
+    why = " ".join(f"{UNJUDGED_WHY[n][0].upper()}{UNJUDGED_WHY[n][1:]}." for n in sorted(names) if n in UNJUDGED_WHY)
+    return f"The memory read ({read}) holds no series whose growth is judged. " + (
+        why or "Only the device's, a process's or a framework's memory in use is judged for growth.")
+
+
 def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int,
              inputs=()) -> tuple[str, str]:
     leaks, residual, kept, san, engine = _leads(findings)
@@ -177,6 +199,8 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
         best = max(short, key=lambda s: s.result.n)
         return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
                                 f"{best.result.source}) {best.fit.reason}.{host_txt}" + (f" {pool_txt}" if pool_txt else ""))
+    if series:   # (read, but none of them a series whose growth is judged: a log of free memory alone)
+        return "inconclusive", _unjudged(series) + host_txt
     if n_events:
         return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "
                                 "cannot be measured." + host_txt)

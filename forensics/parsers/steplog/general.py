@@ -173,8 +173,9 @@ def documented(key: str, seg: str, after: str, unit: str) -> Documented | None:
 
 
 _COUNTER = re.compile(
-    # (`"global_step/max_steps": "100/1230"`: a key naming the counter and its end, a quoted value)
-    r"(?i)\b(global[ _]step|step|iteration|iter|it|epoch|batch)s?\b(/[A-Za-z_]+)?['\"]?[ \t]*[:=#]?[ \t]*['\"]?\[?[ \t]*"
+    # (`"global_step/max_steps": "100/1230"`: a key naming the counter and its end, a quoted value; fairseq's
+    # `num_updates=N`, the optimizer updates of the whole run, a global counter like `global_step`)
+    r"(?i)\b(global[ _]step|num[ _]updates|step|iteration|iter|it|epoch|batch)s?\b(/[A-Za-z_]+)?['\"]?[ \t]*[:=#]?[ \t]*['\"]?\[?[ \t]*"
     rf"({NUM})(?:[ \t]*/[ \t]*({NUM}))?")
 # mmcv/mmengine's `Epoch [1][2400/7517]`, `Epoch(train)   [1][ 100/2566]`: the epoch, then the
 # iteration within it out of the epoch's length
@@ -332,9 +333,9 @@ def _read_counters(plan: Plan, body: str, start: int, nums: list, at: dict[int, 
             # HF Trainer's `'epoch': 1.5` (also `1.0`) is the share of the data seen, not a counter
             if "." not in nums[i][0]:
                 plan.epoch_idx = i
-        elif word != "batch" and (plan.step_idx is None or word.startswith("global")):
+        elif word != "batch" and (plan.step_idx is None or word.startswith(("global", "num"))):
             # a global counter's `/N` is the run's last step, not the epoch's length
-            plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith("global") or c[2] else j
+            plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith(("global", "num")) or c[2] else j
     # (a table row's counter is its column's: ultralytics' `Epoch` row ends with its epoch's own bar)
     bar = _BAR_COUNTER.search(body, start) if plan.step_idx is None and header is None else None
     if bar and at.get(bar.start(1)) is not None:
