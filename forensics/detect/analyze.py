@@ -118,9 +118,6 @@ def _unread(inputs) -> str:
 
 # why a series that was read is not judged for growth (leaks.judged), by its name
 UNJUDGED_WHY = {
-    "free": "free memory alone is not judged for growth (the device's use is its capacity less the free memory, "
-            "and a step log's free memory is not read as use): add the job's nvidia-smi or DCGM readings "
-            "(memory.used) to judge it",
     "memory.free": "free memory alone is not judged for growth (the device's use is its capacity less the free "
                    "memory, and the file has no memory.total): log memory.used or memory.total with it",
 }
@@ -199,7 +196,7 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
         best = max(short, key=lambda s: s.result.n)
         return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
                                 f"{best.result.source}) {best.fit.reason}.{host_txt}" + (f" {pool_txt}" if pool_txt else ""))
-    if series:   # (read, but none of them a series whose growth is judged: a log of free memory alone)
+    if series:   # (read, but none of them a series whose growth is judged: a CSV of memory.free alone)
         return "inconclusive", _unjudged(series) + host_txt
     if n_events:
         return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "

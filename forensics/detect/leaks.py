@@ -20,13 +20,15 @@ from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
 # series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
-LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", *HOST_SERIES)
+# (free.fall: a log of free memory alone, how far free memory fell below its highest: steplog/free.py)
+LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", "free.fall", *HOST_SERIES)
 # ... unless a log prints nothing but peaks (mmengine's `memory`, torchtune's `peak_memory_*`, "peak GPU
 # memory" lines): then its peaks are judged. A peak reset at each line is that interval's high-water level;
 # a running peak reaches a new high only while memory keeps growing, and stays level once a job has warmed up.
 PEAK_OF = {"max_allocated": "allocated", "max_reserved": "reserved"}
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
-EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "host.rss": 4, "host.used": 5}
+EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "free.fall": 4, "host.rss": 5,
+                  "host.used": 6}
 EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
 SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
                  "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}

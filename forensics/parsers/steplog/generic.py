@@ -32,6 +32,7 @@ from forensics.model import Parsed, Skipped
 from forensics.parsers import ranks
 from forensics.units import bytes_expr
 from forensics.frames import owned, rows_where
+from forensics.parsers.steplog.free import FALL, FALL_NOTE
 
 # -- shared pieces --------------------------------------------------------------------------------
 
@@ -593,5 +594,7 @@ def notes(parsed: Parsed, units: bool = True) -> list[str]:
     if units and series & {"allocated", "reserved", "max_allocated", "max_reserved", "free"}:
         out.append("MB/GB in printed memory lines are read as MiB/GiB")
     if "free" in series:
-        out.append("'Free GPU ram' without a unit is read as MiB; free memory falling is usage growing")
+        out.append("'Free GPU ram' without a unit is read as MiB")
+    if FALL in series:
+        out.append(FALL_NOTE)
     return out

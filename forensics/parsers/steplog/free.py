@@ -1,0 +1,38 @@
+"""A step log that prints free GPU memory and no memory in use: fairseq's progress line (`gb_free`, the
+device's total less the interval's peak allocated, fairseq/trainer.py), a script's `Free GPU ram: N`. Free
+memory falling is memory in use growing, but the use itself is the device's capacity less the free memory, and
+such a log does not print the capacity. So each free reading is given a second time, as series `free.fall`: how
+far it is below the highest free reading of its series (the same GPU, process, rank and label), which is the
+use's growth since then, in bytes. The detection judges that series as it judges memory in use; the free
+readings stay as they were read."""
+from __future__ import annotations
+
+import polars as pl
+
+FALL = "free.fall"
+FALL_NOTE = (f"only free memory is printed: series {FALL}, how far each free reading is below its series' highest, "
+             "is judged as memory in use growing (the device's capacity is not printed, so the use itself is not known)")
+# the columns that tell one series of readings from another, where present
+_SERIES_KEYS = ("host", "gpu", "pid", "rank", "local_rank", "label", "line_rank", "line_local_rank", "line_pid")
+
+
+def with_fall(s: pl.DataFrame) -> pl.DataFrame:
+    """`s` (a step log's readings: line, piece, k, series, bytes, …) and, when its only memory series is
+    `free`, the FALL readings beside them (each after its line's readings)."""
+    if not s.height or "series" not in s.columns:
+        return s
+    names = set(s["series"].unique().drop_nulls().to_list())
+    if "free" not in names or names - {"free"}:
+        return s
+    keys = [c for c in _SERIES_KEYS if c in s.columns]
+    free = s.filter(pl.col("series") == "free")
+    top = pl.col("bytes").max().over(keys) if keys else pl.col("bytes").max()
+    cols = {"series": pl.lit(FALL), "bytes": top - pl.col("bytes")}
+    if "total_bytes" in s.columns:
+        cols["total_bytes"] = pl.lit(None, dtype=s.schema["total_bytes"])
+    if "k" in s.columns:
+        cols["k"] = pl.col("k") + 1000   # (after the line's own readings, whose k are below 1000)
+    fall = free.with_columns(**{c: e.cast(s.schema[c]) if c in ("bytes", "k") else e for c, e in cols.items()})
+    order = [c for c in ("line", "piece", "k") if c in s.columns]
+    out = pl.concat([s, fall.select(s.columns)], how="vertical")
+    return out.sort(order) if order else out
