@@ -1250,3 +1250,108 @@ HELDOUT9 = [
          "each second (whole-second stamps). Ends normally.", 30),
 ]
 CASES["heldout9"] = HELDOUT9
+
+
+# ---- held-out set 10 (ninth session): two print styles no recording used before (Lightning's progress bar with
+# `alloc_mb`/`reserved_mb` logged to it, tqdm's 3-digit numbers such as `2.11e+3`, one physical line an epoch;
+# a script printing TensorFlow's get_memory_info() dict, `{'current': N, 'peak': N}` in bytes, after
+# `gpu memory:`), the cases of set 9 otherwise; written before the set was recorded, run once after the ninth
+# session's merges
+H10 = "heldout10"
+HELDOUT10 = [
+    Case("lightning_linear_leak_sigkill", H10, ["q1", "apps"],
+         kill_at("linear_late", "--steps 400 --period 0.12 --warm-gib 2 --flat 20 --leak-mib 64 --style lightning", True, step=110),
+         "leak", ["leak"], "linear",
+         "A hook keeps 64 MiB a step from step 21; Lightning's progress bar refreshed each step (`alloc_mb=2.11e+3, "
+         "reserved_mb=2.56e+3` in its postfix, one physical line an epoch of 100 steps); killed with SIGKILL after step "
+         "110.", 28),
+    Case("lightning_flat_exit", H10, ["wide1", "q1"],
+         simple("flat", "--steps 100 --period 0.12 --warm-gib 7 --style lightning", False),
+         "no_leak", [], None,
+         "A fixed 7 GiB footprint; Lightning's progress bar refreshed each step. Ends normally.", 24),
+    Case("tfinfo_staircase_exit", H10, ["wide500", "dmon"],
+         simple("staircase", "--steps 140 --period 0.12 --warm-gib 2 --stair-mib 512 --stair-every 20 "
+                "--style tfinfo --every 10", True),
+         "leak", ["leak"], "step",
+         "Every 20 steps a 512 MiB snapshot kept in a list; the TF memory-info dict printed every 10 steps. "
+         "Ends normally.", 30, stair_every=20),
+    Case("tfinfo_warmup_exit", H10, ["q1", "apps"],
+         simple("warmup_plateau", "--steps 100 --period 0.12 --ramp 20 --peak-gib 8 --style tfinfo --every 10", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 8 GiB over 20 steps, then flat; the TF memory-info dict every 10 steps. Ends normally.", 25),
+    Case("lightning_leak_oom", H10, ["wide1", "q1"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 128 --onset 15 "
+                "--style lightning", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 15 (128 MiB a step) under a 7 % cap until a CUDA OOM; Lightning's bar "
+         "refreshed each step.", 26),
+    Case("tfinfo_leak_oom_sparse", H10, ["apps", "used5"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 128 --onset 8 "
+                "--style tfinfo --every 10", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 8 (128 MiB a step) under a 7 % cap until a CUDA OOM; the TF memory-info dict every 10 "
+         "steps; a 5 s `timestamp, memory.used` log.", 26),
+    Case("lightning_slow_noisy_exit", H10, ["wide1", "dmon"],
+         simple("slow_noisy", "--steps 300 --period 0.1 --warm-gib 3 --noise-mib 320 --leak-mib 24 --onset 40 "
+                "--style lightning", True),
+         "leak", ["leak"], "linear",
+         "A 3 GiB footprint under noisy batches (0-320 MiB a step), 24 MiB kept a step from step 40; Lightning's "
+         "bar refreshed each step. Ends normally.", 38),
+    Case("lightning_cache_growth_exit", H10, ["wide1", "apps"],
+         simple("cache_growth", "--steps 85 --period 0.13 --grow-mib 16 --style lightning", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 16 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; "
+         "Lightning's bar refreshed each step (alloc_mb and reserved_mb). Ends normally.", 25),
+    Case("tfinfo_eval_spikes_sigkill", H10, ["q1", "wide500"],
+         kill_at("eval_spikes", "--steps 400 --period 0.13 --warm-gib 3 --eval-every 15 --eval-len 3 --spike-gib 4 "
+                 "--style tfinfo --every 5", False, step=80),
+         "no_leak", [], None,
+         "A 3 GiB footprint with a 4 GiB evaluation every 15 steps, kept in the cache; the TF memory-info dict every 5 "
+         "steps; killed with SIGKILL after step 80.", 26),
+    Case("two_procs_lightning_tfinfo_exit", H10, ["apps", "q1"],
+         two_procs("--steps 100 --period 0.15 --warm-gib 3 --style lightning",
+                   "linear_late", "--steps 60 --period 0.15 --warm-gib 1 --flat 10 --leak-mib 128 --style tfinfo "
+                   "--every 5", b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU: a flat 3 GiB trainer with Lightning's bar (a.log) and a second job (b.log, "
+         "the TF memory-info dict every 5 steps) keeping 128 MiB a step from its step 11; both end normally.", 32),
+    Case("crashloop_lightning_oom_x3", H10, ["wide500", "apps"],
+         crash_loop("leak_oom", "--steps 400 --period 0.1 --fraction 0.05 --warm-gib 1 --leak-mib 160 --onset 5 "
+                    "--style lightning", runs=3, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of three runs of a job keeping 160 MiB a step from step 5 under a 5 % cap; Lightning's bar "
+         "refreshed each step; each run dies of a CUDA OOM.", 44, timeout=120),
+    Case("host_kill_then_lightning_leak_oom", H10, ["wide500", "apps", "dmon"],
+         host_kill_then("--steps 400 --period 0.12 --host-mib 48 --style tfinfo --every 10", limit="2G",
+                        fallback_step=150, gap=4.0, kind="leak_oom", args="--steps 400 --period 0.12 --fraction 0.07 "
+                        "--warm-gib 1 --leak-mib 128 --onset 10 --style lightning"),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A job of pinned host batches (48 MiB a step) in a 2 GiB memory cgroup until the kernel's OOM killer ends "
+         "it (job1.log, the TF memory-info dict every 10 steps); 4 s later a second job (job2.log, Lightning's bar) keeps 128 MiB a "
+         "step from step 10 under a 7 % cap until a CUDA OOM. dmesg files taken right after.", 48, kernel=True,
+         timeout=120),
+    Case("residual_worker_lightning_sigkill", H10, ["apps2", "q1"],
+         residual("--steps 400 --period 0.2 --warm-gib 3 --worker-gib 6 --style lightning", kill_step=30,
+                  hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer (3 GiB) with an eval worker process holding 6 GiB; the trainer is SIGKILLed after step 30 and "
+         "the orphaned worker keeps its memory for 8 s until it is killed too; Lightning's bar.", 30),
+    Case("short_leak_lightning_exit", H10, ["q1", "used5"],
+         simple("linear_late", "--steps 14 --period 0.4 --warm-gib 1 --flat 3 --leak-mib 640 --style lightning", True),
+         "leak", ["leak"], "linear",
+         "A short job: from step 4 each step keeps 640 MiB; it ends normally after step 14 (about 6 s), still "
+         "growing; Lightning's bar; `nvidia-smi -q` each second and a 5 s `timestamp, memory.used` log.", 22),
+    Case("grad_accum_tfinfo_sigkill", H10, ["wide1", "dmon_mu"],
+         kill_at("grad_accum", "--steps 400 --period 0.13 --accum 4 --micro-mib 384 --style tfinfo --every 4", False,
+                 step=70),
+         "no_leak", [], None,
+         "Gradient accumulation over 4 micro-batches of 384 MiB, freed at each optimizer step; the TF memory-info dict "
+         "every 4 steps; killed with SIGKILL after step 70.", 24),
+    Case("tfinfo_slow_leak_q1_exit", H10, ["q1", "wide1"],
+         simple("linear_late", "--steps 200 --period 0.1 --warm-gib 4 --flat 60 --leak-mib 24 --style tfinfo "
+                "--every 10", True),
+         "leak", ["leak"], "linear",
+         "A 4 GiB footprint, 24 MiB kept a step from step 61; the TF memory-info dict every 10 steps; `nvidia-smi -q` "
+         "each second (whole-second stamps). Ends normally.", 30),
+]
+CASES["heldout10"] = HELDOUT10

@@ -65,7 +65,10 @@ STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none
           "composer", "axolotl", "torchtitan", "detectron2",
           # styles of the eighth session (held-out set 9): fairseq's progress line (`gb_free`), torch's
           # memory_summary() table logged every few steps
-          "fairseq", "summary")
+          "fairseq", "summary",
+          # styles of the ninth session (held-out set 10): Lightning's progress bar with memory logged to it
+          # (tqdm's 3-digit numbers, `2.05e+3`), TensorFlow's get_memory_info() dict printed by the script
+          "lightning", "tfinfo")
 # A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
 # its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
 LOG_FORMATS = {
@@ -97,7 +100,8 @@ class Formatter(logging.Formatter):
         return super().formatTime(record, datefmt)
 
 
-PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm", "composer", "axolotl")   # print(), no prefix
+PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm", "composer", "axolotl", "lightning",
+           "tfinfo")   # print(), no prefix
 
 
 class StepLog:
@@ -276,6 +280,31 @@ class StepLog:
         elif s == "summary":
             # a script that logs torch.cuda.memory_summary() every few steps (the table, as torch prints it)
             log.info("step %d memory summary:\n%s", step, torch.cuda.memory_summary())
+        elif s == "lightning":
+            # Lightning's TQDMProgressBar (refresh every step, `\r`, a newline at each epoch's end) with
+            # `self.log("alloc_mb", memory_allocated() / 2**20, prog_bar=True)` and `reserved_mb` likewise: the
+            # postfix's floats by tqdm's format_num ('{:.3g}' with the exponent's leading zero dropped, or str(n)
+            # where that is shorter)
+            def num(x: float) -> str:
+                f = f"{x:.3g}".replace("+0", "+").replace("-0", "-")
+                return f if len(f) < len(str(x)) else str(x)
+            per = 100
+            n, ep = (step - 1) % per + 1, (step - 1) // per
+            el = time.time() - self.t0
+            rate = step / el if el > 0 else 0.0
+            left = (per - n) / rate if rate else 0.0
+            fill = int(10 * n / per)
+            bar = "\u2588" * fill + " " * (10 - fill)
+            self.streams[s].write(f"\rEpoch {ep}: {100 * n // per:3d}%|{bar}| {n}/{per} [{int(el) // 60:02d}:"
+                                  f"{int(el) % 60:02d}<{int(left) // 60:02d}:{int(left) % 60:02d}, {rate:5.2f}it/s, "
+                                  f"v_num=0, train_loss={num(round(loss, 4))}, alloc_mb={num(a / MiB)}, "
+                                  f"reserved_mb={num(r / MiB)}]" + ("\n" if n == per else ""))
+            self.streams[s].flush()
+        elif s == "tfinfo":
+            # a script that prints TensorFlow's tf.config.experimental.get_memory_info('GPU:0') (bytes: 'current'
+            # in use, 'peak' since the last reset, never reset here) after its step counter
+            peak = torch.cuda.max_memory_allocated()
+            self.out(s, f"step {step}/{self.steps} loss {loss:.4f} gpu memory: {{'current': {a}, 'peak': {peak}}}")
         elif s == "tqdm":
             # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
             n, total = step, max(self.steps, step)
