@@ -116,9 +116,9 @@ def _unread(inputs) -> str:
     return f" Skipped: {n} line{'s' if n > 1 else ''}, {r}."
 
 
-# why a series that was read is not judged for growth (leaks.judged), by its name
+# why a series that was read is not judged for growth (leaks.judged), by its name: a sentence of the reason
 UNJUDGED_WHY = {
-    "memory.free": "free memory alone is not judged for growth (the device's use is its capacity less the free "
+    "memory.free": "Free memory alone is not judged for growth (the device's use is its capacity less the free "
                    "memory, and the file has no memory.total): log memory.used or memory.total with it",
 }
 
@@ -128,9 +128,8 @@ def _unjudged(series: list[Series]) -> str:
     names: dict[str, set[str]] = {}
     for s in series:
         names.setdefault(s.result.series, set()).add(s.result.source)
-    read = "; ".join(f"{name} in {', '.join(sorted(src)[:3])}{' …' if len(src) > 3 else ''}"
-                     for name, src in sorted(names.items()))
-    why = " ".join(f"{UNJUDGED_WHY[n][0].upper()}{UNJUDGED_WHY[n][1:]}." for n in sorted(names) if n in UNJUDGED_WHY)
+    read = "; ".join(f"{name} in {', '.join(sorted(src))}" for name, src in sorted(names.items()))
+    why = " ".join(UNJUDGED_WHY[n] + "." for n in sorted(names) if n in UNJUDGED_WHY)
     return f"The memory read ({read}) holds no series whose growth is judged. " + (
         why or "Only the device's, a process's or a framework's memory in use is judged for growth.")
 
