@@ -81,6 +81,13 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
                                                 f"Composer `memory/{name}_mem` is memory_stats()' "
                                                 f"{name}_bytes.all.current / 1e9 (composer/callbacks/memory_monitor.py)"),)
        for prefix in ("", "train ", "eval ") for name in ("allocated", "reserved")},
+    # finetrainers' get_memory_statistics, logged as `Memory <phase>: ` and json.dumps(…, indent=4), one indented
+    # key a line: torch.cuda.memory_allocated(), memory_reserved(), max_memory_allocated(), max_memory_reserved(),
+    # each bytes_to_gigabytes (/ 1024**3) rounded to 3 digits (a float: a whole number of these keys is bytes)
+    **{key: (Documented(re.compile(rf'[ \t]+"{key}": '), _ANY, 1 << 30, series,
+                        f"finetrainers `{key}` is torch.cuda.{key}() in GiB (get_memory_statistics)"),)
+       for key, series in (("memory_allocated", "allocated"), ("memory_reserved", "reserved"),
+                           ("max_memory_allocated", "max_allocated"), ("max_memory_reserved", "max_reserved"))},
 }
 
 # torch.cuda's memory functions return bytes (their docstrings say so): a key named after one, with

@@ -51,7 +51,9 @@ _UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "ki
 # a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`, YOLOX's `6736Mb`: no training
 # log prints bits); `%` marks a share, not a size
 _VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[KMGTkmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
-_KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[Bb]ytes|B)[\)\]]")
+# a unit in brackets after a key: `allocated (MiB)`, `[in GB]`, and VISSL's `peak_mem(M)` (a unit letter alone,
+# as after a number: detectron2's `max_mem: 14728M`)
+_KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[KMGT]|[Bb]ytes|B)[\)\]]")
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*")
 # the key right before a number: the last words of the text since the previous number
 _KEY_AT_END = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*(?:[ \t]*\([^()]*\))?$")
@@ -62,10 +64,15 @@ _ALIGNED = re.compile(r"[A-Za-z)][ \t]{2,}:[ \t]*$")
 
 # What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading;
 # `cudaMalloc retries`, `Cuda Malloc retires : 0` count calls of the allocator, not bytes; a logger's source
-# location (`[/cache/verl/workers/megatron_workers.py:103]`) is a file, not a key.
+# location (`[/cache/verl/workers/megatron_workers.py:103]`) is a file, not a key; a size after `to free`,
+# `to allocate`, `to reserve` is an amount asked for (Forge's `Trying to free 5797.46 MB for cuda:0`,
+# PyTorch's `Tried to allocate 20.00 MiB`), not what the device holds.
 _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|time|speed|throughput|num|count"
                        r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec"
-                       r"|malloc|retr|\.(?:py|cc|cpp|cu|h|rs|go|java)$")
+                       r"|malloc|retr|\bto (?:free|alloc|reserv)|\.(?:py|cc|cpp|cu|h|rs|go|java)$")
+# a host allocator or the CPU named before a colon ahead of a key (`tcmalloc: large alloc 1151959040 bytes`,
+# `CPU: used 3 GB`): who prints it, and its sizes are the host's
+_HOST_SCOPE = re.compile(r"(?i)\b[a-z]*(?:cpu|host|\bram\b|rss|swap|malloc)[\w.\-]*[ \t]*:[ \t]*$")
 # (a key that is the device alone, `GPU: 7.9GB`, names its memory: DEVICE_KEY)
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
                    r"|capacity|max[ _]?mem|gpu[ _]?mem|^gpu$")
@@ -157,6 +164,7 @@ class Plan:
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
     negative: list[str] = field(default_factory=list)  # memory keys with a signed number (no size)
     memory_tag: bool = False   # the line is tagged as a memory print (MEMORY_TAG)
+    indented: bool = False     # the line starts with a blank: it may stand inside a dict opened above it
 
     def form(self) -> tuple:
         """What makes lines one form: their keys, units and clock; the phase is their label."""
@@ -248,6 +256,22 @@ def _read_counters(plan: Plan, body: str, start: int, nums: list, at: dict[int, 
         used.update(i for i in (plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
 
 
+def phase_of(body: str, start: int = 0) -> str | None:
+    """The phase a line names: a phase key's word (`phase: post_forward`), else `before|after|…` and one or
+    two words (`after optimizer step`)."""
+    named = _PHASE_KEY.search(body, start)
+    if named:
+        return named[1]
+    p = _PHASE.search(body, start)
+    if not p:
+        return None
+    words = p[2].split()
+    # `after step: allocated`: a memory word is no part of the phase
+    while words and _WORD.search(words[-1].lower()):
+        words.pop()
+    return f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}" if words else None
+
+
 def plan_line(body: str, header: list[str] | None = None) -> Plan:
     """Analyse one line (without its rank prefix). `header`: the column names of the table this line
     is a row of."""
@@ -263,17 +287,8 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     if g and at.get(g.start(1)) is not None:
         plan.gpu_idx = at[g.start(1)]
         used.add(plan.gpu_idx)
-    p = _PHASE.search(body, start)
-    named = _PHASE_KEY.search(body, start)
-    if named:
-        plan.phase = named[1]
-    elif p:
-        words = p[2].split()
-        # `after step: allocated`: a memory word is no part of the phase
-        while words and _WORD.search(words[-1].lower()):
-            words.pop()
-        if words:
-            plan.phase = f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}"
+    plan.phase = phase_of(body, start)
+    plan.indented = body[:1] in (" ", "\t")
     if header is not None:
         _plan_row(plan, body, nums, used, header)
         return _twins(plan)
@@ -308,7 +323,11 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         # `-3 MB` (a sign, not `1-3` or `fp-3`): a memory size is never below zero
         signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
         if not host:
+            before = len(plan.readings) + len(plan.unread)
             _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
+            after_key = _KEY_AFTER.match(body, prev_end) if total_idx is None else None
+            if after_key and len(plan.readings) + len(plan.unread) == before:
+                _add_key_after(plan, i, after_key[1], unit, signed)
         i = total_idx + 1 if total_idx is not None else i + 1
     return _twins(plan)
 
@@ -334,6 +353,8 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     key_m = _KEY_AT_END.search(part)
     if not key_m or unit == "%":
         return
+    if _HOST_SCOPE.search(part, 0, key_m.start()):
+        return
     key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
     # `Max CUDA memory allocated was 21 GB`: the verb is no part of the key
     key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
@@ -357,6 +378,10 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     series = series_of(bare)
     if series is None and plan.memory_tag and unit and not _NOT_SIZE.search(bare.lower()):
         series = "memory.used"
+    # a size over a size (`58.32 GB / 79.19 GB`) on a line that names a phase, whatever its key: the device's use
+    # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`)
+    if series is None and total_idx is not None and unit and total_unit and plan.phase:
+        series = "memory.used"
     if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
     doc = documented(key, seg, after, unit)
@@ -365,11 +390,11 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
         factor = _UNIT_FACTORS.get(unit.lower())
     elif key_factor is not None:
         factor = key_factor
+    elif key.lower() in TORCH_API and value.isdigit():   # (bytes, whatever print it is)
+        factor, series, doc = 1, TORCH_API[key.lower()], None
+        source = f"`{key}` is torch.cuda.{key.lower()}() in bytes (as its docstring says)"
     elif doc is not None:
         factor = doc.factor
-    elif key.lower() in TORCH_API and value.isdigit():
-        factor, series = 1, TORCH_API[key.lower()]
-        source = f"`{key}` is torch.cuda.{key.lower()}() in bytes (as its docstring says)"
     else:
         if series != "total":   # (`Total persistent parameters: 483840` names no size)
             plan.unread.append(key)
@@ -382,6 +407,24 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if doc is not None:
         series = doc.series
     plan.readings.append(Reading(i, series, factor, key, unit, total_idx, source))
+
+
+# A key after its size (`4572MB remaining`, `642.43 GB used`): a word of a device's level right after a size unit,
+# no key of a number after it (`reserved` in `allocated 3 MiB reserved 5 MiB` is the next number's)
+_KEY_AFTER = re.compile(r"[ \t]+(free|remaining|available|used)\b(?![ \t]*[:=]?[ \t]*[0-9])", re.I)
+_KEY_AFTER_SERIES = {"free": "free", "remaining": "free", "available": "free", "used": "memory.used"}
+
+
+def _add_key_after(plan: Plan, i: int, word: str, unit: str, signed: bool) -> None:
+    """The number `i`, with its size `unit`, as the reading its following `word` names (_KEY_AFTER), where
+    the text before it named none."""
+    factor = _UNIT_FACTORS.get(unit.lower())
+    if factor is None:
+        return
+    if signed:
+        plan.negative.append(word)
+        return
+    plan.readings.append(Reading(i, _KEY_AFTER_SERIES[word.lower()], factor, word, unit))
 
 
 def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) -> None:
@@ -491,6 +534,7 @@ class Reader:
         self._parts: list[pl.DataFrame] = []   # readings of plans with readings (with pid, per part)
         self._yearless: list[pl.DataFrame] = []   # per line of a year-less clock: its month, day, time of day
         self._blocks: list[pl.DataFrame] = []     # per block head (generic.BLOCK_HEAD): its step
+        self._scopes: list[pl.DataFrame] = []     # per dict head (dict_scopes): its phase; the lines ending one
 
     def feed(self, frame: pl.DataFrame) -> pl.Series:
         """Read one part (line, text); returns its lines of a known shape (read or counted)."""
@@ -510,7 +554,7 @@ class Reader:
             df = df.with_columns(t.str.replace_all(ANSI_CODE, ""))
         # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
         df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
-        self._blocks.extend(block_heads(df))
+        self._note_heads(df)
         # each digit masked (`digits`): the lines of one such shape have their numbers (NUM) at the same
         # places, so each is found once and cut out of all its lines (_samples); its shape with each digit
         # run masked is what a plan is made for
@@ -573,6 +617,11 @@ class Reader:
                 self._yearless.append(yearless)
         return df["line"]
 
+    def _note_heads(self, df: pl.DataFrame) -> None:
+        """The block heads (their step) and the dict heads (their phase) among a part's lines."""
+        self._blocks.extend(block_heads(df))
+        self._scopes.extend(dict_scopes(df, bool(self._scopes)))
+
     def finish(self, handled: pl.Series | None = None) -> Result:
         """The readings of the forms that recur; the one-off lines counted as skipped."""
         handled = handled if handled is not None else pl.Series("line", [], pl.Int64)
@@ -588,11 +637,46 @@ class Reader:
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         if self._blocks:
             r = block_steps(r, pl.concat(self._blocks))
+        if self._scopes:
+            r = _dict_phases(r, pl.concat(self._scopes),
+                             [pid for pid in good if plans[pid].indented and plans[pid].phase is None])
         if self._yearless:
             r = _year_times(r, pl.concat(self._yearless, how="vertical").filter(keep), self.zone, self.year,
                             self.mtime)
         out = r.select([pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
         return Result(out, _notes(plans, good), _forms(plans, good), handled)
+
+
+# a line that opens a dict printed over the lines below it (`Memory before training start: {`, finetrainers'
+# json.dumps(…, indent=4))
+_DICT_HEAD = r"\{[ \t]*$"
+
+
+def dict_scopes(df: pl.DataFrame, seen: bool) -> list[pl.DataFrame]:
+    """The lines of `df` (line, text) that open a dict over the lines below, with the phase they name
+    (`scope`), and from the first of them on (`seen`: one was in an earlier part) every unindented line,
+    which ends a dict's lines (`scope` null): none, or one frame."""
+    t = pl.col("text")
+    marks = df.select("line", "text", t.str.contains(_DICT_HEAD).alias("head"))
+    if not seen:
+        if not marks["head"].any():
+            return []
+        marks = marks.filter(pl.col("line") >= marks.filter("head")["line"].min())
+    rows = marks.filter(pl.col("head") | ~t.str.contains(r"^[ \t]"))
+    phases = {ln: phase_of(x) for ln, x in rows.filter("head").select("line", "text").iter_rows()}
+    return [rows.select("line", pl.col("line").replace_strict(phases, default=None, return_dtype=pl.String)
+                        .alias("scope"))]
+
+
+def _dict_phases(r: pl.DataFrame, scopes: pl.DataFrame, inside: list[int]) -> pl.DataFrame:
+    """The readings of indented lines without a phase of their own (`inside`: their plans) take the phase
+    of the dict opened above them (dict_scopes), up to the next unindented line."""
+    if not inside:
+        return r
+    r = r.sort("line").join_asof(scopes.sort("line"), on="line", strategy="backward", check_sortedness=False)
+    return r.with_columns(pl.when(pl.col("pid").is_in(inside) & pl.col("scope").is_not_null())
+                          .then(pl.concat_str("scope", "label", separator=", ", ignore_nulls=True))
+                          .otherwise("label").alias("label")).drop("scope")
 
 
 BELOW_RESERVED = ("read as allocated: below `reserved` on every line of its print, and a device's use is at least "
