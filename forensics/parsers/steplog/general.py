@@ -5,7 +5,7 @@ A line is a clock prefix, then text in which numbers stand after keys: `key=valu
 `Key value`, `'key': value` (a Python or JSON dict), `| mem allocated 12 MiB reserved 20 MiB`. A number
 is a memory quantity when its key holds a memory word (MEMORY_WORDS) and it has a size unit: its own
 (`1.2GB`, `3.71G`, `1234 MiB`), its key's (`mem_gb`, `allocated (MiB)`, `bytes_in_use`) or one a
-framework's source documents for that key (DOCUMENTED). A table whose header names a memory column
+framework's source documents for that key (documented.py). A table whose header names a memory column
 (ultralytics' `GPU_mem`) gives its rows' column the same way. Counters (`step`, `iter`, `it`,
 `global_step`, `Epoch [e/E], Step [s/S]`), a phase (`before forward`, `after step`, `phase: post_forward`),
 a GPU (`cuda:1`, `GPU 1`) and rank words come from the same line.
@@ -33,6 +33,7 @@ from forensics import clock
 from forensics.frames import translated
 from forensics.model import Skipped
 from forensics.parsers import ranks
+from forensics.parsers.steplog.documented import TORCH_API, documented
 from forensics.parsers.steplog.generic import PHASE_KEY, block_heads, block_steps
 
 # A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
@@ -51,7 +52,9 @@ _UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "ki
 # a unit right after a number (`1.2GB`, `3.71G`, `1234 MiB`, `12 bytes`, YOLOX's `6736Mb`: no training
 # log prints bits); `%` marks a share, not a size
 _VALUE_UNIT = re.compile(r"[ \t]?([KMGT]i?B|[KMGTkmgt]i?b|[KMGT]|[Bb]ytes|B|%)(?![A-Za-z])")
-_KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[Bb]ytes|B)[\)\]]")
+# a unit in brackets after a key: `allocated (MiB)`, `[in GB]`, and VISSL's `peak_mem(M)` (a unit letter alone,
+# as after a number: detectron2's `max_mem: 14728M`)
+_KEY_PAREN_UNIT = re.compile(r"[\(\[](?:in[ \t]+)?([KMGT]i?B|[kmgt]i?b|[KMGT]|[Bb]ytes|B)[\)\]]")
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*")
 # the key right before a number: the last words of the text since the previous number
 _KEY_AT_END = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/ ]*(?:[ \t]*\([^()]*\))?$")
@@ -62,10 +65,15 @@ _ALIGNED = re.compile(r"[A-Za-z)][ \t]{2,}:[ \t]*$")
 
 # What a memory key names. Words outside the GPU's memory (host RAM, CPU) or not a size make no reading;
 # `cudaMalloc retries`, `Cuda Malloc retires : 0` count calls of the allocator, not bytes; a logger's source
-# location (`[/cache/verl/workers/megatron_workers.py:103]`) is a file, not a key.
+# location (`[/cache/verl/workers/megatron_workers.py:103]`) is a file, not a key; a size after `to free`,
+# `to allocate`, `to reserve` is an amount asked for (Forge's `Trying to free 5797.46 MB for cuda:0`,
+# PyTorch's `Tried to allocate 20.00 MiB`), not what the device holds.
 _NOT_SIZE = re.compile(r"cpu|host|\bram\b|rss|swap|disk|util|percent|frac|ratio|time|speed|throughput|num|count"
                        r"|frag|tokens|samples|param|loss|\blr\b|grad|clock|temp|power|bandwidth|\bbw\b|per[ _]sec"
-                       r"|malloc|retr|\.(?:py|cc|cpp|cu|h|rs|go|java)$")
+                       r"|malloc|retr|\bto (?:free|alloc|reserv)|\.(?:py|cc|cpp|cu|h|rs|go|java)$")
+# a host allocator or the CPU named before a colon ahead of a key (`tcmalloc: large alloc 1151959040 bytes`,
+# `CPU: used 3 GB`): who prints it, and its sizes are the host's
+_HOST_SCOPE = re.compile(r"(?i)\b[a-z]*(?:cpu|host|\bram\b|rss|swap|malloc)[\w.\-]*[ \t]*:[ \t]*$")
 # (a key that is the device alone, `GPU: 7.9GB`, names its memory: DEVICE_KEY)
 _WORD = re.compile(r"alloc|reserv|cache|\bused\b|usage|\bfree\b|total|peak|\bmem\b|memory|vram|in[ _]use|limit"
                    r"|capacity|max[ _]?mem|gpu[ _]?mem|^gpu$")
@@ -77,100 +85,6 @@ DEVICE_KEY = re.compile(r"(?i)gpu")
 # A line tagged as a memory print (`[MEM] after init: current=6.19GB  peak_since_reset=6.19GB`): a size
 # under any key that names nothing else is memory (memory.used, the key not saying which)
 MEMORY_TAG = re.compile(r"(?i)\[(?:mem|memory|vram|(?:gpu|cuda)[ _-]?mem(?:ory)?)\]")
-
-@dataclass(frozen=True)
-class Documented:
-    """A print whose meaning only its framework's source gives (docs/formats.md §4.4.1 cites each):
-    the key as printed (lowercased), the text since the previous number (`before`, whole) and the text
-    right after the value and its unit (`after`, a prefix; '' for any), the unit of a bare number
-    (None: the value must carry its own), the series it is, and the unit exactly as the print writes
-    it where that tells the print apart (None: any)."""
-    before: re.Pattern
-    after: re.Pattern
-    factor: int | None
-    series: str
-    source: str
-    unit: str | None = None
-
-
-_ANY = re.compile(r"(?s).*")
-_TABLE_COLUMN = re.compile("")   # a table's column: its key comes from the header, nothing before the value
-# key (lowercased) -> its documented prints, the first that fits is taken
-DOCUMENTED: dict[str, tuple[Documented, ...]] = {
-    "memory": (
-        # torchtitan metrics.py: f"memory: {max_reserved_gib:5.2f}GiB({max_reserved_pct:.2f}%)"
-        Documented(re.compile(r"[ \t]*memory:[ \t]+"), re.compile(r"\([0-9.]+%\)"), None, "max_reserved",
-                   "torchtitan `memory: NGiB(N%)` is max_reserved (torchtitan/components/metrics.py)"),
-        # mmengine/mmcv loggers: `  memory: {int(torch.cuda.max_memory_allocated() / 1024 / 1024)}`
-        Documented(re.compile(r"[ \t,]*memory: "), _ANY, 1 << 20, "max_allocated",
-                   "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
-        # the same dict as mmcv's JSON log (TextLoggerHook._dump_log): `"memory": 6912`
-        Documented(re.compile(r", \"memory\": "), _ANY, 1 << 20, "max_allocated",
-                   "mmengine/mmcv `memory` is max_memory_allocated in MiB"),
-    ),
-    # YOLOX core/trainer.py: f"mem: {gpu_mem_usage():.0f}Mb" and Swin Transformer main.py: f'mem {memory_used:.0f}MB'
-    # (tab-separated), both torch.cuda.max_memory_allocated() / (1024 * 1024); told apart from other `mem`
-    # prints by the unit as their format strings spell it
-    "mem": (Documented(re.compile(r", mem: "), _ANY, None, "max_allocated",
-                       "YOLOX `mem: NMb` is gpu_mem_usage(), torch.cuda.max_memory_allocated() in MB "
-                       "(yolox/utils/metric.py)", "Mb"),
-            Documented(re.compile(r"\)?\tmem "), _ANY, None, "max_allocated",
-                       "Swin Transformer `mem NMB` is torch.cuda.max_memory_allocated() in MB (main.py)", "MB")),
-    # detectron2 utils/events.py CommonMetricPrinter: "max_mem: {:.0f}M" of torch.cuda.max_memory_allocated() / 1024 / 1024
-    "max_mem": (Documented(re.compile(r"[ \t]*max_mem: "), _ANY, 1 << 20, "max_allocated",
-                           "detectron2 `max_mem: NM` is max_memory_allocated in MiB (detectron2/utils/events.py)"),),
-    # mlx_lm tuner/trainer.py: f"Peak mem {peak_mem:.3f} GB" of mx.get_peak_memory(), the peak of mlx's allocator
-    "peak mem": (Documented(re.compile(r"[ \t,]*Peak mem "), _ANY, None, "max_allocated",
-                            "mlx_lm `Peak mem` is mx.get_peak_memory(), its allocator's peak"),),
-    # axolotl's log_gpu_memory_usage: `GPU memory usage{msg}: {allocated:.03f}GB (+{cache}GB cache, +{misc}GB misc)`
-    # with torch.cuda.memory_allocated() first
-    "gpu memory usage": (Documented(_ANY, _ANY, None, "allocated",
-                                    "axolotl `GPU memory usage` is torch.cuda.memory_allocated()"),),
-    "cuda memory usage": (Documented(_ANY, _ANY, None, "allocated",
-                                     "axolotl `cuda memory usage` is torch.cuda.memory_allocated()"),),
-    # torchtune's metric loggers write `Step {step} | ` then `{name}:{value} ` per metric; the memory metrics are
-    # training.get_memory_stats(): torch.cuda's peaks (`active_bytes.all.peak`, max_memory_allocated(),
-    # max_memory_reserved()) / 1024**3, bare
-    **{key: (Documented(re.compile(rf"[ \t|]*{key}:"), _ANY, 1 << 30, series,
-                        f"torchtune `{key}` is {what} in GiB (torchtune/training/memory.py get_memory_stats)"),)
-       for key, series, what in (("peak_memory_active", "max_active", "memory_stats()['active_bytes.all.peak']"),
-                                 ("peak_memory_alloc", "max_allocated", "torch.cuda.max_memory_allocated()"),
-                                 ("peak_memory_reserved", "max_reserved", "torch.cuda.max_memory_reserved()"))},
-    # yolov5 train.py and ultralytics' trainer: the `GPU_mem` column of their progress table is
-    # torch.cuda.memory_reserved() (in G); a `gpu_mem` key in a line of its own (no header above) is any
-    # print's, and says no more than `mem` does
-    "gpu_mem": (Documented(_TABLE_COLUMN, _ANY, None, "reserved",
-                           "yolov5/ultralytics `GPU_mem` is torch.cuda.memory_reserved()"),),
-    # rocm-smi --json --showmemuse (rocm_smi.py showMemUse, since ROCm/rocm_smi_lib PR #120): the card's VRAM in use
-    # as a bare byte count in a JSON string, `"GPU memory use": "17453056"`
-    "gpu memory use": (Documented(re.compile(r'[ \t]*"GPU memory use": "'), _ANY, 1, "memory.used",
-                                  "rocm-smi --json `GPU memory use` is the card's VRAM in use in bytes (rocm_smi.py)"),),
-    # Composer's MemoryMonitor (composer/callbacks/memory_monitor.py _get_memory_report, also in NeMo's
-    # Megatron-Bridge): torch.cuda.memory_stats()' `allocated_bytes.all.current` and `reserved_bytes.all.current`
-    # / 1.0e9, logged bare as `memory/allocated_mem` and `memory/reserved_mem` (the console logger prefixes
-    # `Train ` or `Eval `)
-    **{f"{prefix}memory/{name}_mem": (Documented(_ANY, _ANY, 10 ** 9, name,
-                                                f"Composer `memory/{name}_mem` is memory_stats()' "
-                                                f"{name}_bytes.all.current / 1e9 (composer/callbacks/memory_monitor.py)"),)
-       for prefix in ("", "train ", "eval ") for name in ("allocated", "reserved")},
-}
-
-# torch.cuda's memory functions return bytes (their docstrings say so): a key named after one, with
-# a whole number, is that function's value in bytes (NeMo/Megatron print `max_memory_reserved: 57466159104`)
-TORCH_API = {"memory_allocated": "allocated", "max_memory_allocated": "max_allocated",
-             "memory_reserved": "reserved", "max_memory_reserved": "max_reserved",
-             "memory_cached": "reserved", "max_memory_cached": "max_reserved"}
-
-
-def documented(key: str, seg: str, after: str, unit: str) -> Documented | None:
-    """The documented print that `key` after `seg`, with `unit` as written ('' for none), followed by
-    `after`, is, if any."""
-    for d in DOCUMENTED.get(key.lower(), ()):
-        if (d.before.fullmatch(seg) and d.after.match(after) and (unit or d.factor is not None)
-                and d.unit in (None, unit)):
-            return d
-    return None
-
 
 _COUNTER = re.compile(
     # (`"global_step/max_steps": "100/1230"`: a key naming the counter and its end, a quoted value; fairseq's
@@ -252,6 +166,7 @@ class Plan:
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
     negative: list[str] = field(default_factory=list)  # memory keys with a signed number (no size)
     memory_tag: bool = False   # the line is tagged as a memory print (MEMORY_TAG)
+    indented: bool = False     # the line starts with a blank: it may stand inside a dict opened above it
 
     def form(self) -> tuple:
         """What makes lines one form: their keys, units and clock; the phase is their label."""
@@ -343,6 +258,22 @@ def _read_counters(plan: Plan, body: str, start: int, nums: list, at: dict[int, 
         used.update(i for i in (plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
 
 
+def phase_of(body: str, start: int = 0) -> str | None:
+    """The phase a line names: a phase key's word (`phase: post_forward`), else `before|after|…` and one or
+    two words (`after optimizer step`)."""
+    named = _PHASE_KEY.search(body, start)
+    if named:
+        return named[1]
+    p = _PHASE.search(body, start)
+    if not p:
+        return None
+    words = p[2].split()
+    # `after step: allocated`: a memory word is no part of the phase
+    while words and _WORD.search(words[-1].lower()):
+        words.pop()
+    return f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}" if words else None
+
+
 def plan_line(body: str, header: list[str] | None = None) -> Plan:
     """Analyse one line (without its rank prefix). `header`: the column names of the table this line
     is a row of."""
@@ -358,17 +289,8 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     if g and at.get(g.start(1)) is not None:
         plan.gpu_idx = at[g.start(1)]
         used.add(plan.gpu_idx)
-    p = _PHASE.search(body, start)
-    named = _PHASE_KEY.search(body, start)
-    if named:
-        plan.phase = named[1]
-    elif p:
-        words = p[2].split()
-        # `after step: allocated`: a memory word is no part of the phase
-        while words and _WORD.search(words[-1].lower()):
-            words.pop()
-        if words:
-            plan.phase = f"{p[1].lower()} {' '.join(words).lower().replace('_', ' ')}"
+    plan.phase = phase_of(body, start)
+    plan.indented = body[:1] in (" ", "\t")
     if header is not None:
         _plan_row(plan, body, nums, used, header)
         return _twins(plan)
@@ -403,7 +325,11 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
         # `-3 MB` (a sign, not `1-3` or `fp-3`): a memory size is never below zero
         signed = body[m.start() - 1:m.start()] == "-" and not body[max(m.start() - 2, 0):m.start() - 1].isalnum()
         if not host:
+            before = len(plan.readings) + len(plan.unread)
             _add(plan, seg, i, unit, total_idx, m[0], body[prev_end:prev_end + 40], signed, total_unit)
+            after_key = _KEY_AFTER.match(body, prev_end) if total_idx is None else None
+            if after_key and len(plan.readings) + len(plan.unread) == before:
+                _add_key_after(plan, i, after_key[1], unit, signed)
         i = total_idx + 1 if total_idx is not None else i + 1
     return _twins(plan)
 
@@ -429,6 +355,8 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     key_m = _KEY_AT_END.search(part)
     if not key_m or unit == "%":
         return
+    if _HOST_SCOPE.search(part, 0, key_m.start()):
+        return
     key = _PHASE.sub(lambda m: m[0] if _WORD.search(m[2].lower()) else "", key_m[0])
     # `Max CUDA memory allocated was 21 GB`: the verb is no part of the key
     key = re.sub(r"(?i)[ \t]+(?:was|is|are|were)$", "", key.strip())
@@ -452,6 +380,10 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     series = series_of(bare)
     if series is None and plan.memory_tag and unit and not _NOT_SIZE.search(bare.lower()):
         series = "memory.used"
+    # a size over a size (`58.32 GB / 79.19 GB`) on a line that names a phase, whatever its key: the device's use
+    # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`)
+    if series is None and total_idx is not None and unit and total_unit and plan.phase:
+        series = "memory.used"
     if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
     doc = documented(key, seg, after, unit)
@@ -460,11 +392,11 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
         factor = _UNIT_FACTORS.get(unit.lower())
     elif key_factor is not None:
         factor = key_factor
+    elif key.lower() in TORCH_API and value.isdigit():   # (bytes, whatever print it is)
+        factor, series, doc = 1, TORCH_API[key.lower()], None
+        source = f"`{key}` is torch.cuda.{key.lower()}() in bytes (as its docstring says)"
     elif doc is not None:
         factor = doc.factor
-    elif key.lower() in TORCH_API and value.isdigit():
-        factor, series = 1, TORCH_API[key.lower()]
-        source = f"`{key}` is torch.cuda.{key.lower()}() in bytes (as its docstring says)"
     else:
         if series != "total":   # (`Total persistent parameters: 483840` names no size)
             plan.unread.append(key)
@@ -477,6 +409,24 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if doc is not None:
         series = doc.series
     plan.readings.append(Reading(i, series, factor, key, unit, total_idx, source))
+
+
+# A key after its size (`4572MB remaining`, `642.43 GB used`): a word of a device's level right after a size unit,
+# no key of a number after it (`reserved` in `allocated 3 MiB reserved 5 MiB` is the next number's)
+_KEY_AFTER = re.compile(r"[ \t]+(free|remaining|available|used)\b(?![ \t]*[:=]?[ \t]*[0-9])", re.I)
+_KEY_AFTER_SERIES = {"free": "free", "remaining": "free", "available": "free", "used": "memory.used"}
+
+
+def _add_key_after(plan: Plan, i: int, word: str, unit: str, signed: bool) -> None:
+    """The number `i`, with its size `unit`, as the reading its following `word` names (_KEY_AFTER), where
+    the text before it named none."""
+    factor = _UNIT_FACTORS.get(unit.lower())
+    if factor is None:
+        return
+    if signed:
+        plan.negative.append(word)
+        return
+    plan.readings.append(Reading(i, _KEY_AFTER_SERIES[word.lower()], factor, word, unit))
 
 
 def _plan_row(plan: Plan, body: str, nums, used: set[int], header: list[str]) -> None:
@@ -586,6 +536,7 @@ class Reader:
         self._parts: list[pl.DataFrame] = []   # readings of plans with readings (with pid, per part)
         self._yearless: list[pl.DataFrame] = []   # per line of a year-less clock: its month, day, time of day
         self._blocks: list[pl.DataFrame] = []     # per block head (generic.BLOCK_HEAD): its step
+        self._scopes: list[pl.DataFrame] = []     # per dict head (dict_scopes): its phase; the lines ending one
 
     def feed(self, frame: pl.DataFrame) -> pl.Series:
         """Read one part (line, text); returns its lines of a known shape (read or counted)."""
@@ -605,7 +556,7 @@ class Reader:
             df = df.with_columns(t.str.replace_all(ANSI_CODE, ""))
         # a comment line (`# source: …` above a pasted log, a config dump) is no print of the training loop
         df = df.filter(t.str.strip_chars().str.len_chars() > 0, ~t.str.contains(r"^[ \t]*#"))
-        self._blocks.extend(block_heads(df))
+        self._note_heads(df)
         # each digit masked (`digits`): the lines of one such shape have their numbers (NUM) at the same
         # places, so each is found once and cut out of all its lines (_samples); its shape with each digit
         # run masked is what a plan is made for
@@ -668,6 +619,11 @@ class Reader:
                 self._yearless.append(yearless)
         return df["line"]
 
+    def _note_heads(self, df: pl.DataFrame) -> None:
+        """The block heads (their step) and the dict heads (their phase) among a part's lines."""
+        self._blocks.extend(block_heads(df))
+        self._scopes.extend(dict_scopes(df, bool(self._scopes)))
+
     def finish(self, handled: pl.Series | None = None) -> Result:
         """The readings of the forms that recur; the one-off lines counted as skipped."""
         handled = handled if handled is not None else pl.Series("line", [], pl.Int64)
@@ -683,11 +639,46 @@ class Reader:
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         if self._blocks:
             r = block_steps(r, pl.concat(self._blocks))
+        if self._scopes:
+            r = _dict_phases(r, pl.concat(self._scopes),
+                             [pid for pid in good if plans[pid].indented and plans[pid].phase is None])
         if self._yearless:
             r = _year_times(r, pl.concat(self._yearless, how="vertical").filter(keep), self.zone, self.year,
                             self.mtime)
         out = r.select([pl.col(c).cast(tp) for c, tp in _OUT.items()]).sort("line", "piece", "k")
         return Result(out, _notes(plans, good), _forms(plans, good), handled)
+
+
+# a line that opens a dict printed over the lines below it (`Memory before training start: {`, finetrainers'
+# json.dumps(…, indent=4))
+_DICT_HEAD = r"\{[ \t]*$"
+
+
+def dict_scopes(df: pl.DataFrame, seen: bool) -> list[pl.DataFrame]:
+    """The lines of `df` (line, text) that open a dict over the lines below, with the phase they name
+    (`scope`), and from the first of them on (`seen`: one was in an earlier part) every unindented line,
+    which ends a dict's lines (`scope` null): none, or one frame."""
+    t = pl.col("text")
+    marks = df.select("line", "text", t.str.contains(_DICT_HEAD).alias("head"))
+    if not seen:
+        if not marks["head"].any():
+            return []
+        marks = marks.filter(pl.col("line") >= marks.filter("head")["line"].min())
+    rows = marks.filter(pl.col("head") | ~t.str.contains(r"^[ \t]"))
+    phases = {ln: phase_of(x) for ln, x in rows.filter("head").select("line", "text").iter_rows()}
+    return [rows.select("line", pl.col("line").replace_strict(phases, default=None, return_dtype=pl.String)
+                        .alias("scope"))]
+
+
+def _dict_phases(r: pl.DataFrame, scopes: pl.DataFrame, inside: list[int]) -> pl.DataFrame:
+    """The readings of indented lines without a phase of their own (`inside`: their plans) take the phase
+    of the dict opened above them (dict_scopes), up to the next unindented line."""
+    if not inside:
+        return r
+    r = r.sort("line").join_asof(scopes.sort("line"), on="line", strategy="backward", check_sortedness=False)
+    return r.with_columns(pl.when(pl.col("pid").is_in(inside) & pl.col("scope").is_not_null())
+                          .then(pl.concat_str("scope", "label", separator=", ", ignore_nulls=True))
+                          .otherwise("label").alias("label")).drop("scope")
 
 
 BELOW_RESERVED = ("read as allocated: below `reserved` on every line of its print, and a device's use is at least "
