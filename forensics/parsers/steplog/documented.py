@@ -22,6 +22,8 @@ class Documented:
 
 
 _ANY = re.compile(r"(?s).*")
+_TF_INFO = ("TensorFlow's tf.config.experimental.get_memory_info() is {'current': N, 'peak': N}: its allocator's "
+            "bytes in use and their peak (tensorflow/python/framework/config.py)")
 _TABLE_COLUMN = re.compile("")   # a table's column: its key comes from the header, nothing before the value
 # key (lowercased) -> its documented prints, the first that fits is taken
 DOCUMENTED: dict[str, tuple[Documented, ...]] = {
@@ -88,6 +90,14 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
                         f"finetrainers `{key}` is torch.cuda.{key}() in GiB (get_memory_statistics)"),)
        for key, series in (("memory_allocated", "allocated"), ("memory_reserved", "reserved"),
                            ("max_memory_allocated", "max_allocated"), ("max_memory_reserved", "max_reserved"))},
+    # TensorFlow's tf.config.experimental.get_memory_info(device) returns {'current': N, 'peak': N}, "the current and
+    # peak memory usage" of its allocator in bytes (tensorflow/python/framework/config.py), printed as the dict
+    # (with `'` or `"` quotes): `current` told apart from other keys of that name by `peak` right after it, and
+    # `peak` by closing the dict right after `current`'s number
+    "current": (Documented(re.compile(r"""(?s).*\{['"]current['"]: """), re.compile(r"""[ \t]*,[ \t]*['"]peak['"]: """),
+                           1, "allocated", _TF_INFO),),
+    "peak": (Documented(re.compile(r"""[ \t]*,[ \t]*['"]peak['"]: """), re.compile(r"[ \t]*\}"), 1, "max_allocated",
+                        _TF_INFO),),
 }
 
 # torch.cuda's memory functions return bytes (their docstrings say so): a key named after one, with

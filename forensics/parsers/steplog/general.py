@@ -384,9 +384,11 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`)
     if series is None and total_idx is not None and unit and total_unit and plan.phase:
         series = "memory.used"
+    # (a documented print's key may be no memory word: TensorFlow's `{'current': N, 'peak': N}`)
+    doc = documented(key, seg, after, unit)
+    series = series if series is not None or doc is None else doc.series
     if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
-    doc = documented(key, seg, after, unit)
     source = doc.source if doc else None
     if unit:
         factor = _UNIT_FACTORS.get(unit.lower())
