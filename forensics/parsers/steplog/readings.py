@@ -34,12 +34,11 @@ def head_readings(head: list[str] | pl.DataFrame) -> pl.DataFrame:
     skipped = Skipped()
     if isinstance(head, list):   # (plain lines go to small.py or by shape without being made a frame first)
         numbered = list(enumerate(head, 1))
-        if (few := small.rows(numbered)) is not None:
-            return small.extract(few, "UTC", skipped, True, None, None)
-        plain = small.rows(numbered, most=len(numbered))
-        if plain is not None and (by_shape := series_by_shape(plain)) is not None:
+        few = small.rows(numbered)
+        if (few is None and (plain := small.rows(numbered, most=len(numbered))) is not None
+                and (by_shape := series_by_shape(plain)) is not None):
             return by_shape
-        head = generic.head_frame(head)
+        head = few or generic.head_frame(head)
     try:
         return extract(head, "UTC", skipped, series_only=True)
     except pl.exceptions.PolarsError:
