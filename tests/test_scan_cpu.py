@@ -407,3 +407,15 @@ def test_source_spans_without_a_query_are_the_grouped_ones(folder):
     odd = odd.with_columns(pl.when(pl.col("line") == 2).then(events["time"].max() if events.height else None)
                            .otherwise(pl.col("time")).alias("time"))
     assert (stamps.spans(samples, odd), stamps.sources_with(samples, odd, ("time", "uptime"))) == _grouped_spans(samples, odd)
+
+
+def test_a_kernel_logs_line_columns_are_one_query_after_the_stage_one_columns():
+    """kernel/prefix.line_columns: its steps after stage 1 are one lazy query (each eager step was a query
+    of its own, paid by every sniffed head); the columns are the same as the eager steps gave (the
+    kernel parser's tests hold them)."""
+    from forensics.parsers.kernel import prefix as kp
+
+    head = kp.head_frame([f"Nov  1 00:00:{i % 60:02d} gpuhost kernel: [{i + 100:>6}.000001] eth0: link is up"
+                          for i in range(50)])
+    stage_one = queries_run(lambda: kp._stage1(head.select("line", pl.col("text").alias("t"))))
+    assert queries_run(lambda: kp.line_columns(head)) <= 1 + stage_one + 1

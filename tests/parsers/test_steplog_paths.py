@@ -342,3 +342,54 @@ def test_a_long_line_of_blanks_goes_to_the_automata(lead):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, prev)
+
+
+# -- a sniffed head's series, read once per shape (readings.series_by_shape)
+
+def _series_rows(frame: pl.DataFrame) -> list[tuple[int, str]]:
+    got = generic.extract_generic(frame, "UTC", Skipped(), True, None, None)
+    return list(got.select("line", "series").iter_rows()) if got.height else []
+
+
+def _by_shape_rows(lines: list[str]) -> list[tuple[int, str]] | None:
+    saved, readings.HEAD_SHAPES = readings.HEAD_SHAPES, HUGE   # (any count of shapes: this path whatever its cost)
+    try:
+        got = readings.series_by_shape(list(enumerate(lines, 1)))
+    finally:
+        readings.HEAD_SHAPES = saved
+    return None if got is None else list(got.iter_rows())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=10))
+@example(["allocated: -0 MB", "allocated: -3 MB", "allocated: 1e400 MB", "allocated: 99999999999999999999 GB"])
+def test_a_heads_series_by_shape_are_the_queries(lines):
+    """The sniff's series by shape are extract_generic's (series_only) rows, values that fail its checks
+    left out alike (-0 is not negative, 1e400 is out of range: the same shape as kept values)."""
+    lines = [x for x in _with_other_digits(lines) if small.PLAIN.fullmatch(x)]
+    got = _by_shape_rows(lines)
+    if got is not None:   # (a shape shapes.py does not model goes to the queries)
+        assert got == _series_rows(_frame(lines))
+
+
+@pytest.mark.parametrize("path", _STEP_LOG_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_step_log_samples_head_series_by_shape_are_the_queries(path):
+    head = path.read_text(encoding="utf-8", errors="replace").splitlines()[:200]
+    if small.rows(list(enumerate(head, 1)), most=len(head)) is None:
+        pytest.skip("not plain lines: the sniff reads them by the queries")
+    got = _by_shape_rows(head)
+    if got is not None:
+        assert got == _series_rows(_frame(head))
+
+
+def test_a_long_step_log_is_sniffed_without_the_queries(monkeypatch):
+    """A step log's 200-line head of a few shapes (past small.py's lines): its series were extract_generic's
+    ~30 queries, each shape is now read once in Python; one query (whether a line holds a reading) is left."""
+    from conftest import queries_run
+
+    head = [f"2026-11-01 00:00:{i % 60:02d},{i:03d} INFO [step {i}] allocated: {20000 + i}.25 MB, cached: 4096 MB"
+            for i in range(200)]
+    _no_queries(monkeypatch)
+    reasons = []
+    assert queries_run(lambda: reasons.append(markers.sniff(head))) == 1
+    assert reasons == ["memory readings (allocated, reserved) in a free-text log, first on line 1"]

@@ -229,13 +229,17 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
         pl.col("text").fill_null("").str.strip_chars_end().str.replace_all(r"(\S) {20,}", "${1}").alias("t"),
     )
     df = _stage1(df)
+    # the steps below are one lazy query, where each eager step was a query of its own (a fixed cost
+    # per step, paid by every sniffed head and small log)
+    payload = df["s1"].eq("gce-json").any()
+    df = df.lazy()
     # Cloud Logging pretty JSON/YAML: the value is a JSON string; its time is on a `timestamp` line.
     df = df.with_columns(
         pl.when(pl.col("s1") == "gce-json").then(_unquote_payload(pl.col("val"))).otherwise(pl.col("rest")).alias("rest"),
         pl.col("t").str.extract(_TIMESTAMP_LINE, 1).alias("ts_line"),
     )
-    if df["s1"].eq("gce-json").any():
-        df = _pair_payload_timestamps(df)
+    if payload:
+        df = _pair_payload_timestamps(df.collect()).lazy()
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("ts_pair"))
     # host/ident after syslog-like stamps; a comma before the fraction means dmesg --time-format iso
@@ -281,7 +285,7 @@ def line_columns(lines: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("kern")).then(pl.lit("trimmed"))
     )
     df = df.drop("_s2").with_columns(family.alias("family"))
-    return df.with_columns((pl.col("family").is_not_null() & ~pl.col("junk")).alias("stamped"))
+    return df.with_columns((pl.col("family").is_not_null() & ~pl.col("junk")).alias("stamped")).collect()
 
 
 def _pair_payload_timestamps(df: pl.DataFrame) -> pl.DataFrame:

@@ -48,10 +48,10 @@ def sniff(head: list[str]) -> str | None:
     # (a few plain lines are tested with Python's `re`, which reads these patterns as polars does: small.py;
     # they are made a frame only for the general reader)
     few = small.rows(list(enumerate(head, 1)))
-    frame = generic.head_frame(head) if few is None else None
     if (any(small.ANY_READING.search(x) and not small.NOT_OURS.search(x) for _, x in few) if few is not None else
-            frame.select((t.str.contains(generic.ANY_READING) & ~t.str.contains(generic.NOT_OURS)).any()).item()):
-        found = readings.head_readings(head if frame is None else frame)
+            generic.head_frame(head).select((t.str.contains(generic.ANY_READING)
+                                             & ~t.str.contains(generic.NOT_OURS)).any()).item()):
+        found = readings.head_readings(head)
         if found.height:
             first = int(found["line"].min())
             series = ", ".join(sorted(set(found["series"].to_list())))

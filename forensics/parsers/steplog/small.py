@@ -74,9 +74,11 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64, "step_tag": pl.Boolean}
 
 
-def rows(df: pl.DataFrame | list[tuple[int, str | None]]) -> list[tuple[int, str | None]] | None:
-    """(line, text) of `df` (a frame, or its rows) if the Python path may read it, else None."""
-    if len(df) > SMALL_LINES:
+def rows(df: pl.DataFrame | list[tuple[int, str | None]], most: int | None = None
+         ) -> list[tuple[int, str | None]] | None:
+    """(line, text) of `df` (a frame, or its rows) if the Python path may read it, else None. `most`: the
+    lines it may hold (SMALL_LINES unless given; the engines agree line by line, whatever the count)."""
+    if len(df) > (SMALL_LINES if most is None else most):
         return None
     out = df if isinstance(df, list) else list(zip(df["line"].to_list(), df["text"].to_list()))
     if sum(len(t) ** 2 for _, t in out if t is not None) > SQUARED_CHARS:
@@ -94,7 +96,7 @@ def _int(s: str | None) -> int | None:
     return v if -_I64 <= v < _I64 else None
 
 
-def _bytes(number: str | None, unit: str | None) -> int | None:
+def size_bytes(number: str | None, unit: str | None) -> int | None:
     """units.bytes_expr of one value."""
     if number is None or unit is None:
         return None
@@ -167,7 +169,7 @@ def extract(lines: list[tuple[int, str | None]], zone: str, skipped: Skipped, se
     r = []   # the readings with their unit and bytes (extract_generic's `r`)
     for j, k, series, num, total, unit, gpu_arg, default_unit in readings:
         unit = first(unit, ctx[j][0], default_unit)
-        r.append((j, k, series, unit, _bytes(num, unit), _bytes(total, unit), gpu_arg))
+        r.append((j, k, series, unit, size_bytes(num, unit), size_bytes(total, unit), gpu_arg))
 
     def line_of(x) -> int:
         return hint[pieces[x[0]][0]][0]
@@ -264,7 +266,7 @@ def _context(x: str) -> tuple:
     label = _cut(x, c["label"])
     return (c["header_unit"], label if label is None else (c["label_prefix"] or "") + label,
             _int(_cut(x, c["step"])), _cut(x, c["tag_gpu"]), _int(_cut(x, c["rank"])), _int(_cut(x, c["local"])),
-            _bytes(_cut(x, c["ptotal"]), c["ptotal_unit"]))
+            size_bytes(_cut(x, c["ptotal"]), c["ptotal_unit"]))
 
 
 def span(m, group, base: int) -> tuple[int, int] | None:
