@@ -291,14 +291,9 @@ class StepLog:
             per = 100
             n, ep = (step - 1) % per + 1, (step - 1) // per
             el = time.time() - self.t0
-            rate = step / el if el > 0 else 0.0
-            left = (per - n) / rate if rate else 0.0
-            fill = int(10 * n / per)
-            bar = "\u2588" * fill + " " * (10 - fill)
-            self.streams[s].write(f"\rEpoch {ep}: {100 * n // per:3d}%|{bar}| {n}/{per} [{int(el) // 60:02d}:"
-                                  f"{int(el) % 60:02d}<{int(left) // 60:02d}:{int(left) % 60:02d}, {rate:5.2f}it/s, "
-                                  f"v_num=0, train_loss={num(round(loss, 4))}, alloc_mb={num(a / MiB)}, "
-                                  f"reserved_mb={num(r / MiB)}]" + ("\n" if n == per else ""))
+            self.streams[s].write(tqdm_refresh(f"Epoch {ep}", n, per, step / el if el > 0 else 0.0, el,
+                                               f"v_num=0, train_loss={num(round(loss, 4))}, alloc_mb={num(a / MiB)}, "
+                                               f"reserved_mb={num(r / MiB)}") + ("\n" if n == per else ""))
             self.streams[s].flush()
         elif s == "tfinfo":
             # a script that prints TensorFlow's tf.config.experimental.get_memory_info('GPU:0') (bytes: 'current'
@@ -309,14 +304,19 @@ class StepLog:
             # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
             n, total = step, max(self.steps, step)
             el = time.time() - self.t0
-            rate = n / el if el > 0 else 0.0
-            left = (total - n) / rate if rate else 0.0
-            fill = int(10 * n / total)
-            bar = "\u2588" * fill + " " * (10 - fill)
-            self.streams[s].write(f"\rEpoch 1: {100 * n // total:3d}%|{bar}| {n}/{total} [{int(el) // 60:02d}:"
-                                  f"{int(el) % 60:02d}<{int(left) // 60:02d}:{int(left) % 60:02d}, {rate:5.2f}it/s, "
-                                  f"loss={loss:.3f}, mem={a / GiB:.2f}G]")
+            self.streams[s].write(tqdm_refresh("Epoch 1", n, total, n / el if el > 0 else 0.0, el,
+                                               f"loss={loss:.3f}, mem={a / GiB:.2f}G"))
             self.streams[s].flush()
+
+
+def tqdm_refresh(desc: str, n: int, total: int, rate: float, elapsed: float, postfix: str) -> str:
+    """One refresh of a tqdm bar as it writes it (`\r`, no newline): `{desc}: {pct}%|{bar}| {n}/{total}
+    [{elapsed}<{remaining}, {rate}it/s, {postfix}]`."""
+    left = (total - n) / rate if rate else 0.0
+    fill = int(10 * n / total)
+    bar = "\u2588" * fill + " " * (10 - fill)
+    return (f"\r{desc}: {100 * n // total:3d}%|{bar}| {n}/{total} [{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}<"
+            f"{int(left) // 60:02d}:{int(left) % 60:02d}, {rate:5.2f}it/s, {postfix}]")
 
 
 class NvmlMonitor:
