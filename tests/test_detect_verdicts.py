@@ -608,6 +608,7 @@ def test_a_log_of_free_memory_alone_is_judged_by_its_fall():
     assert s["verdict"] == "leak"
     leak = next(f for f in s["findings"] if f["kind"] == "leak")
     assert leak["series"] == "free.fall" and leak["pattern"] == "linear"
+    assert "(free.fall: memory in use, read from free memory's fall) grows linearly" in leak["summary"]
     assert abs(leak["rate_bytes_per_step"] / (64 * MiB) - 1) < 0.05
     onset = datetime.fromisoformat(leak["start"].replace("Z", "+00:00"))
     assert abs(onset - datetime(2026, 12, 7, 5, 34, 13, 481000, tzinfo=timezone.utc)) < timedelta(seconds=5)
