@@ -15,7 +15,7 @@ columns: `pl.DataFrame(dict_of_lists, schema=...)` a Series at a time, at a frac
 constructor's fixed cost (a small file's readings, built in Python).
 
 translated: every line's bytes mapped by a `bytes.translate` table, at the cost of a copy of the text,
-where polars' replace_many walks each line and writes each match (a digit mask of a free-text log's lines).
+where polars' replace_many walks each line and writes each match; masked_digits, a line's shape (each digit 0).
 
 csv_safe: text cells a spreadsheet would run as a formula, made inert for a CSV.
 """
@@ -78,6 +78,14 @@ def translated(text: pl.Series, table: bytes) -> pl.Series:
             return out
     changed = [b for b in range(128) if table[b] != b]
     return text.str.replace_many([chr(b) for b in changed], [chr(table[b]) for b in changed])
+
+
+_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def masked_digits(text: pl.Series) -> pl.Series:
+    """Each string of `text` with every ASCII digit made 0: lines of one print, numbers aside, mask alike."""
+    return translated(text, _DIGITS_TO_0)
 
 
 # what a spreadsheet opening a CSV takes for the start of a formula (OWASP's list)

@@ -19,7 +19,7 @@ _SERIES_KEYS = ("host", "gpu", "pid", "rank", "local_rank", "label", "line_rank"
 def with_fall(s: pl.DataFrame) -> pl.DataFrame:
     """`s` (a step log's readings: line, piece, k, series, bytes, …) and, when its only memory series is
     `free`, the FALL readings beside them (each after its line's readings)."""
-    if not s.height or "series" not in s.columns:
+    if not s.height:
         return s
     names = set(s["series"].unique().drop_nulls().to_list())
     if "free" not in names or names - {"free"}:
@@ -27,12 +27,12 @@ def with_fall(s: pl.DataFrame) -> pl.DataFrame:
     keys = [c for c in _SERIES_KEYS if c in s.columns]
     free = s.filter(pl.col("series") == "free")
     top = pl.col("bytes").max().over(keys) if keys else pl.col("bytes").max()
-    cols = {"series": pl.lit(FALL), "bytes": top - pl.col("bytes")}
+    cols = {"series": pl.lit(FALL), "bytes": (top - pl.col("bytes")).cast(s.schema["bytes"])}
     if "total_bytes" in s.columns:
         cols["total_bytes"] = pl.lit(None, dtype=s.schema["total_bytes"])
-    if "k" in s.columns:
-        cols["k"] = pl.col("k") + 1000   # (after the line's own readings, whose k are below 1000)
-    fall = free.with_columns(**{c: e.cast(s.schema[c]) if c in ("bytes", "k") else e for c, e in cols.items()})
+    if "k" in s.columns:   # (after the line's own readings, whose k are below 1000)
+        cols["k"] = (pl.col("k") + 1000).cast(s.schema["k"])
+    fall = free.with_columns(**cols)
     order = [c for c in ("line", "piece", "k") if c in s.columns]
     out = pl.concat([s, fall.select(s.columns)], how="vertical")
     return out.sort(order) if order else out

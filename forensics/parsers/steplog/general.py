@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from forensics import clock
-from forensics.frames import translated
+from forensics.frames import masked_digits
 from forensics.model import Skipped
 from forensics.parsers import ranks
 from forensics.parsers.steplog.documented import TORCH_API, documented
@@ -41,7 +41,6 @@ NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 _NUM_RE = re.compile(NUM)
 _NUM_BYTES = re.compile(NUM.encode())
 _RUNS = re.compile("0+")   # (in a digit mask: each run of digits)
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")   # (a digit mask: each digit made 0)
 
 # Lines worth a look hold one of these (any case): a literal search, no regex.
 MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage", "gpu"]
@@ -562,7 +561,7 @@ class Reader:
         # each digit masked (`digits`): the lines of one such shape have their numbers (NUM) at the same
         # places, so each is found once and cut out of all its lines (_samples); its shape with each digit
         # run masked is what a plan is made for
-        df = df.with_columns(translated(df["text"], _DIGITS).alias("digits"))
+        df = df.with_columns(masked_digits(df["text"]).alias("digits"))
         headers, df, self._last_hdr = _with_headers(df, len(self._headers), self._last_hdr)
         self._headers.extend(headers)
         firsts = df.group_by("digits", "hdr", maintain_order=True).first()

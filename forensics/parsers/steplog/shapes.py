@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from forensics.frames import owned
+from forensics.frames import masked_digits, owned
 from forensics.parsers.steplog import generic as g
 from forensics.parsers.steplog import small as s
 from forensics.units import unit_factor
@@ -101,8 +101,7 @@ def extract(df: pl.DataFrame, zone: str, skipped, unitless: list[int] | None, ca
             ) -> pl.DataFrame | None:
     """extract_generic(df, ...) (not for sniffing) read by shape; None where the queries must read it."""
     t = pl.col("text")
-    digits = [str(d) for d in range(10)]
-    frame = df.lazy().select("line", "text", t.str.replace_many(digits, ["0"] * 10).alias("shape")).collect()
+    frame = pl.DataFrame([df["line"], df["text"], masked_digits(df["text"]).alias("shape")])
     templates = _templates(frame)
     if templates is None:
         return None
