@@ -1355,3 +1355,106 @@ HELDOUT10 = [
          "each second (whole-second stamps). Ends normally.", 30),
 ]
 CASES["heldout10"] = HELDOUT10
+
+
+# ---- held-out set 11 (tenth session): two print styles no recording used before (ultralytics' YOLO training bar:
+# a header line each epoch and a `GPU_mem` column of reserved memory as `3.06G`, refreshed with `\r`; Keras 3's
+# progress bar in a file: one line an update with its ANSI codes, `gpu_alloc_mb` / `gpu_reserved_mb` among the
+# metrics), one JAX job, the endings and loggers of sets 9 and 10; written before the set was recorded, run once
+# after the tenth session's merges
+H11 = "heldout11"
+HELDOUT11 = [
+    Case("ultra_linear_leak_sigkill", H11, ["wide500", "apps"],
+         kill_at("linear_late", "--steps 400 --period 0.12 --warm-gib 2 --flat 20 --leak-mib 64 --style ultralytics",
+                 True, step=110),
+         "leak", ["leak"], "linear",
+         "A hook keeps 64 MiB a step from step 21; ultralytics' training bar (reserved memory in its `GPU_mem` "
+         "column, `\\r` refreshes, 50 batches an epoch); killed with SIGKILL after step 110.", 28),
+    Case("ultra_flat_exit", H11, ["q1", "dmon"],
+         simple("flat", "--steps 100 --period 0.12 --warm-gib 6 --style ultralytics", False),
+         "no_leak", [], None,
+         "A fixed 6 GiB footprint; ultralytics' training bar. Ends normally.", 24),
+    Case("keras_staircase_exit", H11, ["wide1", "apps"],
+         simple("staircase", "--steps 140 --period 0.12 --warm-gib 2 --stair-mib 512 --stair-every 20 "
+                "--style keras", True),
+         "leak", ["leak"], "step",
+         "Every 20 steps a 512 MiB snapshot kept in a list; Keras 3's progress bar in a file (a line an update, "
+         "ANSI codes, gpu_alloc_mb and gpu_reserved_mb). Ends normally.", 30, stair_every=20),
+    Case("keras_warmup_exit", H11, ["script1", "apps"],
+         simple("warmup_plateau", "--steps 100 --period 0.12 --ramp 20 --peak-gib 8 --style keras", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 8 GiB over 20 steps, then flat; Keras 3's progress bar; a headerless "
+         "`timestamp, index, memory.used, memory.total` log each second. Ends normally.", 25),
+    Case("ultra_leak_oom", H11, ["wide1", "dmon"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 128 --onset 15 "
+                "--style ultralytics", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 15 (128 MiB a step) under a 7 % cap until a CUDA OOM; ultralytics' bar.", 26),
+    Case("keras_leak_oom_sparse", H11, ["apps", "used5"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 128 --onset 8 "
+                "--style keras --every 5", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 8 (128 MiB a step) under a 7 % cap until a CUDA OOM; Keras' bar every 5 "
+         "steps; a 5 s `timestamp, memory.used` log.", 26),
+    Case("ultra_slow_noisy_exit", H11, ["wide1", "q1"],
+         simple("slow_noisy", "--steps 300 --period 0.1 --warm-gib 3 --noise-mib 320 --leak-mib 24 --onset 40 "
+                "--style ultralytics", True),
+         "leak", ["leak"], "linear",
+         "A 3 GiB footprint under noisy batches (0-320 MiB a step), 24 MiB kept a step from step 40; ultralytics' "
+         "bar (reserved memory only). Ends normally.", 38),
+    Case("keras_cache_growth_exit", H11, ["wide1", "apps"],
+         simple("cache_growth", "--steps 85 --period 0.13 --grow-mib 16 --style keras", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 16 MiB larger than the last: reserved and nvidia-smi grow, allocated flat; Keras' "
+         "bar with gpu_alloc_mb and gpu_reserved_mb. Ends normally.", 25),
+    Case("ultra_eval_spikes_sigkill", H11, ["q1", "wide500"],
+         kill_at("eval_spikes", "--steps 400 --period 0.13 --warm-gib 3 --eval-every 15 --eval-len 3 --spike-gib 4 "
+                 "--style ultralytics", False, step=80),
+         "no_leak", [], None,
+         "A 3 GiB footprint with a 4 GiB evaluation every 15 steps, kept in the cache; ultralytics' bar; killed "
+         "with SIGKILL after step 80.", 26),
+    Case("two_procs_ultra_keras_exit", H11, ["apps", "q1"],
+         two_procs("--steps 100 --period 0.15 --warm-gib 3 --style ultralytics",
+                   "linear_late", "--steps 60 --period 0.15 --warm-gib 1 --flat 10 --leak-mib 128 --style keras",
+                   b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU: a flat 3 GiB trainer with ultralytics' bar (a.log) and a second job (b.log, "
+         "Keras' bar) keeping 128 MiB a step from its step 11; both end normally.", 32),
+    Case("crashloop_keras_oom_x3", H11, ["wide500", "apps"],
+         crash_loop("leak_oom", "--steps 400 --period 0.1 --fraction 0.05 --warm-gib 1 --leak-mib 160 --onset 5 "
+                    "--style keras", runs=3, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of three runs of a job keeping 160 MiB a step from step 5 under a 5 % cap; Keras' bar; each "
+         "run dies of a CUDA OOM.", 44, timeout=120),
+    Case("host_kill_then_ultra_leak_oom", H11, ["wide500", "apps", "dmon"],
+         host_kill_then("--steps 400 --period 0.12 --host-mib 48 --style keras", limit="2G",
+                        fallback_step=150, gap=4.0, kind="leak_oom", args="--steps 400 --period 0.12 --fraction 0.07 "
+                        "--warm-gib 1 --leak-mib 128 --onset 10 --style ultralytics"),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A job of pinned host batches (48 MiB a step) in a 2 GiB memory cgroup until the kernel's OOM killer ends "
+         "it (job1.log, Keras' bar); 4 s later a second job (job2.log, ultralytics' bar) keeps 128 MiB a step from "
+         "step 10 under a 7 % cap until a CUDA OOM. dmesg files taken right after.", 48, kernel=True, timeout=120),
+    Case("residual_worker_keras_sigkill", H11, ["apps2", "q1"],
+         residual("--steps 400 --period 0.2 --warm-gib 3 --worker-gib 6 --style keras", kill_step=30, hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer (3 GiB) with an eval worker process holding 6 GiB; the trainer is SIGKILLed after step 30 and "
+         "the orphaned worker keeps its memory for 8 s until it is killed too; Keras' bar.", 30),
+    Case("jax_leak_oom_q1", H11, ["q1", "apps"],
+         simple("jax_train", "--leak --steps 400 --period 0.12 --fraction 0.07 --warm-gib 1 --leak-mib 192 "
+                "--onset 12 --every 2", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "JAX: each step's activations kept from step 12 (192 MiB a step) until XLA runs out of memory "
+         "(RESOURCE_EXHAUSTED) under a 7 % cap; memory_stats() every 2 steps; `nvidia-smi -q` each second.", 34),
+    Case("short_leak_keras_exit", H11, ["wide1", "apps"],
+         simple("linear_late", "--steps 16 --period 0.4 --warm-gib 1 --flat 3 --leak-mib 640 --style keras", True),
+         "leak", ["leak"], "linear",
+         "A short job: from step 4 each step keeps 640 MiB; it ends normally after step 16 (about 7 s), still "
+         "growing; Keras' bar.", 22),
+    Case("ultra_leak_loggers_stopped", H11, ["script1", "apps"],
+         stop_loggers_at("linear_late", "--steps 120 --period 0.12 --warm-gib 2 --flat 15 --leak-mib 64 "
+                         "--style ultralytics", True, step=70),
+         "leak", ["leak"], "linear",
+         "A hook keeps 64 MiB a step from step 16; ultralytics' bar (reserved memory); the GPU loggers stop at "
+         "step 70 while the job goes on to step 120 and ends normally.", 28),
+]
+CASES["heldout11"] = HELDOUT11

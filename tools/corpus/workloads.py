@@ -68,7 +68,11 @@ STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none
           "fairseq", "summary",
           # styles of the ninth session (held-out set 10): Lightning's progress bar with memory logged to it
           # (tqdm's 3-digit numbers, `2.05e+3`), TensorFlow's get_memory_info() dict printed by the script
-          "lightning", "tfinfo")
+          "lightning", "tfinfo",
+          # styles of the tenth session (held-out set 11): ultralytics' YOLO training bar (a `GPU_mem` column of
+          # reserved memory in `G`, under a header line each epoch), Keras 3's progress bar in a file (one line an
+          # update, its ANSI codes kept, a callback's `gpu_alloc_mb` and `gpu_reserved_mb` among the metrics)
+          "ultralytics", "keras")
 # A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
 # its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
 LOG_FORMATS = {
@@ -101,7 +105,7 @@ class Formatter(logging.Formatter):
 
 
 PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm", "composer", "axolotl", "lightning",
-           "tfinfo")   # print(), no prefix
+           "tfinfo", "ultralytics", "keras")   # print(), no prefix
 
 
 class StepLog:
@@ -300,6 +304,48 @@ class StepLog:
             # in use, 'peak' since the last reset, never reset here) after its step counter
             peak = torch.cuda.max_memory_allocated()
             self.out(s, f"step {step}/{self.steps} loss {loss:.4f} gpu memory: {{'current': {a}, 'peak': {peak}}}")
+        elif s == "ultralytics":
+            # ultralytics/engine/trainer.py: LOGGER.info(progress_string()) (a header of "%11s" columns) before each
+            # epoch's TQDM bar, whose description is ("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/{epochs}",
+            # f"{_get_memory():.3g}G", box, cls, dfl, instances, imgsz); _get_memory() is memory_reserved() / 2**30;
+            # the bar ("{l_bar}{bar:10}{r_bar}") refreshed with `\r`, a newline at each epoch's end
+            per = 50
+            n, ep = (step - 1) % per + 1, (step - 1) // per + 1
+            if n == 1 or step == 1:
+                self.streams[s].write("\n" + "%11s" * 7 % ("Epoch", "GPU_mem", "box_loss", "cls_loss", "dfl_loss",
+                                                          "Instances", "Size") + "\n")
+            el = time.time() - self.t0
+            rate = step / el if el > 0 else 0.0
+            desc = ("%11s" * 2 + "%11.4g" * 5) % (f"{ep}/{max(1, -(-self.steps // per))}", f"{r / GiB:.3g}G", loss,
+                                                   loss * 1.7, loss * 1.1, 37 + step % 11, 640)
+            left = (per - n) / rate if rate else 0.0
+            fill = int(10 * n / per)
+            blocks = "\u2588" * fill + " " * (10 - fill)
+            self.streams[s].write(f"\r{desc}: {100 * n // per:3d}%|{blocks}| {n}/{per} "
+                                  f"[{int(el) // 60:02d}:{int(el) % 60:02d}<{int(left) // 60:02d}:{int(left) % 60:02d}, "
+                                  f"{rate:5.2f}it/s]" + ("\n" if n == per else ""))
+            self.streams[s].flush()
+        elif s == "keras":
+            # Keras 3's Progbar written to a file (not a terminal): "Epoch e/E", then each update on a new line
+            # ("\n" first), its bold/green ANSI codes kept, ETA and time a step, then " - name: value" (".4f");
+            # a callback puts the allocator's figures (MiB) into the logs
+            per = 50
+            n, ep = (step - 1) % per + 1, (step - 1) // per + 1
+            out = self.streams[s]
+            if n == 1:
+                out.write(f"Epoch {ep}/{max(1, -(-self.steps // per))}\n")
+            now = time.time()
+            unit = (now - self.t_last) / self.every
+            self.t_last = now
+            done = int(20 * n / per)
+            green, grey = "━" * done, "━" * (20 - done)
+            bar = (f"\x1b[1m{n:2d}/{per}\x1b[0m " + (f"\x1b[32m{green}\x1b[0m" if done else "")
+                   + f"\x1b[37m{grey}\x1b[0m")
+            info = f" \x1b[1m{unit * (per - n):.0f}s\x1b[0m" if n < per else f" \x1b[1m{unit * per:.0f}s\x1b[0m"
+            info += f" {unit * 1000:.0f}ms/step - loss: {loss:.4f} - gpu_alloc_mb: {a / MiB:.4f} - " \
+                    f"gpu_reserved_mb: {r / MiB:.4f}"
+            out.write("\n" + bar + info + ("\n" if n == per else ""))
+            out.flush()
         elif s == "tqdm":
             # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
             n, total = step, max(self.steps, step)
