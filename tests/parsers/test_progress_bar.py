@@ -50,3 +50,45 @@ def test_the_recorded_bar_is_a_warmup_not_a_leak():
     assert parsed.samples.height == 90 and parsed.samples["step"].max() == 90
     _, an = pipeline.run([str(SAMPLE)], Options(tz="UTC", tz_from_user=True))
     assert an.verdict == "no_leak" and "warmup plateau" in an.verdict_reason
+
+
+SAMPLES = Path(__file__).parent.parent / "samples" / "step-markers"
+
+
+def test_an_epoch_counted_from_zero_counts_its_steps_from_one(tmp_path):
+    """Lightning's bar names its epochs from 0 (`Epoch 0: …| 5/8 [`): step 5 of epoch 0 is step 5, not -3
+    (held-out set 10's crash loop said "since step -95")."""
+    p = tmp_path / "train.log"
+    p.write_text("training\n" + "".join(BAR.format(e=e, p=100 * n // 8, n=n, t=8, g=1.0) for e in (0, 1)
+                                        for n in range(1, 9)) + "\n")
+    _, parsed = parse_file(p, expect="step-markers")
+    assert parsed.samples.sort("seq")["step"].to_list() == list(range(1, 17))
+
+
+def test_a_table_rows_bar_counts_the_batches_of_its_epoch_column():
+    """ultralytics' bar under its `Epoch GPU_mem …` header, refreshed with `\\r` (held-out set 11: unread, then
+    every refresh on step 1 of epoch `1/8`): a reading a batch, and the leak from batch 15 found."""
+    sample = SAMPLES / "style_ultralytics_bar_heldout11.txt"
+    _, parsed = parse_file(sample, expect="step-markers")
+    assert parsed.samples.sort("seq")["step"].to_list() == list(range(1, 31))
+    _, an = pipeline.run([str(sample)], Options(tz="UTC", tz_from_user=True))
+    assert an.verdict == "leak"
+
+
+def test_keras_bar_lines_count_on_under_their_epoch_line():
+    """Keras' `12/50 ━━━ … - gpu_alloc_mb: …` lines restart at 1 each epoch under an `Epoch e/E` line: epoch 2's
+    first step is 51 (one line runs into the script's own print; its `step 20` is read)."""
+    _, parsed = parse_file(SAMPLES / "style_keras_progbar_heldout11.txt", expect="step-markers")
+    steps = parsed.samples.filter(series="allocated").sort("seq")["step"].to_list()
+    assert steps[-6:] == [49, 50, 51, 52, 53, 54] and steps[:3] == [1, 2, 3]
+
+
+def test_a_crash_loop_of_keras_runs_is_three_leaking_jobs():
+    """Held-out set 11's crash loop: three runs' Keras bars in one file without a clock (each 1..15 of its first
+    epoch): `no_leak`, a sawtooth, while the bar's counter was unread; each run is a job, each a leak."""
+    sample = SAMPLES / "keras_crashloop_heldout11.txt"
+    _, parsed = parse_file(sample, expect="step-markers")
+    assert parsed.samples.filter(series="allocated").sort("seq")["step"].to_list() == list(range(1, 16)) * 3
+    _, an = pipeline.run([str(sample)], Options(tz="UTC", tz_from_user=True))
+    assert an.verdict == "leak"
+    assert sum(f.kind == "leak" for f in an.findings) == 3

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from forensics.model import Skipped
 from forensics.options import Options
-from forensics.parsers.steplog import deepspeed, generic, hf_trainer, megatron, readings
+from forensics.parsers.steplog import deepspeed, free, generic, hf_trainer, megatron, readings
 from forensics.parsers.steplog import markers as stepmem
 from forensics.parsers.steplog.reader import StepLogReader, extract_all
 
@@ -81,6 +81,7 @@ def _comes_from_line(value: int, text: str) -> bool:
 @example(lines=["allocated: 0", "nvidia-smi GPU-3 memory (MB): 1.\u0661", "Free GPU ram: 1.\u0661"])
 # found by CI (2026-12-06): the general reader read 3 MB out of "-3 MB0" (the sign dropped)
 @example(lines=["reserved: 0 MB0", "reserved: -3 MB0"])
+@example(lines=["allocated: 0", "allocated: 0", "allocated: 0", "Free GPU ram: 7"])
 def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     for module in (stepmem, deepspeed, megatron, hf_trainer):
         module.sniff(lines)
@@ -89,6 +90,9 @@ def test_arbitrary_lines_never_raise_and_bytes_come_from_the_line(lines):
     parsed = extract_all(_frame(lines), "Europe/Berlin")
     for row in parsed.samples.iter_rows(named=True):
         text = lines[row["line"] - 1]
+        if row["series"] == free.FALL:
+            # (found by this test, 2026-12-07: derived from the free readings, each the highest less its own)
+            continue
         assert _comes_from_line(row["bytes"], text), (row, text)
         if row["total_bytes"] is not None:
             assert _comes_from_line(row["total_bytes"], text), (row, text)

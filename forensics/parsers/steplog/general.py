@@ -33,11 +33,11 @@ from forensics import clock
 from forensics.frames import masked_digits
 from forensics.model import Skipped
 from forensics.parsers import ranks
+from forensics.parsers.steplog.counters import NUM, epoch_steps, read_counters
 from forensics.parsers.steplog.documented import TORCH_API, documented
 from forensics.parsers.steplog.generic import PHASE_KEY, block_heads, block_steps
 
 # A number as both polars and Python's re find it (no lookaround: the same matches in both engines).
-NUM = r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 _NUM_RE = re.compile(NUM)
 _NUM_BYTES = re.compile(NUM.encode())
 _RUNS = re.compile("0+")   # (in a digit mask: each run of digits)
@@ -85,18 +85,6 @@ DEVICE_KEY = re.compile(r"(?i)gpu")
 # under any key that names nothing else is memory (memory.used, the key not saying which)
 MEMORY_TAG = re.compile(r"(?i)\[(?:mem|memory|vram|(?:gpu|cuda)[ _-]?mem(?:ory)?)\]")
 
-_COUNTER = re.compile(
-    # (`"global_step/max_steps": "100/1230"`: a key naming the counter and its end, a quoted value; fairseq's
-    # `num_updates=N`, the optimizer updates of the whole run, a global counter like `global_step`)
-    r"(?i)\b(global[ _]step|num[ _]updates|step|iteration|iter|it|epoch|batch)s?\b(/[A-Za-z_]+)?['\"]?[ \t]*[:=#]?[ \t]*['\"]?\[?[ \t]*"
-    rf"({NUM})(?:[ \t]*/[ \t]*({NUM}))?")
-# mmcv/mmengine's `Epoch [1][2400/7517]`, `Epoch(train)   [1][ 100/2566]`: the epoch, then the
-# iteration within it out of the epoch's length
-_BRACKET_COUNTER = re.compile(rf"(?i)\bepoch(?:\([a-z]+\))?[ \t]*\[[ \t]*({NUM})(?:[ \t]*/[ \t]*{NUM})?[ \t]*\]"
-                              rf"[ \t]*\[[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\]")
-# a progress bar's (tqdm's `{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<...`) iterations done out of its total:
-# the counter of a bar refreshed every step, within its epoch when the bar names one (`Epoch 3: 40%|...`)
-_BAR_COUNTER = re.compile(rf"\|[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\[")
 # a phase: `before forward`, `after optimizer step`, `after model load`, `while training` (one or two
 # words after it)
 _PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
@@ -223,40 +211,6 @@ def _layout(body: str) -> tuple[str | None, int]:
     return None, 0
 
 
-def _read_counters(plan: Plan, body: str, start: int, nums: list, at: dict[int, int], used: set[int],
-                   header: list[str] | None) -> None:
-    """The line's step, epoch and the epoch's length (indexes of its numbers, into `plan`; those numbers
-    into `used`): mmengine's bracket counter, `step`/`iter`/`epoch` words, else a progress bar's `n/total`."""
-    b = _BRACKET_COUNTER.search(body, start)
-    if b:
-        plan.epoch_idx, plan.step_idx = at.get(b.start(1)), at.get(b.start(2))
-        plan.steps_per_epoch_idx = at.get(b.start(3))
-        used.update(i for i in (plan.epoch_idx, plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
-    for c in _COUNTER.finditer(body, start):
-        word = c[1].lower()
-        i = at.get(c.start(3))
-        if i is None:
-            continue
-        used.add(i)
-        j = at.get(c.start(4)) if c[4] else None
-        if j is not None:
-            used.add(j)
-        if b and b.start() <= c.start() < b.end():
-            continue
-        if word == "epoch":
-            # HF Trainer's `'epoch': 1.5` (also `1.0`) is the share of the data seen, not a counter
-            if "." not in nums[i][0]:
-                plan.epoch_idx = i
-        elif word != "batch" and (plan.step_idx is None or word.startswith(("global", "num"))):
-            # a global counter's `/N` is the run's last step, not the epoch's length
-            plan.step_idx, plan.steps_per_epoch_idx = i, None if word.startswith(("global", "num")) or c[2] else j
-    # (a table row's counter is its column's: ultralytics' `Epoch` row ends with its epoch's own bar)
-    bar = _BAR_COUNTER.search(body, start) if plan.step_idx is None and header is None else None
-    if bar and at.get(bar.start(1)) is not None:
-        plan.step_idx, plan.steps_per_epoch_idx = at[bar.start(1)], at.get(bar.start(2))
-        used.update(i for i in (plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
-
-
 def phase_of(body: str, start: int = 0) -> str | None:
     """The phase a line names: a phase key's word (`phase: post_forward`), else `before|after|…` and one or
     two words (`after optimizer step`)."""
@@ -283,7 +237,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
     at = {m.start(): i for i, m in enumerate(nums)}
     used: set[int] = set(range(first))
-    _read_counters(plan, body, start, nums, at, used, header)
+    read_counters(plan, body, start, nums, at, used, header)
     g = _GPU.search(body, start)
     if g and at.get(g.start(1)) is not None:
         plan.gpu_idx = at[g.start(1)]
@@ -478,6 +432,7 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
         "step": pl.Int64, "label": pl.String, "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64,
         "step_tag": pl.Boolean}
+_COUNTERS = ("inner", "epoch", "per_epoch")   # a reading's step within its epoch, the epoch, its steps (counters.epoch_steps)
 _NO_READINGS = pl.DataFrame(schema=_OUT)   # (copied: a frame made from a schema costs several times as much)
 
 
@@ -488,7 +443,7 @@ def candidates(text: pl.Expr) -> pl.Expr:
 
 # A regex that finds every line `candidates` finds (and a few more: see reader.LOOK)
 CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")"
-TABLE_ROW = r"^[ \t]*[0-9]"   # a line that may be a row of a table (a number first): table_rows
+TABLE_ROW = r"(?:^|\r)[ \t]*[0-9]"   # a line that may be a row of a table (a number first, or after a tqdm `\r`)
 
 
 def table_rows(text: pl.Expr) -> pl.Expr:
@@ -638,8 +593,10 @@ class Reader:
             return Result(_NO_READINGS.clear(), [], [], handled)
         keep = pl.col("pid").is_in(good)
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
-        if self._blocks:
-            r = block_steps(r, pl.concat(self._blocks))
+        heads = pl.concat(self._blocks) if self._blocks else None
+        r = epoch_steps(r, heads)
+        if heads is not None:
+            r = block_steps(r, heads)
         if self._scopes:
             r = _dict_phases(r, pl.concat(self._scopes),
                              [pid for pid in good if plans[pid].indented and plans[pid].phase is None])
@@ -781,9 +738,10 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
         num("gpu").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
         rank.alias("rank"), local.alias("local_rank"))
     step, epoch, spe = whole(pl.col("_step")), whole(pl.col("_epoch")), whole(pl.col("_spe"))
-    # `Epoch [e/E], Step [s/S]`: the step restarts every epoch; (e-1)*S + s counts on
-    step = pl.when(epoch.is_not_null() & spe.is_not_null()).then((epoch - 1) * spe + step).otherwise(step)
-    lines = lines.with_columns(pl.coalesce(step, pl.when(~pl.col("has_step")).then(epoch)).alias("step"))
+    # (a counter that restarts each epoch counts on across epochs: finish's epoch_steps, once the whole file
+    # says whether epochs count from 0 and which block head each line is under)
+    lines = lines.with_columns(pl.coalesce(step, pl.when(~pl.col("has_step")).then(epoch)).alias("step"),
+                               step.alias("inner"), epoch.alias("epoch"), spe.alias("per_epoch"))
     lines, yearless = _times(lines, zone)
     lines = lines.drop("digits", "layout", "has_step", "_step", "_epoch", "_spe",
                        *(f"{n}_{e}" for n in ("step", "epoch", "spe", "gpu") for e in ("at", "len")), strict=False)
@@ -802,7 +760,7 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
     r = r.filter(pl.col("series") != "total").join(totals, on=["line", "piece"], how="left")
     r = r.with_columns(pl.coalesce("total_bytes", "_cap").alias("total_bytes"),
                        pl.lit(False).alias("step_tag"), (pl.col("k") + 300).alias("k"))
-    return r.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(*_OUT, "pid"), yearless
+    return r.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(*_OUT, "pid", *_COUNTERS), yearless
 
 
 def _times(r: pl.DataFrame, zone: str) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -55,9 +55,12 @@ _STEP_WORD = rf"(?:{_COUNTER_WORDS}|batch=)"
 STEP_MARKER = r"(?i)^\W*" + _STEP_WORD + r"\s*[:=#]?\s*([0-9]+)\b"
 # A line that holds nothing but a step counter heads a block (Composer's console logger prints `[batch=12/400]:`
 # and then one indented `Train memory/allocated_mem: 1.4440` line per key): the general reader's readings of the
-# block without a counter of their own take its step (a restarted job's counter going back is then seen)
-BLOCK_HEAD = (rf"(?i)^[ \t]*\[?(?:{_COUNTER_WORDS}|batch)[ \t]*[:=#]?[ \t]*([0-9]+)"
+# block without a counter of their own take its step (a restarted job's counter going back is then seen); one
+# that holds nothing but an epoch (Keras' `Epoch 2/8` above its bar's lines) gives the epoch of the block's
+# step counters that restart each epoch
+BLOCK_HEAD = (rf"(?i)^[ \t]*\[?(?:{_COUNTER_WORDS}|batch|epoch)[ \t]*[:=#]?[ \t]*([0-9]+)"
               r"(?:[ \t]*/[ \t]*[0-9]+)?\]?[ \t]*:?[ \t]*$")
+_EPOCH_HEAD = r"(?i)^[ \t]*\[?epoch\b"
 # A key naming the phase of its line, whose value is a word (ORTModule's `phase: post_forward`, `stage=eval`):
 # that word is the readings' label, so each phase is a series of its own (a number, `stage: 3`, names none).
 # No (?i): `s` would also match the long s outside ASCII, and _pieces_hold's words stand for ASCII only.
@@ -136,9 +139,10 @@ READING_BLOCK_LITERALS = ("allocated", "reserved", "cached", "occupied", "gpu:",
 # A step marker of GENERIC_HINT holds one of these words (in any case; lowercased: "iter", "step" or "batch=").
 STEP_WORDS = r"(?:\b(?:iter|iteration|step)\b|\bbatch=)"
 STEP_BLOCK_LITERALS = ("iter", "step", "batch=")
-# A STEP_MARKER line up to its word: the clocks that strip_line_time removes, one after the other.
+# A STEP_MARKER line (or a BLOCK_HEAD's epoch) up to its word: the clocks that strip_line_time removes, one after
+# the other.
 MARKER_PREFILTER = (rf"^(?:{ranks.LINE_PREFIX.removeprefix('^')})?(?:{unnamed(TS_ISO).removeprefix('^')})?"
-                    rf"(?:{unnamed(TS_US).removeprefix('^')})?\W*(?i:{_STEP_WORD})")
+                    rf"(?:{unnamed(TS_US).removeprefix('^')})?\W*(?i:{_STEP_WORD}|epoch\b)")
 
 # Generic part of the scan hint: a reading, or a step marker line that gives readings a step.
 GENERIC_HINT = ANY_READING + r"|(?i:" + STEP_WORDS + r"\s*[:=#]?\s*[0-9])"
@@ -511,15 +515,21 @@ def extract_generic(df: pl.DataFrame, zone: str, skipped: Skipped, series_only: 
 
 
 def block_heads(lines: pl.DataFrame) -> list[pl.DataFrame]:
-    """The block heads among `lines` (line, text), with their step (`block_step`): none, or one frame."""
-    heads = lines.select("line", pl.col("text").str.extract(BLOCK_HEAD).cast(pl.Int64, strict=False)
-                         .alias("block_step")).drop_nulls()
+    """The block heads among `lines` (line, text), with their step (`block_step`) or their epoch
+    (`block_epoch`): none, or one frame."""
+    n = pl.col("text").str.extract(BLOCK_HEAD).cast(pl.Int64, strict=False)
+    epoch = pl.col("text").str.contains(_EPOCH_HEAD)
+    heads = lines.select("line", pl.when(~epoch).then(n).alias("block_step"), pl.when(epoch).then(n).alias("block_epoch"),
+                         n.is_not_null().alias("head")).filter("head").drop("head")
     return [heads] if heads.height else []
 
 
 def block_steps(r: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
     """`r`'s readings without a step of their own take the step of the block head before them."""
-    r = r.sort("line").join_asof(heads.sort("line"), on="line", strategy="backward", check_sortedness=False)
+    heads = heads.filter(pl.col("block_step").is_not_null()).select("line", "block_step").sort("line")
+    if not heads.height:
+        return r
+    r = r.sort("line").join_asof(heads, on="line", strategy="backward", check_sortedness=False)
     return r.with_columns(pl.coalesce("step", "block_step").alias("step")).drop("block_step")
 
 
