@@ -83,7 +83,8 @@ def print_recordings(results: list[tuple[Recording, list[ViewResult]]]) -> tuple
             if r.got is not None and r.expected is None:
                 notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: n/a ({r.why}; it says {r.got})")
             elif r.ok is False:
-                notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: expected {r.expected}, got {r.got}")
+                notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: expected {r.expected}, got {r.got}"
+                             + (f": {', '.join(r.unread)}" if r.unread else ""))
             elif r.why and r.got is not None:
                 notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: {r.expected} ({r.why}; it says {r.got})")
     print(f"{right}/{len(results)} recordings right in every view that holds the evidence")
