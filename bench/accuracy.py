@@ -24,7 +24,8 @@ there and leaves the leak missed.
 
 Recordings: sample_logs/*/README.md front matter and tests/corpus/{tune,heldout}/*/truth.json, each
 run in every view a user may have (all files; the timed nvidia-smi CSV; the untimed `-l 1` CSV; the
-step log; dmon; compute-apps), told apart by sniffing each file's format (not its name).
+step log; dmon; compute-apps), told apart by sniffing each file's format (not its name); a step log a
+truth.json names that no step-log reader reads makes the step-log view a miss ("not recognized").
 
 It prints a table per family and one overall: precision, recall and F1 of leak findings per GPU,
 pattern accuracy, onsets within target (5 s or 2 % of the lifetime, whichever is larger), rate error,
