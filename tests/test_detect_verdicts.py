@@ -628,7 +628,7 @@ def test_a_csv_of_free_memory_alone_is_judged_by_its_fall_as_memory_in_use():
     recording's memory.used gives: the same onset, rate and growth. It said `inconclusive` (free memory was
     not judged) before."""
     from forensics import api
-    free = api.analyze(CSV_SAMPLES / "free_only_leak.txt", tz="UTC").summary()
+    free = api.analyze(CSV_SAMPLES / "nvsmi_csv_free_only_leak.txt", tz="UTC").summary()
     used = api.analyze(RECORDED / "linear_late_exit" / "nvidia-smi-wide.csv", tz="UTC").summary()
     assert free["verdict"] == used["verdict"] == "leak"
     a, b = _leak(free), _leak(used)
@@ -642,16 +642,19 @@ def test_a_csv_of_flat_free_memory_is_no_leak():
     """A job that took 82 GiB and held it (tune/large_stable_exit's memory.free cells): its free memory falls
     once and stays level until the job ends, which is no leak."""
     from forensics import api
-    assert api.analyze(CSV_SAMPLES / "free_only_flat.txt", tz="UTC").summary()["verdict"] == "no_leak"
+    assert api.analyze(CSV_SAMPLES / "nvsmi_csv_free_only_flat.txt", tz="UTC").summary()["verdict"] == "no_leak"
 
 
-def test_a_headerless_csv_of_free_memory_is_read_with_its_declared_columns():
-    """`--format=csv,noheader,nounits`: a lone number column cannot be told used from free without memory.total,
-    so the columns are declared (`--columns timestamp,index,memory.free`); then it is the same leak."""
+def test_a_headerless_csv_of_free_memory_is_read_with_its_declared_columns(tmp_path):
+    """`--format=csv,noheader,nounits` (the same rows without header and units): a lone number column cannot be
+    told used from free without memory.total, so the columns are declared (`--columns
+    timestamp,index,memory.free`); then it is the same leak."""
     from forensics import api
-    s = api.analyze(CSV_SAMPLES / "free_only_noheader_nounits_leak.txt", tz="UTC",
-                    columns="timestamp,index,memory.free").summary()
-    with_header = _leak(api.analyze(CSV_SAMPLES / "free_only_leak.txt", tz="UTC").summary())
+    rows = (CSV_SAMPLES / "nvsmi_csv_free_only_leak.txt").read_text().splitlines()[2:]
+    headerless = tmp_path / "gpu.csv"
+    headerless.write_text("".join(row.removesuffix(" MiB") + "\n" for row in rows))
+    s = api.analyze(headerless, tz="UTC", columns="timestamp,index,memory.free").summary()
+    with_header = _leak(api.analyze(CSV_SAMPLES / "nvsmi_csv_free_only_leak.txt", tz="UTC").summary())
     assert s["verdict"] == "leak"
     assert {k: _leak(s)[k] for k in ("series", "start", "growth_bytes")} == \
         {k: with_header[k] for k in ("series", "start", "growth_bytes")}

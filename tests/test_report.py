@@ -522,7 +522,7 @@ def test_the_free_fall_series_is_named_where_it_is_shown():
     from forensics.options import Options
     words = SERIES_WORDS["free.fall"]
     shown = words.replace("'", "&#39;")   # (as the template escapes it)
-    bundle, analysis = pipeline.run([str(ROOT / "tests" / "samples" / "nvidia-smi-csv" / "free_only_leak.txt")],
+    bundle, analysis = pipeline.run([str(ROOT / "tests" / "samples" / "nvidia-smi-csv" / "nvsmi_csv_free_only_leak.txt")],
                                     Options(tz="UTC"))
     ctx = report.build_context(bundle, analysis, opts())
     chart = next(c for c in ctx["charts"] if any(s["series"] == "free.fall" for s in c["series"]))
