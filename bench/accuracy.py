@@ -24,7 +24,8 @@ there and leaves the leak missed.
 
 Recordings: sample_logs/*/README.md front matter and tests/corpus/{tune,heldout}/*/truth.json, each
 run in every view a user may have (all files; the timed nvidia-smi CSV; the untimed `-l 1` CSV; the
-step log; dmon; compute-apps), told apart by sniffing each file's format (not its name).
+step log; dmon; compute-apps), told apart by sniffing each file's format (not its name); a step log a
+truth.json names that no step-log reader reads makes the step-log view a miss ("not recognized").
 
 It prints a table per family and one overall: precision, recall and F1 of leak findings per GPU,
 pattern accuracy, onsets within target (5 s or 2 % of the lifetime, whichever is larger), rate error,
@@ -83,7 +84,8 @@ def print_recordings(results: list[tuple[Recording, list[ViewResult]]]) -> tuple
             if r.got is not None and r.expected is None:
                 notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: n/a ({r.why}; it says {r.got})")
             elif r.ok is False:
-                notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: expected {r.expected}, got {r.got}")
+                notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: expected {r.expected}, got {r.got}"
+                             + (f": {', '.join(r.unread)}" if r.unread else ""))
             elif r.why and r.got is not None:
                 notes.append(f"  {rec.name} / {VIEW_TITLES[r.view]}: {r.expected} ({r.why}; it says {r.got})")
     print(f"{right}/{len(results)} recordings right in every view that holds the evidence")

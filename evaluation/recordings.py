@@ -5,13 +5,16 @@ Two kinds of truth file, one `Recording` each:
   sample_logs/README.md);
 - `tests/corpus/<half>/<case>/truth.json` (keys: tests/corpus/README.md).
 A view (all files; the timed nvidia-smi CSV; the untimed `-l 1` CSV; the step log; dmon; compute-apps) is
-told apart by sniffing each file's format, not its name. Whether a view can hold the evidence is decided by
+told apart by sniffing each file's format, not its name; a truth.json also says which files hold the jobs'
+step logs (`step_logs`), so that one no step-log reader recognizes is a miss of the step-log view, not a view
+the recording lacks. Whether a view can hold the evidence is decided by
 `view_expectation` from what the truth file states (its findings, and `flat_in_device_views`), never by a
 recording's name.
 """
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,8 +41,11 @@ VIEW_TITLES = {"all": "all files", "smi_csv": "nvidia-smi CSV", "smi_l1": "nvidi
                "steplog": "step log", "dmon": "dmon", "apps": "compute-apps", "smi_q": "nvidia-smi -q"}
 DEVICE_VIEWS = ("smi_csv", "smi_l1", "dmon", "apps", "smi_q")   # device memory, as nvidia-smi sees it
 TOTAL_VIEWS = ("smi_csv", "smi_l1", "dmon", "smi_q")             # the GPU's total, every process's memory summed
-# the job's own log: its printed memory lines, or torch.cuda.memory_summary() tables it logged
-STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory", "pytorch-memory-summary")
+# the job's own log: its printed memory lines, torch.cuda.memory_summary() tables or memory_stats() dicts
+# (JAX's too) it logged
+STEPLOG_FORMATS = ("step-markers", "hf-trainer-memory", "deepspeed-memory", "megatron-memory", "pytorch-memory-summary",
+                   "pytorch-memory-stats")
+NOT_RECOGNIZED = "not recognized"   # a view's result when a step log of the case was read as no step log
 
 
 @dataclass
@@ -57,6 +63,7 @@ class Recording:
     mixed_in_total: str | None = None          # why the GPU's total does not hold it (`shared_total`)
     leak_spans: list[tuple[datetime, datetime]] = field(default_factory=list)   # (leak onset, job end), UTC
     ending: str | None = None        # how the incident's job ended (truth.json `ending`: exit, sigkill, cuda_oom, ...)
+    step_logs: list[str] | None = None   # the files the jobs' step logs went to (truth.json); None: not listed
 
 
 def _utc(text) -> datetime | None:
@@ -143,6 +150,28 @@ def shared_total(jobs: list[dict]) -> str | None:
     return None
 
 
+def step_logs(jobs: list[dict]) -> list[str]:
+    """The files (in the case folder) the jobs wrote step logs to, from each job's `stdout` and `command`
+    (tools/corpus/workloads.py's options): stdout, unless `--style none` printed no step log there and no
+    `--monitor` thread printed its NVML lines there (no `--monitor-file`); `<b>.log` for each further style
+    of `--style a+b`; the `--monitor-file`. A job without a command (a forked worker) writes none."""
+    out = []
+    for job in jobs:
+        words = shlex.split(job.get("command") or "")
+        if not words:
+            continue
+        opts = dict(zip(words, words[1:]))
+        styles = opts.get("--style", "spine").split("+")   # (workloads.py's default style)
+        monitor = "--monitor" in opts and float(opts["--monitor"]) > 0
+        monitor_file = opts.get("--monitor-file") if monitor else None
+        if job.get("stdout") and (styles[0] != "none" or (monitor and not monitor_file)):
+            out.append(job["stdout"])
+        out += [f"{style}.log" for style in styles[1:]]
+        if monitor_file:
+            out.append(monitor_file)
+    return list(dict.fromkeys(out))
+
+
 def read_recordings(base: Path, root: str) -> list[Recording]:
     """Recordings under `base`: folders with a README.md front matter that states an expected verdict,
     or with a truth.json (tests/corpus format)."""
@@ -169,7 +198,8 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
                                  _utc(t.get("leak_onset_time")), jobs, t.get("tz") or "UTC",
                                  t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or [])
                                  or pool_grew_at_once(t.get("jobs") or []),
-                                 shared_total(t.get("jobs") or []), spans, incident_ending(t.get("jobs") or [])))
+                                 shared_total(t.get("jobs") or []), spans, incident_ending(t.get("jobs") or []),
+                                 step_logs(t.get("jobs") or [])))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
@@ -214,6 +244,20 @@ def view_files(folder: Path) -> dict[str, list[str]]:
         view, _ = view_of(Path(real))
         if view:
             out.setdefault(view, []).append(str(real))
+    return out
+
+
+def unread_step_logs(rec: Recording) -> list[str]:
+    """The recording's step logs (truth.json, `step_logs`) that sniffing does not take for a step log, each
+    with what read it (`train.log (read as nvidia-smi-csv)`); a listed file the job never wrote is none."""
+    out = []
+    for name in rec.step_logs or []:
+        path = rec.folder / name
+        if not path.is_file() or not path.stat().st_size:
+            continue
+        view, fmt = view_of(path)
+        if view != "steplog":
+            out.append(f"{name} ({f'read as {fmt}' if fmt else 'no reader claims it'})")
     return out
 
 

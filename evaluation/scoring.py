@@ -12,8 +12,8 @@ from forensics.model import Bundle
 from forensics.options import Options
 
 from evaluation.synthetic import T0, Case, GpuTruth, Lifetime
-from evaluation.recordings import (VIEWS, Recording, expectation_seen, lifetime_of, readings_of_leak, verdict_fits,
-                                   view_expectation, view_files)
+from evaluation.recordings import (NOT_RECOGNIZED, VIEWS, Recording, expectation_seen, lifetime_of, readings_of_leak,
+                                   unread_step_logs, verdict_fits, view_expectation, view_files)
 
 # the fresh-seed share: cases no rule was tuned on, drawn anew each run (docs/detection.md's targets)
 HELDOUT_SHARE = 0.5
@@ -201,6 +201,7 @@ class ViewResult:
     onset_target: float | None = None
     seconds: float = 0.0
     ended: str | None = None         # all files: the kind of the event the report names as what ended the job
+    unread: list[str] = field(default_factory=list)   # step log: the case's step logs no step-log reader read
 
     @property
     def ok(self) -> bool | None:
@@ -230,11 +231,15 @@ def onset_error(rec: Recording, findings, samples=None) -> tuple[float | None, f
 def run_recording(rec: Recording) -> list[ViewResult]:
     """Each view of the recording through the pipeline, against what that view must say."""
     files = view_files(rec.folder)
+    unread = unread_step_logs(rec)
     out = []
     for view in VIEWS:
         exp, why = view_expectation(rec, view)
         r = ViewResult(view, exp, why)
-        if view in files:
+        if view == "steplog" and unread:
+            # the job wrote a step log the tool does not read: a user holding it gets nothing from it
+            r.got, r.unread = NOT_RECOGNIZED, unread
+        elif view in files:
             t = time.perf_counter()
             try:
                 bundle, an = pipeline.run(files[view], Options(tz=rec.tz, tz_from_user=True))

@@ -55,6 +55,9 @@ def test_views_by_format_not_name(corpus):
     names = {v: sorted(Path(p).name for p in ps) for v, ps in files.items() if v != "all"}
     assert names == {"smi_csv": ["query_timed.txt"], "smi_l1": ["q.log"], "steplog": ["stdout.txt"],
                      "dmon": ["mon.out"], "apps": ["apps.txt"]}
+    # a job's printed memory_stats() dicts (JAX's too) are its step log
+    jax = ROOT / "tests" / "samples" / "pytorch-memory-stats" / "jax_memstats_pprint_01.txt"
+    assert recordings.view_of(jax) == ("steplog", "pytorch-memory-stats")
 
 
 def test_view_expectations():
@@ -75,3 +78,48 @@ def test_view_expectations():
 def test_onset_target():
     assert scoring.onset_target(100) == 5.0
     assert scoring.onset_target(3600) == pytest.approx(72.0)
+
+
+def test_the_step_logs_are_the_files_the_jobs_commands_wrote_them_to():
+    """truth.json's jobs name their stdout and command (tools/corpus/workloads.py): `--style none` prints no
+    step log, `--style a+b` also writes b.log, `--monitor` prints NVML lines to stdout or `--monitor-file`."""
+    cmd = "python3 tools/corpus/workloads.py linear_late --steps 90 {} > {} 2> stderr.log"
+    jobs = [{"command": cmd.format("--style kv_gb+tutorial+jsonl", "train.log"), "stdout": "train.log"},
+            {"command": cmd.format("--style none", "quiet.log"), "stdout": "quiet.log"},
+            {"command": cmd.format("--style none --monitor 0.5", "mon.log"), "stdout": "mon.log"},
+            {"command": cmd.format("--monitor 1 --monitor-file monitor.log", "job.log"), "stdout": "job.log"},
+            {"command": cmd.format("--style none --monitor 0 --monitor-file unused.log", "off.log"), "stdout": "off.log"},
+            {"pid": 7, "role": "residual worker", "stdout": None}]
+    assert recordings.step_logs(jobs) == ["train.log", "tutorial.log", "jsonl.log", "mon.log", "job.log", "monitor.log"]
+
+
+def _with_step_log(corpus, text: str) -> recordings.Recording:
+    case = corpus / "case_a"
+    truth = json.loads((case / "truth.json").read_text())
+    truth["jobs"][0].update(stdout="stdout.txt", command="python3 tools/corpus/workloads.py linear_late --style "
+                                                         "tfinfo > stdout.txt 2> stderr.log")
+    (case / "truth.json").write_text(json.dumps(truth))
+    (case / "stdout.txt").write_text(text)
+    return next(r for r in recordings.read_recordings(corpus, "tune") if r.name == "case_a")
+
+
+def test_a_step_log_no_step_log_reader_reads_is_a_miss_of_the_step_log_view(corpus):
+    """The job's step log went to stdout.txt; when no reader claims it, or one of another format does, the
+    step-log view is a miss ("not recognized", with the file and what read it), not a view the case lacks."""
+    rec = _with_step_log(corpus, "".join(f"epoch {i} finished, saving the checkpoint\n" for i in range(40)))
+    assert rec.step_logs == ["stdout.txt"]
+    assert recordings.unread_step_logs(rec) == ["stdout.txt (no reader claims it)"]
+    views = {r.view: r for r in scoring.run_recording(rec)}
+    assert views["steplog"].got == recordings.NOT_RECOGNIZED and views["steplog"].ok is False
+    assert views["steplog"].unread == ["stdout.txt (no reader claims it)"]
+    assert views["smi_csv"].ok is True and views["all"].ok is True   # the other views run as before
+    rec = _with_step_log(corpus, (SRC / "nvidia-smi.csv").read_text())
+    assert recordings.unread_step_logs(rec) == ["stdout.txt (read as nvidia-smi-csv)"]
+
+
+def test_a_read_step_log_and_a_readme_recording_keep_their_step_log_view(corpus):
+    rec = _with_step_log(corpus, (SRC / "train.log").read_text())
+    assert recordings.unread_step_logs(rec) == []
+    assert {r.view: r for r in scoring.run_recording(rec)}["steplog"].ok is True
+    readme = next(r for r in recordings.read_recordings(ROOT / "sample_logs", "sample_logs") if r.name == "leak_linear")
+    assert readme.step_logs is None and recordings.unread_step_logs(readme) == []

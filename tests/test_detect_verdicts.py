@@ -3,6 +3,7 @@ short and coarse jobs, growth into an out-of-memory error."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -601,7 +602,6 @@ def test_a_log_of_free_memory_alone_is_judged_by_its_fall():
     falling is memory in use growing, so the log's `free.fall` (how far free memory is below its highest) is
     judged; its steps are fairseq's `num_updates`. Held-out set 9's step logs said `inconclusive`, with "no
     memory readings were found", as run. The recording: 64 MiB a step from update 22 (truth.json)."""
-    from pathlib import Path
     from forensics import api
     log = Path(__file__).parent / "samples" / "step-markers" / "style_fairseq_gb_free_heldout9.txt"
     s = api.analyze(log, tz="UTC").summary()
@@ -614,14 +614,54 @@ def test_a_log_of_free_memory_alone_is_judged_by_its_fall():
     assert abs(onset - datetime(2026, 12, 7, 5, 34, 13, 481000, tzinfo=timezone.utc)) < timedelta(seconds=5)
 
 
-def test_a_csv_of_free_memory_alone_says_what_was_read_and_what_to_add(tmp_path):
-    """An nvidia-smi CSV of memory.free without memory.used or memory.total: the reason names what was read
-    and what to log, where it said that no memory readings were found."""
+CSV_SAMPLES = Path(__file__).parent / "samples" / "nvidia-smi-csv"
+RECORDED = Path(__file__).parent / "corpus" / "tune"
+
+
+def _leak(summary: dict) -> dict:
+    return next(f for f in summary["findings"] if f["kind"] == "leak")
+
+
+def test_a_csv_of_free_memory_alone_is_judged_by_its_fall_as_memory_in_use():
+    """`timestamp, index, memory.free [MiB]` (a recording's own cells: tune/linear_late_exit, 96 MiB a step):
+    free memory falling is memory in use growing, byte for byte, so its `free.fall` gives the leak the same
+    recording's memory.used gives: the same onset, rate and growth. It said `inconclusive` (free memory was
+    not judged) before."""
     from forensics import api
-    csv = tmp_path / "free.csv"
-    csv.write_text("timestamp, index, memory.free [MiB]\n" + "".join(
-        f"2026/01/01 00:00:{i:02d}.000, 0, {80000 - 1000 * i} MiB\n" for i in range(8)))
-    s = api.analyze(csv, tz="UTC").summary()
-    assert s["verdict"] == "inconclusive"
-    why = s["verdict_reason"]
-    assert f"memory.free in {csv}" in why and "not judged for growth" in why and "memory.total" in why
+    free = api.analyze(CSV_SAMPLES / "nvsmi_csv_free_only_leak.txt", tz="UTC").summary()
+    used = api.analyze(RECORDED / "linear_late_exit" / "nvidia-smi-wide.csv", tz="UTC").summary()
+    assert free["verdict"] == used["verdict"] == "leak"
+    a, b = _leak(free), _leak(used)
+    assert (a["series"], b["series"]) == ("free.fall", "memory.used")
+    assert "(free.fall: memory in use, read from free memory's fall) grows linearly" in a["summary"]
+    for key in ("pattern", "start", "rate_bytes_per_hour", "growth_bytes"):   # (its GPU is the bus id there)
+        assert a[key] == b[key], key
+
+
+def test_a_csv_of_flat_free_memory_is_no_leak():
+    """A job that took 82 GiB and held it (tune/large_stable_exit's memory.free cells): its free memory falls
+    once and stays level until the job ends, which is no leak."""
+    from forensics import api
+    assert api.analyze(CSV_SAMPLES / "nvsmi_csv_free_only_flat.txt", tz="UTC").summary()["verdict"] == "no_leak"
+
+
+def test_a_headerless_csv_of_free_memory_is_read_with_its_declared_columns(tmp_path):
+    """`--format=csv,noheader,nounits` (the same rows without header and units): a lone number column cannot be
+    told used from free without memory.total, so the columns are declared (`--columns
+    timestamp,index,memory.free`); then it is the same leak."""
+    from forensics import api
+    rows = (CSV_SAMPLES / "nvsmi_csv_free_only_leak.txt").read_text().splitlines()[2:]
+    headerless = tmp_path / "gpu.csv"
+    headerless.write_text("".join(row.removesuffix(" MiB") + "\n" for row in rows))
+    s = api.analyze(headerless, tz="UTC", columns="timestamp,index,memory.free").summary()
+    with_header = _leak(api.analyze(CSV_SAMPLES / "nvsmi_csv_free_only_leak.txt", tz="UTC").summary())
+    assert s["verdict"] == "leak"
+    assert {k: _leak(s)[k] for k in ("series", "start", "growth_bytes")} == \
+        {k: with_header[k] for k in ("series", "start", "growth_bytes")}
+
+
+def test_a_csv_with_memory_in_use_gives_no_fall():
+    """memory.free beside memory.used (and memory.total) is not read: memory.used is the series judged."""
+    from forensics import api
+    samples = api.analyze(RECORDED / "linear_late_exit" / "nvidia-smi-wide.csv", tz="UTC").samples
+    assert set(samples["series"].unique()) == {"memory.used"}

@@ -511,3 +511,25 @@ def test_a_damaged_or_unwritable_template_cache_is_passed_over(tmp_path, monkeyp
     gone = _BytecodeCache(str(tmp_path / "missing" / "folder"))   # every write fails
     assert _compiles(_new_env(gone), monkeypatch) == 1
     assert _compiles(_new_env(gone), monkeypatch) == 1
+
+
+def test_the_free_fall_series_is_named_where_it_is_shown():
+    """free.fall (memory in use read from free memory's fall) is not a name a reader knows: the chart's legend
+    and line, the onset and change point marks, the finding's facts and the Markdown's series line say what it
+    is, in the words of the finding's sentence (leaks.SERIES_WORDS)."""
+    from forensics import pipeline
+    from forensics.detect.leaks import SERIES_WORDS
+    from forensics.options import Options
+    words = SERIES_WORDS["free.fall"]
+    shown = words.replace("'", "&#39;")   # (as the template escapes it)
+    bundle, analysis = pipeline.run([str(ROOT / "tests" / "samples" / "nvidia-smi-csv" / "nvsmi_csv_free_only_leak.txt")],
+                                    Options(tz="UTC"))
+    ctx = report.build_context(bundle, analysis, opts())
+    chart = next(c for c in ctx["charts"] if any(s["series"] == "free.fall" for s in c["series"]))
+    assert [s["name"] for s in chart["series"] if s["series"] == "free.fall"] == [words]
+    assert [o["series"] for o in chart["onsets"]] == [words] and chart["lead"] == words
+    page = report.render_html(ctx)
+    legend = page[page.index('<div class="legend">'):]
+    assert shown in legend[:legend.index("</div>")]
+    assert f"<dt>Where</dt><dd>GPU 0, {shown}</dd>" in page
+    assert f", {md_text(words)}: `" in report.render_markdown(ctx)

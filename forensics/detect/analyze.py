@@ -116,22 +116,14 @@ def _unread(inputs) -> str:
     return f" Skipped: {n} line{'s' if n > 1 else ''}, {r}."
 
 
-# why a series that was read is not judged for growth (leaks.judged), by its name: a sentence of the reason
-UNJUDGED_WHY = {
-    "memory.free": "Free memory alone is not judged for growth (the device's use is its capacity less the free "
-                   "memory, and the file has no memory.total): log memory.used or memory.total with it",
-}
-
-
 def _unjudged(series: list[Series]) -> str:
-    """What was read when none of it is a series judged for growth, and why each is not judged."""
+    """What was read when none of it is a series judged for growth."""
     names: dict[str, set[str]] = {}
     for s in series:
         names.setdefault(s.result.series, set()).add(s.result.source)
     read = "; ".join(f"{name} in {', '.join(sorted(src))}" for name, src in sorted(names.items()))
-    why = " ".join(UNJUDGED_WHY[n] + "." for n in sorted(names) if n in UNJUDGED_WHY)
-    return f"The memory read ({read}) holds no series whose growth is judged. " + (
-        why or "Only the device's, a process's or a framework's memory in use is judged for growth.")
+    return (f"The memory read ({read}) holds no series whose growth is judged. Only the device's, a process's or "
+            "a framework's memory in use is judged for growth.")
 
 
 def _verdict(series: list[Series], parts: list[Series], findings: list[Finding], n_events: int,
@@ -195,7 +187,7 @@ def _verdict(series: list[Series], parts: list[Series], findings: list[Finding],
         best = max(short, key=lambda s: s.result.n)
         return "inconclusive", (f"Too little data: in the longest memory series ({best.result.series} of "
                                 f"{best.result.source}) {best.fit.reason}.{host_txt}" + (f" {pool_txt}" if pool_txt else ""))
-    if series:   # (read, but none of them a series whose growth is judged: a CSV of memory.free alone)
+    if series:   # (read, but none of them a series whose growth is judged)
         return "inconclusive", _unjudged(series) + host_txt
     if n_events:
         return "inconclusive", ("No memory readings over time in the inputs (only events), so growth "

@@ -20,13 +20,13 @@ from forensics.units import human, rate_text, seconds_text
 
 LEAK_CLASSES = ("linear_growth", "staircase")
 # series whose growth is a leak; running peaks (max_allocated, ...) only repeat what these show
-# (free.fall: a log of free memory alone, how far free memory fell below its highest: steplog/free.py)
+# (free.fall: a log of free memory alone, how far free memory fell below its highest: parsers/free.py)
 LEAK_SERIES = ("allocated", "reserved", "memory.used", "process.used", "free.fall", *HOST_SERIES)
 # ... unless a log prints nothing but peaks (mmengine's `memory`, torchtune's `peak_memory_*`, "peak GPU
 # memory" lines): then its peaks are judged. A peak reset at each line is that interval's high-water level;
 # a running peak reaches a new high only while memory keeps growing, and stays level once a job has warmed up.
 PEAK_OF = {"max_allocated": "allocated", "max_reserved": "reserved"}
-# a series whose name alone does not say what grows, as a leak's sentence names it
+# a series whose name alone does not say what grows, as the report names it (series_words)
 SERIES_WORDS = {"free.fall": "free.fall: memory in use, read from free memory's fall"}
 # which series speaks first for a GPU's leak: the framework's own count is the strongest evidence
 EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved": 3, "free.fall": 4, "host.rss": 5,
@@ -34,6 +34,11 @@ EVIDENCE_ORDER = {"allocated": 0, "memory.used": 1, "process.used": 2, "reserved
 EVIDENCE_MAX = 8              # evidence lines quoted per leak finding
 SETTLED_WORDS = {"flat": "stays flat", "warmup_plateau": "levels off after a warm-up",
                  "sawtooth": "swings around a steady floor", "decline": "declines", "release": "is released"}
+
+
+def series_words(name: str) -> str:
+    """A series as a leak's sentence, a chart's legend and a finding's facts name it."""
+    return SERIES_WORDS.get(name, name)
 
 
 def _span_seconds(s: Series) -> float | None:
@@ -223,7 +228,7 @@ def _leak_finding(members: list[Series], capacity: int | None, device: list[Seri
     who = f"rank {rank}, " if rank is not None else ""
     at = (f"; {len(members)} series grow, at {len(phases)} points of the step: {', '.join(phases)}"
           if len(phases) > 1 else "")
-    f.summary = (f"{where} ({who}{SERIES_WORDS.get(r.series, r.series)}{' ' + r.label if len(phases) > 1 and r.label else ''}) grows {how}{since}, +{human(lk.growth)}"
+    f.summary = (f"{where} ({who}{series_words(r.series)}{' ' + r.label if len(phases) > 1 and r.label else ''}) grows {how}{since}, +{human(lk.growth)}"
                  + (f", in {holder}" if holder else "") + ending
                  + (f" (job {job['number']} of {job['of']} in this log)" if job.get("of", 1) > 1 else "") + at + ".")
     f.causes, f.checks = _leak_causes(f, members, device)

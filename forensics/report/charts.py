@@ -10,6 +10,7 @@ from forensics.detect.events import EVENT_ORDER
 from forensics.detect.measure import HOST_SERIES, gpu_of_unnamed
 from forensics.frames import rows_where
 from forensics.detect.jobs import FATAL_KINDS
+from forensics.detect.leaks import series_words
 from forensics.report.events import EVENT_STYLE, event_label
 from forensics.report.formatting import Clock, base_name, clip, epoch, lookup, natural, xround
 from forensics.report.limits import (MARKER_COLUMNS, MAX_GPU_CHARTS, MAX_MARKERS_PER_CHART, MAX_MARKERS_PROCESS,
@@ -91,7 +92,7 @@ def _x_of(value, xkind: str) -> float | None:
 
 
 def _series_name(row: dict, chart_kind: str) -> str:
-    name = row["series"] or "memory"
+    name = series_words(row["series"]) if row["series"] else "memory"
     if chart_kind == "process" and row["gpu"] is not None:
         name += f" on GPU {row['gpu']}"
     return name
@@ -417,7 +418,7 @@ def _onsets(chart: dict, findings: list, results: dict, clock: Clock) -> list[di
                 float(f.start_index) if f.start_index is not None else None)
             if x is not None and chart["x0"] <= x <= chart["x1"] and all(o["kind"] != f.kind for o in out):
                 out.append({"x": xround(x), "label": "onset" if f.kind == "leak" else "cache growth starts",
-                            "kind": f.kind, "series": f.series})
+                            "kind": f.kind, "series": series_words(f.series)})
     if not out:
         cache = {(f.source, f.series) for f in findings if f.kind == "cache_growth"}
         cands = sorted(((s["onset"], s) for s in chart["series"]
@@ -427,7 +428,7 @@ def _onsets(chart: dict, findings: list, results: dict, clock: Clock) -> list[di
             x, s = cands[0]
             is_cache = (s["source"], s["series"]) in cache
             out.append({"x": x, "label": "cache growth starts" if is_cache else "onset",
-                        "kind": "cache_growth" if is_cache else "leak", "series": s["series"]})
+                        "kind": "cache_growth" if is_cache else "leak", "series": series_words(s["series"])})
     return sorted(out, key=lambda o: o["x"])
 
 

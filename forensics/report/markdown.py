@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from forensics.detect.leaks import series_words
 from forensics.report.formatting import clip
 from forensics.report.limits import MAX_GPU_CHARTS
 from forensics.units import human
@@ -92,7 +93,7 @@ def render_markdown(ctx: dict) -> str:
         for c in sparks:
             main = c["series"][0]
             cap = f" of {human(c['capacity'])}" if c["capacity"] else ""
-            out.append(f"- {md_text(c['title'])}, {md_text(main['series'])}: `{c['sparkline']}` "
+            out.append(f"- {md_text(c['title'])}, {md_text(series_words(main['series']))}: `{c['sparkline']}` "
                        f"{human(main['first'])} → {human(main['last'])}, peak {human(main['peak'])}{cap}")
         out.append("")
     if ctx["findings"]:

@@ -13,6 +13,7 @@ from forensics.detect.events import EVENT_ORDER
 from forensics.frames import rows_where
 from forensics.kinds import KINDS
 from forensics.detect.jobs import xid_is_fatal
+from forensics.detect.leaks import series_words
 from forensics.report.events import EVENT_STYLE, RAN_OUT, event_label
 from forensics.model import detail_dict
 from forensics.report.formatting import (Clock, base_name, clip, duration, growth_span, per_unit,
@@ -141,7 +142,7 @@ def finding_ctx(f, clock: Clock) -> FindingView:
     if f.pid is not None:
         where.append(f"pid {f.pid}")
     if f.series:
-        where.append(f.series)
+        where.append(series_words(f.series))
     if where:
         facts.append(["Where", ", ".join(where)])
     if f.pattern:

@@ -244,8 +244,11 @@ def test_headerless_three_mib_columns_of_unknown_order_emit_no_memory(tmp_path):
 
 
 def test_memory_free_only(tmp_path):
-    p = parse_text(tmp_path, "index, memory.free [MiB]\n0, 500 MiB\n")
-    assert one(p.samples)["series"] == "memory.free"
+    """memory.free without memory.used is read as it is, and its fall below the GPU's highest beside it."""
+    p = parse_text(tmp_path, "index, memory.free [MiB]\n0, 500 MiB\n0, 300 MiB\n")
+    assert p.samples.filter(pl.col("series") == "memory.free")["bytes"].to_list() == [500 * 2**20, 300 * 2**20]
+    assert p.samples.filter(pl.col("series") == "free.fall")["bytes"].to_list() == [0, 200 * 2**20]
+    assert any("free.fall" in n for n in p.notes)
 
 
 def test_header_only_file_gives_nothing_and_no_error(tmp_path):

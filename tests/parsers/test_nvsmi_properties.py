@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.options import Options
+from forensics.parsers.free import FALL
 from forensics.parsers.nvsmi import apps as nvsmi_apps
 from forensics.parsers.nvsmi import common as nvsmi_common
 from forensics.parsers.nvsmi import csvlog as nvsmi_csv
@@ -44,7 +45,7 @@ _idx = st.one_of(st.integers(0, 9).map(str), st.sampled_from(["x", "-1", ""]))
 
 CSV_HEADERS = ["timestamp, index, memory.used [MiB], memory.total [MiB]", "index, uuid, memory.used [MiB]",
                "pci.bus_id, memory.total [MiB], memory.free [MiB], memory.used [MiB]", "memory.used [MiB]",
-               "timestamp, name, memory.used [MiB]"]
+               "timestamp, name, memory.used [MiB]", "timestamp, index, memory.free [MiB]"]
 _csv_line = st.one_of(
     st.sampled_from(CSV_HEADERS),
     st.tuples(_ts, _idx, _mib, _mib).map(", ".join),
@@ -105,7 +106,8 @@ def _check(module, lines: list[str]) -> None:
     text = dict(enumerate(lines, start=1))
     for df in (p.samples, p.events):
         assert set(df["line"].drop_nulls().to_list()) <= set(text), "a row cites a line that does not exist"
-    for row in p.samples.iter_rows(named=True):
+    _check_fall(p.samples)
+    for row in p.samples.filter(pl.col("series") != FALL).iter_rows(named=True):
         for col in ("bytes", "total_bytes"):
             v = row[col]
             if v is None:
@@ -118,10 +120,40 @@ def _check(module, lines: list[str]) -> None:
     assert p.skipped.total >= 0 and p.clock in ("wall-assumed", "none")
 
 
+def _check_fall(samples: pl.DataFrame) -> None:
+    """A free.fall reading is no number of the file: it is its GPU's highest free reading less the free reading
+    of its own line (free memory falling is memory in use growing)."""
+    fall = samples.filter(pl.col("series") == FALL)
+    if not fall.height:
+        return
+    free = samples.filter(pl.col("series") == "memory.free")
+    assert set(samples["series"].unique()) == {"memory.free", FALL}, "a fall beside memory in use"
+    top = free.group_by("gpu").agg(pl.col("bytes").max().alias("top"))
+    got = fall.join(free.select("line", "gpu", pl.col("bytes").alias("free")), on=["line", "gpu"], how="left",
+                    nulls_equal=True).join(top, on="gpu", how="left", nulls_equal=True)
+    assert got.height == free.height
+    assert got.filter((pl.col("bytes") != pl.col("top") - pl.col("free"))
+                      | (pl.col("bytes").is_null() != pl.col("free").is_null())).height == 0
+
+
 @SETTINGS
 @given(st.lists(_csv_line, max_size=25))
 def test_csv_never_raises_and_never_invents_numbers(lines):
     _check(nvsmi_csv, lines)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 200_000)), min_size=1, max_size=30))
+def test_csv_of_free_memory_alone_gives_its_fall_per_gpu(rows):
+    """`timestamp, index, memory.free [MiB]`: each free reading is kept, and its fall below its GPU's highest
+    is series free.fall, whatever the GPUs' order and values."""
+    lines = ["timestamp, index, memory.free [MiB]"] + [
+        f"2024/06/01 11:{k // 60:02d}:{k % 60:02d}.000, {gpu}, {mib} MiB" for k, (gpu, mib) in enumerate(rows)]
+    p = nvsmi_csv.parse_lines(_frame(lines), "prop.log", OPTS)
+    free = p.samples.filter(pl.col("series") == "memory.free")
+    assert free["bytes"].to_list() == [mib * MiB for _, mib in rows]
+    assert p.samples.filter(pl.col("series") == FALL).height == len(rows)
+    _check_fall(p.samples)
 
 
 @SETTINGS

@@ -974,12 +974,14 @@ def test_noheader_nounits_used_then_total_is_read(tmp_path):
 
 
 def test_noheader_nounits_declared_columns_win(tmp_path):
-    # the same rows declared as memory.free: read as memory.free, and the notes say the columns were declared
+    # the same rows declared as memory.free: read as memory.free (with its fall below the highest beside it,
+    # parsers/free.py), and the notes say the columns were declared
     rows = "".join(f"2026/11/30 04:57:{s:02d}.000, 0, {u}, 143771\n" for s, u in enumerate([90000, 91000, 92000]))
     p = parse(tmp_path, rows, "nvidia-smi-csv",
               opts=Options(tz="UTC", columns=["timestamp", "index", "memory.free", "memory.total"]))
-    assert p.samples["series"].to_list() == ["memory.free"] * 3
-    assert p.samples["bytes"].to_list() == [u * MiB for u in (90000, 91000, 92000)]
+    free = p.samples.filter(pl.col("series") == "memory.free")
+    assert free["bytes"].to_list() == [u * MiB for u in (90000, 91000, 92000)]
+    assert p.samples.filter(pl.col("series") == "free.fall")["bytes"].to_list() == [2000 * MiB, 1000 * MiB, 0]
     assert any("declared with --columns" in n for n in p.notes)
 
 

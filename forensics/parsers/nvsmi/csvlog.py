@@ -36,6 +36,7 @@ from forensics.parsers.nvsmi import common as C
 from forensics.parsers.nvsmi import csvcells
 from forensics.parsers.nvsmi.csvcolumns import ColumnMap, declared_map, infer_map, map_from_names
 from forensics.thinning import RunningCount, Thinner
+from forensics.parsers import free
 from forensics.parsers.contract import Format
 
 NAME = "nvidia-smi-csv"
@@ -526,12 +527,14 @@ class Reader:
         p.clock = "wall-assumed" if timed else "none"
         if not timed and self.rows:
             p.notes.append("no timestamp column: rows are ordered by sample number (a new sample starts when a GPU repeats)")
-        p.samples = samples_frame(samples.select(_SAMPLE_COLUMNS))
+        samples = samples.select(_SAMPLE_COLUMNS)
+        p.samples = samples_frame(free.with_fall(samples, "memory.free") if self.free else samples)
         if self.out_rows and not self.valued:
             p.notes.append("memory is a placeholder such as [N/A] on every row (a unified-memory GPU such as GB10 "
                            "reports none): no memory readings")
         if self.free:
-            p.notes.append("no memory.used column: memory.free is given as series memory.free")
+            p.notes.append(f"no memory.used column: memory.free is given as series memory.free, and how far each "
+                           f"reading is below its GPU's highest as series {free.FALL}, judged as memory in use growing")
         told = [n for n in p.notes if "cannot tell" in n]
         if self.rows and not self.valued and told:
             p.meta["unread"] = told[0]   # (ingest says it as the input's one-line problem)

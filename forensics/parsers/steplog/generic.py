@@ -32,7 +32,7 @@ from forensics.model import Parsed, Skipped
 from forensics.parsers import ranks
 from forensics.units import bytes_expr
 from forensics.frames import owned, rows_where
-from forensics.parsers.steplog.free import FALL, FALL_NOTE
+from forensics.parsers.free import FALL, FALL_NOTE
 
 # -- shared pieces --------------------------------------------------------------------------------
 

@@ -29,8 +29,8 @@ from forensics.frames import columns, owned, rows_where
 from forensics.io import lines as line_reader
 from forensics.model import (SAMPLES_SCHEMA, Parsed, Skipped, empty_events, empty_samples, events_frame,
                              samples_frame)
-from forensics.parsers import ranks
-from forensics.parsers.steplog import families, free, general, generic, readings, small
+from forensics.parsers import free, ranks
+from forensics.parsers.steplog import families, general, generic, readings, small
 
 # A big file's kept lines are read in parts of about this many lines (a smaller file in one part): the
 # memory that reading takes grows with the lines read at once. Each part is read as soon as it is full,
@@ -484,7 +484,7 @@ class Parts:
                  .with_columns(pl.coalesce("time", "it_time").alias("time"),
                                pl.coalesce("zoned", "it_zoned").alias("zoned"))
                  .drop("it_line", "it_time", "it_zoned"))
-        s = free.with_fall(s)
+        s = free.with_fall(s, "free")
         clock = generic.clock_of(s, *self._events)
         # (the frame made of its columns: a select is a query)
         s = pl.DataFrame([*(s[c] for c in SAMPLES_SCHEMA if c in s.columns), _seq(s["line"], s["piece"])])
