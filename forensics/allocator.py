@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 
 # A big file is read in columns that are freed and allocated again every few hundred ms; each page
-# handed back costs a fault on reuse (5 s of system time on a month of nvidia-smi CSV, 10-15 % of the
-# run), so freed pages are kept 10 s. That costs memory: up to ~0.9 GB more at the peak of the largest
-# inputs measured (a 5 M-line step log: 0.84 GB held, 1.7 GB resident).
-KEEP_FREED = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
+# handed back at once costs a fault on its reuse (a tenth of a big CSV's run), so freed pages are kept a
+# second: that keeps nearly all of the reuse, while pages kept longer add up to most of a big step log's
+# peak (docs/benchmarks.md, tenth session).
+KEEP_FREED = "dirty_decay_ms:1000,muzzy_decay_ms:1000"
 # Under a memory limit the kept pages count against the limit and cannot be reclaimed: a job with a
 # limit of 1 GiB was killed by the kernel (SIGKILL, no message) on that step log, and finished within it
 # with freed pages handed back at once.
 HAND_BACK = "dirty_decay_ms:0,muzzy_decay_ms:0"
-# bound: below this much memory for the process, the kept pages' ~0.9 GB is a share worth the CPU
+# bound: below this much memory for the process, the pages kept a second are a share worth the CPU
 TIGHT_MEMORY = 4 << 30
 _NO_LIMIT = 1 << 60     # cgroup v1 writes "no limit" as a huge number (PAGE_COUNTER_MAX pages)
 

@@ -200,9 +200,9 @@ def test_summary_rows_in_a_streamed_csv_are_found_as_in_one_pass(tmp_path, monke
     _same_parse(p, monkeypatch, batch_bytes=3000)
 
 
-@pytest.mark.parametrize("theirs, decay", [(None, "10000"), ("dirty_decay_ms:700", "700")])
+@pytest.mark.parametrize("theirs, decay", [(None, "1000"), ("dirty_decay_ms:700", "700")])
 def test_polars_allocator_keeps_freed_pages_a_while(theirs, decay):
-    """Importing forensics before polars sets jemalloc's decay to 10 s (a user's own setting wins):
+    """Importing forensics before polars sets jemalloc's decay to 1 s (a user's own setting wins):
     jemalloc itself reports the options it took."""
     import os
     import subprocess
@@ -213,7 +213,7 @@ def test_polars_allocator_keeps_freed_pages_a_while(theirs, decay):
     out = subprocess.run([sys.executable, "-c", "import forensics, polars"], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert f"opt.dirty_decay_ms: {decay} " in out.stderr and "opt.muzzy_decay_ms: 10000 " in out.stderr
+    assert f"opt.dirty_decay_ms: {decay} " in out.stderr and "opt.muzzy_decay_ms: 1000 " in out.stderr
 
 
 # -- frames.rows_where: DataFrame.filter without polars' thread pool --------------------------------
