@@ -63,17 +63,19 @@ def read_counters(plan, body: str, start: int, nums: list, at: dict[int, int], u
         used.update(i for i in (plan.step_idx, plan.steps_per_epoch_idx) if i is not None)
 
 
-def epoch_steps(r: pl.DataFrame, heads: pl.DataFrame | None) -> pl.DataFrame:
+def epoch_steps(r: pl.DataFrame, heads: pl.DataFrame | None, form_of: list[int]) -> pl.DataFrame:
     """A step counter that restarts every epoch (`Epoch [e/E], Step [s/S]`, a bar's `n/N`) counts on across
     epochs: (e-1)*N + n, or e*N + n where the form's epochs count from 0 (Lightning's `Epoch 0:`, yolov5's
     `0/99`). A line without an epoch of its own takes its block head's (Keras prints `Epoch e/E` above its
-    bar's lines)."""
+    bar's lines). `form_of`: each plan's form (a bar's lines of one form are of several plans: its fill
+    characters differ)."""
     e, n, per = pl.col("epoch"), pl.col("inner"), pl.col("per_epoch")
     heads = heads.filter(pl.col("block_epoch").is_not_null()) if heads is not None else None
     if heads is not None and heads.height and r.select((e.is_null() & per.is_not_null()).any()).item():
         r = r.sort("line").join_asof(heads.select("line", pl.col("block_epoch").alias("head")).sort("line"), on="line",
                                      strategy="backward", check_sortedness=False)
         r = r.with_columns(pl.coalesce(e, pl.when(per.is_not_null()).then(pl.col("head"))).alias("epoch")).drop("head")
-    base = pl.when(e.min().over("pid") == 0).then(0).otherwise(1)
+    form = pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64)
+    base = pl.when(e.min().over(form) == 0).then(0).otherwise(1)
     counted = e.is_not_null() & per.is_not_null() & n.is_not_null()
     return r.with_columns(pl.when(counted).then((e - base) * per + n).otherwise(pl.col("step")).alias("step"))

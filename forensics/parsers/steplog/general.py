@@ -594,7 +594,7 @@ class Reader:
         keep = pl.col("pid").is_in(good)
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         heads = pl.concat(self._blocks) if self._blocks else None
-        r = epoch_steps(r, heads)
+        r = epoch_steps(r, heads, self._form_of)
         if heads is not None:
             r = block_steps(r, heads)
         if self._scopes:
