@@ -525,11 +525,11 @@ def _hinge_sse(x, y, cands) -> tuple[np.ndarray, np.ndarray]:
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
     """Repeated steps up, the last one recent compared with the spacing of the steps."""
     # a steep short rise counts as a step too (a step spread over a few buckets); a rise within the
-    # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
+    # first buckets may be the job starting or an edge effect of the fit: it is a stair only when it
+    # matches the stairs after it (`_first_stair`)
     if edge is None:
         edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
-    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= STEP_SPAN_SHARE * duration)
-             and (e[0] + e[1]) / 2 > edge]
+    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= STEP_SPAN_SHARE * duration)]
     if len(steps) < MIN_STAIRS:
         return None
     # a small last rise (an unfinished tooth, a partial step) does not start the staircase
@@ -551,13 +551,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
         if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
             break
         run.append(k)
-    run = sorted(run)
-    # the first step up of a job is its first epoch's own allocation (optimizer state, first eval
-    # buffers) unless it matches the stairs that follow
-    if len(run) >= FIRST_STAIR_FROM:
-        later = float(robust.median([hs[i] for i in run[1:]]))
-        if not (later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO):
-            run = run[1:]
+    run = _first_stair(xb, yb, steps, hs, sorted(run), edge)
     if len(run) < MIN_STAIRS:
         return None
     sx = [xs[k] for k in run]
@@ -583,6 +577,29 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     regular = 1.0 if len(run) >= FIRST_STAIR_FROM else TWO_STAIRS_CONF
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
+
+
+def _first_stair(xb, yb, steps, hs, run: list[int], edge: float) -> list[int]:
+    """The staircase `run` (indexes into `steps`, heights `hs`) less a first step that is not one of its
+    stairs. The first step up of a job is its first epoch's own allocation (optimizer state, first eval
+    buffers) unless it matches the stairs that follow; one within the first buckets (`edge`) must also
+    rise from a level held for a segment's length and have two stairs after it. A first rise larger than all the job held before it is the job allocating its working
+    set from its bare CUDA context, not a stair: a leak's stairs add to a working set."""
+    while run:
+        first = steps[run[0]]
+        below = yb[xb <= first[0]]
+        level_from = float(robust.median(below[-MIN_SEGMENT:])) if below.size else 0.0
+        # an early rise must come from a level held before it, and have stairs to be compared with
+        early = (first[0] + first[1]) / 2 <= edge and (below.size < MIN_SEGMENT or len(run) < FIRST_STAIR_FROM)
+        if hs[run[0]] > level_from or early:
+            run = run[1:]
+            continue
+        if len(run) >= FIRST_STAIR_FROM:
+            later = float(robust.median([hs[i] for i in run[1:]]))
+            if not later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO:
+                run = run[1:]
+        return run
+    return run
 
 
 def _stair_height(xb, yb, events, e) -> float:

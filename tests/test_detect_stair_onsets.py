@@ -1,0 +1,64 @@
+"""Where a staircase's onset is placed: its first stair, neither the job's start-up nor the second stair
+(issue 40, synthetic onsets), on seeded staircases with known stairs and on a recording's readings."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from forensics.detect.series import analyze_xy
+
+MiB = 1 << 20
+
+# held-out set 7's jax_leak_loggers_stopped, its nvidia-smi CSV (bench/heldout7; MiB every ~0.5 s from the log's
+# first reading, 19:02:31.844): idle, the bare CUDA context (561), the working set (2865, 2933), the pool
+# doubling (+2048) as the first steps run, then again (+4096) once the leak (from 19:02:43.608, x = 11.76 here)
+# had used its slack; the loggers stop while the job runs on
+JAX_POOL = [0] * 9 + [4, 561, 561, 2865] + [2933] * 3 + [4981] * 2 + [4983] * 12 + [9079] * 9
+JAX_ONSET = 11.76
+
+
+def test_the_start_up_s_rise_from_the_bare_context_is_no_stair():
+    # was: the rise from the context to the working set (+2304 MiB) matched the pool's stairs in height
+    # (within FIRST_STEP_RATIO of their median) and began the staircase, 6 s before the leak; a rise larger
+    # than all the job held before it is its working set allocated, no stair of a leak
+    x = np.arange(len(JAX_POOL)) * 0.5015
+    fit = analyze_xy(x, np.array(JAX_POOL, dtype=float) * MiB, discrete=False)
+    assert fit.leak is not None and fit.leak.pattern == "step"
+    assert abs(fit.leak.onset - JAX_ONSET) <= 5.0, fit.leak.onset
+    assert fit.leak.onset > x[JAX_POOL.index(2933)]
+
+
+def _staircase(seed: int, n: int, dt: float, first: int, period: int, base: float, height: float,
+               sigma: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Readings every `dt` of a level `base`, a stair of `height` at reading `first` and every `period` after
+    it, Gaussian noise `sigma`, in MiB. Returns x, y and the first stair's time (between its two readings)."""
+    r = np.random.default_rng(seed)
+    x = np.arange(n) * dt + r.uniform(0, 0.1 * dt, n)
+    i = np.arange(n)
+    y = base + height * (np.floor(np.maximum(0, i - first) / period) + (i >= first)) + r.normal(0, sigma, n)
+    return x, np.round(y / MiB) * MiB, 0.5 * float(x[first - 1] + x[first])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_first_stair_within_the_first_buckets_is_the_onset(seed):
+    # a stair three readings into the log, like the later ones: it was left out (a rise within the first
+    # 2 x MIN_SEGMENT buckets was taken for the job starting) and the onset placed at the second stair, a
+    # whole stair period late (held-out draw 682963714, case 080: 184 s); a stair that matches two or more
+    # after it and rises from a level held before it is one of them
+    x, y, onset = _staircase(seed, 80, 8.6, 3, 21, 24_000 * MiB, 2_400 * MiB, 130 * MiB)
+    fit = analyze_xy(x, y, discrete=False)
+    assert fit.leak is not None and fit.leak.pattern == "step"
+    assert abs(fit.leak.onset - onset) <= 8.6, (fit.leak.onset, onset)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_start_up_s_tail_in_the_first_bucket_is_no_first_stair(seed):
+    # tune case 333's job as its analysis reads it (5 s readings, about 5 a bucket): the start-up's last
+    # readings (6950, 12990 MiB) pull the first bucket's mean below the level, a rise into the second bucket
+    # of 3.1 GB, within FIRST_STEP_RATIO of the stairs' 1.8 GB. A rise within the first buckets from no
+    # level held before it is no stair (the onset would be the job's start, 3000 s early)
+    x, y, onset = _staircase(seed, 2407, 5.0, 604, 440, 19_000 * MiB, 1_770 * MiB, 90 * MiB)
+    y[:3] = np.array([6950, 12990, 19142]) * MiB
+    fit = analyze_xy(x, y, discrete=False)
+    assert fit.leak is not None and fit.leak.pattern == "step"
+    assert abs(fit.leak.onset - onset) <= 0.02 * float(x[-1]), (fit.leak.onset, onset)
