@@ -557,7 +557,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
         if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
             break
         run.append(k)
-    run = _first_stair(xb, yb, steps, hs, sorted(run), edge)
+    run = _first_stair(xb, steps, hs, sorted(run), edge)
     if len(run) < MIN_STAIRS:
         return None
     sx = [xs[k] for k in run]
@@ -585,19 +585,16 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
 
 
-def _first_stair(xb, yb, steps, hs, run: list[int], edge: float) -> list[int]:
+def _first_stair(xb, steps, hs, run: list[int], edge: float) -> list[int]:
     """The staircase `run` (indexes into `steps`, heights `hs`) less a first step that is not one of its
     stairs. The first step up of a job is its first epoch's own allocation (optimizer state, first eval
-    buffers) unless it matches the stairs that follow; one within the first buckets (`edge`) must also
-    rise from a level held for a segment's length and have two stairs after it. A first rise larger than all the job held before it is the job allocating its working
-    set from its bare CUDA context, not a stair: a leak's stairs add to a working set."""
+    buffers) unless it matches the stairs that follow; one within the first buckets (`edge`: the job
+    starting, or an edge effect of the fit) must also rise from a level held for a segment's length and
+    have two stairs after it to be compared with."""
     while run:
         first = steps[run[0]]
-        below = yb[xb <= first[0]]
-        level_from = float(robust.median(below[-MIN_SEGMENT:])) if below.size else 0.0
-        # an early rise must come from a level held before it, and have stairs to be compared with
-        early = (first[0] + first[1]) / 2 <= edge and (below.size < MIN_SEGMENT or len(run) < FIRST_STAIR_FROM)
-        if hs[run[0]] > level_from or early:
+        held = int(np.count_nonzero(xb <= first[0]))
+        if (first[0] + first[1]) / 2 <= edge and (held < MIN_SEGMENT or len(run) < FIRST_STAIR_FROM):
             run = run[1:]
             continue
         if len(run) >= FIRST_STAIR_FROM:
