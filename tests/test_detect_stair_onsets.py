@@ -9,10 +9,11 @@ from forensics.detect.series import analyze_xy
 
 MiB = 1 << 20
 
+
 def _staircase(seed: int, n: int, dt: float, first: int, period: int, base: float, height: float,
                sigma: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Readings every `dt` of a level `base`, a stair of `height` at reading `first` and every `period` after
-    it, Gaussian noise `sigma`, in MiB. Returns x, y and the first stair's time (between its two readings)."""
+    it, Gaussian noise `sigma` (bytes, rounded to MiB). Returns x, y and the first stair's time (between its two readings)."""
     r = np.random.default_rng(seed)
     x = np.arange(n) * dt + r.uniform(0, 0.1 * dt, n)
     i = np.arange(n)
