@@ -452,6 +452,12 @@ def _refine_onset(xb, yb, segs, first_k, sigma_b) -> tuple[float, float]:
         # ramp begins within its own segment, after the jump: level, then the slope, as after a level
         t0, level, _ = _best_hinge(xb[s.i0:], yb[s.i0:], float(s.x0), span_hi)
         return t0, level
+    if not level_before and prev.slope > SIMILAR_SLOPE * s.slope:
+        # a rise far steeper than the ramp, which the ramp's walk back did not join (the start-up reaching
+        # its working set over a few readings): the growth starts from the level that rise reached, as
+        # after a jump; a hinge bending from the steep rise into the slope would cut the pause between them
+        t0, level, _ = _best_hinge(xb[prev.i1 - 1:], yb[prev.i1 - 1:], float(prev.x1), span_hi)
+        return t0, level
     if level_before:
         # a level before the growth (it neither rose nor fell by an event's size): the hinge is level,
         # then the slope; a trend of its own fitted to that level is a free parameter that only the
@@ -525,11 +531,11 @@ def _hinge_sse(x, y, cands) -> tuple[np.ndarray, np.ndarray]:
 def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -> Leak | None:
     """Repeated steps up, the last one recent compared with the spacing of the steps."""
     # a steep short rise counts as a step too (a step spread over a few buckets); a rise within the
-    # first buckets is the job starting (or an edge effect of the fit), not a step of a leak
+    # first buckets may be the job starting or an edge effect of the fit: it is a stair only when it
+    # matches the stairs after it (`_first_stair`)
     if edge is None:
         edge = xb[min(2 * MIN_SEGMENT, xb.size - 1)]
-    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= STEP_SPAN_SHARE * duration)
-             and (e[0] + e[1]) / 2 > edge]
+    steps = [e for e in events if (e[3] == "jump" or (e[1] - e[0]) <= STEP_SPAN_SHARE * duration)]
     if len(steps) < MIN_STAIRS:
         return None
     # a small last rise (an unfinished tooth, a partial step) does not start the staircase
@@ -551,13 +557,7 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
         if not (h_typ / STEP_HEIGHT_RATIO <= hs[k] <= h_typ * STEP_HEIGHT_RATIO):
             break
         run.append(k)
-    run = sorted(run)
-    # the first step up of a job is its first epoch's own allocation (optimizer state, first eval
-    # buffers) unless it matches the stairs that follow
-    if len(run) >= FIRST_STAIR_FROM:
-        later = float(robust.median([hs[i] for i in run[1:]]))
-        if not (later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO):
-            run = run[1:]
+    run = _first_stair(xb, steps, hs, sorted(run), edge)
     if len(run) < MIN_STAIRS:
         return None
     sx = [xs[k] for k in run]
@@ -583,6 +583,26 @@ def _stair_leak(xb, yb, events, leak_min, sigma_b, duration, end_x, edge=None) -
     regular = 1.0 if len(run) >= FIRST_STAIR_FROM else TWO_STAIRS_CONF
     return Leak("step", onset, float(xb[-1]), rate, growth, start_level, start_level + growth,
                 _confidence(z, 2 * JUMP_SIGMAS, regular), steps=sx, z=z)
+
+
+def _first_stair(xb, steps, hs, run: list[int], edge: float) -> list[int]:
+    """The staircase `run` (indexes into `steps`, heights `hs`) less a first step that is not one of its
+    stairs. The first step up of a job is its first epoch's own allocation (optimizer state, first eval
+    buffers) unless it matches the stairs that follow; one within the first buckets (`edge`: the job
+    starting, or an edge effect of the fit) must also rise from a level held for a segment's length and
+    have two stairs after it to be compared with."""
+    while run:
+        first = steps[run[0]]
+        held = int(np.count_nonzero(xb <= first[0]))
+        if (first[0] + first[1]) / 2 <= edge and (held < MIN_SEGMENT or len(run) < FIRST_STAIR_FROM):
+            run = run[1:]
+            continue
+        if len(run) >= FIRST_STAIR_FROM:
+            later = float(robust.median([hs[i] for i in run[1:]]))
+            if not later / FIRST_STEP_RATIO <= hs[run[0]] <= later * FIRST_STEP_RATIO:
+                run = run[1:]
+        return run
+    return run
 
 
 def _stair_height(xb, yb, events, e) -> float:
