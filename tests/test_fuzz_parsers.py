@@ -75,3 +75,15 @@ def test_made_of_a_number_is_strict():
     assert made_of_a_number(1234 << 20, "used 1,234 MiB")
     assert not made_of_a_number(7 << 20, "allocated: 5 MiB")
     assert not made_of_a_number(5 << 20, "allocated: five MiB")
+
+
+def test_a_derived_kv_cache_reading_holds_the_rows_invariants():
+    """Found by bench/fuzz.py (2026-12-07): vLLM's stats lines after a memory profile that gives the KV cache's
+    size read `GPU KV cache usage: 2.0%` as that share of the size, a number of no line: a derived series
+    (fuzzing.DERIVED), like free.fall."""
+    from evaluation.fuzzing import REALWORLD
+    from forensics.parsers.serving import engines
+
+    folder = REALWORLD / "serving-engine-log"
+    data = (folder / "vllm_profile_one_line_workers.txt").read_bytes() + (folder / "vllm_metrics_kv_usage.txt").read_bytes()
+    assert check_forced(engines.FORMAT, data)

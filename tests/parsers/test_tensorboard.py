@@ -107,3 +107,14 @@ def test_a_leaking_job_logged_to_tensorboard_is_a_leak(tmp_path):
     _, analysis = pipeline.run([str(folder)], Options(tz="UTC"))
     assert analysis.verdict == "leak"
     assert any(f.kind == "leak" and f.series == "allocated" for f in analysis.findings)
+
+
+def test_a_wall_time_out_of_any_clocks_range_is_a_skipped_record(tmp_path):
+    """Found by bench/fuzz.py (2026-12-07): a mutated record's wall time of ~1e300 s raised OverflowError
+    out of the reader; each such record is counted as skipped with its reason, the good ones are read."""
+    write_scalars(tmp_path / "run", {"memory/allocated_mib": [10.0, 20.0]}, t0=1e300)
+    bad = read(next((tmp_path / "run").glob("events.out.tfevents.*")))
+    assert bad.samples.height == 0
+    assert bad.skipped.counts.get(tensorboard.SKIP_NO_TIME) == 2
+    good = read(write_scalars(tmp_path / "good", {"memory/allocated_mib": [10.0, 20.0]}))
+    assert good.samples["bytes"].to_list() == [10 * MIB, 20 * MIB]

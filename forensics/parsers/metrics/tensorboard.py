@@ -57,6 +57,7 @@ SKIP_NO_UNIT = "memory scalar whose tag names no unit (e.g. _mib, _gb): its size
 SKIP_NOT_IN_USE = "memory scalar of free or total memory, or a percentage: not memory in use"
 SKIP_NOT_A_SIZE = "memory scalar whose value is no size (NaN, infinite or negative)"
 SKIP_BAD = "record that does not decode as an Event (damaged)"
+SKIP_NO_TIME = "event whose wall time is no time (out of any clock's range, or NaN): a damaged record"
 SKIP_DAMAGED = "record whose length fails its CRC (the file is damaged there; nothing after it is read)"
 SKIP_CUT = "record cut short at the end of the file (it was still being written)"
 
@@ -152,10 +153,15 @@ def _memory_scalars(event, record: int, tags: dict, out: Parsed) -> list[dict]:
         if n is None or n < 0:
             out.skipped.add(SKIP_NOT_A_SIZE, record)
             continue
+        try:
+            when = datetime.fromtimestamp(event.wall_time, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            out.skipped.add(SKIP_NO_TIME, record)
+            continue
         series = _series(v.tag)
         tags.setdefault(v.tag, (series, u["unit"]))
         g = _GPU.search(v.tag)
-        rows.append({"time": datetime.fromtimestamp(event.wall_time, timezone.utc), "seq": record, "line": record,
+        rows.append({"time": when, "seq": record, "line": record,
                      "step": event.step, "series": series, "bytes": n, "label": v.tag, "gpu": g[1] if g else None})
     return rows
 
