@@ -27,9 +27,10 @@ _LEAD_COUNTER = re.compile(r"[ \t]*([0-9]+)/([0-9]+)(?=[ \t])")
 
 
 def read_counters(plan, body: str, start: int, nums: list, at: dict[int, int], used: set[int],
-                   header: list[str] | None) -> None:
+                  header: list[str] | None) -> None:
     """The line's step, epoch and the epoch's length (indexes of its numbers, into `plan`; those numbers
-    into `used`): mmengine's bracket counter, `step`/`iter`/`epoch` words, else a progress bar's `n/total`."""
+    into `used`): mmengine's bracket counter, `step`/`iter`/`epoch` words, else a progress bar's `n/total`,
+    else (outside a table) the line's leading `n/N`."""
     b = _BRACKET_COUNTER.search(body, start)
     if b:
         plan.epoch_idx, plan.step_idx = at.get(b.start(1)), at.get(b.start(2))
