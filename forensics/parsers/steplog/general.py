@@ -491,7 +491,7 @@ class Reader:
         self._first: dict[int, list[tuple[int, int]]] = {}   # form of one line so far -> (pid, line)
         self._parts: list[pl.DataFrame] = []   # readings of plans with readings (with pid, per part)
         self._yearless: list[pl.DataFrame] = []   # per line of a year-less clock: its month, day, time of day
-        self._blocks: list[pl.DataFrame] = []     # per block head (generic.BLOCK_HEAD): its step
+        self._blocks: list[pl.DataFrame] = []     # per block head (generic.BLOCK_HEAD): its step or epoch
         self._scopes: list[pl.DataFrame] = []     # per dict head (dict_scopes): its phase; the lines ending one
 
     def feed(self, frame: pl.DataFrame) -> pl.Series:
@@ -594,7 +594,8 @@ class Reader:
         keep = pl.col("pid").is_in(good)
         r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
         heads = pl.concat(self._blocks) if self._blocks else None
-        r = epoch_steps(r, heads, self._form_of)
+        if any(plans[pid].steps_per_epoch_idx is not None for pid in good):   # (else no step restarts per epoch)
+            r = epoch_steps(r, heads, self._form_of)
         if heads is not None:
             r = block_steps(r, heads)
         if self._scopes:
