@@ -1458,3 +1458,105 @@ HELDOUT11 = [
          "step 70 while the job goes on to step 120 and ends normally.", 28),
 ]
 CASES["heldout11"] = HELDOUT11
+
+# ---- held-out set 12 (eleventh session): two print styles no recording used, nanotron's iteration line (memory
+# items only on the first iterations and each 10th, sizes in 1000s as `2.15G`, disk sizes beside them named
+# `hd_*_memory_tb`) and the PEFT/Accelerate examples' TorchTracemalloc epoch summary (bare MB, no clock), and
+# loggers little used so far (classic, ms250, dmon_mu, script5), written before recording
+H12 = "heldout12"
+HELDOUT12 = [
+    Case("nanotron_linear_leak_sigkill", H12, ["wide500", "apps"],
+         kill_at("linear_late", "--steps 400 --period 0.12 --warm-gib 2 --flat 20 --leak-mib 64 --style nanotron",
+                 True, step=110),
+         "leak", ["leak"], "linear",
+         "A hook keeps 64 MiB a step from step 21; nanotron's iteration line (cuda_memory_allocated on iterations "
+         "1-4 and every 10th); killed with SIGKILL after step 110.", 28),
+    Case("tracemalloc_flat_exit", H12, ["classic", "dmon_mu"],
+         simple("flat", "--steps 100 --period 0.12 --warm-gib 6 --style tracemalloc", False),
+         "no_leak", [], None,
+         "A fixed 6 GiB footprint; TorchTracemalloc's summary after each 10-step epoch. Ends normally.", 24),
+    Case("nanotron_staircase_exit", H12, ["ms250", "apps"],
+         simple("staircase", "--steps 140 --period 0.12 --warm-gib 2 --stair-mib 512 --stair-every 20 "
+                "--style nanotron", True),
+         "leak", ["leak"], "step",
+         "Every 20 steps a 512 MiB snapshot kept in a list; nanotron's line (memory every 10th iteration). Ends "
+         "normally.", 30, stair_every=20),
+    Case("tracemalloc_warmup_exit", H12, ["script5", "apps"],
+         simple("warmup_plateau", "--steps 100 --period 0.12 --ramp 20 --peak-gib 8 --style tracemalloc", False),
+         "no_leak", [], None,
+         "Curriculum warm-up to 8 GiB over 20 steps, then flat; TorchTracemalloc's epoch summary; a headerless "
+         "`timestamp, index, memory.used, memory.total` log every 5 s. Ends normally.", 25),
+    Case("nanotron_leak_oom", H12, ["wide1", "dmon"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.12 --warm-gib 1 --leak-mib 128 --onset 15 "
+                "--style nanotron", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 15 (128 MiB a step) under a 12 % cap until a CUDA OOM; nanotron's line.", 30),
+    Case("tracemalloc_leak_oom", H12, ["wide1", "apps"],
+         simple("leak_oom", "--steps 400 --period 0.12 --fraction 0.10 --warm-gib 1 --leak-mib 96 --onset 8 "
+                "--style tracemalloc", True),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "Predictions kept from step 8 (96 MiB a step) under a 10 % cap until a CUDA OOM; TorchTracemalloc's "
+         "summary after each 10-step epoch (the last, unfinished epoch prints none).", 30),
+    Case("nanotron_slow_noisy_exit", H12, ["wide1", "q1"],
+         simple("slow_noisy", "--steps 300 --period 0.1 --warm-gib 3 --noise-mib 320 --leak-mib 24 --onset 40 "
+                "--style nanotron", True),
+         "leak", ["leak"], "linear",
+         "A 3 GiB footprint under noisy batches (0-320 MiB a step), 24 MiB kept a step from step 40; nanotron's "
+         "line. Ends normally.", 38),
+    Case("tracemalloc_cache_growth_exit", H12, ["wide1", "apps"],
+         simple("cache_growth", "--steps 85 --period 0.13 --grow-mib 16 --style tracemalloc", False),
+         "cache_growth", ["cache_growth"], None,
+         "Each step's temporary 16 MiB larger than the last: reserved and nvidia-smi grow, allocated flat (its "
+         "epoch peaks grow); TorchTracemalloc's summary. Ends normally.", 25),
+    Case("nanotron_eval_spikes_sigkill", H12, ["q1", "wide500"],
+         kill_at("eval_spikes", "--steps 400 --period 0.13 --warm-gib 3 --eval-every 15 --eval-len 3 --spike-gib 4 "
+                 "--style nanotron", False, step=80),
+         "no_leak", [], None,
+         "A 3 GiB footprint with a 4 GiB evaluation every 15 steps, kept in the cache; nanotron's line; killed "
+         "with SIGKILL after step 80.", 26),
+    Case("two_procs_nanotron_tracemalloc_exit", H12, ["apps", "classic"],
+         two_procs("--steps 100 --period 0.15 --warm-gib 3 --style nanotron",
+                   "linear_late", "--steps 60 --period 0.15 --warm-gib 1 --flat 10 --leak-mib 128 "
+                   "--style tracemalloc", b_after_step=10),
+         "leak", ["leak"], "linear",
+         "Two processes on one GPU: a flat 3 GiB trainer with nanotron's line (a.log) and a second job (b.log, "
+         "TorchTracemalloc's summary) keeping 128 MiB a step from its step 11; both end normally.", 32),
+    Case("crashloop_tracemalloc_oom_x3", H12, ["wide500", "apps"],
+         crash_loop("leak_oom", "--steps 400 --period 0.1 --fraction 0.08 --warm-gib 1 --leak-mib 160 --onset 5 "
+                    "--style tracemalloc", runs=3, gap=2.0),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A crash loop of three runs of a job keeping 160 MiB a step from step 5 under an 8 % cap; "
+         "TorchTracemalloc's summary; each run dies of a CUDA OOM.", 50, timeout=120),
+    Case("host_kill_then_nanotron_leak_oom", H12, ["wide500", "apps", "dmon"],
+         host_kill_then("--steps 400 --period 0.12 --host-mib 48 --style tracemalloc", limit="2G",
+                        fallback_step=150, gap=4.0, kind="leak_oom", args="--steps 400 --period 0.12 --fraction 0.10 "
+                        "--warm-gib 1 --leak-mib 128 --onset 10 --style nanotron"),
+         "leak", ["leak", "gpu_oom"], "linear",
+         "A job of pinned host batches (48 MiB a step) in a 2 GiB memory cgroup until the kernel's OOM killer ends "
+         "it (job1.log, TorchTracemalloc's summary); 4 s later a second job (job2.log, nanotron's line) keeps "
+         "128 MiB a step from step 10 under a 10 % cap until a CUDA OOM. dmesg files taken right after.", 50,
+         kernel=True, timeout=120),
+    Case("residual_worker_nanotron_sigkill", H12, ["apps2", "q1"],
+         residual("--steps 400 --period 0.2 --warm-gib 3 --worker-gib 6 --style nanotron", kill_step=30, hold=8.0),
+         "leak", ["residual_process"], None,
+         "A trainer (3 GiB) with an eval worker process holding 6 GiB; the trainer is SIGKILLed after step 30 and "
+         "the orphaned worker keeps its memory for 8 s until it is killed too; nanotron's line.", 30),
+    Case("grad_accum_tracemalloc_exit", H12, ["ms250", "apps"],
+         simple("grad_accum", "--steps 90 --period 0.14 --accum 6 --micro-mib 512 --style tracemalloc", False),
+         "no_leak", [], None,
+         "Gradient accumulation over 6 micro-batches (each graph ~512 MiB of saved activations) before one "
+         "backward; no empty_cache(): allocated is a sawtooth, reserved and nvidia-smi stay at the peak; "
+         "TorchTracemalloc's summary. Ends normally.", 25),
+    Case("short_leak_nanotron_exit", H12, ["wide1", "apps"],
+         simple("linear_late", "--steps 16 --period 0.4 --warm-gib 1 --flat 3 --leak-mib 640 --style nanotron", True),
+         "leak", ["leak"], "linear",
+         "A short job: from step 4 each step keeps 640 MiB; it ends normally after step 16 (about 7 s), still "
+         "growing; nanotron's line (memory on iterations 1-4 and 11 only).", 22),
+    Case("lru_nanotron_exit", H12, ["script5", "dmon_mu"],
+         simple("lru", "--steps 100 --period 0.14 --cap-entries 30 --entry-mib 96 --style nanotron", False),
+         "no_leak", [], None,
+         "An LRU cache of encoded prompts (96 MiB each, at most 30 entries) fills over the first ~35 steps, then "
+         "evicts the oldest entry for each new one: memory rises to ~2.8 GiB and stays; nanotron's line. Ends "
+         "normally.", 26),
+]
+CASES["heldout12"] = HELDOUT12

@@ -72,7 +72,12 @@ STYLES = ("spine", "pipe_gb", "bytes_k", "megatron", "deepspeed", "plain", "none
           # styles of the tenth session (held-out set 11): ultralytics' YOLO training bar (a `GPU_mem` column of
           # reserved memory in `G`, under a header line each epoch), Keras 3's progress bar in a file (one line an
           # update, its ANSI codes kept, a callback's `gpu_alloc_mb` and `gpu_reserved_mb` among the metrics)
-          "ultralytics", "keras")
+          "ultralytics", "keras",
+          # styles of the eleventh session (held-out set 12): nanotron's iteration line (its LogItems joined by ` | `,
+          # sizes by human_format: 3 significant digits, K/M/G of 1000, no `B`; the memory items only on the first
+          # iterations and each checkpoint interval), the PEFT/Accelerate examples' TorchTracemalloc summary (bare
+          # MB after each epoch, no clock)
+          "nanotron", "tracemalloc")
 # A --style may join several with "+" (kv_gb+tutorial+jsonl): the first goes to stdout, each other one to
 # its own file <style>.log in --csv-dir, all from the same readings, so the files can be checked to agree.
 LOG_FORMATS = {
@@ -94,6 +99,8 @@ LOG_FORMATS = {
     # fairseq_cli/train.py's logging.basicConfig; SimpleProgressBar logs under the tag `train_inner`
     "fairseq": ("%(asctime)s | %(levelname)s | train_inner | %(message)s", "%Y-%m-%d %H:%M:%S"),
     "summary": ("%(asctime)s - {name} - %(levelname)s - %(message)s", None),
+    # nanotron/logging.py: "%(asctime)s [%(levelname)s|DP=..|PP=..|TP=..|host]: %(message)s", "%m/%d/%Y %H:%M:%S"
+    "nanotron": ("%(asctime)s [%(levelname)s|DP=0|PP=0|TP=0|ip-26-0-160-225]: %(message)s", "%m/%d/%Y %H:%M:%S"),
 }
 class Formatter(logging.Formatter):
     """logging's Formatter, with %f (microseconds, as glog/absl print them) in a date format."""
@@ -105,7 +112,7 @@ class Formatter(logging.Formatter):
 
 
 PRINTED = ("megatron", "plain", "tutorial", "phases", "jsonl", "tqdm", "composer", "axolotl", "lightning",
-           "tfinfo", "ultralytics", "keras")   # print(), no prefix
+           "tfinfo", "ultralytics", "keras", "tracemalloc")   # print(), no prefix
 
 
 class StepLog:
@@ -131,6 +138,7 @@ class StepLog:
             self.logs[st] = lg
         self.log = self.logs[self.style]
         self.hooks = []        # extra sinks of each logged reading (TensorBoard)
+        self.tm_begin, self.tm_cpu = 0, 0   # the tracemalloc style's epoch start
 
     def info(self, msg: str, *a) -> None:
         if self.style in PRINTED:
@@ -346,6 +354,61 @@ class StepLog:
                     f"gpu_reserved_mb: {r / MiB:.4f}"
             out.write("\n" + bar + info + ("\n" if n == per else ""))
             out.flush()
+        elif s == "nanotron":
+            # nanotron/trainer.py train_step_logs: LogItems joined by " | "; the memory items (and the disk's,
+            # from shutil.disk_usage("/")) only when iteration_step < 5 or (iteration_step - 1) %
+            # checkpoint_interval == 0 (here 10); max_memory_reserved is never reset
+            now = time.time()
+            ms = (now - self.t_last) * 1000 / self.every
+            self.t_last = now
+            tps = 64 * 1024 / max(ms / 1000, 1e-3)
+            items = [f"iteration: {step} / {self.steps}", f"consumed_tokens: {human_format(step * 64 * 1024)}",
+                     f"elapsed_time_per_iteration_ms: {human_format(ms)}", f"tokens_per_sec: {human_format(tps)}",
+                     f"tokens_per_sec_per_gpu: {human_format(tps / 8)}", "global_batch_size: 64",
+                     f"lm_loss: {human_format(loss)}", "lr: 0.0003", "model_tflops_per_gpu: 38.3",
+                     "hardware_tflops_per_gpu: 38.3", f"grad_norm: {human_format(1.25)}"]
+            if step < 5 or (step - 1) % 10 == 0:
+                import shutil
+                total, used, free = shutil.disk_usage("/")
+                items += [f"cuda_memory_allocated: {human_format(a)}",
+                          f"cuda_max_memory_reserved: {human_format(torch.cuda.max_memory_reserved())}",
+                          f"hd_total_memory_tb: {human_format(total)}", f"hd_used_memory_tb: {human_format(used)}",
+                          f"hd_free_memory_tb: {human_format(free)}"]
+            log.info(" | ".join(items))
+        elif s == "tracemalloc":
+            # the PEFT examples' TorchTracemalloc (as in accelerate's peak_memory_usage.py) around each epoch (here
+            # 10 steps): b2mb(x) = int(x / 2**20); begin = memory_allocated() at the epoch's start (the peak reset
+            # there), then after the epoch "consumed" = b2mb(end - begin), "peaked" = b2mb(peak - begin); the
+            # epoch's tqdm bar goes to stderr. (Its gc.collect()/empty_cache() are left out: they would change
+            # the case's allocator behaviour.)
+            per = 10
+            n = (step - 1) % per + 1
+            if n == 1:
+                self.tm_begin, self.tm_cpu = a, host_rss() or 0
+                torch.cuda.reset_peak_memory_stats()
+            el = time.time() - self.t0
+            fill = int(10 * n / per)
+            sys.stderr.write(f"\r{100 * n // per:3d}%|{'█' * fill}{' ' * (10 - fill)}| {n}/{per} "
+                             f"[00:{int(el) % 60:02d}<00:00, {step / max(el, 1e-3):.2f}it/s]" + ("\n" if n == per else ""))
+            sys.stderr.flush()
+            if n == per:
+                b2mb = lambda x: int(x / 2**20)  # noqa: E731
+                begin, peak = self.tm_begin, torch.cuda.max_memory_allocated()
+                cpu_end = host_rss() or 0
+                used, peaked = b2mb(a - begin), b2mb(peak - begin)
+                cpu_used = b2mb(cpu_end - self.tm_cpu)
+                for line in (f"GPU Memory before entering the train : {b2mb(begin)}",
+                             f"GPU Memory consumed at the end of the train (end-begin): {used}",
+                             f"GPU Peak Memory consumed during the train (max-begin): {peaked}",
+                             f"GPU Total Peak Memory consumed during the train (max): {peaked + b2mb(begin)}",
+                             f"CPU Memory before entering the train : {b2mb(self.tm_cpu)}",
+                             f"CPU Memory consumed at the end of the train (end-begin): {cpu_used}",
+                             f"CPU Peak Memory consumed during the train (max-begin): {max(cpu_used, 0)}",
+                             f"CPU Total Peak Memory consumed during the train (max): "
+                             f"{max(cpu_used, 0) + b2mb(self.tm_cpu)}",
+                             f"epoch={(step - 1) // per}: train_ppl=tensor({2.718 ** loss:.4f}, device='cuda:0') "
+                             f"train_epoch_loss=tensor({loss:.4f}, device='cuda:0')"):
+                    self.out(s, line)
         elif s == "tqdm":
             # tqdm's refresh: `\r` and the bar, no newline; the whole run is one physical line in the file
             n, total = step, max(self.steps, step)
@@ -353,6 +416,19 @@ class StepLog:
             self.streams[s].write(tqdm_refresh("Epoch 1", n, total, n / el if el > 0 else 0.0, el,
                                                f"loss={loss:.3f}, mem={a / GiB:.2f}G"))
             self.streams[s].flush()
+
+
+def human_format(num: float) -> str:
+    """nanotron/logging.py human_format: 3 significant digits, then K, M, G, ... of 1000."""
+    if abs(num) < 1:
+        return "{:.3g}".format(num)
+    sizes = ["", "K", "M", "G", "T", "P", "E"]
+    num = float("{:.3g}".format(num))
+    magnitude = 0
+    while abs(num) >= 1000 and magnitude < len(sizes) - 1:
+        magnitude += 1
+        num /= 1000.0
+    return "{}{}".format("{:f}".format(num).rstrip("0").rstrip("."), sizes[magnitude])
 
 
 def tqdm_refresh(desc: str, n: int, total: int, rate: float, elapsed: float, postfix: str) -> str:
