@@ -64,6 +64,7 @@ class Recording:
     leak_spans: list[tuple[datetime, datetime]] = field(default_factory=list)   # (leak onset, job end), UTC
     ending: str | None = None        # how the incident's job ended (truth.json `ending`: exit, sigkill, cuda_oom, ...)
     step_logs: list[str] | None = None   # the files the jobs' step logs went to (truth.json); None: not listed
+    no_reserved: bool = False        # every step log's print style prints no reserved memory (PRINTS_NO_RESERVED)
 
 
 def _utc(text) -> datetime | None:
@@ -150,6 +151,23 @@ def shared_total(jobs: list[dict]) -> str | None:
     return None
 
 
+# tools/corpus/workloads.py's print styles that print no reserved (cached) memory, only allocated figures or their
+# peaks: the caching allocator's growth is not in such a step log
+PRINTS_NO_RESERVED = frozenset({"tracemalloc", "tutorial", "mmengine", "detectron2", "tfinfo", "fairseq"})
+
+
+def prints_no_reserved(jobs: list[dict]) -> bool:
+    """Whether every style the jobs printed a step log in (`--style`, workloads.py's default `spine`) prints no
+    reserved memory."""
+    styles = set()
+    for job in jobs:
+        words = shlex.split(job.get("command") or "")
+        if words:
+            styles.update(dict(zip(words, words[1:])).get("--style", "spine").split("+"))
+    styles.discard("none")
+    return bool(styles) and styles <= PRINTS_NO_RESERVED
+
+
 def step_logs(jobs: list[dict]) -> list[str]:
     """The files (in the case folder) the jobs wrote step logs to, from each job's `stdout` and `command`
     (tools/corpus/workloads.py's options): stdout, unless `--style none` printed no step log there and no
@@ -199,7 +217,7 @@ def read_recordings(base: Path, root: str) -> list[Recording]:
                                  t.get("flat_in_device_views") or pool_kept_flat(t.get("jobs") or [])
                                  or pool_grew_at_once(t.get("jobs") or []),
                                  shared_total(t.get("jobs") or []), spans, incident_ending(t.get("jobs") or []),
-                                 step_logs(t.get("jobs") or [])))
+                                 step_logs(t.get("jobs") or []), prints_no_reserved(t.get("jobs") or [])))
         elif rd.is_file():
             m = front_matter(rd)
             if not m.get("expected_verdict"):
@@ -269,7 +287,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     - a residual process (leak without memory growth): only per-process memory (compute-apps) shows
       a process outliving its job; the device total and the step log cannot;
     - compute-sanitizer only (no `leak` growth expected): the evidence is the sanitizer's report;
-    - caching-allocator growth: only the step log (allocated vs reserved) tells it from a leak;
+    - caching-allocator growth: only the step log (allocated vs reserved) tells it from a leak, and only
+      one that prints reserved memory;
     - host memory (a kernel OOM kill, GPU flat): the device views show the GPU flat (no_leak); the step
       log's GPU counts are not the incident's evidence;
     - otherwise (GPU memory growth, or a healthy run): every memory view shows it;
@@ -287,6 +306,8 @@ def view_expectation(rec: Recording, view: str) -> tuple[str | None, str]:
     if "sanitizer_leak" in kinds and "leak" not in kinds:
         return None, "the evidence is compute-sanitizer's report"
     if rec.expected == "cache_growth":
+        if view == "steplog" and rec.no_reserved:
+            return None, "the step log prints no reserved memory: allocated alone cannot show the allocator's growth"
         return ("cache_growth", "") if view == "steplog" else (
             None, "device memory alone cannot tell the caching allocator from a leak")
     if rec.flat_in_device_views and view in DEVICE_VIEWS:

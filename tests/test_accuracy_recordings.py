@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,15 @@ def test_a_read_step_log_and_a_readme_recording_keep_their_step_log_view(corpus)
     assert {r.view: r for r in scoring.run_recording(rec)}["steplog"].ok is True
     readme = next(r for r in recordings.read_recordings(ROOT / "sample_logs", "sample_logs") if r.name == "leak_linear")
     assert readme.step_logs is None and recordings.unread_step_logs(readme) == []
+
+
+def test_a_step_log_that_prints_no_reserved_memory_holds_no_cache_growth():
+    """heldout12/tracemalloc_cache_growth_exit: TorchTracemalloc's summary prints allocated figures only, so the
+    allocator's growth is not in it (`n/a`), while a style that prints reserved memory must show it."""
+    cmd = "python3 tools/corpus/workloads.py cache_growth --steps 85 --style {} > train.log 2> stderr.log"
+    assert recordings.prints_no_reserved([{"command": cmd.format("tracemalloc")}])
+    assert not recordings.prints_no_reserved([{"command": cmd.format("tracemalloc+kv_gb")}])
+    assert not recordings.prints_no_reserved([{"command": cmd.format("none")}, {"pid": 7}])
+    rec = recordings.Recording("c", "t", Path("."), "cache_growth", ["cache_growth"], no_reserved=True)
+    assert recordings.view_expectation(rec, "steplog")[0] is None
+    assert recordings.view_expectation(replace(rec, no_reserved=False), "steplog") == ("cache_growth", "")

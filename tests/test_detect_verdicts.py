@@ -665,3 +665,33 @@ def test_a_csv_with_memory_in_use_gives_no_fall():
     from forensics import api
     samples = api.analyze(RECORDED / "linear_late_exit" / "nvidia-smi-wide.csv", tz="UTC").samples
     assert set(samples["series"].unique()) == {"memory.used"}
+
+
+def _two_processes(flat_gib: float, flat_pid_first: bool):
+    """A GPU whose total grows with one process (compute-apps) beside a flat one, and a step log whose allocated
+    count stays at 3.3 GiB."""
+    n = 40
+    t = np.arange(n, dtype=float)
+    grow = (1.5 + 0.2 * t) * GiB
+    flat = np.full(n, flat_gib * GiB)
+    alloc = np.full(n, 3.3 * GiB)
+    return [frame(grow + flat, series="memory.used"),
+            frame(grow, series="process.used", pid=815, source="compute-apps.csv"),
+            frame(flat, series="process.used", pid=808, source="compute-apps.csv"),
+            frame(alloc, series="allocated", gpu=None, source="a.log")]
+
+
+def test_a_flat_count_of_another_process_leaves_the_growing_one_a_leak():
+    """heldout12/two_procs_nanotron_tracemalloc_exit: the flat trainer's step log (3.3 GiB allocated) said
+    `cache_growth` of a GPU whose growth compute-apps puts in the other process."""
+    an = run(*_two_processes(3.9, True))
+    assert an.verdict == "leak"
+    assert [f.pid for f in leaks(an)] == [815]
+    assert not [g for g in an.findings if g.kind == "cache_growth"]
+
+
+def test_a_flat_process_too_small_for_the_count_leaves_the_cache():
+    """A DataLoader worker's context (0.5 GiB, flat) beside the trainer whose cache grows: the flat allocated
+    count (3.3 GiB) cannot be the worker's, so the growth is the trainer's cache."""
+    an = run(*_two_processes(0.5, True))
+    assert an.verdict == "cache_growth"

@@ -450,7 +450,7 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
                   and _printed_during(a, members)]
             fr = [a for a in reserveds if a.result.gpu in (None, gpu) and (host is None or a.result.host in (None, host))
                   and _printed_during(a, members)]
-            if fa and all(_settled(a) for a in fa):
+            if fa and all(_settled(a) for a in fa) and not _count_of_another_process(fa, members, all_series):
                 dev = next((m for m in members if m.result.series == "memory.used"), members[0])
                 if fr and all(_settled(a) for a in fr):
                     f = _leak_finding(members, _capacity(caps, host, gpu), device_all)
@@ -469,6 +469,22 @@ def gpu_findings(all_series: list[Series]) -> tuple[list[Finding], list[Finding]
                 continue
         leaks.append(_leak_finding(members, _capacity(caps, host, gpu), device_all))
     return leaks, cache
+
+
+def _count_of_another_process(counts: list[Series], members: list[Series], all_series: list[Series]) -> bool:
+    """Whether the flat framework counts may be another process's than the one that grows: per-process memory
+    shows a process growing (a member) beside a flat one on the GPU that holds at least what the counts hold
+    (its context and cache come on top of its live tensors). Then the counts say nothing of the growing one,
+    and its growth is no cache. A flat process too small to hold them (a DataLoader worker's context) is not
+    theirs."""
+    growing = {m.result.pid for m in members if m.result.series == "process.used" and m.result.pid is not None}
+    if not growing:
+        return False
+    gpus = {m.result.gpu for m in members}
+    level = max(float(c.fit.level) for c in counts)
+    return any(s.result.series == "process.used" and s.result.pid not in growing and s.result.gpu in gpus
+               and _settled(s) and float(s.fit.level) >= level and _printed_during(s, members)
+               for s in all_series)
 
 
 def _printed_during(count: Series, members: list[Series]) -> bool:

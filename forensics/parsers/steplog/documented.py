@@ -24,6 +24,9 @@ class Documented:
 _ANY = re.compile(r"(?s).*")
 _TF_INFO = ("TensorFlow's tf.config.experimental.get_memory_info() is {'current': N, 'peak': N}: its allocator's "
             "bytes in use and their peak (tensorflow/python/framework/config.py)")
+_TRACEMALLOC = ("the PEFT/Accelerate examples' TorchTracemalloc prints b2mb (int(bytes / 2**20)) of "
+                "torch.cuda.memory_allocated() as the epoch starts and of the epoch's max_memory_allocated()")
+_TRACEMALLOC_DEVICES = ("gpu", "cuda", "xpu", "npu", "mlu", "hpu")   # accelerator.device.type.upper()
 _TABLE_COLUMN = re.compile("")   # a table's column: its key comes from the header, nothing before the value
 # key (lowercased) -> its documented prints, the first that fits is taken
 DOCUMENTED: dict[str, tuple[Documented, ...]] = {
@@ -90,6 +93,18 @@ DOCUMENTED: dict[str, tuple[Documented, ...]] = {
                         f"finetrainers `{key}` is torch.cuda.{key}() in GiB (get_memory_statistics)"),)
        for key, series in (("memory_allocated", "allocated"), ("memory_reserved", "reserved"),
                            ("max_memory_allocated", "max_allocated"), ("max_memory_reserved", "max_reserved"))},
+    # The PEFT examples' TorchTracemalloc (as in accelerate's examples/by_feature/peak_memory_usage.py), printed
+    # after each epoch by accelerator.print(f"{device.type.upper()} Memory before entering the train :
+    # {b2mb(tracemalloc.begin)}") and "... Total Peak Memory consumed during the train (max): {peaked +
+    # b2mb(begin)}", b2mb(x) = int(x / 2**20): begin is torch.cuda.memory_allocated() as the epoch starts, the
+    # peak max_memory_allocated() over it (reset at its start). Its `(end-begin)` and `(max-begin)` lines are
+    # differences, no level, and stay unread.
+    **{f"{dev} memory": (Documented(re.compile(rf"(?is).*\b{dev} memory before entering the [a-z_]+[ \t]*:[ \t]*"),
+                                    _ANY, 1 << 20, "allocated", _TRACEMALLOC),)
+       for dev in _TRACEMALLOC_DEVICES},
+    "peak memory consumed (max)": (
+        Documented(re.compile(rf"(?is).*\b(?:{'|'.join(_TRACEMALLOC_DEVICES)}) total peak memory consumed during the "
+                              r"[a-z_]+ \(max\):[ \t]*"), _ANY, 1 << 20, "max_allocated", _TRACEMALLOC),),
     # TensorFlow's tf.config.experimental.get_memory_info(device) returns {'current': N, 'peak': N}, "the current and
     # peak memory usage" of its allocator in bytes (tensorflow/python/framework/config.py), printed as the dict
     # (with `'` or `"` quotes): `current` told apart from other keys of that name by `peak` right after it, and

@@ -86,9 +86,9 @@ DEVICE_KEY = re.compile(r"(?i)gpu")
 MEMORY_TAG = re.compile(r"(?i)\[(?:mem|memory|vram|(?:gpu|cuda)[ _-]?mem(?:ory)?)\]")
 
 # a phase: `before forward`, `after optimizer step`, `after model load`, `while training` (one or two
-# words after it)
+# words after it, an article aside: `before entering the train`)
 _PHASE = re.compile(r"(?i)\b(before|after|while|during|start of|end of)[ \t]+(?:the[ \t]+)?"
-                    r"([A-Za-z_]+(?:[ \t][A-Za-z_]+)?)")
+                    r"([A-Za-z_]+(?:[ \t]+(?:the[ \t]+)?[A-Za-z_]+)?)")
 # a key naming the phase, whose value is a word (`phase: post_forward`): the phase as written
 _PHASE_KEY = re.compile(PHASE_KEY)
 _GPU = re.compile(r"(?i)(?:\bcuda:|\bgpu[ _#]?|\bdevice[ \t]*[:=#]?[ \t]*)(" + NUM + r")\b")
@@ -220,7 +220,7 @@ def phase_of(body: str, start: int = 0) -> str | None:
     p = _PHASE.search(body, start)
     if not p:
         return None
-    words = p[2].split()
+    words = [w for w in p[2].split() if w.lower() != "the"]
     # `after step: allocated`: a memory word is no part of the phase
     while words and _WORD.search(words[-1].lower()):
         words.pop()
