@@ -107,3 +107,27 @@ def test_a_size_over_a_size_on_a_line_naming_a_phase_is_use_of_capacity():
         ("memory.used", "after vllm offload", round(13.54 * 2**30), round(79.19 * 2**30))]
     # without a phase, a keyless pair of sizes says nothing of whose they are
     assert not general.plan_line("model.safetensors: 1.2 GB / 4.5 GB").readings
+
+
+def test_a_bare_number_opening_each_line_of_a_form_that_counts_by_one_is_its_step():
+    # tests/heldout/general-reader-2/tinygrad_llama_13803.txt (tinygrad/tinygrad#13803): `    1 93.44 s run, …`
+    lines = (Path(__file__).parent.parent / "heldout" / "general-reader-2" / "tinygrad_llama_13803.txt").read_text()
+    res = _read(lines.splitlines()[1:])
+    assert res.samples["step"].to_list() == list(range(1, 11))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(leads=st.lists(st.integers(0, 2000), min_size=2, max_size=8), pad=st.booleans())
+def test_a_leading_number_is_a_step_only_where_the_forms_lines_count_by_one(leads, pad):
+    """The leading numbers of a form's lines are its step where each is one above the line before, across the
+    file; a count, an index that starts over or a number that jumps (however the lines are padded) is none."""
+    lines = [f"{n:5d}" if pad else f"{n}" for n in leads]
+    res = _read([f"{n} {4 + k * 0.01:.2f} s run, 11.8750 loss, {600 + k}.43 GB used" for k, n in enumerate(lines)])
+    counts = all(b - a == 1 for a, b in zip(leads, leads[1:]))
+    assert res.samples["step"].to_list() == (leads if counts else [None] * len(leads))
+
+
+def test_a_leading_number_that_starts_over_is_no_step():
+    # a per-GPU print (`0 …`, `1 …` each round) counts by one within a round, not across the file
+    res = _read([f"{g} memory used: {10 + r}.5 GB" for r in range(3) for g in range(2)])
+    assert res.samples["step"].null_count() == 6

@@ -33,7 +33,7 @@ from forensics import clock
 from forensics.frames import masked_digits
 from forensics.model import Skipped
 from forensics.parsers import ranks
-from forensics.parsers.steplog.counters import NUM, epoch_steps, read_counters
+from forensics.parsers.steplog.counters import NUM, bar_end, epoch_steps, lead_number, lead_steps, read_counters
 from forensics.parsers.steplog.documented import TORCH_API, documented
 from forensics.parsers.steplog.generic import PHASE_KEY, block_heads, block_steps
 
@@ -148,6 +148,7 @@ class Plan:
     step_idx: int | None = None
     epoch_idx: int | None = None
     steps_per_epoch_idx: int | None = None
+    lead_idx: int | None = None   # a bare whole number opening the line: its form's step if it counts (lead_steps)
     gpu_idx: int | None = None
     phase: str | None = None
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
@@ -232,6 +233,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     is a row of."""
     plan = Plan()
     plan.layout, start = _layout(body)
+    body = body[:bar_end(body, start)]   # (a print run on at the end of a progress bar's line is not the bar's)
     plan.memory_tag = bool(MEMORY_TAG.search(body, start))
     nums = list(_NUM_RE.finditer(body))
     first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
@@ -284,6 +286,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             if after_key and len(plan.readings) + len(plan.unread) == before:
                 _add_key_after(plan, i, after_key[1], unit, signed)
         i = total_idx + 1 if total_idx is not None else i + 1
+    plan.lead_idx = lead_number(plan, body, start, at)
     return _twins(plan)
 
 
@@ -432,7 +435,8 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
         "step": pl.Int64, "label": pl.String, "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64,
         "step_tag": pl.Boolean}
-_COUNTERS = ("inner", "epoch", "per_epoch")   # a reading's step within its epoch, the epoch, its steps (counters.epoch_steps)
+# a reading's step within its epoch, the epoch, its steps (counters.epoch_steps); its line's leading number (lead_steps)
+_COUNTERS = ("inner", "epoch", "per_epoch", "lead")
 _NO_READINGS = pl.DataFrame(schema=_OUT)   # (copied: a frame made from a schema costs several times as much)
 
 
@@ -596,6 +600,8 @@ class Reader:
         heads = pl.concat(self._blocks) if self._blocks else None
         if any(plans[pid].steps_per_epoch_idx is not None for pid in good):   # (else no step restarts per epoch)
             r = epoch_steps(r, heads, self._form_of)
+        if any(plans[pid].lead_idx is not None for pid in good):
+            r = lead_steps(r, self._form_of)
         if heads is not None:
             r = block_steps(r, heads)
         if self._scopes:
@@ -710,11 +716,12 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
     # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
     dids = sorted(d for d in spans if d in pid_of)
     per_line = pl.DataFrame([(did, *at(did, p.step_idx), *at(did, p.epoch_idx), *at(did, p.steps_per_epoch_idx),
-                              *at(did, p.gpu_idx), p.step_idx is not None, p.phase, p.layout)
+                              *at(did, p.lead_idx), *at(did, p.gpu_idx), p.step_idx is not None, p.phase, p.layout)
                              for did, p in ((d, plans[pid_of[d]]) for d in dids)],
                             schema={"did": pl.Int64, "step_at": pl.Int64, "step_len": pl.Int64,
                                     "epoch_at": pl.Int64, "epoch_len": pl.Int64, "spe_at": pl.Int64,
-                                    "spe_len": pl.Int64, "gpu_at": pl.Int64, "gpu_len": pl.Int64,
+                                    "spe_len": pl.Int64, "lead_at": pl.Int64, "lead_len": pl.Int64,
+                                    "gpu_at": pl.Int64, "gpu_len": pl.Int64,
                                     "has_step": pl.Boolean, "label": pl.String, "layout": pl.String}, orient="row")
     readings = pl.DataFrame([(did, k, *at(did, r.idx), r.series, r.factor, *at(did, r.total_idx), r.label)
                              for did in dids for k, r in enumerate(plans[pid_of[did]].readings)],
@@ -735,17 +742,18 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
     rank, local = ranks.words(pl.col("text"))
     # each number taken out once (an eager select computes an expression again at each use)
     lines = df.join(per_line, on="did", how="inner").with_columns(
-        num("step").alias("_step"), num("epoch").alias("_epoch"), num("spe").alias("_spe"),
+        num("step").alias("_step"), num("epoch").alias("_epoch"), num("spe").alias("_spe"), num("lead").alias("_lead"),
         num("gpu").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
         rank.alias("rank"), local.alias("local_rank"))
     step, epoch, spe = whole(pl.col("_step")), whole(pl.col("_epoch")), whole(pl.col("_spe"))
     # (a counter that restarts each epoch counts on across epochs: finish's epoch_steps, once the whole file
     # says whether epochs count from 0 and which block head each line is under)
     lines = lines.with_columns(pl.coalesce(step, pl.when(~pl.col("has_step")).then(epoch)).alias("step"),
-                               step.alias("inner"), epoch.alias("epoch"), spe.alias("per_epoch"))
+                               step.alias("inner"), epoch.alias("epoch"), spe.alias("per_epoch"),
+                               whole(pl.col("_lead")).alias("lead"))
     lines, yearless = _times(lines, zone)
-    lines = lines.drop("digits", "layout", "has_step", "_step", "_epoch", "_spe",
-                       *(f"{n}_{e}" for n in ("step", "epoch", "spe", "gpu") for e in ("at", "len")), strict=False)
+    lines = lines.drop("digits", "layout", "has_step", "_step", "_epoch", "_spe", "_lead",
+                       *(f"{n}_{e}" for n in ("step", "epoch", "spe", "lead", "gpu") for e in ("at", "len")), strict=False)
     # each reading's number cut from its line by its place (the join copies a view of a line's text per
     # reading, not its bytes; only the numbers that readings take are cut and converted)
     r = lines.join(readings, on="did", how="inner")
