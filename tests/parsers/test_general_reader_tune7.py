@@ -7,11 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.model import Skipped
 from forensics.parsers.steplog import general
+from forensics.parsers.steplog.reader import extract_all
 
 SET7 = Path(__file__).parent.parent / "heldout" / "general-reader-7"
 
@@ -107,6 +109,29 @@ def test_a_size_over_a_size_on_a_line_naming_a_phase_is_use_of_capacity():
         ("memory.used", "after vllm offload", round(13.54 * 2**30), round(79.19 * 2**30))]
     # without a phase, a keyless pair of sizes says nothing of whose they are
     assert not general.plan_line("model.safetensors: 1.2 GB / 4.5 GB").readings
+
+
+@pytest.mark.parametrize("used, total, read", [
+    ((58.32, 13.54, 60.1), (79.19, 79.19, 79.19), True),
+    ((58.32, 13.54, 60.1), (79.19, 79.19, 80.0), False),    # the second size changes: no one device's capacity
+    ((58.32, 93.54, 60.1), (79.19, 79.19, 79.19), False),   # above its capacity: no use of it
+])
+def test_a_keyless_size_over_a_size_is_use_of_capacity_only_where_the_forms_capacity_holds(used, total, read):
+    lines = [f"{p} vllm offload in sharding manager: {u:.2f} GB / {t:.2f} GB."
+             for p, u, t in zip(("Before", "After", "Before"), used, total)]
+    res = _read(lines)
+    assert res.samples.height == (3 if read else 0)
+    assert any("mem_get_info" in n for n in res.notes) == read
+
+
+def test_a_size_over_a_size_without_a_memory_word_reaches_the_general_reader():
+    # tests/parsers/ray_pastes/easyr1_worker_offload_gb_9.txt, with its Ray prefix, through the step-log reader
+    lines = ["(WorkerDict pid=118271) Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.",
+             "(Runner pid=104449) current_batch_size=128 >= rollout_batch_size=128. Finish generating.",
+             "(WorkerDict pid=118271) After vllm offload in sharding manager: 13.54 GB / 79.19 GB."]
+    s = extract_all(pl.DataFrame({"line": [1, 2, 3], "text": lines}), "UTC").samples
+    assert s.select("line", "series", "pid", "total_bytes").rows() == [
+        (1, "memory.used", 118271, round(79.19 * 2**30)), (3, "memory.used", 118271, round(79.19 * 2**30))]
 
 
 def test_a_bare_number_opening_each_line_of_a_form_that_counts_by_one_is_its_step():

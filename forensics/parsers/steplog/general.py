@@ -42,7 +42,8 @@ _NUM_RE = re.compile(NUM)
 _NUM_BYTES = re.compile(NUM.encode())
 _RUNS = re.compile("0+")   # (in a digit mask: each run of digits)
 
-# Lines worth a look hold one of these (any case): a literal search, no regex.
+# Lines worth a look hold one of these (any case): a literal search, no regex; or a size over a size
+# (SIZE_OVER_SIZE, whose key may name no memory: _capacity_pairs)
 MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage", "gpu"]
 
 _UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
@@ -337,15 +338,16 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if series is None and plan.memory_tag and unit and not _NOT_SIZE.search(bare.lower()):
         series = "memory.used"
     # a size over a size (`58.32 GB / 79.19 GB`) on a line that names a phase, whatever its key: the device's use
-    # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`)
-    if series is None and total_idx is not None and unit and total_unit and plan.phase:
-        series = "memory.used"
+    # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`), if the file's
+    # lines of its form bear it out (_capacity_pairs)
+    pair = series is None and total_idx is not None and bool(unit) and bool(total_unit) and plan.phase is not None
+    series = "memory.used" if pair else series
     # (a documented print's key may be no memory word: TensorFlow's `{'current': N, 'peak': N}`)
     doc = documented(key, seg, after, unit)
     series = series if series is not None or doc is None else doc.series
     if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
-    source = doc.source if doc else None
+    source = doc.source if doc else CAPACITY_PAIR if pair else None
     if unit:
         factor = _UNIT_FACTORS.get(unit.lower())
     elif key_factor is not None:
@@ -440,13 +442,17 @@ _COUNTERS = ("inner", "epoch", "per_epoch", "lead")
 _NO_READINGS = pl.DataFrame(schema=_OUT)   # (copied: a frame made from a schema costs several times as much)
 
 
+# a size unit, a slash and a number: the pair of sizes that a line without a memory word may hold (`58.32 GB / 79.19 GB`)
+SIZE_OVER_SIZE = r"[KMGT]i?B[ \t]*/[ \t]*[0-9]"
+
+
 def candidates(text: pl.Expr) -> pl.Expr:
-    """The lines the general reader looks at: those holding a memory word (a literal search)."""
-    return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True)
+    """The lines the general reader looks at: those holding a memory word (a literal search) or a size over a size."""
+    return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True) | text.str.contains(SIZE_OVER_SIZE)
 
 
 # A regex that finds every line `candidates` finds (and a few more: see reader.LOOK)
-CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")"
+CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")|" + SIZE_OVER_SIZE
 TABLE_ROW = r"(?:^|\r)[ \t]*[0-9]"   # a line that may be a row of a table (a number first, or after a tqdm `\r`)
 
 
@@ -596,7 +602,10 @@ class Reader:
         if not good:
             return Result(_NO_READINGS.clear(), [], [], handled)
         keep = pl.col("pid").is_in(good)
-        r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
+        r, good = _capacity_pairs(pl.concat(self._parts, how="vertical").filter(keep), plans, good, self._form_of)
+        if not good:
+            return Result(_NO_READINGS.clear(), [], [], handled)
+        r = _allocated_below_reserved(r, plans, good)
         heads = pl.concat(self._blocks) if self._blocks else None
         if any(plans[pid].steps_per_epoch_idx is not None for pid in good):   # (else no step restarts per epoch)
             r = epoch_steps(r, heads, self._form_of)
@@ -644,6 +653,31 @@ def _dict_phases(r: pl.DataFrame, scopes: pl.DataFrame, inside: list[int]) -> pl
     return r.with_columns(pl.when(pl.col("pid").is_in(inside) & pl.col("scope").is_not_null())
                           .then(pl.concat_str("scope", "label", separator=", ", ignore_nulls=True))
                           .otherwise("label").alias("label")).drop("scope")
+
+
+CAPACITY_PAIR = ("a size over a size whose key names no memory, on a line naming a phase (`Before vllm offload in "
+                 "sharding manager: 58.32 GB / 79.19 GB.`), read as memory.used of the device's capacity: the second "
+                 "size is the same on every line of its print and never below the first (torch.cuda.mem_get_info's "
+                 "used / total, as verl's print_gpu_memory_usage prints it)")
+
+
+def _capacity_pairs(r: pl.DataFrame, plans: list[Plan], good: list[int], form_of: list[int]
+                    ) -> tuple[pl.DataFrame, list[int]]:
+    """Keyless sizes over sizes (CAPACITY_PAIR) stay readings only where their form's second size is one capacity:
+    the same on every line of the form and never below the first; else (a download's progress, two sizes of
+    something else) they are dropped from `r` and their plans. Returns `r` and the plans left with readings."""
+    pairs = [(pid, k + 300) for pid in good for k, x in enumerate(plans[pid].readings) if x.source == CAPACITY_PAIR]
+    if not pairs:
+        return r, good
+    keys = pl.DataFrame(pairs, schema={"pid": pl.Int64, "k": pl.Int64}, orient="row")
+    form = pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64).alias("form")
+    held = (r.join(keys, on=["pid", "k"], how="semi").group_by(form)
+            .agg((pl.col("total_bytes").n_unique() == 1) & (pl.col("bytes") <= pl.col("total_bytes")).all()))
+    bad = set(held.filter(~pl.col("total_bytes"))["form"].to_list())
+    dropped = keys.filter(pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64).is_in(bad))
+    for pid in set(dropped["pid"].to_list()):
+        plans[pid].readings = [x for x in plans[pid].readings if x.source != CAPACITY_PAIR]
+    return r.join(dropped, on=["pid", "k"], how="anti"), [pid for pid in good if plans[pid].readings]
 
 
 BELOW_RESERVED = ("read as allocated: below `reserved` on every line of its print, and a device's use is at least "
