@@ -91,7 +91,7 @@ def test_an_unindented_line_ends_the_dicts_phase():
 def test_a_key_after_its_size_names_it():
     # tests/heldout/general-reader-6/xgboost_gpu_allocated_remaining_3031.txt (dmlc/xgboost#3031)
     xgb = general.plan_line("[17:41:55] Allocated 0MB on [0] GeForce GTX 1080, 4572MB remaining.")
-    assert [(r.series, r.key, r.factor) for r in xgb.readings][-1] == ("free", "remaining", 1 << 20)
+    assert [(r.series, r.key, r.factor) for r in xgb.readings] == [("free", "remaining", 1 << 20)]
     # tests/heldout/general-reader-2/tinygrad_llama_13803.txt (tinygrad/tinygrad#13803)
     (used,) = general.plan_line("    1 93.44 s run, 11.8750 loss, 0.000000000001 LR, 642.43 GB used,  19644.30 GFLOPS").readings
     assert (used.series, used.factor) == ("memory.used", 1 << 30)
@@ -156,3 +156,17 @@ def test_a_leading_number_that_starts_over_is_no_step():
     # a per-GPU print (`0 …`, `1 …` each round) counts by one within a round, not across the file
     res = _read([f"{g} memory used: {10 + r}.5 GB" for r in range(3) for g in range(2)])
     assert res.samples["step"].null_count() == 6
+
+
+@pytest.mark.parametrize("line, series", [
+    # XGBoost's bulk_allocator (dmlc/xgboost#3031): `Allocated` is the size of the one cudaMalloc it made
+    ("[17:41:55] Allocated 0MB on [0] GeForce GTX 1080, 4572MB remaining.", ["free"]),
+    ("preallocated 6144 MB for weights and cache", []),
+    ("allocated 512 MiB to the KV cache", []),
+    # the memory a pool holds, not one act of allocating
+    ("allocated: 512 MiB on cuda:0", ["allocated"]),
+    ("mem allocated 1200 MiB reserved 2048 MiB", ["allocated", "reserved"]),
+    ("Memory allocated 3.5 GB, reserved 4 GB", ["allocated", "reserved"]),
+])
+def test_the_size_after_the_verb_allocated_and_put_somewhere_is_one_allocation(line, series):
+    assert [r.series for r in general.plan_line(line).readings] == series

@@ -322,7 +322,7 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if _NOT_SIZE.search(key_words(key)):
         return
     key = " ".join(key.split()[-4:]).strip(" .-/")
-    if not key:
+    if not key or (_ALLOCATED.fullmatch(key) and _ALLOCATION_ACT.search(seg) and _PUT.match(after)):
         return
     # (a unit the key names, `used/total (GB)`, is both halves')
     paren = _KEY_PAREN_UNIT.search(key)
@@ -370,6 +370,13 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
         series = doc.series
     plan.readings.append(Reading(i, series, factor, key, unit, total_idx, source))
 
+
+# The verb alone before a size that is then put somewhere (XGBoost's bulk_allocator: `Allocated 0MB on [0] GeForce GTX
+# 1080, 4572MB remaining.`, `size / mb_size` of the one cudaMalloc it made, src/common/device_helpers.cuh; `preallocated
+# 6144 MB for weights`): the size of one allocation, an act, not the memory the device holds
+_ALLOCATED = re.compile(r"(?i)(?:pre)?allocated")
+_ALLOCATION_ACT = re.compile(r"(?i)(?:pre)?allocated[ \t]+$")
+_PUT = re.compile(r"[ \t]+(?:on|for|to)\b", re.I)
 
 # A key after its size (`4572MB remaining`, `642.43 GB used`): a word of a device's level right after a size unit,
 # no key of a number after it (`reserved` in `allocated 3 MiB reserved 5 MiB` is the next number's)
