@@ -676,12 +676,12 @@ def _capacity_pairs(r: pl.DataFrame, plans: list[Plan], good: list[int], form_of
     pairs = [(pid, k + 300) for pid in good for k, x in enumerate(plans[pid].readings) if x.source == CAPACITY_PAIR]
     if not pairs:
         return r, good
-    keys = pl.DataFrame(pairs, schema={"pid": pl.Int64, "k": pl.Int64}, orient="row")
     form = pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64).alias("form")
+    keys = pl.DataFrame(pairs, schema={"pid": pl.Int64, "k": pl.Int64}, orient="row").with_columns(form)
     held = (r.join(keys, on=["pid", "k"], how="semi").group_by(form)
-            .agg((pl.col("total_bytes").n_unique() == 1) & (pl.col("bytes") <= pl.col("total_bytes")).all()))
-    bad = set(held.filter(~pl.col("total_bytes"))["form"].to_list())
-    dropped = keys.filter(pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64).is_in(bad))
+            .agg(((pl.col("total_bytes").n_unique() == 1) & (pl.col("bytes") <= pl.col("total_bytes")).all())
+                 .alias("one_capacity")))
+    dropped = keys.join(held.filter(~pl.col("one_capacity")), on="form", how="semi").drop("form")
     for pid in set(dropped["pid"].to_list()):
         plans[pid].readings = [x for x in plans[pid].readings if x.source != CAPACITY_PAIR]
     return r.join(dropped, on=["pid", "k"], how="anti"), [pid for pid in good if plans[pid].readings]
