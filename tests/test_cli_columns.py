@@ -122,3 +122,48 @@ def test_undecidable_columns_say_what_was_seen_and_the_columns_to_pass(tmp_path)
     assert "if column 3 is memory.used, pass `--columns timestamp,index,memory.used,memory.total`" in lines[0]
     q = run_cli("report", str(src), "-o", "", "--json", "-", "--columns", "timestamp,index,memory.used,memory.total")
     assert json.loads(q.stdout)["inputs"][0]["records"] == 1200
+
+
+def _lone_column(path: Path, values: list[int]) -> Path:
+    """`--query-gpu=timestamp,index,<one memory property> --format=csv,noheader,nounits -l 1` of one GPU."""
+    t0 = datetime(2026, 12, 1, 22, 29, 43)
+    path.write_text("".join(f"{(t0 + timedelta(seconds=i)).strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]}, 0, {v}\n"
+                            for i, v in enumerate(values)))
+    return path
+
+
+def _message(path: Path) -> str:
+    p = run_cli("report", str(path), "-o", "")
+    (line,) = [ln for ln in p.stderr.splitlines() if path.name in ln]
+    return line
+
+
+def test_a_headerless_free_column_alone_is_offered_as_memory_free(tmp_path):
+    """#40: `timestamp, index, memory.free` without header or units (the recorded rows of
+    tests/samples/nvidia-smi-csv/nvsmi_csv_free_only_leak.txt) is not read without --columns, a lone column's
+    values not telling used from free; its message offers memory.free first, its values starting and ending at
+    their highest as free memory does around a job, and that value reads the leak."""
+    rows = (ROOT / "tests" / "samples" / "nvidia-smi-csv" / "nvsmi_csv_free_only_leak.txt").read_text().splitlines()[2:]
+    src = tmp_path / "free.csv"
+    src.write_text("".join(row.removesuffix(" MiB") + "\n" for row in rows))
+    line = _message(src)
+    assert ("column 3 starts and ends at its highest, as free memory does on a GPU idle before and after a job: "
+            "if it is memory.free, pass `--columns timestamp,index,memory.free`; if memory.used, "
+            "`--columns timestamp,index,memory.used`") in line
+    q = run_cli("report", str(src), "-o", "", "--json", "-", "--columns", "timestamp,index,memory.free")
+    assert json.loads(q.stdout)["verdict"] == "leak"
+
+
+@pytest.mark.parametrize("values, first", [
+    ([3] * 5 + [2000 + 300 * i for i in range(30)] + [3] * 5, "memory.used"),   # idle, a job, idle
+    ([2000 + 300 * i for i in range(30)], None),                              # mid-job: nothing tells
+])
+def test_a_headerless_lone_column_offers_the_order_its_values_fit(tmp_path, values, first):
+    line = _message(_lone_column(tmp_path / "gpu.csv", values))
+    if first == "memory.used":
+        assert ("column 3 starts and ends at its lowest, as used memory does on a GPU idle before and after a job: "
+                "if it is memory.used, pass `--columns timestamp,index,memory.used`; if memory.free, "
+                "`--columns timestamp,index,memory.free`") in line
+    else:
+        assert ("if column 3 is memory.used, pass `--columns timestamp,index,memory.used`; if memory.free, "
+                "`--columns timestamp,index,memory.free`") in line

@@ -36,8 +36,8 @@ HELDOUT2_FAILED = {
     "min_max_gpt_block_5.txt": "claimed by deepspeed-memory, whose shapes have no recurrence rule: the paste's one record makes one-reading series (and host.used) instead of none",
     "optimum_habana_dict_89.txt": "the generic shapes read the one dict line (they have no recurrence rule): allocated and max_allocated, labelled `epoch 0.09`",
     "ppdet_single_8726.txt": "not claimed (bare byte counts under `max_mem_reserved`, not a torch.cuda name), so not counted as skipped",
-    # (its `642.43 GB used`, a key after its value, is read since g39: test_general_reader_tune7.py)
-    "tinygrad_llama_13803.txt": "the step is a bare leading number, not read",
+    # (tinygrad_llama_13803.txt: its `642.43 GB used`, a key after its value, is read since g39, and its bare leading
+    # step since h39: test_general_reader_tune7.py)
 }
 HELDOUT3_DIR = HERE.parent / "heldout" / "general-reader-3"
 HELDOUT3 = json.loads((HELDOUT3_DIR / "expected.json").read_text())

@@ -19,11 +19,9 @@ HELDOUT6 = json.loads((HELDOUT6_DIR / "expected.json").read_text())
 # and `Allocated 0MB on [0]` read as allocated. Mended since (a tune set from then on): rocm-smi documented. Left:
 # Mended since (v39): verl's Ray-prefixed lines (the prefix and `[Rank 0 | Local Rank 0]` skipped before the clock,
 # the general reader reading the lines whose figures it reads more of than the generic shapes do).
-HELDOUT6_FAILED: dict[str, str] = {
-    # (its `4572MB remaining`, a key after its value, is read as free since g39: test_general_reader_tune7.py)
-    "xgboost_gpu_allocated_remaining_3031.txt": "`Allocated 0MB on [0]` (one allocation's size, its maintainer says) "
-    "reads as allocated memory",
-}
+# (xgboost_gpu_allocated_remaining_3031.txt: its `4572MB remaining`, a key after its value, is read as free since g39,
+# and its `Allocated 0MB on [0]`, one allocation's size, is no reading since h39: test_general_reader_tune7.py)
+HELDOUT6_FAILED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", sorted(k for k in HELDOUT6 if not k.startswith("_")))

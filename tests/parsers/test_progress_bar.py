@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+import pytest
 from conftest import parse_file
 
 from forensics import pipeline
 from forensics.io.sources import Source
 from forensics.options import Options
 from forensics.parsers.steplog import markers
+from forensics.parsers.steplog.reader import extract_all
 
 SAMPLE = Path(__file__).parent.parent / "samples" / "step-markers" / "tqdm_bar_recorded.txt"
 BAR = "\rEpoch {e}: {p:3d}%|##        | {n}/{t} [00:0{n}<00:09,  7.51it/s, loss=0.048, mem={g:.2f}G]"
@@ -80,7 +83,7 @@ def test_a_table_rows_bar_counts_the_batches_of_its_epoch_column():
 
 def test_keras_bar_lines_count_on_under_their_epoch_line():
     """Keras' `12/50 ━━━ … - gpu_alloc_mb: …` lines restart at 1 each epoch under an `Epoch e/E` line: epoch 2's
-    first step is 51 (one line runs into the script's own print; its `step 20` is read)."""
+    first step is 51 (two lines run into the script's own print: test_a_print_run_on_at_the_end_of_a_keras_bar_line_is_not_the_bars)."""
     _, parsed = parse_file(SAMPLES / "style_keras_progbar_heldout11.txt", expect="step-markers")
     steps = parsed.samples.filter(series="allocated").sort("seq")["step"].to_list()
     assert steps[-6:] == [49, 50, 51, 52, 53, 54] and steps[:3] == [1, 2, 3]
@@ -95,3 +98,36 @@ def test_a_crash_loop_of_keras_runs_is_three_leaking_jobs():
     _, an = pipeline.run([str(sample)], Options(tz="UTC", tz_from_user=True))
     assert an.verdict == "leak"
     assert sum(f.kind == "leak" for f in an.findings) == 3
+
+
+def _keras_lines() -> list[str]:
+    return (SAMPLES / "style_keras_progbar_heldout11.txt").read_text().splitlines()[1:]
+
+
+def _bar_readings(lines: list[str]):
+    frame = pl.DataFrame({"line": range(1, len(lines) + 1), "text": lines}, schema={"line": pl.Int64, "text": pl.String})
+    return extract_all(frame, "UTC").samples.sort("line", "series").select("line", "series", "bytes", "step")
+
+
+@pytest.mark.parametrize("tail", ["saved best-model snapshot at step 20 (1 kept)",   # (the recording's)
+                                  "   saved best-model snapshot at step 20 (1 kept)",  # (after Progbar's padding)
+                                  "freed 512 MiB of cache at step 20"])
+def test_a_print_run_on_at_the_end_of_a_keras_bar_line_is_not_the_bars(tail):
+    """Keras' Progbar writes its newline before each update, so the script's next print lands at the end of the
+    bar's line (held-out set 11, `… gpu_reserved_mb: 2898.0000saved best-model snapshot at step 20 (1 kept)`): the
+    bar's `19/50` is the line's counter, not the glued `step 20`, and the glued text adds no reading."""
+    lines = _keras_lines()
+    at = next(i for i, x in enumerate(lines) if "saved best-model snapshot at step 20" in x)
+    bar = lines[at][:lines[at].index("saved")]
+    plain = _bar_readings(lines[at - 3:at] + [bar] + lines[at + 1:at + 3])
+    glued = _bar_readings(lines[at - 3:at] + [bar + tail] + lines[at + 1:at + 3])
+    assert glued.equals(plain)
+    assert glued.filter(line=4)["step"].to_list() == [19, 19]
+
+
+def test_the_keras_recordings_steps_rise_through_its_glued_lines():
+    """The whole recorded sample: each reading's step one above the one before (epoch 1's 1..50, epoch 2's 51..54),
+    its two glued lines included."""
+    _, parsed = parse_file(SAMPLES / "style_keras_progbar_heldout11.txt", expect="step-markers")
+    for series in ("allocated", "reserved"):
+        assert parsed.samples.filter(series=series).sort("seq")["step"].to_list() == list(range(1, 55))

@@ -161,12 +161,7 @@ def infer_map(texts: list[str], spread: list[str] | None = None) -> tuple[Column
     elif not mib_cols and _unitless_memory(later or rows, kinds, key_col, m, described, notes):
         pass
     elif not mib_cols:
-        used, spec = _columns_guess(later or rows, kinds, key_col, m)
-        todo = (f"if column {used + 1} is memory.used, pass `{spec}`" if used is not None else
-                f"pass `{spec}`") + (" (naming the other columns in their --query-gpu order)" if "<" in spec else "")
-        notes.append("no header and no units (`--format=csv,noheader,nounits`): cannot tell which column is "
-                     f"memory.used ({_what_was_seen(later or rows, kinds, key_col, m)}), so no memory samples were "
-                     f"emitted; {todo}, or log with the header or with units")
+        notes.append(_undecided(later or rows, kinds, key_col, m))
     elif mib_cols:
         notes.append(f"no header: cannot tell which of the MiB columns {', '.join(str(i + 1) for i in rest)} is "
                      "memory.used, so no memory samples were emitted; log with the header (drop `noheader`)")
@@ -232,6 +227,57 @@ def _columns_guess(rows, kinds, key_col, m: ColumnMap) -> tuple[int | None, str]
     if used is not None:
         names[used] = "memory.used"
     return used, "--columns " + ",".join(names.get(i, f"<column {i + 1}>") for i in range(len(kinds)))
+
+
+def _undecided(rows, kinds, key_col, m: ColumnMap) -> str:
+    """The one-line message of a `nounits` log whose memory column is not told: what its columns read and the
+    --columns value that reads it; for a lone memory column (no memory.total, no other number), the values of
+    both orders, the one its values fit first (_lone_fit)."""
+    used, spec = _columns_guess(rows, kinds, key_col, m)
+    as_free = spec.replace("memory.used", "memory.free")
+    lone = used is not None and len(kinds) == len(m.roles) + 1
+    fit = _lone_fit(rows, kinds, key_col, m, used) if lone else None
+    if fit == "memory.free":
+        todo = (f"column {used + 1} starts and ends at its highest, as free memory does on a GPU idle before and after "
+                f"a job: if it is memory.free, pass `{as_free}`; if memory.used, `{spec}`")
+    elif fit == "memory.used":
+        todo = (f"column {used + 1} starts and ends at its lowest, as used memory does on a GPU idle before and after "
+                f"a job: if it is memory.used, pass `{spec}`; if memory.free, `{as_free}`")
+    elif used is not None:
+        todo = f"if column {used + 1} is memory.used, pass `{spec}`" + (f"; if memory.free, `{as_free}`" if lone else "")
+    else:
+        todo = f"pass `{spec}`"
+    todo += " (naming the other columns in their --query-gpu order)" if "<" in spec else ""
+    return ("no header and no units (`--format=csv,noheader,nounits`): cannot tell which column is memory.used "
+            f"({_what_was_seen(rows, kinds, key_col, m)}), so no memory samples were emitted; {todo}, or log with the "
+            "header or with units")
+
+
+# a GPU's reading at the edge of its range: within this share of it (an idle GPU reads the same before and after
+# a job, give or take the driver's few MiB)
+EDGE_SHARE = 0.05
+
+
+def _lone_fit(rows, kinds, key_col, m: ColumnMap, col: int) -> str | None:
+    """Which of memory.used and memory.free the values of a lone memory column (no memory.total beside it) fit:
+    free memory is at its highest while a GPU is idle, before and after a job, used memory at its lowest; each
+    GPU's first and last readings at that edge, and some GPU's readings moving between. Only for the message:
+    values alone do not tell them apart (a job's use can dip and come back as free memory does), so the column
+    is not read without --columns."""
+    vals = _int_columns(rows, kinds, m)[col]
+    keys = [r[key_col] if key_col is not None else "" for r in rows]
+    per_gpu: dict[str, list[float]] = {}
+    for k, v in zip(keys, vals):
+        if v is not None:
+            per_gpu.setdefault(k, []).append(v)
+    if not any(max(v) > min(v) for v in per_gpu.values()):
+        return None
+
+    def at(edge) -> bool:
+        return all(abs(v[0] - edge(v)) <= EDGE_SHARE * (max(v) - min(v)) and
+                   abs(v[-1] - edge(v)) <= EDGE_SHARE * (max(v) - min(v)) for v in per_gpu.values())
+
+    return "memory.free" if at(max) else "memory.used" if at(min) else None
 
 
 def _unitless_memory(rows, kinds, key_col, m: ColumnMap, described: list, notes: list) -> bool:

@@ -24,6 +24,23 @@ _BAR_COUNTER = re.compile(rf"\|[ \t]*({NUM})[ \t]*/[ \t]*({NUM})[ \t]*\[")
 # a line that starts with `n/N` (Keras' progress bar, `12/50 ━━━━ 4s 100ms/step - loss: …`): batches done of the
 # epoch's N
 _LEAD_COUNTER = re.compile(r"[ \t]*([0-9]+)/([0-9]+)(?=[ \t])")
+# the metrics of a Keras Progbar update after its `n/N`, bar and times: ` - name: value` pairs, each value as
+# Progbar formats it (`{avg:.4f}`, `{avg:.4e}`, a stateful metric's own value)
+_BAR_METRICS = re.compile(rf"(?:[ \t]+-[ \t]+[A-Za-z_][\w.\-/]*:[ \t]+-?(?:{NUM}|nan|inf))+")
+
+
+def bar_end(body: str, start: int) -> int:
+    """Where a line's own text ends: a Keras progress bar's update (a leading `n/N`, then ` - name: value`
+    pairs) ends at its last pair. Progbar writes its newline (or `\\r`) before each update and none after
+    (keras/src/utils/progbar.py `update`: `message += "\\n"` first, `print_msg(message, line_break=False)`), so
+    the script's next print runs on at the end of the bar's line (`… gpu_reserved_mb: 2898.0000saved best-model
+    snapshot at step 20`): that text is another print's, not the bar's (its `step 20` is no counter of the bar's
+    readings)."""
+    lead = _LEAD_COUNTER.match(body, start)
+    if lead is None:
+        return len(body)
+    pairs = _BAR_METRICS.search(body, lead.end())
+    return pairs.end() if pairs else len(body)
 
 
 def read_counters(plan, body: str, start: int, nums: list, at: dict[int, int], used: set[int],
@@ -80,3 +97,33 @@ def epoch_steps(r: pl.DataFrame, heads: pl.DataFrame | None, form_of: list[int])
     base = pl.when(e.min().over(form) == 0).then(0).otherwise(1)
     counted = e.is_not_null() & per.is_not_null() & n.is_not_null()
     return r.with_columns(pl.when(counted).then((e - base) * per + n).otherwise(pl.col("step")).alias("step"))
+
+
+# a bare whole number opening a line, before a blank (tinygrad's `    1 93.44 s run, 11.8750 loss, …, 642.43 GB used`)
+_LEAD_NUMBER = re.compile(r"[ \t]*([0-9]+)(?=[ \t])")
+
+
+def lead_number(plan, body: str, start: int, at: dict[int, int]) -> int | None:
+    """The index of the bare whole number that opens the line (after its clock), where the line has no counter
+    and that number is no reading: a step counter only if its form's lines count with it (lead_steps)."""
+    m = _LEAD_NUMBER.match(body, start) if plan.step_idx is None else None
+    i = at.get(m.start(1)) if m else None
+    if i is None or i in (plan.epoch_idx, plan.gpu_idx) or any(i in (r.idx, r.total_idx) for r in plan.readings):
+        return None
+    return i
+
+
+def lead_steps(r: pl.DataFrame, form_of: list[int]) -> pl.DataFrame:
+    """A bare number opening every line of a form is the form's step counter where it rises by one from each of
+    the form's lines to the next, all through the file (decided from all of them, never from one line): a loop
+    that prints its iteration first. A count, an index or a size that opens a line does not count so (a GPU's
+    index starts over, a count stays or jumps)."""
+    form = pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64).alias("form")
+    lines = r.select(form, "line", "piece", "lead").unique(["line", "piece"]).sort("line", "piece")
+    counting = (lines.group_by("form").agg((pl.col("lead").is_not_null().all() & (pl.len() > 1)
+                                            & (pl.col("lead").diff().drop_nulls() == 1).all()).alias("counts"))
+                .filter("counts")["form"])
+    if not counting.len():
+        return r
+    own = form.is_in(counting.implode()) & pl.col("step").is_null()
+    return r.with_columns(pl.when(own).then(pl.col("lead")).otherwise(pl.col("step")).alias("step"))

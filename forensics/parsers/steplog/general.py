@@ -33,7 +33,7 @@ from forensics import clock
 from forensics.frames import masked_digits
 from forensics.model import Skipped
 from forensics.parsers import ranks
-from forensics.parsers.steplog.counters import NUM, epoch_steps, read_counters
+from forensics.parsers.steplog.counters import NUM, bar_end, epoch_steps, lead_number, lead_steps, read_counters
 from forensics.parsers.steplog.documented import TORCH_API, documented
 from forensics.parsers.steplog.generic import PHASE_KEY, block_heads, block_steps
 
@@ -42,7 +42,8 @@ _NUM_RE = re.compile(NUM)
 _NUM_BYTES = re.compile(NUM.encode())
 _RUNS = re.compile("0+")   # (in a digit mask: each run of digits)
 
-# Lines worth a look hold one of these (any case): a literal search, no regex.
+# Lines worth a look hold one of these (any case): a literal search, no regex; or a size over a size
+# (SIZE_OVER_SIZE, whose key may name no memory: _capacity_pairs)
 MEMORY_WORDS = ["mem", "alloc", "reserv", "cache", "used", "free", "total", "peak", "vram", "in_use", "usage", "gpu"]
 
 _UNIT_FACTORS = {"b": 1, "byte": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
@@ -148,6 +149,7 @@ class Plan:
     step_idx: int | None = None
     epoch_idx: int | None = None
     steps_per_epoch_idx: int | None = None
+    lead_idx: int | None = None   # a bare whole number opening the line: its form's step if it counts (lead_steps)
     gpu_idx: int | None = None
     phase: str | None = None
     unread: list[str] = field(default_factory=list)   # memory keys whose number has no unit
@@ -232,6 +234,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
     is a row of."""
     plan = Plan()
     plan.layout, start = _layout(body)
+    body = body[:bar_end(body, start)]   # (a print run on at the end of a progress bar's line is not the bar's)
     plan.memory_tag = bool(MEMORY_TAG.search(body, start))
     nums = list(_NUM_RE.finditer(body))
     first = next((i for i, m in enumerate(nums) if m.start() >= start), len(nums))
@@ -284,6 +287,7 @@ def plan_line(body: str, header: list[str] | None = None) -> Plan:
             if after_key and len(plan.readings) + len(plan.unread) == before:
                 _add_key_after(plan, i, after_key[1], unit, signed)
         i = total_idx + 1 if total_idx is not None else i + 1
+    plan.lead_idx = lead_number(plan, body, start, at)
     return _twins(plan)
 
 
@@ -318,7 +322,7 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if _NOT_SIZE.search(key_words(key)):
         return
     key = " ".join(key.split()[-4:]).strip(" .-/")
-    if not key:
+    if not key or (_ALLOCATED.fullmatch(key) and _ALLOCATION_ACT.search(seg) and _PUT.match(after)):
         return
     # (a unit the key names, `used/total (GB)`, is both halves')
     paren = _KEY_PAREN_UNIT.search(key)
@@ -334,15 +338,16 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
     if series is None and plan.memory_tag and unit and not _NOT_SIZE.search(bare.lower()):
         series = "memory.used"
     # a size over a size (`58.32 GB / 79.19 GB`) on a line that names a phase, whatever its key: the device's use
-    # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`)
-    if series is None and total_idx is not None and unit and total_unit and plan.phase:
-        series = "memory.used"
+    # of its capacity (EasyR1's `Before vllm offload in sharding manager: 58.32 GB / 79.19 GB.`), if the file's
+    # lines of its form bear it out (_capacity_pairs)
+    pair = series is None and total_idx is not None and bool(unit) and bool(total_unit) and plan.phase is not None
+    series = "memory.used" if pair else series
     # (a documented print's key may be no memory word: TensorFlow's `{'current': N, 'peak': N}`)
     doc = documented(key, seg, after, unit)
     series = series if series is not None or doc is None else doc.series
     if series is None or (not unit and DEVICE_KEY.fullmatch(bare)):
         return
-    source = doc.source if doc else None
+    source = doc.source if doc else CAPACITY_PAIR if pair else None
     if unit:
         factor = _UNIT_FACTORS.get(unit.lower())
     elif key_factor is not None:
@@ -365,6 +370,13 @@ def _add(plan: Plan, seg: str, i: int, unit: str, total_idx: int | None, value: 
         series = doc.series
     plan.readings.append(Reading(i, series, factor, key, unit, total_idx, source))
 
+
+# The verb alone before a size that is then put somewhere (XGBoost's bulk_allocator: `Allocated 0MB on [0] GeForce GTX
+# 1080, 4572MB remaining.`, `size / mb_size` of the one cudaMalloc it made, src/common/device_helpers.cuh; `preallocated
+# 6144 MB for weights`): the size of one allocation, an act, not the memory the device holds
+_ALLOCATED = re.compile(r"(?i)(?:pre)?allocated")
+_ALLOCATION_ACT = re.compile(r"(?i)(?:pre)?allocated[ \t]+$")
+_PUT = re.compile(r"[ \t]+(?:on|for|to)\b", re.I)
 
 # A key after its size (`4572MB remaining`, `642.43 GB used`): a word of a device's level right after a size unit,
 # no key of a number after it (`reserved` in `allocated 3 MiB reserved 5 MiB` is the next number's)
@@ -432,17 +444,22 @@ _OUT = {"line": pl.Int64, "piece": pl.Int64, "k": pl.Int64, "time": pl.Datetime(
         "zoned": pl.Boolean, "series": pl.String, "bytes": pl.Int64, "total_bytes": pl.Int64,
         "step": pl.Int64, "label": pl.String, "gpu": pl.String, "rank": pl.Int64, "local_rank": pl.Int64,
         "step_tag": pl.Boolean}
-_COUNTERS = ("inner", "epoch", "per_epoch")   # a reading's step within its epoch, the epoch, its steps (counters.epoch_steps)
+# a reading's step within its epoch, the epoch, its steps (counters.epoch_steps); its line's leading number (lead_steps)
+_COUNTERS = ("inner", "epoch", "per_epoch", "lead")
 _NO_READINGS = pl.DataFrame(schema=_OUT)   # (copied: a frame made from a schema costs several times as much)
 
 
+# a size unit, a slash and a number: the pair of sizes that a line without a memory word may hold (`58.32 GB / 79.19 GB`)
+SIZE_OVER_SIZE = r"[KMGT]i?B[ \t]*/[ \t]*[0-9]"
+
+
 def candidates(text: pl.Expr) -> pl.Expr:
-    """The lines the general reader looks at: those holding a memory word (a literal search)."""
-    return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True)
+    """The lines the general reader looks at: those holding a memory word (a literal search) or a size over a size."""
+    return text.str.contains_any(MEMORY_WORDS, ascii_case_insensitive=True) | text.str.contains(SIZE_OVER_SIZE)
 
 
 # A regex that finds every line `candidates` finds (and a few more: see reader.LOOK)
-CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")"
+CANDIDATE_REGEX = "(?i:" + "|".join(re.escape(w) for w in MEMORY_WORDS) + ")|" + SIZE_OVER_SIZE
 TABLE_ROW = r"(?:^|\r)[ \t]*[0-9]"   # a line that may be a row of a table (a number first, or after a tqdm `\r`)
 
 
@@ -592,10 +609,15 @@ class Reader:
         if not good:
             return Result(_NO_READINGS.clear(), [], [], handled)
         keep = pl.col("pid").is_in(good)
-        r = _allocated_below_reserved(pl.concat(self._parts, how="vertical").filter(keep), plans, good)
+        r, good = _capacity_pairs(pl.concat(self._parts, how="vertical").filter(keep), plans, good, self._form_of)
+        if not good:
+            return Result(_NO_READINGS.clear(), [], [], handled)
+        r = _allocated_below_reserved(r, plans, good)
         heads = pl.concat(self._blocks) if self._blocks else None
         if any(plans[pid].steps_per_epoch_idx is not None for pid in good):   # (else no step restarts per epoch)
             r = epoch_steps(r, heads, self._form_of)
+        if any(plans[pid].lead_idx is not None for pid in good):
+            r = lead_steps(r, self._form_of)
         if heads is not None:
             r = block_steps(r, heads)
         if self._scopes:
@@ -638,6 +660,31 @@ def _dict_phases(r: pl.DataFrame, scopes: pl.DataFrame, inside: list[int]) -> pl
     return r.with_columns(pl.when(pl.col("pid").is_in(inside) & pl.col("scope").is_not_null())
                           .then(pl.concat_str("scope", "label", separator=", ", ignore_nulls=True))
                           .otherwise("label").alias("label")).drop("scope")
+
+
+CAPACITY_PAIR = ("a size over a size whose key names no memory, on a line naming a phase (`Before vllm offload in "
+                 "sharding manager: 58.32 GB / 79.19 GB.`), read as memory.used of the device's capacity: the second "
+                 "size is the same on every line of its print and never below the first (torch.cuda.mem_get_info's "
+                 "used / total, as verl's print_gpu_memory_usage prints it)")
+
+
+def _capacity_pairs(r: pl.DataFrame, plans: list[Plan], good: list[int], form_of: list[int]
+                    ) -> tuple[pl.DataFrame, list[int]]:
+    """Keyless sizes over sizes (CAPACITY_PAIR) stay readings only where their form's second size is one capacity:
+    the same on every line of the form and never below the first; else (a download's progress, two sizes of
+    something else) they are dropped from `r` and their plans. Returns `r` and the plans left with readings."""
+    pairs = [(pid, k + 300) for pid in good for k, x in enumerate(plans[pid].readings) if x.source == CAPACITY_PAIR]
+    if not pairs:
+        return r, good
+    form = pl.col("pid").replace_strict(dict(enumerate(form_of)), return_dtype=pl.Int64).alias("form")
+    keys = pl.DataFrame(pairs, schema={"pid": pl.Int64, "k": pl.Int64}, orient="row").with_columns(form)
+    held = (r.join(keys, on=["pid", "k"], how="semi").group_by(form)
+            .agg(((pl.col("total_bytes").n_unique() == 1) & (pl.col("bytes") <= pl.col("total_bytes")).all())
+                 .alias("one_capacity")))
+    dropped = keys.join(held.filter(~pl.col("one_capacity")), on="form", how="semi").drop("form")
+    for pid in set(dropped["pid"].to_list()):
+        plans[pid].readings = [x for x in plans[pid].readings if x.source != CAPACITY_PAIR]
+    return r.join(dropped, on=["pid", "k"], how="anti"), [pid for pid in good if plans[pid].readings]
 
 
 BELOW_RESERVED = ("read as allocated: below `reserved` on every line of its print, and a device's use is at least "
@@ -710,11 +757,12 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
     # what a line gives once (its clock, counters, GPU, rank) is read per line, then its readings
     dids = sorted(d for d in spans if d in pid_of)
     per_line = pl.DataFrame([(did, *at(did, p.step_idx), *at(did, p.epoch_idx), *at(did, p.steps_per_epoch_idx),
-                              *at(did, p.gpu_idx), p.step_idx is not None, p.phase, p.layout)
+                              *at(did, p.lead_idx), *at(did, p.gpu_idx), p.step_idx is not None, p.phase, p.layout)
                              for did, p in ((d, plans[pid_of[d]]) for d in dids)],
                             schema={"did": pl.Int64, "step_at": pl.Int64, "step_len": pl.Int64,
                                     "epoch_at": pl.Int64, "epoch_len": pl.Int64, "spe_at": pl.Int64,
-                                    "spe_len": pl.Int64, "gpu_at": pl.Int64, "gpu_len": pl.Int64,
+                                    "spe_len": pl.Int64, "lead_at": pl.Int64, "lead_len": pl.Int64,
+                                    "gpu_at": pl.Int64, "gpu_len": pl.Int64,
                                     "has_step": pl.Boolean, "label": pl.String, "layout": pl.String}, orient="row")
     readings = pl.DataFrame([(did, k, *at(did, r.idx), r.series, r.factor, *at(did, r.total_idx), r.label)
                              for did in dids for k, r in enumerate(plans[pid_of[did]].readings)],
@@ -735,17 +783,18 @@ def _samples(df: pl.DataFrame, plans: list[Plan], spans: dict[int, list[tuple[in
     rank, local = ranks.words(pl.col("text"))
     # each number taken out once (an eager select computes an expression again at each use)
     lines = df.join(per_line, on="did", how="inner").with_columns(
-        num("step").alias("_step"), num("epoch").alias("_epoch"), num("spe").alias("_spe"),
+        num("step").alias("_step"), num("epoch").alias("_epoch"), num("spe").alias("_spe"), num("lead").alias("_lead"),
         num("gpu").cast(pl.Int64, strict=False).cast(pl.String).alias("gpu"),
         rank.alias("rank"), local.alias("local_rank"))
     step, epoch, spe = whole(pl.col("_step")), whole(pl.col("_epoch")), whole(pl.col("_spe"))
     # (a counter that restarts each epoch counts on across epochs: finish's epoch_steps, once the whole file
     # says whether epochs count from 0 and which block head each line is under)
     lines = lines.with_columns(pl.coalesce(step, pl.when(~pl.col("has_step")).then(epoch)).alias("step"),
-                               step.alias("inner"), epoch.alias("epoch"), spe.alias("per_epoch"))
+                               step.alias("inner"), epoch.alias("epoch"), spe.alias("per_epoch"),
+                               whole(pl.col("_lead")).alias("lead"))
     lines, yearless = _times(lines, zone)
-    lines = lines.drop("digits", "layout", "has_step", "_step", "_epoch", "_spe",
-                       *(f"{n}_{e}" for n in ("step", "epoch", "spe", "gpu") for e in ("at", "len")), strict=False)
+    lines = lines.drop("digits", "layout", "has_step", "_step", "_epoch", "_spe", "_lead",
+                       *(f"{n}_{e}" for n in ("step", "epoch", "spe", "lead", "gpu") for e in ("at", "len")), strict=False)
     # each reading's number cut from its line by its place (the join copies a view of a line's text per
     # reading, not its bytes; only the numbers that readings take are cut and converted)
     r = lines.join(readings, on="did", how="inner")

@@ -126,9 +126,12 @@ def _strip_time(text: str, us: bool, iso: bool = True) -> str:
 
 
 def memory_word(text: str) -> bool:
-    """general.candidates of a plain line: an ASCII case-insensitive search for a memory word."""
+    """general.candidates of a plain line: an ASCII case-insensitive search for a memory word, or a size over a size."""
     low = text.lower()
-    return any(w in low for w in general.MEMORY_WORDS)
+    return any(w in low for w in general.MEMORY_WORDS) or _SIZE_OVER_SIZE.search(text) is not None
+
+
+_SIZE_OVER_SIZE = re.compile(general.SIZE_OVER_SIZE)
 
 
 def marker_step(text: str) -> int | None:
