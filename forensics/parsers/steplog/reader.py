@@ -516,6 +516,9 @@ def _for_general(rest: pl.DataFrame, unitless: list[int]) -> pl.DataFrame:
 # The memory words of figures that the general reader reads and no generic shape does (theirs are allocated,
 # reserved, cached, occupied, `mem_`, a bare `GPU`, `Free GPU ram`): only a line holding one can be read more fully
 _WIDER_WORDS = ["used", "usage", "free", "peak", "vram", "in_use", "in use"]
+# (as a regex, ASCII letters in either case as contains_any's ascii_case_insensitive takes them: found
+# several times faster)
+_WIDER_WORDS_ASCII_CI = "(?i-u:" + "|".join(re.escape(w) for w in _WIDER_WORDS) + ")"
 
 
 def _read_wider(rest: pl.DataFrame, gen: pl.DataFrame, plans: dict[str, int], joined: str | None) -> list[int]:
@@ -527,7 +530,7 @@ def _read_wider(rest: pl.DataFrame, gen: pl.DataFrame, plans: dict[str, int], jo
         return []
     t = pl.col("text")
     # (a progress bar's refreshes are pieces of a line, which the two readers count apart: left to the shapes)
-    cand = rows_where(rest, t.str.contains_any(_WIDER_WORDS, ascii_case_insensitive=True)
+    cand = rows_where(rest, t.str.contains(_WIDER_WORDS_ASCII_CI)
                       & ~t.str.contains("\r", literal=True) & pl.col("line").is_in(gen["line"].unique().implode()))
     if not cand.height:
         return []
