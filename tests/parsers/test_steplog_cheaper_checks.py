@@ -2,13 +2,15 @@
 five_million_lines runs them on every line of a part, many_files_100k once for each of its files). The literal
 searches are regexes of literals where polars' contains_any took 3-5 times as long: each must find exactly the
 lines contains_any finds, ASCII case folding included and nothing more (`(?i)` alone would also take the
-Kelvin sign for a `k` and the long s for an `s`). free.with_fall counts its series' readings."""
+Kelvin sign for a `k` and the long s for an `s`). free.with_fall counts its series' readings. A batch's kept lines
+leave out the general reader's copies of the generic shapes' lines before their union."""
 from __future__ import annotations
 
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from forensics.parsers import free, ranks
 from forensics.parsers.steplog import families, reader
@@ -61,3 +63,28 @@ def test_free_memory_alone_gets_its_fall_series(series, falls):
     if falls:
         assert out.filter(pl.col("series") == free.FALL)["line"].to_list() == s.filter(
             pl.col("series") == "free")["line"].to_list()
+
+
+def _kept(lines: list[int], generic: bool) -> pl.DataFrame:
+    lines = sorted(set(lines))
+    return pl.DataFrame({"line": lines, "text": [f"text of {x}" for x in lines], "generic": [generic] * len(lines)},
+                        schema={"line": pl.Int64, "text": pl.String, "generic": pl.Boolean})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.booleans()), min_size=1,
+                max_size=4))
+def test_a_batchs_kept_lines_are_the_union_without_the_general_rows_of_generic_lines(frames):
+    """The general reader's rows of lines that a generic frame holds are left out before the union, which
+    keeps the generic row of such a line anyway: the same lines, texts and flags."""
+    frames = [_kept(lines, generic) for lines, generic in frames]
+    assert_frame_equal(reader._union(reader._general_only_once(frames)),
+                       reader._union(frames))
+
+
+def test_a_log_of_readings_keeps_each_line_once_without_a_sort():
+    """five_million_lines: every line is a reading (kept for the generic shapes) and holds a memory word (kept
+    for the general reader); the union sorted twice each batch's lines to drop the second copies."""
+    lines = list(range(1, 1001))
+    generic = _kept(lines, True)
+    assert reader._general_only_once([generic, _kept(lines, False)]) == [generic]
