@@ -171,6 +171,19 @@ def test_a_step_number_in_each_tag_is_one_series_for_the_budget(tmp_path):
         len(series_frames(bundle.samples)) == 1
 
 
+def test_equal_growers_past_the_budget_are_kept_in_the_order_of_their_keys(tmp_path):
+    """many_files_100k: 100,000 series of one reading each grow alike (0); which 5,000 were kept followed
+    group_by's order, which differs from run to run: each report named another file. Ties go by the series'
+    keys (here the file's path)."""
+    from forensics import pipeline
+
+    for i in range(40):
+        (tmp_path / f"f{i:02d}.log").write_text(f"[step {i}] allocated: {100 + i} MB\n")
+    for _ in range(3):
+        bundle = pipeline.load([str(tmp_path)], Options(tz="UTC", max_series=5))
+        assert sorted(bundle.samples["source"].to_list()) == [str(tmp_path / f"f{i:02d}.log") for i in range(5)]
+
+
 def test_the_series_budget_is_an_option(tmp_path):
     from typer.testing import CliRunner
 
