@@ -579,7 +579,7 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
 
 class _Parts:
     """The files' frames of one table, put together as they come: a frame costs a few KB whatever its rows,
-    so a folder of many small files held one per file (100,000 one-line logs, ~0.6 GB of one-row frames).
+    so a folder of many small files held one per file until the end, most of what it held.
     Every FRAMES_HELD frames since the last time are made one; what is held is then at most FRAMES_HELD
     frames and one per FRAMES_HELD files, and each row is copied once more."""
 

@@ -22,8 +22,8 @@ def with_fall(s: pl.DataFrame, free_series: str) -> pl.DataFrame:
     when its only memory series is `free_series`, the FALL readings beside them (each after its line's
     readings)."""
     series = s["series"]
-    # (its only series, counted: Series.unique cost ~0.2 ms on one row, more than the rest of a small file's
-    # step, and seven times the count on 5 M)
+    # (whether it is the only series, by a count: Series.unique was the dearest step of a one-line file's
+    # reading, and several times the count on millions of rows)
     held = int(series.eq(free_series).sum())
     if not held or held != series.len() - series.null_count():
         return s

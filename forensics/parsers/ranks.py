@@ -45,7 +45,7 @@ _RAY_PID = r"^[^(]*\((?:[^\s()]*(?:\([^()]*\))?[ ])?pid=([0-9]{1,10})"
 REPEATED = r"[ ]?\[repeated [0-9]+x across cluster\][ \t]*$"
 # what a line with a prefix of LINE_PREFIX, or REPEATED, holds (a literal search decides whether to look)
 PREFIX_SIGNS = ["]:", "pid=", "| Local", "|Local", "across cluster]"]
-# (the same search as a regex of literals: polars' contains_any took 3-5 times as long on a log's lines)
+# (the same search as a regex of literals: polars' contains_any took several times as long on most logs' lines)
 _ANY_PREFIX_SIGN = "|".join(re.escape(x) for x in PREFIX_SIGNS)
 # a rank word in a message (not `local_rank`, `nranks`); group 1 or 2 is the rank
 RANK_WORD = r"(?i:\[rank[ ]?([0-9]{1,6})\]|\brank[ \t]*[:=#]?[ \t]*([0-9]{1,6})\b)"
