@@ -6,6 +6,7 @@
     python bench/fuzz.py --detect 2000           # detection only: 2000 series shapes per property
     python bench/fuzz.py --hostile pickles,redos # the hostile-input families of tests/hostile (issue 45)
     python bench/fuzz.py --hostile lines --cgroup  # each case under a 1 GB memory cgroup (root)
+    python bench/fuzz.py --hostile lines,scan --cases five_million_lines,many_jobs  # some cases only
 
 `--detect N` runs the detection properties of tests/test_detect_properties.py instead (generators and
 checks in evaluation/shapes.py): random series shapes through analyze_xy, through analyze() on a
@@ -17,8 +18,8 @@ on disk for all) and runs `report` on each (`scan -j 2` on the scan family's arc
 budget (--slow) and an 8 GB address-space limit (--memory; polars reserves far more address space than
 it uses, so the 1 GB target is checked on the case's peak resident memory, --max-rss): a case passes
 when it ends in time with exit 0, 1 or 2, no traceback, no signal and at most --max-rss MB resident.
-Prints one line per case: exit (negative: the signal), seconds, its peak resident memory, first stderr
-line.
+Prints one line per case: exit (negative: the signal), seconds, CPU seconds (user + system, its
+process and the workers it waited for), its peak resident memory, first stderr line.
 
 Unlike the test (which stops at the first failure and shrinks it), the campaign keeps going: every
 case that breaks a property is counted, grouped by where it broke (exception type and the innermost
@@ -147,10 +148,10 @@ def _removed_by_rm(folder: str):
         subprocess.run(["rm", "-rf", folder], check=False)
 
 
-def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | str, int]:
+def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | str, int, float]:
     """(exit status, negative for a signal, or "timeout"; the case's own peak resident MB, at least
-    this bench's own size, which the child had before it ran the case): the process group is killed
-    at `deadline`."""
+    this bench's own size, which the child had before it ran the case; its CPU seconds, user + system):
+    the process group is killed at `deadline`."""
     import os
 
     while True:
@@ -165,10 +166,11 @@ def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | str, int]:
         time.sleep(0.02)
     rc = os.waitstatus_to_exitcode(status) if status is not None else "timeout"
     proc.returncode = rc if isinstance(rc, int) else -9
-    return rc, usage.ru_maxrss // 1024
+    return rc, usage.ru_maxrss // 1024, usage.ru_utime + usage.ru_stime
 
 
-def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int, cgroup: bool = False) -> int:
+def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int, cgroup: bool = False,
+            cases: set[str] | None = None) -> int:
     """Each hostile case through the CLI, with a time and an address-space budget; 1 when any failed.
     With `cgroup`, each case runs in a memory cgroup of `max_rss_mb` instead of being judged on its peak
     resident memory: a case passes when it finishes under that limit (the allocator may keep freed pages
@@ -191,7 +193,7 @@ def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int, c
         for fam in names:
             hostile_cases.FAMILIES[fam](base / "cases")
             root = base / "cases" / fam
-            for case in sorted(root.iterdir()):
+            for case in sorted(c for c in root.iterdir() if not cases or c.name in cases):
                 out = base / "out"
                 out.mkdir(exist_ok=True)
                 # (two workers, as the reliability pass ran `many_jobs`: a scan of a 2-core machine)
@@ -209,14 +211,14 @@ def hostile(families: list[str], slow: float, memory_mb: int, max_rss_mb: int, c
                     t0 = time.perf_counter()
                     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors,
                                             preexec_fn=limit, start_new_session=True)
-                    rc, peak = _wait(proc, t0 + slow)
+                    rc, peak, cpu = _wait(proc, t0 + slow)
                     secs = time.perf_counter() - t0
                     errors.seek(0)
                     text = errors.read().decode("utf-8", "replace")
                 ok = rc in (0, 1, 2) and "Traceback" not in text and (group is not None or peak <= max_rss_mb)
                 failed += not ok
                 first = text.strip().splitlines()[0][:120] if text.strip() else ""
-                print(f"{'ok  ' if ok else 'FAIL'} {fam}/{case.name}: exit {rc}, {secs:.1f} s, "
+                print(f"{'ok  ' if ok else 'FAIL'} {fam}/{case.name}: exit {rc}, {secs:.1f} s, {cpu:.1f} s CPU, "
                       f"peak {peak} MB, {first}", flush=True)
     if group is not None:
         group.rmdir()
@@ -241,14 +243,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", type=int, default=8192, help="with --hostile: MB of address space per case")
     ap.add_argument("--max-rss", type=int, default=1024,
                     help="with --hostile: a case whose peak resident memory passes this many MB fails (default 1024)")
+    ap.add_argument("--cases", default="", help="with --hostile: a comma list of case names to run (default every "
+                    "case of the families)")
     ap.add_argument("--cgroup", action="store_true",
                     help="with --hostile: run each case in a memory cgroup of --max-rss MB (root only) and pass it "
                          "when it finishes there, instead of judging its peak resident memory")
     args = ap.parse_args(argv)
     if args.hostile:
         sys.path.insert(0, str(ROOT / "tests" / "hostile"))
+        cases = {c.strip() for c in args.cases.split(",") if c.strip()} or None
         return hostile([f.strip() for f in args.hostile.split(",")], args.slow or 10.0, args.memory, args.max_rss,
-                       args.cgroup)
+                       args.cgroup, cases)
     args.slow = args.slow or 60.0
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     rows = []

@@ -527,7 +527,7 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
         bundle.problems.append(msg)
         bundle.inputs.append(InputInfo(path=err.path, error=msg))
     bundle.problems.extend(_one_line(outside_note(shown, target)) for shown, target in found.outside)
-    sample_parts, event_parts = [], []
+    sample_parts, event_parts = _Parts(), _Parts()
 
     def read(shown: str, open_src: Callable[[], Source]) -> None:
         if progress:
@@ -570,11 +570,33 @@ def load(paths: list[str], opts: Options, progress: ProgressFn | None = None) ->
                           opts)
         else:
             read(shown, lambda: _open(real, shown, opts))
-    if sample_parts:
-        bundle.samples = pl.concat(sample_parts, how="vertical")
-    if event_parts:
-        bundle.events = pl.concat(event_parts, how="vertical")
+    if sample_parts.frames:
+        bundle.samples = sample_parts.frame()
+    if event_parts.frames:
+        bundle.events = event_parts.frame()
     return bundle
+
+
+class _Parts:
+    """The files' frames of one table, put together as they come: a frame costs a few KB whatever its rows,
+    so a folder of many small files held one per file until the end, most of what it held.
+    Every FRAMES_HELD frames since the last time are made one; what is held is then at most FRAMES_HELD
+    frames and one per FRAMES_HELD files, and each row is copied once more."""
+
+    FRAMES_HELD = 512
+
+    def __init__(self):
+        self.frames: list[pl.DataFrame] = []
+        self._joined = 0   # the frames before this one are each FRAMES_HELD files' frames made one
+
+    def append(self, frame: pl.DataFrame) -> None:
+        self.frames.append(frame)
+        if len(self.frames) - self._joined >= self.FRAMES_HELD:
+            self.frames[self._joined:] = [pl.concat(self.frames[self._joined:], how="vertical", rechunk=True)]
+            self._joined += 1
+
+    def frame(self) -> pl.DataFrame:
+        return pl.concat(self.frames, how="vertical")
 
 
 def _read_archive(bundle: Bundle, arch: "archives.Archive", read: Callable, opts: Options) -> None:

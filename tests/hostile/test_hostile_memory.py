@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from hostile_cases import five_million_lines, leak_csv
 
+from forensics import ingest
 from forensics.io import lines
 from forensics.io.sources import Source
 from forensics.options import Options
@@ -167,6 +169,19 @@ def test_a_step_number_in_each_tag_is_one_series_for_the_budget(tmp_path):
     labels = bundle.samples.with_columns(series_labels(bundle.samples))
     assert labels.group_by("source", "host", "gpu", "pid", "series", "label").len().height == \
         len(series_frames(bundle.samples)) == 1
+
+
+def test_equal_growers_past_the_budget_are_kept_in_the_order_of_their_keys(tmp_path):
+    """many_files_100k: 100,000 series of one reading each grow alike (0); which 5,000 were kept followed
+    group_by's order, which differs from run to run: each report named another file. Ties go by the series'
+    keys (here the file's path)."""
+    from forensics import pipeline
+
+    for i in range(40):
+        (tmp_path / f"f{i:02d}.log").write_text(f"[step {i}] allocated: {100 + i} MB\n")
+    for _ in range(3):
+        bundle = pipeline.load([str(tmp_path)], Options(tz="UTC", max_series=5))
+        assert sorted(bundle.samples["source"].to_list()) == [str(tmp_path / f"f{i:02d}.log") for i in range(5)]
 
 
 def test_the_series_budget_is_an_option(tmp_path):
@@ -600,3 +615,27 @@ print(table.height, rows.height, grew, df.estimated_size() >> 20)
     assert (series, rows) == (1, 1_000_000)
     # (measured: the grouped table grew 74 MB over a 72 MB frame on polars 1.36, 63 over 50 on 2.1; this one 58 and 17)
     assert grew_mb < 0.9 * frame_mb, (grew_mb, frame_mb)
+
+
+def test_the_frames_of_many_small_files_are_put_together_as_they_come(tmp_path, monkeypatch):
+    """many_files_100k (100,000 one-line step logs, issue 45): one frame of readings per file, each a few KB
+    whatever its rows, held until the end (2.1 GB resident). Every FRAMES_HELD files' frames are made one as
+    they come: the bundle's readings are those of one concat of every file's frame, in the same order."""
+    for i in range(37):
+        (tmp_path / f"f{i:03d}.log").write_text(f"[step {i}] allocated: {100 + i} MB\n")
+    want = ingest.load([str(tmp_path)], Options())
+    held = []
+    append = ingest._Parts.append
+
+    def counted(self, frame):
+        append(self, frame)
+        held.append(len(self.frames))
+
+    monkeypatch.setattr(ingest._Parts, "FRAMES_HELD", 4)
+    monkeypatch.setattr(ingest._Parts, "append", counted)
+    got = ingest.load([str(tmp_path)], Options())
+    assert_frame_equal(got.samples, want.samples)
+    assert got.samples.height == 37
+    # at most FRAMES_HELD - 1 frames of files not yet put together, and one per FRAMES_HELD files before them
+    assert len(held) == 37 and max(held) <= 3 + 37 // 4
+    assert got.samples.n_chunks() < 37

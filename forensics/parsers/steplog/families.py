@@ -292,7 +292,8 @@ def literals_held(frame: pl.DataFrame) -> str:
     query or two of literal searches. holds_any and extract_hf_trainer read it as they read a small frame's
     text: a literal is in it iff a line holds it (HF_KEY_SIGN's match, iff a line has one, as ` = `)."""
     t = pl.col("text")
-    some, kv = frame.select(t.str.contains_any(list(_HELD)).any().alias("some"),
+    # (FAMILY_PLAIN_LITERALS is _HELD as a regex, which finds them several times faster than contains_any)
+    some, kv = frame.select(t.str.contains(FAMILY_PLAIN_LITERALS).any().alias("some"),
                             t.str.contains(HF_KEY_SIGN).any().alias("kv")).row(0)
     found = (frame.select(*(t.str.contains(x, literal=True).any().alias(str(i)) for i, x in enumerate(_HELD))).row(0)
              if some else [False] * len(_HELD))   # (one search for all of them first: most logs hold none)
