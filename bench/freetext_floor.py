@@ -85,7 +85,7 @@ from pathlib import Path
 from forensics.io.sources import Source
 from forensics.parsers.steplog import reader
 r = reader.StepLogReader(Source.open(Path(path)), None)
-n = sum(int(b.look.result().sum()) for b in r._batches(look(), reader.BATCH_BYTES))
+n = sum(b.looked.result().height for b in r._batches(look(), reader.BATCH_BYTES))
 """,
     "read": r"""
 from pathlib import Path
