@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_stepmem_properties import line_strategy
 
 from conftest import REALWORLD
+from forensics.parsers import ranks
 from forensics.parsers.steplog import families, generic, markers, reader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,9 @@ EXAMPLES = [
     "[Rank 0] (after 20 iterations) memory (MB) | allocated: 1570.7 | max allocated: 1.0 | reserved: 4020.0",
     "***** train metrics *****", "  epoch                    =        3.0", "  train_runtime\t=\t0:05:55.12",
     "  train_mem_gpu_alloc_delta  =     -153MB", "x_mem_y=5MB",
+    # step markers behind a distributed job's rank prefix (ranks.LINE_PREFIX)
+    "[default1]:[rank1]: 2026-10-01 10:00:00,123 step 14", "(WorkerDict pid=4242) Iter: 15",
+    "[Rank 0 | Local Rank 0] [2026-10-01 10:00:01] global_step=16",
 ]
 
 
@@ -56,6 +60,9 @@ INCLUSIONS = {
     "reader: family lines": (T.str.contains(families.FAMILY_LINES), T.str.contains(families.FAMILY_LITERALS)),
     "reader: readings": (T.str.contains(generic.ANY_READING), T.str.contains(READING_PREFILTER)),
     "reader: step markers": (MARKER_LINE, T.str.contains(generic.MARKER_PREFILTER)),
+    # (what StepLogReader._keep extracts, behind a rank prefix too: only lines that pass MARKER_PREFILTER are tried)
+    "reader: step markers behind a prefix": (generic.strip_line_time(ranks.strip_prefix(T)).str.contains(generic.STEP_MARKER),
+                                             T.str.contains(generic.MARKER_PREFILTER)),
     "reader: all it keeps": (T.str.contains(families.FAMILY_LINES) | T.str.contains(generic.ANY_READING)
                              | MARKER_LINE, T.str.contains(reader.PREFILTER)),
     "scan: generic hint": (T.str.contains(generic.GENERIC_HINT),

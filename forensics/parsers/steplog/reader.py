@@ -210,7 +210,12 @@ class StepLogReader:
         # a line of the generic hint that neither a family nor a reading uses matters only as a step
         # marker, and only if it gives a step
         pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
-        rel = marks.lazy().with_columns(t.str.contains(generic.ANY_READING).alias("reading")).with_columns(
+        rel = marks.lazy().with_columns(t.str.contains(generic.ANY_READING).alias("reading")).filter(
+            # (a line that fails MARKER_PREFILTER gives no step: the step's extraction, several times the cost
+            # of that one anchored search, runs only on the lines that pass it; a log whose every memory line
+            # has a `step=N` in it has thousands of pure lines and no marker among them)
+            ~pure | t.str.contains(generic.MARKER_PREFILTER)
+        ).with_columns(
             pl.when(pure).then(generic.strip_line_time(ranks.strip_prefix(t)).str.extract(generic.STEP_MARKER)
                                .cast(pl.Int64, strict=False).is_not_null())
             .otherwise(False).alias("marker")
