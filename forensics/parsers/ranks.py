@@ -45,6 +45,9 @@ _RAY_PID = r"^[^(]*\((?:[^\s()]*(?:\([^()]*\))?[ ])?pid=([0-9]{1,10})"
 REPEATED = r"[ ]?\[repeated [0-9]+x across cluster\][ \t]*$"
 # what a line with a prefix of LINE_PREFIX, or REPEATED, holds (a literal search decides whether to look)
 PREFIX_SIGNS = ["]:", "pid=", "| Local", "|Local", "across cluster]"]
+# (as a regex of those literals, which polars' regex engine finds with a vectorized literal search: several
+# times faster than contains_any's Aho-Corasick automaton, which steps through every byte)
+PREFIX_SIGN = "|".join(re.escape(x) for x in PREFIX_SIGNS)
 # a rank word in a message (not `local_rank`, `nranks`); group 1 or 2 is the rank
 RANK_WORD = r"(?i:\[rank[ ]?([0-9]{1,6})\]|\brank[ \t]*[:=#]?[ \t]*([0-9]{1,6})\b)"
 LOCAL_WORD = r"(?i:\blocal[_ ]rank[ \t]*[:=#]?[ \t]*([0-9]{1,6})\b)"
@@ -64,7 +67,7 @@ def split_prefix(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` (line, text) with `text` stripped of its prefixes (and of Ray's REPEATED) and three columns,
     `line_rank`, `line_local_rank` and `line_pid` (Int64, null where the line has no prefix that says)."""
     t = pl.col("text")
-    if not frame.height or not frame.select(t.str.contains_any(PREFIX_SIGNS).any()).item():
+    if not frame.height or not frame.select(t.str.contains(PREFIX_SIGN).any()).item():
         return frame.with_columns(pl.lit(None, pl.Int64).alias(c) for c in PREFIX_COLUMNS)
     block = t.str.extract(f"({LINE_PREFIX})")
     ranked = block.str.extract_groups(_BLOCK)

@@ -292,7 +292,8 @@ def literals_held(frame: pl.DataFrame) -> str:
     query or two of literal searches. holds_any and extract_hf_trainer read it as they read a small frame's
     text: a literal is in it iff a line holds it (HF_KEY_SIGN's match, iff a line has one, as ` = `)."""
     t = pl.col("text")
-    some, kv = frame.select(t.str.contains_any(list(_HELD)).any().alias("some"),
+    # (FAMILY_PLAIN_LITERALS: _HELD as a regex, searched by the regex engine's vectorized literal search)
+    some, kv = frame.select(t.str.contains(FAMILY_PLAIN_LITERALS).any().alias("some"),
                             t.str.contains(HF_KEY_SIGN).any().alias("kv")).row(0)
     found = (frame.select(*(t.str.contains(x, literal=True).any().alias(str(i)) for i, x in enumerate(_HELD))).row(0)
              if some else [False] * len(_HELD))   # (one search for all of them first: most logs hold none)
@@ -324,8 +325,8 @@ HF_BANNER = "*****"
 HF_KEY_SIGN = r"\s=\s"
 # the literals that the reader's passes test a part's text for (literals_held)
 _HELD = (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER)
-# The plain ones as a regex, and all of them (for the reader's prefilter)
-FAMILY_PLAIN_LITERALS = "|".join(re.escape(x) for x in (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER))
+# The plain ones (_HELD) as a regex, and all of them (for the reader's prefilter)
+FAMILY_PLAIN_LITERALS = "|".join(re.escape(x) for x in _HELD)
 FAMILY_LITERALS = f"{FAMILY_PLAIN_LITERALS}|{HF_KEY_SIGN}"
 
 # The family lines that can hold a reading, for `scan` (which reads no label and no other metric).
