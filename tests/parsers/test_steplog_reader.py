@@ -177,9 +177,10 @@ def test_a_big_log_read_through_raw_batches(tmp_path, batch_bytes):
 
 def test_the_lines_a_big_batchs_search_finds_are_copied_out(monkeypatch):
     """_looked: the lines the search finds are the batch's rows it matches, and of a big batch (more text than
-    generic.SMALL_TEXT_BYTES) they are copied out of its buffers (frames.owned), where they lie one in tens
-    over the batch and every pass over them after the search would wait on memory for each; a small
-    batch's are not (a copy is a query, whose fixed cost a small file pays per batch)."""
+    generic.SMALL_TEXT_BYTES) they are copied out of its buffers (frames.owned) when they are few, where they
+    lie one in tens over the batch and every pass over them after the search would wait on memory for each;
+    a small batch's are not (a copy is a query, whose fixed cost a small file pays per batch), nor those of a
+    batch whose every line is found (next to each other already: the copy would only add)."""
     copied = []
     monkeypatch.setattr(reader_mod, "owned", lambda df: copied.append(df.height) or df)
     i = pl.int_range(20_000, dtype=pl.Int64)
@@ -194,6 +195,9 @@ def test_the_lines_a_big_batchs_search_finds_are_copied_out(monkeypatch):
     assert copied == [645]
     small = batch.head(200)
     assert_frame_equal(reader_mod._looked(small, reader_mod.LOOK), small.filter(pl.col("text").str.contains(reader_mod.LOOK)))
+    dense = pl.concat([batch.filter(pl.col("text").str.contains("gpu_mem", literal=True))] * 2)
+    assert dense["text"].estimated_size() > generic.SMALL_TEXT_BYTES
+    assert_frame_equal(reader_mod._looked(dense, reader_mod.LOOK), dense)
     assert copied == [645]
 
 

@@ -60,6 +60,9 @@ _KEPT_LINES = {"line": pl.Int64, "text": pl.String, "generic": pl.Boolean}
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
 BATCH_BYTES = 32 << 20
 AHEAD = 2
+# The lines a search finds are copied out of a big batch when at most one in this many is found (_looked):
+# sparser than that, each found line is lines away from the last, past what the CPU reads ahead
+SPARSE_FOUND = 4
 
 
 class StepLogReader:
@@ -326,12 +329,14 @@ def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _looked(batch: pl.DataFrame, regex: str) -> pl.DataFrame:
-    """The lines (line, text) of `batch` that `regex` finds, a big batch's copied out of its buffers: a
-    filter's strings stay where they are, one line in tens of a batch of tens of MB, and each of the
-    dozen passes over them after the search (_feed, _keep, _keep_general, the scanners) would wait on
-    memory for every line, several times the cost of the one copy (which runs in the search's thread)."""
+    """The lines (line, text) of `batch` that `regex` finds; of a big batch, when they are a few of its
+    lines, copied out of its buffers. A filter's strings stay where they are: one line in tens of a batch of
+    tens of MB, each of the dozen passes over them after the search (_feed, _keep, _keep_general, the
+    scanners) would wait on memory for every line, several times the cost of the one copy (which runs in
+    the search's thread). Where most lines are found they lie close together, and a copy would only add."""
     looked = rows_where(batch[["line", "text"]], pl.col("text").str.contains(regex))
-    return owned(looked) if batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES else looked
+    big = batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES
+    return owned(looked) if big and looked.height * SPARSE_FOUND <= batch.height else looked
 
 
 # -- all families together ------------------------------------------------------------------------
