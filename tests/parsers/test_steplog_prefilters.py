@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_stepmem_properties import line_strategy
 
 from conftest import REALWORLD
+from forensics.parsers import ranks
 from forensics.parsers.steplog import families, generic, markers, reader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,9 @@ EXAMPLES = [
     "[Rank 0] (after 20 iterations) memory (MB) | allocated: 1570.7 | max allocated: 1.0 | reserved: 4020.0",
     "***** train metrics *****", "  epoch                    =        3.0", "  train_runtime\t=\t0:05:55.12",
     "  train_mem_gpu_alloc_delta  =     -153MB", "x_mem_y=5MB",
+    # step markers behind a distributed job's rank prefix (ranks.LINE_PREFIX)
+    "[default1]:[rank1]: 2026-10-01 10:00:00,123 step 14", "(WorkerDict pid=4242) Iter: 15",
+    "[Rank 0 | Local Rank 0] [2026-10-01 10:00:01] global_step=16",
 ]
 
 
@@ -56,6 +60,9 @@ INCLUSIONS = {
     "reader: family lines": (T.str.contains(families.FAMILY_LINES), T.str.contains(families.FAMILY_LITERALS)),
     "reader: readings": (T.str.contains(generic.ANY_READING), T.str.contains(READING_PREFILTER)),
     "reader: step markers": (MARKER_LINE, T.str.contains(generic.MARKER_PREFILTER)),
+    # (what StepLogReader._keep extracts, behind a rank prefix too: only lines that pass MARKER_PREFILTER are tried)
+    "reader: step markers behind a prefix": (generic.strip_line_time(ranks.strip_prefix(T)).str.contains(generic.STEP_MARKER),
+                                             T.str.contains(generic.MARKER_PREFILTER)),
     "reader: all it keeps": (T.str.contains(families.FAMILY_LINES) | T.str.contains(generic.ANY_READING)
                              | MARKER_LINE, T.str.contains(reader.PREFILTER)),
     "scan: generic hint": (T.str.contains(generic.GENERIC_HINT),
@@ -113,3 +120,19 @@ def test_every_declared_literal_is_needed_by_some_line(what, alternation, regex,
         wrap = (lambda rx: f"(?i:{rx})") if any_case else (lambda rx: rx)
         only = lines.filter(T.str.contains(wrap(part)) & ~T.str.contains(wrap(rest)))
         assert only.height, f"{what}: no line needs {part!r}"
+
+
+# Literal lists that polars searches as a regex alternation (the regex engine's vectorized literal search;
+# contains_any's automaton steps through every byte): each finds exactly the lines holding one of its literals.
+LITERAL_REGEXES = [(ranks.PREFIX_SIGN, ranks.PREFIX_SIGNS), (families.FAMILY_PLAIN_LITERALS, list(families._HELD))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([*ranks.PREFIX_SIGNS, *families._HELD, "]", ":", "|", " ", "L", "*", "x",
+                                          "\\", ".", "(", "\t", "é"]), max_size=12).map("".join), min_size=1, max_size=20))
+def test_literal_regexes_find_what_their_literals_do(texts):
+    """The literals and their pieces (a `]` without its `:`, `| Loc`, four `*`), escaped characters of the
+    regex syntax, in any order."""
+    s = pl.Series("text", texts, pl.String)
+    for regex, literals in LITERAL_REGEXES:
+        assert s.str.contains(regex).to_list() == s.str.contains_any(literals).to_list(), regex

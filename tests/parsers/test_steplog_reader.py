@@ -133,11 +133,13 @@ def test_a_big_log_read_in_batches_of_its_bytes(tmp_path, seed):
     assert_same_parsed(reader.finish(), want)
 
 
-def test_a_big_log_read_through_raw_batches(tmp_path):
+@pytest.mark.parametrize("batch_bytes", [4096, 80_000])
+def test_a_big_log_read_through_raw_batches(tmp_path, batch_bytes):
     """The driver's path for a big file (raw_batches, feed_raw): one search of every line for the
     reader and the free-text scanners together, the scanners fed only what it leaves. The reader gives
     what parse gives, and the scanners (OOMs, a memory summary's `|` rows, a compute-sanitizer report in
-    the middle of the log) find what they find when fed every line."""
+    the middle of the log) find what they find when fed every line. (Batches of 80 kB are big ones,
+    whose found lines are copied out of the batch: _looked.)"""
     rng = random.Random(3)
     lines = [rng.choice(_SHAPES).format(i=i, m=rng.randint(100, 999)) for i in range(3000)]
     extra = [*sorted((ROOT / "tests" / "samples" / "pytorch-oom").glob("*"))[:2],
@@ -162,15 +164,41 @@ def test_a_big_log_read_through_raw_batches(tmp_path):
     src = Source.open(path)
     reader, scanners = fmt.reader(src, OPTS), Scanners({fmt.name, *fmt.covers})
     n = 0
-    for item in reader.raw_batches(scanners, 4096):
+    for item in reader.raw_batches(scanners, batch_bytes):
         reader.feed_raw(item, scanners)
         n += 1
-    assert n > 20 and src.streamed_lines == len(lines) + 1
+    assert n > (20 if batch_bytes == 4096 else 1) and src.streamed_lines == len(lines) + 1
     assert_same_parsed(reader.finish(), want)
     found = scanners.finish(src, OPTS)
     assert [p.records for p in found] == [p.records for p in want_found]
     for got, exp in zip(found, want_found):
         assert_same_parsed(got, exp)
+
+
+def test_the_lines_a_big_batchs_search_finds_are_copied_out(monkeypatch):
+    """_looked: the lines the search finds are the batch's rows it matches, and of a big batch (more text than
+    generic.SMALL_TEXT_BYTES) they are copied out of its buffers (frames.owned) when they are few, where they
+    lie one in tens over the batch and every pass over them after the search would wait on memory for each;
+    a small batch's are not (a copy is a query, whose fixed cost a small file pays per batch), nor those of a
+    batch whose every line is found (next to each other already: the copy would only add)."""
+    copied = []
+    monkeypatch.setattr(reader_mod, "owned", lambda df: copied.append(df.height) or df)
+    i = pl.int_range(20_000, dtype=pl.Int64)
+    batch = pl.select((i + 1).alias("line"), pl.when(i % 31 == 5).then(
+        pl.lit("2026-10-01 00:00:00,000 INFO train: step=7 loss=2.4 gpu_mem_alloc=20.0GB gpu_mem_reserved=24.0GB"))
+        .otherwise(pl.concat_str(pl.lit("2026-10-01 00:00:00,000 INFO train: step 7 | loss 2.4 | lr 3e-4 | "),
+                                 i.cast(pl.String))).alias("text"))
+    assert batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES
+    want = batch.filter(pl.col("text").str.contains(reader_mod.LOOK))
+    assert want.height == 645
+    assert_frame_equal(reader_mod._looked(batch, reader_mod.LOOK), want)
+    assert copied == [645]
+    small = batch.head(200)
+    assert_frame_equal(reader_mod._looked(small, reader_mod.LOOK), small.filter(pl.col("text").str.contains(reader_mod.LOOK)))
+    dense = pl.concat([batch.filter(pl.col("text").str.contains("gpu_mem", literal=True))] * 2)
+    assert dense["text"].estimated_size() > generic.SMALL_TEXT_BYTES
+    assert_frame_equal(reader_mod._looked(dense, reader_mod.LOOK), dense)
+    assert copied == [645]
 
 
 def test_a_streamed_step_log_reads_as_one_read_whole(tmp_path, monkeypatch):

@@ -325,8 +325,8 @@ HF_BANNER = "*****"
 HF_KEY_SIGN = r"\s=\s"
 # the literals that the reader's passes test a part's text for (literals_held)
 _HELD = (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER)
-# The plain ones as a regex, and all of them (for the reader's prefilter)
-FAMILY_PLAIN_LITERALS = "|".join(re.escape(x) for x in (*DEEPSPEED_LITERALS, *MEGATRON_LITERALS, HF_BANNER))
+# The plain ones (_HELD) as a regex, and all of them (for the reader's prefilter)
+FAMILY_PLAIN_LITERALS = "|".join(re.escape(x) for x in _HELD)
 FAMILY_LITERALS = f"{FAMILY_PLAIN_LITERALS}|{HF_KEY_SIGN}"
 
 # The family lines that can hold a reading, for `scan` (which reads no label and no other metric).

@@ -60,6 +60,9 @@ _KEPT_LINES = {"line": pl.Int64, "text": pl.String, "generic": pl.Boolean}
 # A big file's batches (raw_batches), read by one thread while two others search the next ones.
 BATCH_BYTES = 32 << 20
 AHEAD = 2
+# The lines a search finds are copied out of a big batch when at most one in this many is found (_looked):
+# sparser than that, each found line is lines away from the last, past what the CPU reads ahead
+SPARSE_FOUND = 4
 
 
 class StepLogReader:
@@ -85,7 +88,7 @@ class StepLogReader:
         if (lines := small.rows(batch)) is not None:   # (a few plain lines: the same lines kept, in Python)
             self._feed_few(batch, lines)
         else:
-            self._feed(batch, _look(batch, LOOK))
+            self._feed(batch, _looked(batch, LOOK))
 
     def raw_batches(self, scanners, batch_bytes: int | None = None):
         """The source's batches for feed_raw, each with its search for LOOK and the scanners' lines
@@ -102,7 +105,7 @@ class StepLogReader:
         with ThreadPoolExecutor(AHEAD) as pool:
             waiting: deque[_Batch] = deque()
             for batch in line_reader.prefetched(line_reader.cleaned_batches(self.src, size, stats=stats), depth=1):
-                waiting.append(_Batch(batch, pool.submit(_look, batch, look)))
+                waiting.append(_Batch(batch, pool.submit(_looked, batch, look)))
                 if len(waiting) > AHEAD:
                     yield waiting.popleft()
             yield from waiting
@@ -111,14 +114,13 @@ class StepLogReader:
     def feed_raw(self, item: _Batch, scanners) -> None:
         """feed() of a raw_batches batch, and the scanners' feed of the lines its search left (every
         line a scanner looks at is among them)."""
-        scanners.feed(self._feed(item.frame, item.look.result()))
+        scanners.feed(self._feed(item.frame, item.looked.result()))
 
-    def _feed(self, batch: pl.DataFrame, look: pl.Series) -> pl.DataFrame:
-        """Keep what matters of `batch` (`look`: its lines that LOOK, or a regex it is part of, finds);
-        returns those lines (line, text)."""
+    def _feed(self, batch: pl.DataFrame, looked: pl.DataFrame) -> pl.DataFrame:
+        """Keep what matters of `batch` (`looked`: _looked's lines of it, those that LOOK, or a regex it is
+        part of, finds); returns those lines (line, text)."""
         t = pl.col("text")
         # (few queries a batch: each has a fixed cost, which is what a small file's reading is made of)
-        looked = rows_where(batch[["line", "text"]], look)
         fam_or_gen = pl.col("fam") | pl.col("gen")
         # (a small text without a family literal has no family line: FAMILY_LINES is not even compiled)
         joined = generic.small_text(looked["text"])
@@ -211,7 +213,12 @@ class StepLogReader:
         # a line of the generic hint that neither a family nor a reading uses matters only as a step
         # marker, and only if it gives a step
         pure = pl.col("gen") & ~pl.col("fam") & ~pl.col("reading")
-        rel = marks.lazy().with_columns(t.str.contains(generic.ANY_READING).alias("reading")).with_columns(
+        rel = marks.lazy().with_columns(t.str.contains(generic.ANY_READING).alias("reading")).filter(
+            # (a line that fails MARKER_PREFILTER gives no step: the step's extraction, several times the cost
+            # of that one anchored search, runs only on the lines that pass it; a log whose every memory line
+            # has a `step=N` in it has thousands of pure lines and no marker among them)
+            ~pure | t.str.contains(generic.MARKER_PREFILTER)
+        ).with_columns(
             pl.when(pure).then(generic.strip_line_time(ranks.strip_prefix(t)).str.extract(generic.STEP_MARKER)
                                .cast(pl.Int64, strict=False).is_not_null())
             .otherwise(False).alias("marker")
@@ -287,10 +294,10 @@ class StepLogReader:
 
 
 class _Batch:
-    """A batch of raw_batches: its lines and the search of them (a Future of _look's Series)."""
+    """A batch of raw_batches: its lines and the search of them (a Future of _looked's lines)."""
 
-    def __init__(self, frame: pl.DataFrame, look: Future):
-        self.frame, self.look = frame, look
+    def __init__(self, frame: pl.DataFrame, looked: Future):
+        self.frame, self.looked = frame, looked
 
 
 def _same(df: pl.DataFrame) -> pl.DataFrame:
@@ -334,8 +341,15 @@ def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return df.filter(pl.col("line").ne_missing(pl.col("line").shift(1)))
 
 
-def _look(batch: pl.DataFrame, regex: str) -> pl.Series:
-    return batch.select(pl.col("text").str.contains(regex)).to_series()
+def _looked(batch: pl.DataFrame, regex: str) -> pl.DataFrame:
+    """The lines (line, text) of `batch` that `regex` finds; of a big batch, when they are a few of its
+    lines, copied out of its buffers. A filter's strings stay where they are: one line in tens of a batch of
+    tens of MB, each of the dozen passes over them after the search (_feed, _keep, _keep_general, the
+    scanners) would wait on memory for every line, several times the cost of the one copy (which runs in
+    the search's thread). Where most lines are found they lie close together, and a copy would only add."""
+    looked = rows_where(batch[["line", "text"]], pl.col("text").str.contains(regex))
+    big = batch["text"].estimated_size() > generic.SMALL_TEXT_BYTES
+    return owned(looked) if big and looked.height * SPARSE_FOUND <= batch.height else looked
 
 
 # -- all families together ------------------------------------------------------------------------
