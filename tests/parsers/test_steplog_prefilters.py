@@ -120,19 +120,3 @@ def test_every_declared_literal_is_needed_by_some_line(what, alternation, regex,
         wrap = (lambda rx: f"(?i:{rx})") if any_case else (lambda rx: rx)
         only = lines.filter(T.str.contains(wrap(part)) & ~T.str.contains(wrap(rest)))
         assert only.height, f"{what}: no line needs {part!r}"
-
-
-# Literal lists that polars searches as a regex alternation (the regex engine's vectorized literal search;
-# contains_any's automaton steps through every byte): each finds exactly the lines holding one of its literals.
-LITERAL_REGEXES = [(ranks.PREFIX_SIGN, ranks.PREFIX_SIGNS), (families.FAMILY_PLAIN_LITERALS, list(families._HELD))]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.sampled_from([*ranks.PREFIX_SIGNS, *families._HELD, "]", ":", "|", " ", "L", "*", "x",
-                                          "\\", ".", "(", "\t", "é"]), max_size=12).map("".join), min_size=1, max_size=20))
-def test_literal_regexes_find_what_their_literals_do(texts):
-    """The literals and their pieces (a `]` without its `:`, `| Loc`, four `*`), escaped characters of the
-    regex syntax, in any order."""
-    s = pl.Series("text", texts, pl.String)
-    for regex, literals in LITERAL_REGEXES:
-        assert s.str.contains(regex).to_list() == s.str.contains_any(literals).to_list(), regex
