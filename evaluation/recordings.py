@@ -156,15 +156,17 @@ def shared_total(jobs: list[dict]) -> str | None:
 PRINTS_NO_RESERVED = frozenset({"tracemalloc", "tutorial", "mmengine", "detectron2", "tfinfo", "fairseq"})
 
 
+def _options(job: dict) -> dict[str, str] | None:
+    """A job's command-line options (each word to the next), None where it has no command (a forked worker)."""
+    words = shlex.split(job.get("command") or "")
+    return dict(zip(words, words[1:])) if words else None
+
+
 def prints_no_reserved(jobs: list[dict]) -> bool:
     """Whether every style the jobs printed a step log in (`--style`, workloads.py's default `spine`) prints no
     reserved memory."""
-    styles = set()
-    for job in jobs:
-        words = shlex.split(job.get("command") or "")
-        if words:
-            styles.update(dict(zip(words, words[1:])).get("--style", "spine").split("+"))
-    styles.discard("none")
+    styles = {st for job in jobs if (opts := _options(job)) is not None
+              for st in opts.get("--style", "spine").split("+")} - {"none"}
     return bool(styles) and styles <= PRINTS_NO_RESERVED
 
 
@@ -175,10 +177,9 @@ def step_logs(jobs: list[dict]) -> list[str]:
     of `--style a+b`; the `--monitor-file`. A job without a command (a forked worker) writes none."""
     out = []
     for job in jobs:
-        words = shlex.split(job.get("command") or "")
-        if not words:
+        opts = _options(job)
+        if opts is None:
             continue
-        opts = dict(zip(words, words[1:]))
         styles = opts.get("--style", "spine").split("+")   # (workloads.py's default style)
         monitor = "--monitor" in opts and float(opts["--monitor"]) > 0
         monitor_file = opts.get("--monitor-file") if monitor else None
